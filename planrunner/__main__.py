@@ -1,0 +1,5 @@
+import sys
+
+from planrunner.cli import main
+
+sys.exit(main())

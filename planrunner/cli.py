@@ -1,0 +1,83 @@
+"""Command line: `main(argv, stdout, stderr) -> exit code`.
+
+Parses arguments, dispatches to one module per subcommand (planrunner/commands/),
+renders PlanErrors as located diagnostics and chooses the exit code:
+0 ok; 1 invalid plan or failed run; 2 usage; 3 the machine lacks what `run` needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import TextIO
+
+from planrunner import __version__
+from planrunner.diagnostics import render
+from planrunner.errors import PlanError
+
+# Subcommand name -> module in planrunner.commands exposing register(subparsers) and
+# run(args, stdout, stderr) -> int. Imported lazily so `list` never pays for jinja2.
+COMMANDS = {
+    "list": "list_cmd",
+    "doctor": "doctor",
+    "validate": "validate",
+    "render": "render",
+    "run": "run",
+    "schema": "schema",
+    "plans": "plans",
+    "show": "show",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="planrunner",
+        description="Trace user-space programs (USDT, uprobes, tracepoints) from declarative plans.",
+    )
+    parser.add_argument("--version", action="version", version=f"planrunner {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in COMMANDS.items():
+        importlib.import_module(f"planrunner.commands.{module}").register(sub, name)
+    return parser
+
+
+def print_error(err: PlanError, stderr: TextIO) -> None:
+    """Render every diagnostic of `err` with its source line and caret."""
+    sources: dict[str, str | None] = {}
+    for diag in err.diagnostics:
+        text = None
+        if diag.span is not None:
+            path = diag.span.path
+            if path not in sources:
+                try:
+                    with open(path, encoding="utf-8") as fh:
+                        sources[path] = fh.read()
+                except OSError:
+                    sources[path] = None
+            text = sources[path]
+        print(render(diag, text), file=stderr)
+
+
+def main(argv: list[str] | None = None, stdout: TextIO | None = None,
+         stderr: TextIO | None = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or usage error (2)
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args, stdout, stderr))
+    except PlanError as err:
+        print_error(err, stderr)
+        return err.exit_code
+    except BrokenPipeError:
+        # stdout closed early (`| head`): end quietly, like a good Unix tool.
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            return 0
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,71 @@
+"""The user-facing error hierarchy. Every error a user can cause is a PlanError
+carrying one or more Diagnostics; an internal bug is never a PlanError."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from planrunner.diagnostics import Diagnostic, Span
+
+
+class PlanError(Exception):
+    """Root of every user-facing error. Exit code 1 unless a subclass says otherwise."""
+
+    exit_code = 1
+
+    def __init__(self, diagnostics: Iterable[Diagnostic] | str, span: Span | None = None,
+                 hints: tuple[str, ...] = ()) -> None:
+        if isinstance(diagnostics, str):
+            diagnostics = [Diagnostic(diagnostics, span, hints)]
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+        if not self.diagnostics:
+            raise ValueError("PlanError needs at least one diagnostic")
+        super().__init__(self.diagnostics[0].headline())
+
+
+class PlanSyntaxError(PlanError):
+    """The file is not valid YAML/TOML."""
+
+
+class PlanSchemaError(PlanError):
+    """The plan does not match schema/plan.schema.json."""
+
+
+class PlanSemanticError(PlanError):
+    """Cross-field mistakes: unknown probe references, bad params, duplicate keys..."""
+
+
+class ExpressionError(PlanError):
+    """A `where`/`fields`/`value`/`by` expression that does not parse or type-check."""
+
+
+class ResolveError(PlanError):
+    """A target, probe, symbol or tracepoint that cannot be found or read."""
+
+
+class OperandError(PlanError):
+    """A USDT argument operand that cannot be decoded or read on this architecture."""
+
+
+class BackendError(PlanError):
+    """Compiling, loading or attaching the BPF program failed."""
+
+
+class BackendUnavailable(PlanError):
+    """The machine lacks what `run` needs (root, bcc, kernel headers). Exit code 3."""
+
+    exit_code = 3
+
+
+class UsageError(PlanError):
+    """Bad command-line input (unknown --set name, bad value). Exit code 2."""
+
+    exit_code = 2
+
+
+def collect(errors: Iterable[PlanError], cls: type[PlanError] = PlanError) -> PlanError | None:
+    """Merge several PlanErrors into one of class `cls` (None when there are none)."""
+    diags: list[Diagnostic] = []
+    for err in errors:
+        diags.extend(err.diagnostics)
+    return cls(diags) if diags else None

@@ -1,0 +1,125 @@
+"""The Plan model: what `plan/build.py` produces from a validated plan file.
+
+Frozen data, no logic. Every node keeps the Span of the plan text it came from.
+Expressions are parsed (expr.ast) but not yet type-checked: their types depend on
+the resolved binaries (operand widths), so checking happens at resolve time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from planrunner.diagnostics import Span
+
+if TYPE_CHECKING:
+    from planrunner.expr.ast import Expr
+
+ParamType = Literal["int", "number", "string", "duration", "bool"]
+ProbeKind = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "span"]
+OutputKind = Literal["print", "count", "sum", "min", "max", "avg", "hist", "lhist"]
+ValueType = Literal["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                    "pointer", "bool", "string"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    name: str
+    type: ParamType
+    default: object | None  # already converted: int, float, str, bool, duration as int ns
+    required: bool
+    help: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    name: str
+    binary: str  # after ${param} substitution; path, name on PATH, or library short name
+    build_id: str | None
+    span: Span  # the `binary:` value
+
+
+@dataclass(frozen=True, slots=True)
+class ArgSpec:
+    index: int  # 1-based position (arg1 is index 1)
+    name: str | None  # None: only reachable as argN
+    type: ValueType | None  # None: derived from the operand (usdt) or int64 (uprobe)
+    size: int | None  # string capacity (content bytes), None: settings.string_size
+    length: Expr | None  # string read of exactly this many bytes (not NUL-terminated)
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSpec:
+    name: str
+    kind: ProbeKind
+    span: Span  # the probe's key in `probes:`
+    spec_span: Span  # the kind's value, e.g. the "pg:postgresql:query__start" scalar
+    target: str | None = None  # target name (usdt, uprobe, uretprobe)
+    provider: str | None = None  # usdt; None when omitted (must then be unique)
+    probe: str | None = None  # usdt probe name
+    symbol: str | None = None  # uprobe/uretprobe symbol (mangled or demangled)
+    offset: int = 0  # uprobe SYMBOL+OFFSET
+    category: str | None = None  # tracepoint
+    event: str | None = None  # tracepoint
+    begin: str | None = None  # span: probe names
+    end: str | None = None
+    key: Expr | None = None  # span key, None = tid
+    args: tuple[ArgSpec, ...] = ()
+    retval: ArgSpec | None = None  # uretprobe
+    where: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    key: str  # the record key (`begin.query` -> `query`, `latency` -> `latency_ns`)
+    expr: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    index: int
+    name: str  # `name:` or str(index)
+    kind: OutputKind
+    probe: str
+    span: Span  # the output entry
+    probe_span: Span  # the `print: X` / `count: X` value
+    fields: tuple[FieldSpec, ...] = ()  # print
+    by: tuple[FieldSpec, ...] = ()  # aggregations
+    value: Expr | None = None  # sum/min/max/avg/hist/lhist
+    where: Expr | None = None
+    every_ns: int | None = None
+    top: int | None = None
+    format: str | None = None  # text template for print
+    lhist_min: int | None = None
+    lhist_max: int | None = None
+    lhist_step: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    string_size: int = 128
+    map_size: int = 10240
+    ringbuf_pages: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    path: str
+    source_text: str
+    name: str
+    description: str
+    params: tuple[ParamSpec, ...]
+    param_values: dict[str, object]  # bound: defaults overridden by --set, converted
+    targets: tuple[TargetSpec, ...]
+    probes: tuple[ProbeSpec, ...]
+    outputs: tuple[OutputSpec, ...]
+    settings: Settings = field(default_factory=Settings)
+
+    def probe(self, name: str) -> ProbeSpec:
+        return next(p for p in self.probes if p.name == name)
+
+    def target(self, name: str) -> TargetSpec:
+        return next(t for t in self.targets if t.name == name)
