@@ -1,0 +1,55 @@
+"""The View protocol every output view implements, and a base class with the shared bits.
+
+A view writes to the text stream it is given and prints only what it is given: the
+runtime calls `records(batch)` (or `record(rec)`) for print records, `aggregate(snap)`
+for each aggregation snapshot, `lost(count, reason)` for losses it wants in the output
+(it reports them on stderr itself; views never write to stderr), `flush()` after each
+batch and `close()` once at the end. `close()` flushes but never closes the stream: the
+caller owns it (it may be sys.stdout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, TextIO, runtime_checkable
+
+from planrunner.records import AggSnapshot, PrintSchema
+
+
+@runtime_checkable
+class View(Protocol):
+    def record(self, rec: dict[str, object]) -> None: ...
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None: ...
+
+    def aggregate(self, snap: AggSnapshot) -> None: ...
+
+    def lost(self, count: int, reason: str) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ViewBase:
+    """Keeps the stream and schemas; `records` defaults to a loop over `record`."""
+
+    def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema]) -> None:
+        self.stream = stream
+        self.schemas = tuple(schemas)
+        self.closed = False
+
+    def record(self, rec: dict[str, object]) -> None:
+        self.records((rec,))
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        for rec in batch:
+            self.record(rec)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.flush()

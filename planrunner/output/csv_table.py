@@ -1,0 +1,121 @@
+"""The `csv` view (RFC 4180 via the csv module, "\\r\\n" line ends).
+
+A CSV stream may hold several tables; each starts with its own header row, written
+once, just before its first data row. To split them, a header row is one whose first
+cell is ``output`` (records, aggregations) or ``lost`` (losses).
+
+- Print records: one table for all `print` outputs, columns ``output, time, ts_ns,
+  pid, tid, comm, probe``, then the union of the outputs' fields (first-seen order;
+  a field another output lacks is empty), then ``truncated`` (keys joined by ``;``).
+  NULL strings are empty cells, bools ``true``/``false``; time is UTC ISO 8601.
+- Each aggregation output: its own table, ``output, interval_start, interval_end``
+  (ISO 8601 UTC; start empty when cumulative), the key fields, then for count/sum/min/
+  max the statistic (avg: ``avg, count``), or for hist/lhist ``low, high, count`` with
+  one row per bucket from the first to the last non-empty one (an unbounded side of an
+  lhist bucket is empty).
+- Losses: table ``lost, reason, output`` (output set for keys dropped from a full map).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import TextIO
+
+from planrunner.output.base import ViewBase
+from planrunner.output.histogram import trim
+from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, iso_utc
+
+HEAD = ("output", *(k for k in RECORD_HEAD if k != "output"))
+Row = Callable[[dict], Sequence[object]]
+
+
+def _cell(value: object) -> object:
+    if value is True or value is False:
+        return "true" if value else "false"
+    return value
+
+
+def _fix_bools(values: tuple) -> tuple:
+    # `True in values` also matches the int 1: check the types before copying.
+    if (True in values or False in values) and any(type(v) is bool for v in values):
+        return tuple(map(_cell, values))
+    return values
+
+
+class CsvView(ViewBase):
+    def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema]) -> None:
+        super().__init__(stream, schemas)
+        self.writer = csv.writer(stream)
+        fields: dict[str, None] = {}
+        for schema in self.schemas:
+            fields.update(dict.fromkeys(schema.fields))
+        self.columns = (*HEAD, *fields, "truncated")
+        self.rows: dict[str, Row] = {s.output: self._row_fn(s.fields) for s in self.schemas}
+        self.tables: set[str] = set()
+
+    def _row_fn(self, fields: Sequence[str]) -> Row:
+        keys = (*HEAD, *fields)
+        if keys == self.columns[:-1]:  # the output has every column in order: C getter
+            get = itemgetter(*keys)
+
+            def row(rec: dict) -> Sequence[object]:
+                trunc = rec.get("truncated")
+                return (*_fix_bools(get(rec)), ";".join(trunc) if trunc else None)
+
+            return row
+
+        cols = self.columns[:-1]
+
+        def row_general(rec: dict) -> Sequence[object]:
+            trunc = rec.get("truncated")
+            return (*(_cell(rec.get(k)) for k in cols), ";".join(trunc) if trunc else None)
+
+        return row_general
+
+    def _table(self, name: str, header: Sequence[str]) -> None:
+        if name not in self.tables:
+            self.tables.add(name)
+            self.writer.writerow(header)
+
+    def records(self, batch: Sequence[dict]) -> None:
+        if not batch:
+            return
+        self._table("\0records", self.columns)
+        rows = self.rows
+        general = self._row_fn(())  # only for outputs without a schema
+        self.writer.writerows((rows.get(rec["output"]) or general)(rec) for rec in batch)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        if snap.rows:
+            self._table(snap.output, aggregate_header(snap))
+            self.writer.writerows(aggregate_rows(snap))
+        if snap.dropped:
+            self.lost(snap.dropped, "map full", snap.output)
+
+    def lost(self, count: int, reason: str, output: str | None = None) -> None:
+        self._table("\0lost", ("lost", "reason", "output"))
+        self.writer.writerow((count, reason, output))
+
+
+def _stats(kind: str) -> tuple[str, ...]:
+    return ("avg", "count") if kind == "avg" else (kind,)
+
+
+def aggregate_header(snap: AggSnapshot) -> tuple[str, ...]:
+    tail = ("low", "high", "count") if snap.kind in ("hist", "lhist") else _stats(snap.kind)
+    return ("output", "interval_start", "interval_end", *snap.key_fields, *tail)
+
+
+def aggregate_rows(snap: AggSnapshot) -> list[tuple[object, ...]]:
+    start = None if snap.interval_start is None else iso_utc(snap.interval_start)
+    head = (snap.output, start, iso_utc(snap.interval_end))
+    rows = []
+    for row in snap.rows:
+        keys = tuple(_cell(v) for _, v in row.key)
+        if snap.kind in ("hist", "lhist"):
+            rows += [(*head, *keys, b.low, b.high, b.count) for b in trim(row.buckets or ())]
+        else:
+            rows.append((*head, *keys, *(getattr(row, s) for s in _stats(snap.kind))))
+    return rows

@@ -1,0 +1,67 @@
+"""The `json` view: one JSON object per line (UTF-8, not ASCII-escaped).
+
+- A print record is written as it is (its keys already follow the contract in
+  records.py; a NULL string is ``null``).
+- An aggregation snapshot gives one object per row, in the order given:
+  ``{"output", "interval_start" (ISO 8601 UTC or null when cumulative from the start),
+  "interval_end", the key fields..., then each statistic the row carries among
+  "count", "sum", "min", "max", "avg"}``; histograms carry
+  ``"buckets": [{"low", "high", "count"}...]`` with the buckets from the first to the
+  last non-empty one (empty ones between them kept, so the shape is visible); ``low``
+  is inclusive, ``high`` exclusive, ``null`` for the unbounded side of an lhist's
+  underflow/overflow bucket. An empty snapshot writes nothing.
+- Keys that did not fit in an aggregation map:
+  ``{"lost": N, "reason": "map full", "output": NAME}``; losses given by the runtime:
+  ``{"lost": N, "reason": REASON}``.
+
+Lines are buffered per batch: one write per `records()` call; `flush()` is the
+runtime's, after each batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TextIO
+
+from planrunner.output.base import ViewBase
+from planrunner.output.histogram import trim
+from planrunner.records import STAT_KEYS, AggRow, AggSnapshot, PrintSchema, iso_utc
+
+
+class JsonView(ViewBase):
+    def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema]) -> None:
+        super().__init__(stream, schemas)
+        # One encoder, built once: json.dumps with options builds a new one per call.
+        self.encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+    def records(self, batch: Sequence[dict]) -> None:
+        if batch:
+            self.stream.write("\n".join(map(self.encode, batch)) + "\n")
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        objs = [row_object(snap, row) for row in snap.rows]
+        if snap.dropped:
+            objs.append({"lost": snap.dropped, "reason": "map full", "output": snap.output})
+        if objs:
+            self.stream.write("".join(self.encode(o) + "\n" for o in objs))
+
+    def lost(self, count: int, reason: str) -> None:
+        self.stream.write(self.encode({"lost": count, "reason": reason}) + "\n")
+
+
+def row_object(snap: AggSnapshot, row: AggRow) -> dict[str, object]:
+    obj: dict[str, object] = {
+        "output": snap.output,
+        "interval_start": None if snap.interval_start is None else iso_utc(snap.interval_start),
+        "interval_end": iso_utc(snap.interval_end),
+    }
+    obj.update(row.key)
+    for stat in STAT_KEYS:
+        value = getattr(row, stat)
+        if value is not None:
+            obj[stat] = value
+    if row.buckets is not None:
+        obj["buckets"] = [{"low": b.low, "high": b.high, "count": b.count}
+                          for b in trim(row.buckets)]
+    return obj

@@ -1,0 +1,141 @@
+"""The `text` view (the default): columns for print records, tables and bars for
+aggregations, in the manner of bcc's tools.
+
+Print records. One header line, written before the first record, then one line each:
+``TIME PID TID COMM PROBE`` and the output's fields, each column padded to its header
+(longer values push the line; nothing is cut). TIME is local wall-clock time
+``HH:MM:SS.ffffff`` (bcc shows local time too; JSON/CSV keep UTC), or in `tz` if given.
+- When every `print` output without a `format` has the same fields, the header names
+  them. When they differ, the header stops at PROBE and each line shows its fields as
+  ``key=value`` (a record's output is then clear from its keys and PROBE).
+- An output with a `format` template prints the template instead (see template.py).
+- NULL strings read ``(null)``, bools ``true``/``false``; a truncated string ends ``…``.
+
+Aggregations: see text_agg.py. Losses: ``N events lost (REASON)``. The view prints
+only what it is given; the runtime reports losses on stderr itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import tzinfo
+from typing import TextIO
+
+from planrunner.output.base import ViewBase
+from planrunner.output.clock import Clock
+from planrunner.output.template import compile_template, readable
+from planrunner.output.text_agg import snapshot_text
+from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema
+
+Render = Callable[[dict], str]
+HEAD_WIDTHS = (("TIME", 15), ("PID", 7), ("TID", 7), ("COMM", 16))
+FIELD_MIN_WIDTH = 8
+
+
+def _has_bool(values) -> bool:
+    return any(type(v) is bool for v in values)
+
+
+def _plain(rec: dict) -> dict:
+    """`rec` itself, or its readable copy when it holds None, bools or truncation."""
+    vals = rec.values()
+    if None in vals or "truncated" in rec or (
+        (True in vals or False in vals) and _has_bool(vals)  # 0/1 ints match too: confirm
+    ):
+        return readable(rec)
+    return rec
+
+
+class TextView(ViewBase):
+    def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema],
+                 tz: tzinfo | None = None) -> None:
+        super().__init__(stream, schemas)
+        self.clock = Clock(tz)
+        columned = [s for s in self.schemas if s.format is None]
+        self.uniform = len({s.fields for s in columned}) <= 1
+        self.probe_width = max([5, *(len(s.probe) for s in self.schemas)])
+        fields = columned[0].fields if columned and self.uniform else ()
+        self.header = self._header(fields)
+        self.header_done = False
+        self.renderers: dict[str, Render] = {}
+        for schema in self.schemas:
+            self.renderers[schema.output] = self._renderer(schema)
+
+    # -- layout ------------------------------------------------------------------------
+
+    def _widths(self, fields: Sequence[str]) -> list[tuple[str, int]]:
+        cols = [*HEAD_WIDTHS, ("PROBE", self.probe_width)]
+        cols += [(f, max(FIELD_MIN_WIDTH, len(f))) for f in fields]
+        return cols
+
+    def _header(self, fields: Sequence[str]) -> str:
+        cols = self._widths(fields)
+        names = [f"{name:<{w}}" for name, w in cols[:-1]] + [cols[-1][0]]
+        return " ".join(names) + "\n"
+
+    def _column_format(self, fields: Sequence[str], as_pairs: bool) -> str:
+        """A %-format over the record for everything after TIME (TIME is converted)."""
+        keys = [("pid", 7), ("tid", 7), ("comm", 16), ("probe", self.probe_width)]
+        if not as_pairs:
+            keys += [(f, max(FIELD_MIN_WIDTH, len(f))) for f in fields]
+        cells = [f"%({k})-{w}s" for k, w in keys[:-1]] + [f"%({keys[-1][0]})s"]
+        if as_pairs:
+            cells += [f"{f.replace('%', '%%')}=%({f})s" for f in fields]
+        return " " + " ".join(cells) + "\n"
+
+    def _renderer(self, schema: PrintSchema) -> Render:
+        names = (*RECORD_HEAD, *schema.fields, "truncated")
+        if schema.format is not None:
+            template = compile_template(schema.format, names)
+            return lambda rec: template(rec) + "\n"
+        return self._columns(schema.fields, as_pairs=not self.uniform)
+
+    def _columns(self, fields: Sequence[str], as_pairs: bool) -> Render:
+        if any(")" in f for f in fields):  # not a %(name) key: the slow, general way
+            return self._pairs_renderer(fields)
+        fmt = self._column_format(fields, as_pairs)
+        time_of = self.clock.record_time
+        # Here is the hot path: one C-level %-format over the record dict.
+        return lambda rec: time_of(rec["time"]) + fmt % _plain(rec)
+
+    def _pairs_renderer(self, fields: Sequence[str]) -> Render:
+        base = self._column_format((), as_pairs=True).rstrip("\n")
+        time_of = self.clock.record_time
+
+        def render(rec: dict) -> str:
+            rec = _plain(rec)
+            pairs = "".join(f" {f}={rec.get(f)}" for f in fields)
+            return time_of(str(rec["time"])) + base % rec + pairs + "\n"
+
+        return render
+
+    def _unknown(self, rec: dict) -> Render:
+        """A record of an output without a schema: its fields as key=value."""
+        skip = {*RECORD_HEAD, "truncated"}
+        render = self._pairs_renderer([k for k in rec if k not in skip])
+        self.renderers[str(rec["output"])] = render
+        return render
+
+    # -- View ----------------------------------------------------------------------------
+
+    def records(self, batch: Sequence[dict]) -> None:
+        if not batch:
+            return
+        if not self.header_done:
+            self.header_done = True
+            if any(s.format is None for s in self.schemas) or any(
+                r["output"] not in self.renderers for r in batch
+            ):
+                self.stream.write(self.header)
+        renderers = self.renderers
+        out = []
+        for rec in batch:
+            render = renderers.get(rec["output"]) or self._unknown(rec)
+            out.append(render(rec))
+        self.stream.write("".join(out))
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self.stream.write(snapshot_text(snap, self.clock))
+
+    def lost(self, count: int, reason: str) -> None:
+        self.stream.write(f"{count} events lost ({reason})\n")

@@ -1,0 +1,209 @@
+"""What the runtime hands to the output views: print records, aggregation snapshots,
+and the pure helpers both sides share (bucket bounds, top-N, timestamps).
+
+Contract (the runtime decoder produces these, `planrunner/output/` consumes them):
+
+- A *print record* is a plain ``dict[str, object]`` whose keys come in this order:
+  ``time`` (ISO 8601 UTC with microseconds, ``"2026-12-03T02:41:07.123456Z"``, see
+  `iso_utc_ns`), ``ts_ns`` (monotonic ns), ``pid``, ``tid``, ``comm``, ``probe`` (the
+  plan probe's name), ``output`` (the output's name), then the output's field keys in
+  plan order (int, str, bool, or None for a NULL/unreadable string), and, only when a
+  string was cut at its size, ``truncated: [keys...]``. Strings are already decoded
+  (utf-8, errors="backslashreplace").
+- `PrintSchema` describes the columns of one ``print`` output (known before any record).
+- `AggSnapshot` is one reading of one aggregation map: its rows are already sorted and
+  cut to ``top`` (`top_rows`). Histogram rows carry *dense* buckets (`log2_buckets`,
+  `lhist_buckets`): every bucket from the first to the last one present, zeros included.
+
+Bucketing (the BPF C computes the index, these functions give its bounds):
+
+- log2 (``hist``): value v is taken as an unsigned 64-bit integer; index 0 holds v == 0,
+  index k (1..64) holds 2**(k-1) <= v < 2**k, i.e. ``index = 0 if v == 0 else
+  1 + floor(log2(v))`` == ``v.bit_length()``. Bounds: ``[low, high)``.
+- linear (``lhist`` with min, max, step; n = ceil((max - min) / step) buckets):
+  index 0 is the underflow (v < min), index i in 1..n holds
+  ``min + (i-1)*step <= v < min(min + i*step, max)``, index n+1 the overflow (v >= max).
+  An unbounded side is ``None`` (underflow low, overflow high).
+
+Pure; imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+# The keys every print record starts with, in order (field keys follow).
+RECORD_HEAD = ("time", "ts_ns", "pid", "tid", "comm", "probe", "output")
+AGG_KINDS = ("count", "sum", "min", "max", "avg", "hist", "lhist")
+# The per-row statistics, in the order views print them.
+STAT_KEYS = ("count", "sum", "min", "max", "avg")
+LOG2_MAX_INDEX = 64
+
+
+@dataclass(frozen=True, slots=True)
+class PrintSchema:
+    """The columns of one `print` output; `format` is its text template, if any."""
+
+    output: str
+    probe: str
+    fields: tuple[str, ...]
+    format: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """One histogram bucket: `low` inclusive, `high` exclusive; None = unbounded."""
+
+    low: int | None
+    high: int | None
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AggRow:
+    """One key of an aggregation. `key` pairs field names with values, in `by` order.
+    Only the statistics the aggregation computes are set (avg may carry count too)."""
+
+    key: tuple[tuple[str, object], ...]
+    count: int | None = None
+    sum: int | None = None
+    min: int | None = None
+    max: int | None = None
+    avg: float | None = None
+    buckets: tuple[Bucket, ...] | None = None
+
+    def total(self) -> int:
+        """Events seen for this key: `count`, else the sum of the buckets' counts."""
+        if self.count is not None:
+            return self.count
+        return sum(b.count for b in self.buckets or ())
+
+
+@dataclass(frozen=True, slots=True)
+class AggSnapshot:
+    """One reading of one aggregation output (per interval, or once at exit)."""
+
+    output: str
+    kind: str  # one of AGG_KINDS
+    value_label: str  # e.g. "latency_ns", "arg2"; "count" for count
+    unit: str | None  # "ns" for durations, else None
+    key_fields: tuple[str, ...]
+    interval_start: float | None  # unix seconds; None when cumulative from the start
+    interval_end: float
+    rows: tuple[AggRow, ...]
+    dropped: int = 0  # updates that found the map full (their keys are missing)
+
+
+# -- top-N ---------------------------------------------------------------------------
+
+
+def _rank(row: AggRow, kind: str) -> float:
+    if kind in ("hist", "lhist"):
+        return row.total()
+    value = getattr(row, kind)
+    return float("-inf") if value is None else value
+
+
+def _key_order(row: AggRow) -> tuple[tuple[int, str, object], ...]:
+    # Mixed types (str, int, None) must still sort: group by type, then by value.
+    return tuple(
+        (0, "", v) if isinstance(v, int) else (1, "" if v is None else str(v), 0)
+        for _, v in row.key
+    )
+
+
+def top_rows(rows: Iterable[AggRow], kind: str, n: int | None) -> tuple[AggRow, ...]:
+    """Rows sorted by the aggregation's value, largest first (for every kind, `min`
+    included; histograms by their total count), ties by key; the first `n` (all if None)."""
+    if kind not in AGG_KINDS:
+        raise ValueError(f"unknown aggregation kind {kind!r}")
+    ordered = sorted(rows, key=_key_order)
+    ordered.sort(key=lambda r: _rank(r, kind), reverse=True)  # stable: ties keep key order
+    return tuple(ordered if n is None else ordered[: max(n, 0)])
+
+
+# -- log2 buckets ----------------------------------------------------------------------
+
+
+def log2_bucket_index(value: int) -> int:
+    """The bucket of `value` (as u64): 0 for 0, else 1 + floor(log2(value))."""
+    return (value & 0xFFFF_FFFF_FFFF_FFFF).bit_length()
+
+
+def log2_bucket_bounds(index: int) -> tuple[int, int]:
+    """`[low, high)` of log2 bucket `index`: 0 -> [0, 1); k >= 1 -> [2**(k-1), 2**k)."""
+    if not 0 <= index <= LOG2_MAX_INDEX:
+        raise ValueError(f"log2 bucket index {index} outside 0..{LOG2_MAX_INDEX}")
+    if index == 0:
+        return 0, 1
+    return 1 << (index - 1), 1 << index
+
+
+def log2_buckets(counts: Mapping[int, int]) -> tuple[Bucket, ...]:
+    """Dense buckets from index 0 to the last index with a non-zero count
+    (`counts` maps bucket index -> count; missing indexes count 0)."""
+    present = [i for i, c in counts.items() if c]
+    if not present:
+        return ()
+    return tuple(
+        Bucket(*log2_bucket_bounds(i), counts.get(i, 0)) for i in range(max(present) + 1)
+    )
+
+
+# -- linear buckets --------------------------------------------------------------------
+
+
+def lhist_bucket_count(lo: int, hi: int, step: int) -> int:
+    """n, the number of in-range buckets: ceil((hi - lo) / step)."""
+    if step <= 0 or hi <= lo:
+        raise ValueError(f"lhist needs min < max and step > 0 (got {lo}, {hi}, {step})")
+    return -((lo - hi) // step)
+
+
+def lhist_bucket_index(value: int, lo: int, hi: int, step: int) -> int:
+    """0 below `lo`, n+1 at or above `hi`, else 1 + (value - lo) // step."""
+    if value < lo:
+        return 0
+    if value >= hi:
+        return lhist_bucket_count(lo, hi, step) + 1
+    return 1 + (value - lo) // step
+
+
+def lhist_bucket_bounds(index: int, lo: int, hi: int, step: int) -> tuple[int | None, int | None]:
+    """`[low, high)` of linear bucket `index` (see the module docstring); None = unbounded."""
+    n = lhist_bucket_count(lo, hi, step)
+    if index == 0:
+        return None, lo
+    if index == n + 1:
+        return hi, None
+    if not 1 <= index <= n:
+        raise ValueError(f"lhist bucket index {index} outside 0..{n + 1}")
+    return lo + (index - 1) * step, min(lo + index * step, hi)
+
+
+def lhist_buckets(counts: Mapping[int, int] | Sequence[int], lo: int, hi: int,
+                  step: int) -> tuple[Bucket, ...]:
+    """All n+2 buckets (underflow, in-range, overflow) from index -> count."""
+    if not isinstance(counts, Mapping):
+        counts = dict(enumerate(counts))
+    n = lhist_bucket_count(lo, hi, step)
+    return tuple(
+        Bucket(*lhist_bucket_bounds(i, lo, hi, step), counts.get(i, 0)) for i in range(n + 2)
+    )
+
+
+# -- time ------------------------------------------------------------------------------
+
+
+def iso_utc_ns(unix_ns: int) -> str:
+    """`"2026-12-03T02:41:07.123456Z"` from nanoseconds since the epoch (truncated to µs)."""
+    secs, ns = divmod(unix_ns, 1_000_000_000)
+    base = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{base}.{ns // 1000:06d}Z"
+
+
+def iso_utc(unix_seconds: float) -> str:
+    """The same format from float seconds (interval bounds)."""
+    return iso_utc_ns(round(unix_seconds * 1_000_000) * 1000)
