@@ -1,0 +1,157 @@
+"""`outputs:` (validated data) -> OutputSpecs, with every mistake collected.
+
+Rules: the named probe exists; `value` is required by sum/min/max/avg/hist/lhist and
+refused by count/print; `fields` and `format` belong to print, `by`, `every` and `top`
+to aggregations; lhist needs `range: {min, max, step}` with step > 0, max > min and at
+most MAX_LHIST_BUCKETS buckets. A field given by name keeps its last part as its key
+(`begin.query` -> `query`, `latency` -> `latency_ns`); two fields with one key are an
+error asking for a {NAME: EXPRESSION} mapping.
+"""
+
+from __future__ import annotations
+
+import re
+
+from planrunner.plan.context import BuildContext
+from planrunner.plan.model import FieldSpec, OutputSpec
+from planrunner.plan.params import DURATION_HINT, ParamValueError, parse_duration
+from planrunner.plan.source import JsonPath
+
+KINDS = ("print", "count", "sum", "min", "max", "avg", "hist", "lhist")
+VALUE_KINDS = ("sum", "min", "max", "avg", "hist", "lhist")
+MAX_LHIST_BUCKETS = 1000
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+# Only for print: the record keys, or only for aggregations: group keys and intervals.
+_PRINT_ONLY = ("fields", "format")
+_AGG_ONLY = ("by", "every", "top")
+_MOVE_HINTS = {"by": "a print output lists its record's fields: [...]",
+               "fields": "aggregations group with by: [...]"}
+
+
+def build_outputs(ctx: BuildContext, outputs: list, probes: list[str]
+                  ) -> tuple[OutputSpec, ...]:
+    built = tuple(_output(ctx, i, item, probes) for i, item in enumerate(outputs))
+    seen: dict[str, int] = {}
+    for i, (out, item) in enumerate(zip(built, outputs, strict=True)):
+        if "name" in item and out.name in seen:
+            ctx.error(f"two outputs are named '{out.name}' (outputs {seen[out.name]} and {i})",
+                      ctx.spans.text(("outputs", i, "name")))
+        seen.setdefault(out.name, i)
+    return built
+
+
+def _output(ctx: BuildContext, index: int, item: dict, probes: list[str]) -> OutputSpec:
+    base: JsonPath = ("outputs", index)
+    kind = next(k for k in KINDS if k in item)
+    probe = item[kind]
+    if probe not in probes:
+        ctx.unknown("probe", probe, probes, ctx.spans.text(base + (kind,)))
+    _check_keys(ctx, base, kind, item)
+    value = ctx.expr(base + ("value",), item["value"]) if "value" in item else None
+    where = ctx.expr(base + ("where",), item["where"]) if "where" in item else None
+    fields = _fields(ctx, base + ("fields",), item.get("fields", []))
+    by = _fields(ctx, base + ("by",), item.get("by", []))
+    lhist = _range(ctx, base, item.get("range")) if kind == "lhist" else (None, None, None)
+    name = ctx.sub(base + ("name",), item["name"]) if "name" in item else str(index)
+    fmt = ctx.sub(base + ("format",), item["format"]) if "format" in item else None
+    return OutputSpec(
+        index=index, name=name, kind=kind, probe=probe,  # type: ignore[arg-type]
+        span=ctx.spans.value(base), probe_span=ctx.spans.text(base + (kind,)),
+        fields=fields, by=by, value=value, where=where, every_ns=_every(ctx, base, item),
+        top=item.get("top"), format=fmt,
+        lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2])
+
+
+def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> None:
+    if kind in VALUE_KINDS and "value" not in item:
+        ctx.error(f"a {kind} output needs 'value' (what to aggregate)",
+                  ctx.spans.key(base + (kind,)), "e.g. value: latency, or value: arg2")
+    if kind not in VALUE_KINDS and "value" in item:
+        hint = ("count adds 1 per event; use sum: with value: to add a value" if kind == "count"
+                else "print shows fields: [...]")
+        ctx.error(f"a {kind} output takes no 'value'", ctx.spans.key(base + ("value",)), hint)
+    wrong = _AGG_ONLY if kind == "print" else _PRINT_ONLY
+    what = "aggregations (count, sum, min, max, avg, hist, lhist)" if kind == "print" else "print"
+    for key in (k for k in wrong if k in item):
+        ctx.error(f"'{key}' belongs to {what}, not to {kind}", ctx.spans.key(base + (key,)),
+                  _MOVE_HINTS.get(key))
+    if "range" in item and kind != "lhist":
+        ctx.error(f"'range' belongs to lhist, not to {kind}", ctx.spans.key(base + ("range",)))
+    if kind == "lhist" and "range" not in item:
+        ctx.error("an lhist output needs 'range: {min: A, max: B, step: C}'",
+                  ctx.spans.key(base + (kind,)), "or use hist: for log2 buckets")
+
+
+def _every(ctx: BuildContext, base: JsonPath, item: dict) -> int | None:
+    if "every" not in item:
+        return None
+    at = ctx.spans.text(base + ("every",))
+    try:
+        ns = parse_duration(ctx.sub(base + ("every",), item["every"])
+                            if isinstance(item["every"], str) else item["every"])
+    except ParamValueError as exc:
+        ctx.error(f"bad 'every': {exc}", at, DURATION_HINT)
+        return None
+    if ns <= 0:
+        ctx.error("'every' must be a duration greater than 0", at,
+                  "omit 'every' to print once at exit")
+        return None
+    return ns
+
+
+def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
+           ) -> tuple[int | None, int | None, int | None]:
+    if rng is None:
+        return None, None, None
+    lo, hi, step = rng["min"], rng["max"], rng["step"]
+    rpath = base + ("range",)
+    if step <= 0:
+        ctx.error(f"lhist 'step' must be greater than 0, got {step}",
+                  ctx.spans.value(rpath + ("step",)))
+    elif hi <= lo:
+        ctx.error(f"lhist 'max' ({hi}) must be greater than 'min' ({lo})",
+                  ctx.spans.value(rpath + ("max",)))
+    elif -(-(hi - lo) // step) > MAX_LHIST_BUCKETS:
+        ctx.error(f"lhist range makes {-(-(hi - lo) // step)} buckets; at most "
+                  f"{MAX_LHIST_BUCKETS}", ctx.spans.value(rpath + ("step",)),
+                  "use a larger step or a narrower range, or hist: for log2 buckets")
+    else:
+        return lo, hi, step
+    return None, None, None
+
+
+def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec, ...]:
+    out: list[FieldSpec] = []
+    seen: dict[str, str] = {}
+    for i, item in enumerate(items):
+        jpath = lpath + (i,)
+        spec = _field(ctx, jpath, item)
+        if spec is None:
+            continue
+        label = item if isinstance(item, str) else next(iter(item))
+        if spec.key in seen:
+            other = seen[spec.key]
+            suggestion = label.replace(".", "_") if label != spec.key else f"{label}_2"
+            ctx.error(f"two fields get the key '{spec.key}' ('{other}' and '{label}')",
+                      spec.span, f"name one with a mapping: {{{suggestion}: {label}}}")
+            continue
+        seen[spec.key] = label
+        out.append(spec)
+    return tuple(out)
+
+
+def _field(ctx: BuildContext, jpath: JsonPath, item: str | dict) -> FieldSpec | None:
+    if isinstance(item, dict):
+        (key, text), = item.items()
+        expr = ctx.expr(jpath + (key,), text)
+        return FieldSpec(key, expr, ctx.spans.key(jpath + (key,))) if expr is not None else None
+    at = ctx.spans.text(jpath)
+    if not _FIELD_NAME.match(item):
+        ctx.error(f"field '{item}' is not a name", at,
+                  f"give a computed field a key: {{NAME: \"{item}\"}}")
+        return None
+    expr = ctx.expr(jpath, item)
+    last = item.rsplit(".", 1)[-1]
+    key = "latency_ns" if last == "latency" else last
+    return FieldSpec(key, expr, at) if expr is not None else None
+

@@ -1,0 +1,177 @@
+"""`probes:` (validated data) -> ProbeSpecs, with every mistake collected.
+
+Specs: usdt `TARGET:PROVIDER:NAME` or `TARGET:NAME`; uprobe/uretprobe `TARGET:SYMBOL`
+or `TARGET:SYMBOL+OFFSET` (decimal or 0x hex). A symbol may itself hold ':' (a
+demangled `ns::f(int)`), so only the text before the FIRST ':' is the target, and it
+must name one of the plan's targets. tracepoint `CATEGORY:EVENT`. A span's begin/end
+name usdt/uprobe/uretprobe/tracepoint probes of this plan (never another span).
+"""
+
+from __future__ import annotations
+
+import re
+
+from planrunner.diagnostics import Span
+from planrunner.plan.context import BUILTINS, IDENT, BuildContext
+from planrunner.plan.model import ArgSpec, ProbeSpec
+from planrunner.plan.source import JsonPath
+
+KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "span")
+_OFFSET = re.compile(r"^(.*?)\+(0[xX][0-9a-fA-F]+|[0-9]+)$")
+_TP_PART = re.compile(r"^[A-Za-z0-9_]+$")
+_ARGN = re.compile(r"^arg[0-9]+$")
+
+
+def probe_kind(data: dict) -> str:
+    return next(k for k in KINDS if k in data)
+
+
+def build_probes(ctx: BuildContext, probes: dict, targets: list[str]) -> tuple[ProbeSpec, ...]:
+    kinds = {name: probe_kind(p) for name, p in probes.items()}
+    return tuple(_probe(ctx, name, p, kinds, targets) for name, p in probes.items())
+
+
+def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
+           targets: list[str]) -> ProbeSpec:
+    kind = kinds[name]
+    base: JsonPath = ("probes", name)
+    kpath = base + (kind,)
+    fields: dict[str, object] = {}
+    if kind == "span":
+        fields = _span(ctx, name, data["span"], kpath, kinds)
+    else:
+        spec = ctx.sub(kpath, data[kind])
+        at = ctx.spans.text(kpath)
+        parser = {"usdt": _usdt, "tracepoint": _tracepoint}.get(kind, _uprobe)
+        fields = parser(ctx, kind, spec, at, targets) or {}
+    args = _args(ctx, base, kind, data.get("args"))
+    retval = _retval(ctx, base, kind, data.get("retval"))
+    where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
+    return ProbeSpec(name=name, kind=kind, span=ctx.spans.key(base),  # type: ignore[arg-type]
+                     spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
+                     **fields)  # type: ignore[arg-type]
+
+
+def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str]) -> None:
+    if target not in targets:
+        ctx.unknown("target", target, targets, at.shifted(0, len(target)),
+                    "declare it under targets:, e.g. targets: {app: {binary: /path/to/app}}")
+
+
+def _usdt(ctx: BuildContext, kind: str, spec: str, at: Span,
+          targets: list[str]) -> dict | None:
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not all(IDENT.match(p) for p in parts):
+        ctx.error(f"bad usdt spec '{spec}': expected TARGET:PROVIDER:NAME or TARGET:NAME", at,
+                  "e.g. usdt: pg:postgresql:query__start (each part a C identifier)")
+        return None
+    _check_target(ctx, parts[0], at, targets)
+    provider = parts[1] if len(parts) == 3 else None
+    return {"target": parts[0], "provider": provider, "probe": parts[-1]}
+
+
+def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
+            targets: list[str]) -> dict | None:
+    target, sep, rest = spec.partition(":")
+    example = f"e.g. {kind}: app:main, {kind}: app:ns::f(int) or uprobe: app:main+0x10"
+    if not sep or not IDENT.match(target):
+        ctx.error(f"bad {kind} spec '{spec}': expected TARGET:SYMBOL", at, example)
+        return None
+    if target not in targets and rest.startswith(":"):
+        ctx.error(f"bad {kind} spec '{spec}': a C++ name needs its target first", at,
+                  f"write TARGET:{spec}")
+        return None
+    _check_target(ctx, target, at, targets)
+    symbol, offset = rest.strip(), 0
+    m = _OFFSET.match(symbol)
+    if m:
+        symbol, offset = m.group(1).strip(), int(m.group(2), 0)
+        if kind == "uretprobe":
+            ctx.error(f"a uretprobe fires on return and takes no +OFFSET: '{spec}'", at,
+                      "use uprobe: for an offset inside the function")
+    if not symbol or symbol.startswith(":"):
+        ctx.error(f"bad {kind} spec '{spec}': no symbol after '{target}:'", at, example)
+        return None
+    return {"target": target, "symbol": symbol, "offset": offset}
+
+
+def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
+                targets: list[str]) -> dict | None:
+    parts = spec.split(":")
+    if len(parts) != 2 or not all(_TP_PART.match(p) for p in parts):
+        ctx.error(f"bad tracepoint spec '{spec}': expected CATEGORY:EVENT", at,
+                  "e.g. tracepoint: sched:sched_process_exit")
+        return None
+    return {"category": parts[0], "event": parts[1]}
+
+
+def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
+          kinds: dict[str, str]) -> dict:
+    plain = [n for n, k in kinds.items() if k != "span"]
+    for side in ("begin", "end"):
+        ref = data[side]
+        at = ctx.spans.text(kpath + (side,))
+        if kinds.get(ref) == "span":
+            ctx.error(f"span '{name}' cannot {side} at span '{ref}'", at,
+                      "begin and end must be usdt, uprobe, uretprobe or tracepoint probes")
+        elif ref not in kinds:
+            ctx.unknown(f"{side} probe", ref, plain, at, "define it under probes:")
+    key = ctx.expr(kpath + ("key",), data["key"]) if "key" in data else None
+    return {"begin": data["begin"], "end": data["end"], "key": key}
+
+
+def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list | None
+          ) -> tuple[ArgSpec, ...]:
+    if items is None:
+        return ()
+    if kind in ("tracepoint", "span"):
+        why = ("a tracepoint's fields are used by name" if kind == "tracepoint"
+               else "declare args on the span's begin and end probes; use begin.X / end.X")
+        ctx.error(f"a {kind} probe takes no args", ctx.spans.key(base + ("args",)), why)
+        return ()
+    seen: dict[str, int] = {}
+    out = []
+    for i, item in enumerate(items):
+        out.append(_arg(ctx, base + ("args", i), i + 1, item, seen))
+    return tuple(out)
+
+
+def _arg(ctx: BuildContext, jpath: JsonPath, index: int, item: dict,
+         seen: dict[str, int]) -> ArgSpec:
+    name = item.get("name")
+    if name is not None:
+        at = ctx.spans.text(jpath + ("name",))
+        if not IDENT.match(name):
+            ctx.error(f"argument name '{name}' is not an identifier", at,
+                      "use letters, digits and '_', not starting with a digit")
+        elif name in BUILTINS or _ARGN.match(name):
+            ctx.error(f"argument name '{name}' is taken by a builtin", at,
+                      f"pick another name, e.g. '{name}_arg'")
+        elif name in seen:
+            ctx.error(f"two arguments are named '{name}' (arg{seen[name]} and arg{index})", at)
+        else:
+            seen[name] = index
+    length = _string_opts(ctx, jpath, item)
+    return ArgSpec(index=index, name=name, type=item.get("type"), size=item.get("size"),
+                   length=length, span=ctx.spans.value(jpath))
+
+
+def _string_opts(ctx: BuildContext, jpath: JsonPath, item: dict):  # -> Expr | None
+    for opt in ("size", "length"):
+        if opt in item and item.get("type") != "string":
+            ctx.error(f"'{opt}' applies to strings only", ctx.spans.key(jpath + (opt,)),
+                      "add type: string")
+    return ctx.expr(jpath + ("length",), item["length"]) if "length" in item else None
+
+
+def _retval(ctx: BuildContext, base: JsonPath, kind: str, item: dict | None) -> ArgSpec | None:
+    if item is None:
+        return None
+    jpath = base + ("retval",)
+    if kind != "uretprobe":
+        ctx.error(f"only a uretprobe has a return value, not a {kind}", ctx.spans.key(jpath),
+                  "use uretprobe: TARGET:SYMBOL")
+        return None
+    _string_opts(ctx, jpath, item)
+    return ArgSpec(index=0, name="retval", type=item.get("type"), size=item.get("size"),
+                   length=None, span=ctx.spans.value(jpath))

@@ -1,0 +1,254 @@
+"""Check a LoadedPlan against schema/plan.schema.json; errors become located Diagnostics.
+
+`Draft202012Validator.iter_errors` gives errors with a JSON path into the data; the
+SourceMap turns that path into a Span: the key's span for an unknown key (with
+did-you-mean among the allowed keys), the value's span for a wrong value. We aim at
+one message per real mistake: the oneOf that says "exactly one kind" becomes a single
+sentence naming the kinds (none, or the two given), other oneOf/anyOf errors are
+reduced with `best_match`, and a "missing key" that a misspelt key explains is
+dropped. Diagnostics are sorted by position.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from planrunner.diagnostics import Diagnostic, Span, did_you_mean
+from planrunner.errors import PlanSchemaError
+from planrunner.plan.source import JsonPath, LoadedPlan, describe
+from planrunner.resources import data_dir
+
+SCHEMA_FILE = "plan.schema.json"
+
+
+@functools.cache
+def load_schema() -> dict:
+    """The plan schema (a dict), read once from the `schema` data folder."""
+    with open(data_dir("schema") / SCHEMA_FILE, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@functools.cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(load_schema())
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {str: "a string", int: "an integer", float: "a number", list: "a list",
+             dict: "a mapping"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return f"'{value if len(value) <= 40 else value[:37] + '...'}'"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return _kind(value)
+
+
+_EXPECTED = {"string": "a string", "integer": "an integer", "number": "a number",
+             "boolean": "true or false", "object": "a mapping", "array": "a list",
+             "null": "empty"}
+
+
+def _what(jpath: JsonPath) -> str:
+    return "the plan" if not jpath else describe(jpath)
+
+
+class _Translator:
+    """Turns one ValidationError into Diagnostics (see the module docstring)."""
+
+    def __init__(self, loaded: LoadedPlan) -> None:
+        self.spans = loaded.spans
+        self.suggested: dict[JsonPath, set[str]] = {}
+        # id(diagnostic) -> (object path, keys it says are missing), to drop the ones a
+        # misspelt key explains ("unknown key 'binar'" makes "missing 'binary'" noise).
+        self.missing: dict[int, tuple[JsonPath, tuple[str, ...]]] = {}
+
+    def _tag(self, diag: Diagnostic, jpath: JsonPath, *keys: str) -> Diagnostic:
+        self.missing[id(diag)] = (jpath, keys)
+        return diag
+
+    def explained(self, diag: Diagnostic) -> bool:
+        tag = self.missing.get(id(diag))
+        if tag is None:
+            return False
+        jpath, keys = tag
+        return bool(self.suggested.get(jpath, set()) & set(keys))
+
+    def translate(self, err: ValidationError) -> list[Diagnostic]:
+        jpath: JsonPath = tuple(err.absolute_path)
+        handler = getattr(self, f"_{err.validator}", None)
+        if handler is not None:
+            return handler(err, jpath)
+        return [Diagnostic(f"{_what(jpath)}: {err.message}", self.spans.value(jpath))]
+
+    def _hint_for(self, err: ValidationError) -> tuple[str, ...]:
+        desc = err.schema.get("description") if isinstance(err.schema, dict) else None
+        return (desc,) if desc else ()
+
+    def _additionalProperties(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        allowed = sorted(err.schema.get("properties", {}))
+        out = []
+        for key in err.instance:
+            if key in allowed:
+                continue
+            where = "top-level key" if not jpath else "key"
+            suffix = "" if not jpath else f" in {describe(jpath)}"
+            guess = did_you_mean(str(key), allowed)
+            if guess:
+                self.suggested.setdefault(jpath, set()).add(guess)
+                hint = f"did you mean '{guess}'?"
+            else:
+                hint = f"allowed keys: {', '.join(allowed)}"
+            out.append(Diagnostic(f"unknown {where} '{key}'{suffix}",
+                                  self.spans.key(jpath + (key,)), (hint,)))
+        return out
+
+    def _required(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        props = err.schema.get("properties", {})
+        out = []
+        for key in err.validator_value:
+            if key in err.instance:
+                continue
+            desc = props.get(key, {}).get("description")
+            hints = (f"'{key}': {desc}",) if desc else ()
+            if not jpath:
+                out.append(Diagnostic(f"the plan has no '{key}' section", self.spans.value(()),
+                                      hints))
+            else:
+                out.append(Diagnostic(f"{describe(jpath)} is missing '{key}'",
+                                      self.spans.key(jpath), hints))
+            out[-1] = self._tag(out[-1], jpath, key)
+        return out
+
+    def _oneOf(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        branches = err.validator_value
+        kinds = [b["required"][0] for b in branches
+                 if set(b) == {"required"} and len(b["required"]) == 1]
+        if len(kinds) != len(branches) or not isinstance(err.instance, dict):
+            best = best_match(err.context)
+            return self.translate(best) if best is not None else []
+        present = [k for k in kinds if k in err.instance]
+        what = describe(jpath)
+        noun = "a probe" if jpath[:1] == ("probes",) else "an output"
+        if not present:
+            diag = Diagnostic(f"{what} needs exactly one of {', '.join(kinds)}",
+                              self.spans.key(jpath), (self._kind_example(jpath),))
+            return [self._tag(diag, jpath, *kinds)]
+        named = " and ".join(f"'{k}'" for k in present)
+        return [Diagnostic(f"{what} has {'both ' if len(present) == 2 else ''}{named}; "
+                           f"{noun} has exactly one kind",
+                           self.spans.key(jpath + (present[1],)),
+                           (f"split it into {len(present)} entries, one kind each",))]
+
+    @staticmethod
+    def _kind_example(jpath: JsonPath) -> str:
+        if jpath[:1] == ("probes",):
+            return "for example: usdt: TARGET:PROVIDER:NAME, or span: {begin: A, end: B}"
+        return "for example: print: PROBE, or count: PROBE with by: [...]"
+
+    _anyOf = _oneOf
+
+    def _type(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        types = err.validator_value if isinstance(err.validator_value, list) else [
+            err.validator_value]
+        expected = " or ".join(_EXPECTED.get(t, t) for t in types)
+        got = _kind(err.instance)
+        if isinstance(err.instance, str | int | float) and err.instance is not None:
+            got += f" ({_show(err.instance)})"
+        return [Diagnostic(f"{_what(jpath)} must be {expected}, got {got}",
+                           self.spans.value(jpath), self._hint_for(err))]
+
+    def _const(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        msg = f"{_what(jpath)} must be {json.dumps(err.validator_value)}"
+        if jpath == ("planrunner",):
+            msg += " (the plan format version)"
+        return [Diagnostic(f"{msg}, got {_show(err.instance)}", self.spans.value(jpath))]
+
+    def _enum(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        options = [str(v) for v in err.validator_value]
+        guess = did_you_mean(str(err.instance), options)
+        hints = (f"did you mean '{guess}'?",) if guess else ()
+        return [Diagnostic(f"{_what(jpath)} must be one of {', '.join(options)}; "
+                           f"got {_show(err.instance)}", self.spans.value(jpath), hints)]
+
+    def _bound(self, err: ValidationError, jpath: JsonPath, word: str) -> list[Diagnostic]:
+        return [Diagnostic(f"{_what(jpath)} must be {word} {err.validator_value}, "
+                           f"got {_show(err.instance)}", self.spans.value(jpath),
+                           self._hint_for(err))]
+
+    def _minimum(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        return self._bound(err, jpath, "at least")
+
+    def _maximum(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        return self._bound(err, jpath, "at most")
+
+    def _minLength(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        return [Diagnostic(f"{_what(jpath)} must not be empty", self.spans.value(jpath))]
+
+    def _minItems(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        return [Diagnostic(f"{_what(jpath)} must list at least one entry",
+                           self.spans.value(jpath), self._hint_for(err))]
+
+    def _maxItems(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        return [Diagnostic(f"{_what(jpath)} has {len(err.instance)} entries; at most "
+                           f"{err.validator_value} are allowed", self.spans.value(jpath))]
+
+    def _minProperties(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        if jpath == ("probes",):
+            return [Diagnostic("'probes' must define at least one probe", self.spans.key(jpath))]
+        return self._one_key(err, jpath)
+
+    def _maxProperties(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        return self._one_key(err, jpath)
+
+    def _one_key(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        n = len(err.instance)
+        return [Diagnostic(f"{_what(jpath)} must be a one-key mapping {{NAME: EXPRESSION}}, "
+                           f"got {n} key{'s' if n != 1 else ''}", self.spans.value(jpath),
+                           ("write one mapping per computed field: [{a: EXPR1}, {b: EXPR2}]",))]
+
+    def _propertyNames(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        name = err.instance
+        inner = f" in {describe(jpath)}" if jpath else ""
+        return [Diagnostic(f"'{name}' is not a valid name{inner}", self.spans.key(jpath + (name,)),
+                           ("use letters, digits and '_', not starting with a digit",))]
+
+    def _pattern(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        return [Diagnostic(f"{_what(jpath)} {_show(err.instance)} does not match "
+                           f"{err.validator_value}", self.spans.value(jpath))]
+
+
+def _position(diag: Diagnostic) -> tuple[int, int, str]:
+    span = diag.span or Span("", 0, 0)
+    return (span.line, span.column, diag.message)
+
+
+def schema_diagnostics(loaded: LoadedPlan) -> list[Diagnostic]:
+    """Every schema mistake in `loaded`, one Diagnostic each, sorted by position."""
+    translator = _Translator(loaded)
+    diags: list[Diagnostic] = []
+    for err in _validator().iter_errors(loaded.data):
+        diags.extend(translator.translate(err))
+    kept = [d for d in diags if not translator.explained(d)]
+    unique = list(dict.fromkeys(kept))
+    return sorted(unique, key=_position)
+
+
+def validate(loaded: LoadedPlan) -> None:
+    """Raise PlanSchemaError listing every schema mistake; return None when valid."""
+    diags = schema_diagnostics(loaded)
+    if diags:
+        raise PlanSchemaError(diags)
