@@ -1,0 +1,193 @@
+"""Lowering of typed expressions to C (for the BPF program), and the C literal emitters.
+
+Contract:
+- `lower(texpr, alloc) -> Lowered(prelude, c)`: `c` is one fully parenthesised C
+  expression; `prelude` holds C statements that must run before it (string reads into
+  buffers obtained from `alloc.alloc(size)`). The same `str(...)` read used twice in one
+  expression is read once. Preludes run unconditionally (before any `&&` short-circuit);
+  they only read user memory, which is harmless.
+- Integer expressions carry explicit casts so C's conversions equal the checker's types;
+  signed `+ - *` and `<<` are done in unsigned arithmetic (no undefined overflow);
+  division and modulo go through helpers (run-time x/0 is 0 and x%0 is x, as in the BPF
+  ISA; signed division never emits BPF's signed-division instruction); a run-time shift
+  count is masked with `& 63`. Bool operands are always 0/1 (`!!` on bool variables).
+- User text reaches C only through `c_string_literal` (string constants) and
+  `c_int_literal` (numbers). Names become the renderer's `Symbol.c_expr`, never the name.
+The helpers called here live in templates/expr_helpers.h.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from planrunner.expr import typed as T
+from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StrType, Type, promoted
+
+_INT64_MIN = -(1 << 63)
+
+
+class StringAllocator(Protocol):
+    def alloc(self, size: int) -> str:
+        """A C lvalue naming a `char[size]` buffer (a per-CPU scratch slot)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Lowered:
+    prelude: tuple[str, ...]
+    c: str
+
+
+def c_string_literal(data: bytes) -> str:
+    """A C string literal holding exactly `data`: printable ASCII stays readable; every other
+    byte, and `"`, `\\`, `?` (trigraphs) and a `/` next to `*` (comment delimiters) become
+    three-digit octal escapes, so no input can end the literal or a surrounding comment."""
+    out = ['"']
+    for i, byte in enumerate(data):
+        ch = chr(byte)
+        near_star = ch == "/" and (data[i - 1:i] == b"*" or data[i + 1:i + 2] == b"*")
+        if 0x20 <= byte < 0x7F and ch not in '"\\?' and not near_star:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    out.append('"')
+    return "".join(out)
+
+
+def c_comment_text(text: str) -> str:
+    """`text` made safe inside a C `/* ... */` comment on one line (for showing the source
+    expression next to its C): non-printable ASCII and non-ASCII become `?`, and comment
+    delimiters and trigraph starts are broken up."""
+    safe = "".join(ch if 0x20 <= ord(ch) < 0x7F else "?" for ch in text)
+    return safe.replace("*/", "* /").replace("/*", "/ *").replace("??", "?-?")
+
+
+def c_int_literal(value: int, type_: IntType) -> str:
+    """A C constant of exactly `type_` with `value` (which must be in its range)."""
+    if not type_.contains(value):
+        raise ValueError(f"{value} does not fit {type_}")
+    if type_ == UINT64:
+        return f"{value}ULL"
+    if type_ == INT64:
+        if value == _INT64_MIN:  # -9223372036854775808LL would be unsigned, then negated
+            return "(-9223372036854775807LL - 1)"
+        return f"{value}LL" if value >= 0 else f"(-{-value}LL)"
+    return f"(({type_.c_name}){c_int_literal(value, INT64)})"
+
+
+def lower(texpr: T.TExpr, alloc: StringAllocator) -> Lowered:
+    lowerer = _Lowerer(alloc)
+    c = lowerer.expr(texpr)
+    return Lowered(tuple(lowerer.prelude), c)
+
+
+class _Lowerer:
+    def __init__(self, alloc: StringAllocator) -> None:
+        self.alloc = alloc
+        self.prelude: list[str] = []
+        self.reads: dict[T.TStrRead, str] = {}
+
+    def expr(self, t: T.TExpr) -> str:
+        if isinstance(t, T.TIntConst):
+            return c_int_literal(t.value, t.type)
+        if isinstance(t, T.TBoolConst):
+            return "1" if t.value else "0"
+        if isinstance(t, T.TStrConst):
+            return c_string_literal(t.value)
+        if isinstance(t, T.TVar):
+            return f"(!!({t.c_expr}))" if isinstance(t.type, BoolType) else f"({t.c_expr})"
+        if isinstance(t, T.TUnary):
+            return self.unary(t)
+        if isinstance(t, T.TBinary):
+            return self.binary(t)
+        if isinstance(t, T.TStrEq):
+            return self.str_eq(t)
+        if isinstance(t, T.TStrRead):
+            return self.str_read(t)
+        if isinstance(t, T.TStrTest):
+            buf, size = self.string(t.subject)
+            return (f"pr_str_{t.func}({buf}, {size}, {c_string_literal(t.needle)}, "
+                    f"{len(t.needle)})")
+        raise TypeError(f"not a typed expression node: {t!r}")
+
+    def as_int(self, t: T.TExpr, to: Type) -> str:
+        """`t` converted to the 64-bit integer type `to`, with a cast unless already so."""
+        assert isinstance(to, IntType) and isinstance(t.type, IntType)
+        if isinstance(t, T.TIntConst):
+            return c_int_literal(to.wrap(t.value), to)
+        c = self.expr(t)
+        return c if t.type == to else f"(({to.c_name}){c})"
+
+    def unary(self, t: T.TUnary) -> str:
+        if t.op == "!":
+            return f"(!{self.expr(t.operand)})"
+        if t.op == "~":
+            return f"(~{self.as_int(t.operand, t.type)})"
+        negated = f"(-{self.as_int(t.operand, UINT64)})"  # unsigned: no overflow
+        return negated if t.type == UINT64 else f"((__s64){negated})"
+
+    def binary(self, t: T.TBinary) -> str:
+        op = t.op
+        if t.operand_type is None or isinstance(t.operand_type, BoolType):
+            return f"({self.expr(t.left)} {op} {self.expr(t.right)})"
+        common = t.operand_type
+        if op in ("<<", ">>"):
+            return self.shift(t)
+        if op in ("/", "%"):
+            return self.divide(t)
+        if op in ("+", "-", "*") and common == INT64:
+            left, right = self.as_int(t.left, UINT64), self.as_int(t.right, UINT64)
+            return f"((__s64)({left} {op} {right}))"
+        return f"({self.as_int(t.left, common)} {op} {self.as_int(t.right, common)})"
+
+    def shift(self, t: T.TBinary) -> str:
+        assert isinstance(t.left.type, IntType)
+        result = promoted(t.left.type)
+        if isinstance(t.right, T.TIntConst):
+            count = str(t.right.value)  # checked to be 0..63
+        else:
+            count = f"({self.as_int(t.right, UINT64)} & 63)"
+        if t.op == ">>":
+            return f"({self.as_int(t.left, result)} >> {count})"
+        shifted = f"({self.as_int(t.left, UINT64)} << {count})"
+        return shifted if result == UINT64 else f"((__s64){shifted})"
+
+    def divide(self, t: T.TBinary) -> str:
+        common = t.operand_type
+        name = "div" if t.op == "/" else "mod"
+        if common == INT64:
+            return f"pr_s{name}({self.as_int(t.left, INT64)}, {self.as_int(t.right, INT64)})"
+        left, right = self.as_int(t.left, UINT64), self.as_int(t.right, UINT64)
+        if isinstance(t.right, T.TIntConst) and t.right.value != 0:
+            return f"({left} {t.op} {right})"
+        return f"pr_u{name}({left}, {right})"
+
+    def string(self, t: T.TExpr) -> tuple[str, int]:
+        """A string operand: a C expression usable as `const char *`, and its buffer size."""
+        assert isinstance(t.type, StrType)
+        return self.expr(t), t.type.size
+
+    def str_eq(self, t: T.TStrEq) -> str:
+        left, lsize = self.string(t.left)
+        if isinstance(t.right, T.TStrConst):
+            lit = t.right.value
+            call = f"pr_str_eq({left}, {lsize}, {c_string_literal(lit)}, {len(lit)})"
+        else:
+            right, rsize = self.string(t.right)
+            call = f"pr_strbuf_eq({left}, {lsize}, {right}, {rsize})"
+        return call if t.op == "==" else f"(!{call})"
+
+    def str_read(self, t: T.TStrRead) -> str:
+        if t in self.reads:
+            return self.reads[t]
+        addr = f"(const void *)(unsigned long){self.as_int(t.addr, UINT64)}"
+        size = t.type.size
+        length = None if t.length is None else self.as_int(t.length, INT64)
+        buf = self.alloc.alloc(size)
+        if length is None:
+            self.prelude.append(f"bpf_probe_read_user_str({buf}, {size}, {addr});")
+        else:
+            self.prelude.append(f"pr_read_user_n({buf}, {size}, {addr}, {length});")
+        self.reads[t] = buf
+        return buf

@@ -1,0 +1,96 @@
+"""Types of the expression language.
+
+- `IntType(bits, signed)`: an integer of 8/16/32/64 bits. Arithmetic is 64-bit: both
+  operands are first widened to 64 bits; the result is unsigned only when an operand is
+  `uint64` (a narrower unsigned value fits in int64). This is C's usual arithmetic
+  conversion applied after promoting everything to (unsigned) long long.
+- `StrType(size)`: a char buffer of `size` bytes holding a NUL-terminated string, so at
+  most `size - 1` bytes of content (`capacity`).
+- `BoolType()`: the result of comparisons and `&&`/`||`/`!`; 0 or 1 in C.
+Durations are `UINT64` nanoseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class IntType:
+    bits: int
+    signed: bool
+
+    def __post_init__(self) -> None:
+        if self.bits not in (8, 16, 32, 64):
+            raise ValueError(f"unsupported integer width {self.bits}")
+
+    @property
+    def min(self) -> int:
+        return -(1 << (self.bits - 1)) if self.signed else 0
+
+    @property
+    def max(self) -> int:
+        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+
+    def contains(self, value: int) -> bool:
+        return self.min <= value <= self.max
+
+    def wrap(self, value: int) -> int:
+        """`value` reduced modulo 2**bits into this type's range (C conversion)."""
+        value &= (1 << self.bits) - 1
+        if self.signed and value > self.max:
+            value -= 1 << self.bits
+        return value
+
+    @property
+    def c_name(self) -> str:
+        return f"__{'s' if self.signed else 'u'}{self.bits}"
+
+    def __str__(self) -> str:
+        return f"{'' if self.signed else 'u'}int{self.bits}"
+
+
+@dataclass(frozen=True, slots=True)
+class StrType:
+    size: int  # buffer bytes, the NUL included
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError(f"string buffer size must be at least 1, got {self.size}")
+
+    @property
+    def capacity(self) -> int:
+        return self.size - 1
+
+    def __str__(self) -> str:
+        return f"string (up to {self.capacity} bytes)"
+
+
+@dataclass(frozen=True, slots=True)
+class BoolType:
+    def __str__(self) -> str:
+        return "bool"
+
+
+Type = IntType | StrType | BoolType
+
+INT8, INT16, INT32, INT64 = (IntType(b, True) for b in (8, 16, 32, 64))
+UINT8, UINT16, UINT32, UINT64 = (IntType(b, False) for b in (8, 16, 32, 64))
+BOOL = BoolType()
+DURATION = UINT64
+
+
+def arithmetic_result(a: IntType, b: IntType) -> IntType:
+    """The common 64-bit type of a binary arithmetic, bitwise or comparison operation."""
+    if (not a.signed and a.bits == 64) or (not b.signed and b.bits == 64):
+        return UINT64
+    return INT64
+
+
+def promoted(a: IntType) -> IntType:
+    """The 64-bit type a lone operand (unary op, shift's left side) is widened to."""
+    return UINT64 if (not a.signed and a.bits == 64) else INT64
+
+
+def describe(t: Type) -> str:
+    return str(t)

@@ -1,0 +1,132 @@
+/* planrunner expression helpers, called by the C that planrunner/expr/lower_c.py emits.
+ *
+ * Included verbatim by the program template. Needs __u32/__u64/__s64, __always_inline,
+ * bpf_probe_read_user and bpf_probe_read_user_str. Every loop is bounded by a size that is
+ * a compile-time constant at each call site, so the BPF verifier can follow it.
+ *
+ * Strings: a buffer of `bufsize` bytes holds a string that ends at its first NUL (or at
+ * the end of the buffer). String literals never contain NUL (the checker refuses them).
+ * Every predicate returns 0 or 1.
+ */
+#ifndef PLANRUNNER_EXPR_HELPERS_H
+#define PLANRUNNER_EXPR_HELPERS_H
+
+/* Division as in the BPF ISA: x / 0 == 0 and x % 0 == x. */
+static __always_inline __u64 pr_udiv(__u64 a, __u64 b)
+{
+	return b ? a / b : 0;
+}
+
+static __always_inline __u64 pr_umod(__u64 a, __u64 b)
+{
+	return b ? a % b : a;
+}
+
+static __always_inline __u64 pr_abs64(__s64 v)
+{
+	return v < 0 ? -(__u64)v : (__u64)v;
+}
+
+/* Signed division through unsigned division (older BPF targets have no signed divide).
+ * Rounds toward zero like C; INT64_MIN / -1 wraps to INT64_MIN instead of trapping. */
+static __always_inline __s64 pr_sdiv(__s64 a, __s64 b)
+{
+	__u64 q;
+
+	if (b == 0)
+		return 0;
+	q = pr_abs64(a) / pr_abs64(b);
+	return (__s64)(((a < 0) != (b < 0)) ? -q : q);
+}
+
+/* The remainder takes the dividend's sign, like C. */
+static __always_inline __s64 pr_smod(__s64 a, __s64 b)
+{
+	__u64 r;
+
+	if (b == 0)
+		return a;
+	r = pr_abs64(a) % pr_abs64(b);
+	return (__s64)(a < 0 ? -r : r);
+}
+
+/* The string in buf equals the literal lit (litlen bytes). */
+static __always_inline int pr_str_eq(const char *buf, int bufsize, const char *lit, int litlen)
+{
+	int i;
+
+	if (litlen > bufsize)
+		return 0;
+	for (i = 0; i < litlen; i++)
+		if (buf[i] != lit[i])
+			return 0;
+	return litlen == bufsize || buf[litlen] == 0;
+}
+
+/* Two strings held in buffers are equal (compared up to the smaller buffer). */
+static __always_inline int pr_strbuf_eq(const char *a, int asize, const char *b, int bsize)
+{
+	int i;
+
+	for (i = 0; i < asize && i < bsize; i++) {
+		if (a[i] != b[i])
+			return 0;
+		if (a[i] == 0)
+			return 1;
+	}
+	if (i < asize && a[i] != 0)
+		return 0;
+	if (i < bsize && b[i] != 0)
+		return 0;
+	return 1;
+}
+
+/* The string in buf starts with the literal. */
+static __always_inline int pr_str_startswith(const char *buf, int bufsize, const char *lit,
+					     int litlen)
+{
+	int i;
+
+	if (litlen > bufsize)
+		return 0;
+	for (i = 0; i < litlen; i++)
+		if (buf[i] != lit[i])
+			return 0;
+	return 1;
+}
+
+/* The literal occurs in the string in buf (never past its NUL). */
+static __always_inline int pr_str_contains(const char *buf, int bufsize, const char *lit,
+					   int litlen)
+{
+	int i, j;
+
+	if (litlen == 0)
+		return 1;
+	for (i = 0; i + litlen <= bufsize; i++) {
+		if (buf[i] == 0)
+			return 0;
+		for (j = 0; j < litlen; j++)
+			if (buf[i + j] != lit[j])
+				break;
+		if (j == litlen)
+			return 1;
+	}
+	return 0;
+}
+
+/* Read exactly min(n, bufsize - 1) bytes (none when n <= 0) from user memory at src into
+ * buf, then a NUL after them. The clamp keeps the size provably below bufsize. */
+static __always_inline void pr_read_user_n(char *buf, int bufsize, const void *src, __s64 n)
+{
+	__u32 len = 0;
+
+	if (n > 0)
+		len = n < bufsize - 1 ? (__u32)n : (__u32)(bufsize - 1);
+	if (len > (__u32)(bufsize - 1))
+		len = 0;
+	bpf_probe_read_user(buf, len, src);
+	buf[len] = 0;
+}
+
+#endif /* PLANRUNNER_EXPR_HELPERS_H */
