@@ -21,6 +21,7 @@ _HINTS = {
     "Cannot overwrite a value": "a key is set twice; keep one of them",
     "Cannot declare": "a table is declared twice; merge the two [sections]",
     "Invalid value": "strings need quotes in TOML: key = \"text\"",
+    "Illegal character '\\n'": "a string must be closed on its line (or use \"\"\" for several)",
 }
 
 

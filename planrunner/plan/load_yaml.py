@@ -122,10 +122,14 @@ def _syntax_error(path: str, exc: yaml.MarkedYAMLError) -> PlanSyntaxError:
     if exc.context == "expected a single document in the stream":
         return PlanSyntaxError("a plan file holds one YAML document; found a second one", span,
                                ("remove the '---' line or split the file into two plans",))
-    parts = [p for p in (exc.context, exc.problem) if p]
-    message = "YAML syntax error: " + ", ".join(parts)
-    hints = ("use spaces, not tabs, to indent YAML",) if "'\\t'" in (exc.problem or "") else ()
-    return PlanSyntaxError(message, span, hints)
+    message = f"YAML syntax error: {exc.problem or exc.context}"
+    hints = []
+    ctx = exc.context_mark
+    if exc.context and exc.problem and ctx is not None and ctx is not mark:
+        hints.append(f"{exc.context} (at {ctx.line + 1}:{ctx.column + 1})")
+    if "'\\t'" in (exc.problem or ""):
+        hints.append("use spaces, not tabs, to indent YAML")
+    return PlanSyntaxError(message, span, tuple(hints))
 
 
 def load_yaml(path: str, text: str) -> LoadedPlan:

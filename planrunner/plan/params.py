@@ -52,7 +52,8 @@ def parse_duration(value: object) -> int:
         if text.strip().startswith("-"):
             raise ParamValueError(f"a duration cannot be negative: '{text}'")
         if re.fullmatch(r"\s*\d+(\.\d+)?\s*", text):
-            raise ParamValueError(f"a duration needs a unit: '{text}' what? (e.g. {text.strip()}ms)")
+            bare = text.strip()
+            raise ParamValueError(f"a duration needs a unit: '{bare}' what? (e.g. {bare}ms)")
         raise ParamValueError(f"'{text}' is not a duration")
     try:
         ns = Decimal(m.group(1)) * _UNITS[m.group(2)]

@@ -227,6 +227,8 @@ class _Translator:
                            ("use letters, digits and '_', not starting with a digit",))]
 
     def _pattern(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+        if "propertyNames" in err.schema_path:  # a bad key: the error is about the name
+            return self._propertyNames(err, jpath)
         return [Diagnostic(f"{_what(jpath)} {_show(err.instance)} does not match "
                            f"{err.validator_value}", self.spans.value(jpath))]
 
