@@ -147,6 +147,8 @@ def log2_buckets(counts: Mapping[int, int]) -> tuple[Bucket, ...]:
     present = [i for i, c in counts.items() if c]
     if not present:
         return ()
+    if min(present) < 0:
+        raise ValueError(f"log2 bucket index {min(present)} outside 0..{LOG2_MAX_INDEX}")
     return tuple(
         Bucket(*log2_bucket_bounds(i), counts.get(i, 0)) for i in range(max(present) + 1)
     )
@@ -189,6 +191,9 @@ def lhist_buckets(counts: Mapping[int, int] | Sequence[int], lo: int, hi: int,
     if not isinstance(counts, Mapping):
         counts = dict(enumerate(counts))
     n = lhist_bucket_count(lo, hi, step)
+    stray = [i for i, c in counts.items() if c and not 0 <= i <= n + 1]
+    if stray:  # a count the bounds cannot place: the BPF side disagrees with min/max/step
+        raise ValueError(f"lhist bucket index {stray[0]} outside 0..{n + 1}")
     return tuple(
         Bucket(*lhist_bucket_bounds(i, lo, hi, step), counts.get(i, 0)) for i in range(n + 2)
     )

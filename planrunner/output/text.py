@@ -78,9 +78,11 @@ class TextView(ViewBase):
         keys = [("pid", 7), ("tid", 7), ("comm", 16), ("probe", self.probe_width)]
         if not as_pairs:
             keys += [(f, max(FIELD_MIN_WIDTH, len(f))) for f in fields]
-        cells = [f"%({k})-{w}s" for k, w in keys[:-1]] + [f"%({keys[-1][0]})s"]
-        if as_pairs:
-            cells += [f"{f.replace('%', '%%')}=%({f})s" for f in fields]
+        cells = [f"%({k})-{w}s" for k, w in keys]
+        pairs = [f"{f.replace('%', '%%')}=%({f})s" for f in fields] if as_pairs else []
+        if not pairs:  # the last column is not padded (PROBE is, when pairs follow it)
+            cells[-1] = f"%({keys[-1][0]})s"
+        cells += pairs
         return " " + " ".join(cells) + "\n"
 
     def _renderer(self, schema: PrintSchema) -> Render:
@@ -99,13 +101,15 @@ class TextView(ViewBase):
         return lambda rec: time_of(rec["time"]) + fmt % _plain(rec)
 
     def _pairs_renderer(self, fields: Sequence[str]) -> Render:
-        base = self._column_format((), as_pairs=True).rstrip("\n")
+        keys = [("pid", 7), ("tid", 7), ("comm", 16), ("probe", self.probe_width)]
+        base = " " + " ".join(f"%({k})-{w}s" for k, w in keys)
         time_of = self.clock.record_time
 
         def render(rec: dict) -> str:
             rec = _plain(rec)
             pairs = "".join(f" {f}={rec.get(f)}" for f in fields)
-            return time_of(str(rec["time"])) + base % rec + pairs + "\n"
+            head = time_of(str(rec["time"])) + base % rec
+            return (head + pairs if pairs else head.rstrip(" ")) + "\n"
 
         return render
 
