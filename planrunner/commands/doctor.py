@@ -1,0 +1,123 @@
+"""`planrunner doctor`: does this machine have what `planrunner run` needs?
+
+One line per check, `OK` or `MISSING` with what to do. Exit 0 when everything is there,
+3 otherwise (the exit code of BackendUnavailable). bcc is probed in a child interpreter:
+only runtime/bcc_backend.py may import it, and a broken libbcc must not take us down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+EXIT_MISSING = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str  # what was found, or what to do when missing
+
+
+def register(subparsers: argparse._SubParsersAction, name: str) -> None:
+    p = subparsers.add_parser(name, help="check that this machine can run plans",
+                              description="Check root, bcc, kernel headers, tracefs, BTF "
+                                          "and uprobe semaphore support.")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    results = [check() for check in CHECKS]
+    width = max(len(r.name) for r in results)
+    for r in results:
+        status = "OK     " if r.ok else "MISSING"
+        print(f"{status}  {r.name.ljust(width)}  {r.detail}", file=stdout)
+    return 0 if all(r.ok for r in results) else EXIT_MISSING
+
+
+def check_root() -> Check:
+    if os.geteuid() == 0:
+        return Check("root", True, "running as root")
+    return Check("root", False, "attaching BPF needs root: run `sudo planrunner run ...`")
+
+
+def check_bcc(python: str = sys.executable) -> Check:
+    code = "import bcc, sys; sys.stdout.write(getattr(bcc, '__version__', '?'))"
+    try:
+        proc = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("bcc", False, f"cannot start {python}: {exc}")
+    if proc.returncode == 0:
+        return Check("bcc", True, f"python bcc {proc.stdout.strip()} importable")
+    last = (proc.stderr.strip().splitlines() or ["import failed"])[-1]
+    return Check("bcc", False,
+                 f"{last}; install the distro package (Debian/Ubuntu: python3-bpfcc, Fedora: "
+                 "python3-bcc) and make the venv with --system-site-packages")
+
+
+def check_kernel_headers(release: str | None = None, root: str = "/") -> Check:
+    release = release or os.uname().release
+    moddir = os.path.join(root, "lib/modules", release)
+    kconfig = "include/linux/kconfig.h"
+    found = [d for d in ("build", "source")
+             if os.path.isfile(os.path.join(moddir, d, kconfig))]
+    kheaders = os.path.join(root, "sys/kernel/kheaders.tar.xz")
+    if found:
+        target = os.path.realpath(os.path.join(moddir, found[0]))
+        note = _release_mismatch(os.path.join(moddir, "build"), release)
+        return Check("kernel headers", True, f"{target}{note}")
+    if os.path.exists(kheaders):
+        return Check("kernel headers", True, f"{kheaders} (CONFIG_IKHEADERS)")
+    return Check("kernel headers", False,
+                 f"no {kconfig} under {moddir}/build or /source: install the headers "
+                 f"(Debian/Ubuntu: apt install linux-headers-{release}), or "
+                 "`modprobe kheaders`")
+
+
+def _release_mismatch(build: str, release: str) -> str:
+    """A note when the headers were made for another kernel (bcc may still cope)."""
+    try:
+        with open(os.path.join(build, "include/config/kernel.release"), encoding="utf-8") as fh:
+            theirs = fh.read().strip()
+    except OSError:
+        return ""
+    return "" if theirs == release else f" (note: headers are for {theirs}, running {release})"
+
+
+def check_tracefs(mounts: str = "/proc/mounts") -> Check:
+    try:
+        with open(mounts, encoding="utf-8") as fh:
+            points = [line.split()[1] for line in fh if line.split()[2:3] == ["tracefs"]]
+    except OSError:
+        points = []
+    if points:
+        return Check("tracefs", True, f"mounted at {points[0]}")
+    return Check("tracefs", False,
+                 "not mounted: `mount -t tracefs nodev /sys/kernel/tracing`")
+
+
+def check_btf(path: str = "/sys/kernel/btf/vmlinux") -> Check:
+    if os.path.exists(path):
+        return Check("BTF", True, path)
+    return Check("BTF", False,
+                 f"{path} missing: use a kernel built with CONFIG_DEBUG_INFO_BTF=y")
+
+
+def check_ref_ctr(path: str = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset"
+                  ) -> Check:
+    if os.path.exists(path):
+        return Check("uprobe semaphores", True, f"kernel ref_ctr_offset supported ({path})")
+    return Check("uprobe semaphores", False,
+                 "no kernel ref_ctr_offset support (needs Linux >= 4.20): probes gated by "
+                 "a semaphore cannot be enabled system-wide")
+
+
+CHECKS: tuple[Callable[[], Check], ...] = (
+    check_root, check_bcc, check_kernel_headers, check_tracefs, check_btf, check_ref_ctr)

@@ -1,0 +1,115 @@
+"""`planrunner list TARGET... [--pid PID] [-v|-vv] [--format text|json] [FILTER]`.
+
+Lists the USDT probes of programs and libraries, like bcc's `tplist -l`/`-p`: one line per
+probe (`PATH provider:name`); `-v` adds location and argument counts and the semaphore
+(address and file offset); `-vv` adds every location and decoded argument; `--format json`
+prints all of it as one JSON document. With `--pid` and no target, every executable ELF
+object mapped in that process is listed. The last positional is a FILTER (an fnmatch glob
+on `provider:name`, or on the name alone) when it contains `*?[:` and is not the only
+target; a plain trailing name that resolves to no target is a FILTER too.
+Imports only the ELF reader and the USDT model: startup time matters here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+_GLOB_CHARS = set("*?[:")
+
+
+def register(subparsers: argparse._SubParsersAction, name: str) -> None:
+    p = subparsers.add_parser(
+        name, help="list the USDT probes of programs and libraries",
+        description="List USDT probes (SystemTap SDT notes). TARGET is a path, a program "
+                    "on PATH, or a library name (c, pthread, python3.11); FILTER is a glob "
+                    "on provider:name, e.g. 'postgresql:query__*'.")
+    p.add_argument("targets", nargs="*", metavar="TARGET... [FILTER]",
+                   help="programs or libraries, optionally followed by a provider:name glob")
+    p.add_argument("-p", "--pid", type=int,
+                   help="resolve names in this process; alone, list all its mapped objects")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="-v: counts and semaphores; -vv: every location and argument")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def split_filter(positionals: list[str], has_pid: bool) -> tuple[list[str], str | None]:
+    """Separate the trailing FILTER (if any) from the targets."""
+    if positionals and _GLOB_CHARS & set(positionals[-1]) and (
+            len(positionals) > 1 or has_pid):
+        return positionals[:-1], positionals[-1]
+    return positionals, None
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.errors import UsageError
+    from planrunner.targets import resolve_target
+    from planrunner.usdt import listing
+
+    specs, pattern = split_filter(list(args.targets), args.pid is not None)
+    if not specs and args.pid is None:
+        raise UsageError("give at least one TARGET, or --pid PID",
+                         hints=("e.g. `planrunner list /usr/lib/postgresql/15/bin/postgres`",))
+    if specs:
+        paths = _resolve_all(specs, args.pid)
+        if pattern is None and len(specs) > 1 and paths[-1] is None and "/" not in specs[-1]:
+            # `list python3.11 gc__done`: a trailing plain name that is no target is
+            # a probe name (reported on stderr if nothing matches).
+            specs, pattern, paths = specs[:-1], specs[-1], paths[:-1]
+        paths = list(dict.fromkeys(p or resolve_target(s, args.pid)
+                                   for s, p in zip(specs, paths, strict=True)))
+    else:
+        from planrunner.elf.procmaps import executable_objects
+
+        paths = _readable(executable_objects(args.pid), stderr)
+    if args.format == "json":
+        import json
+
+        json.dump(listing.json_document(listing.probe_details(paths, pattern)), stdout,
+                  indent=2)
+        stdout.write("\n")
+        return 0
+    if args.verbose:
+        lines = listing.text_lines(listing.probe_details(paths, pattern), args.verbose)
+    else:
+        lines = listing.name_lines(listing.probe_names(paths, pattern))
+    count = 0
+    for line in lines:
+        stdout.write(line + "\n")
+        count += 1
+    if not count:
+        where = ", ".join(paths) if specs else f"process {args.pid}"
+        what = f" matching '{pattern}'" if pattern else ""
+        print(f"planrunner: no USDT probes{what} in {where}", file=stderr)
+    return 0
+
+
+def _resolve_all(specs: list[str], pid: int | None) -> list[str | None]:
+    """Resolved paths; None where the spec does not resolve (re-raised by the caller)."""
+    from planrunner.errors import ResolveError
+    from planrunner.targets import resolve_target
+
+    out: list[str | None] = []
+    for spec in specs:
+        try:
+            out.append(resolve_target(spec, pid))
+        except ResolveError:
+            out.append(None)
+    return out
+
+
+def _readable(paths: tuple[str, ...], stderr: TextIO) -> list[str]:
+    """The mapped objects planrunner can read; the others are reported and skipped."""
+    from planrunner.elf.reader import open_binary
+    from planrunner.errors import ResolveError
+
+    out = []
+    for path in paths:
+        try:
+            open_binary(path)
+        except ResolveError as err:
+            print(f"planrunner: warning: skipped {err.diagnostics[0].message}", file=stderr)
+        else:
+            out.append(path)
+    return out

@@ -1,0 +1,99 @@
+"""`/proc/PID/maps`: a pure parser, plus the executable ELF objects a process has mapped.
+
+`parse_maps(text)` -> one MappedObject per line (anonymous mappings have path "");
+`executable_objects(pid)` -> paths of the ELF files with an executable mapping in `pid`,
+in address order, each readable from this process: when the target lives in another mount
+namespace (a container) its paths are reached through `/proc/PID/root`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from planrunner.errors import ResolveError
+
+_DELETED = " (deleted)"
+
+
+@dataclass(frozen=True, slots=True)
+class MappedObject:
+    path: str  # as the kernel shows it; "" for anonymous, "[heap]" etc. for pseudo-files
+    start: int
+    end: int
+    offset: int
+    perms: str  # e.g. "r-xp"
+    dev: str  # "major:minor" in hex, as printed
+    inode: int
+    deleted: bool = False
+
+    @property
+    def executable(self) -> bool:
+        return "x" in self.perms
+
+
+def parse_maps(text: str) -> tuple[MappedObject, ...]:
+    """Parse the text of /proc/PID/maps. Raises ValueError on a malformed line."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        # 5 fixed fields, then the path, which may contain spaces.
+        fields = line.split(None, 5)
+        if len(fields) < 5:
+            raise ValueError(f"malformed maps line: {line!r}")
+        addr, perms, offset, dev, inode = fields[:5]
+        path = fields[5].strip() if len(fields) == 6 else ""
+        deleted = path.endswith(_DELETED)
+        if deleted:
+            path = path[: -len(_DELETED)]
+        start, _, end = addr.partition("-")
+        out.append(MappedObject(path, int(start, 16), int(end, 16), int(offset, 16), perms,
+                                dev, int(inode), deleted))
+    return tuple(out)
+
+
+def read_maps(pid: int) -> tuple[MappedObject, ...]:
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+            return parse_maps(fh.read())
+    except FileNotFoundError:
+        raise ResolveError(f"no process with pid {pid}",
+                           hints=("check the pid with `ps` or `pgrep`",)) from None
+    except PermissionError:
+        raise ResolveError(f"cannot read /proc/{pid}/maps: permission denied",
+                           hints=("run as root, or as the process's owner",)) from None
+
+
+def executable_objects(pid: int) -> tuple[str, ...]:
+    """Host-readable paths of the ELF files mapped executable in `pid`, deduplicated."""
+    prefix = host_prefix(pid)
+    seen: set[str] = set()
+    out: list[str] = []
+    for m in read_maps(pid):
+        if not m.executable or not m.path.startswith("/") or m.deleted:
+            continue
+        path = prefix + m.path
+        if path in seen:
+            continue
+        seen.add(path)
+        if _is_elf(path):
+            out.append(path)
+    return tuple(out)
+
+
+def host_prefix(pid: int) -> str:
+    """"" when `pid` shares our mount namespace, else "/proc/PID/root"."""
+    try:
+        same = os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        same = True  # cannot tell (no permission): assume the usual case
+    return "" if same else f"/proc/{pid}/root"
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False

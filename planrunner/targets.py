@@ -1,0 +1,172 @@
+"""Turn what a user calls a program or library into the absolute path of an ELF file.
+
+`resolve_target(spec, pid=None, span=None) -> str`, tried in this order:
+1. a path (contains '/'): relative to the working directory; with a pid, a path that does
+   not exist here is looked up under /proc/PID/root (a container's file system);
+2. with a pid: a name matched against the objects that process has mapped executable,
+   by basename (`libc.so.6`) or library short name (`c`, `pthread`, `jvm`);
+3. a program name on PATH (`postgres`, `python3.11`);
+4. a library short name or soname, found like the dynamic linker does, through the
+   `ldconfig -p` cache (host architecture preferred), then LD_LIBRARY_PATH.
+The result is the real path (symlinks resolved): that is the inode uprobes attach to.
+Unknown targets raise ResolveError with a hint.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+import shutil
+import subprocess
+
+from planrunner.diagnostics import Span, did_you_mean
+from planrunner.errors import ResolveError
+
+# platform.machine() -> the arch tag ldconfig prints in "(libc6,x86-64)".
+_LDCONFIG_ARCH = {"x86_64": "x86-64", "aarch64": "AArch64", "riscv64": "RISC-V",
+                  "ppc64le": "64bit", "ppc64": "64bit", "s390x": "64bit", "mips64": "64bit",
+                  "loongarch64": "64bit"}
+_LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*)$")
+_HINT = "give an absolute path, a program on PATH, or a library name from `ldconfig -p`"
+
+
+def resolve_target(spec: str, pid: int | None = None, span: Span | None = None) -> str:
+    """The absolute real path of the ELF file `spec` names. ResolveError when none."""
+    if not spec:
+        raise ResolveError("empty target", span, hints=(_HINT,))
+    if "/" in spec:
+        return _resolve_path(spec, pid, span)
+    if pid is not None:
+        found = _from_process(spec, pid)
+        if found:
+            return found
+    on_path = _from_path(spec)
+    if on_path:
+        return os.path.realpath(on_path)
+    lib = _from_ldconfig(spec) or _from_ld_library_path(spec)
+    if lib:
+        return os.path.realpath(lib)
+    raise _unknown(spec, pid, span)
+
+
+def library_names(soname: str) -> tuple[str, ...]:
+    """The short names a library answers to: libpthread.so.0 -> ('pthread',)."""
+    base = os.path.basename(soname)
+    m = re.match(r"^lib(.+?)\.so(\.|$)", base) or re.match(r"^lib(.+?)-[\d.]+\.so", base)
+    return (m.group(1),) if m else ()
+
+
+def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
+    candidates = [os.path.abspath(spec)]
+    if pid is not None and spec.startswith("/"):
+        candidates.append(f"/proc/{pid}/root{spec}")
+    for cand in candidates:
+        if os.path.isfile(cand):
+            return os.path.realpath(cand)
+    if os.path.isdir(candidates[0]):
+        raise ResolveError(f"target '{spec}' is a directory", span,
+                           hints=("give the executable or library file inside it",))
+    raise ResolveError(f"target '{spec}' not found", span, hints=(_HINT,))
+
+
+def _from_path(spec: str) -> str | None:
+    """The first ELF file called `spec` on PATH. Scripts (a pyenv shim, a wrapper) are
+    skipped: uprobes need the ELF image, so keep looking like `which -a` would."""
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        cand = os.path.join(directory or ".", spec)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK) and _is_elf(cand):
+            return cand
+    return None
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _matches(spec: str, path: str) -> bool:
+    base = os.path.basename(path)
+    return spec in (base, path) or spec in library_names(base)
+
+
+def _from_process(spec: str, pid: int) -> str | None:
+    from planrunner.elf.procmaps import executable_objects
+
+    for path in executable_objects(pid):
+        if _matches(spec, path):
+            return os.path.realpath(path)
+    return None
+
+
+@functools.cache
+def _ldconfig_cache() -> tuple[tuple[str, str, str], ...]:
+    """(soname, flags, path) for every entry of `ldconfig -p`, parsed once per process."""
+    tool = shutil.which("ldconfig") or next(
+        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)), None)
+    if tool is None:
+        return ()
+    try:
+        out = subprocess.run([tool, "-p"], capture_output=True, text=True, check=False,
+                             timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    entries = []
+    for line in out.splitlines():
+        m = _LDCONFIG_LINE.match(line)
+        if m:
+            entries.append((m.group(1), m.group(2), m.group(3).strip()))
+    return tuple(entries)
+
+
+def _from_ldconfig(spec: str) -> str | None:
+    hits = [(soname, flags, path) for soname, flags, path in _ldconfig_cache()
+            if soname == spec or spec in library_names(soname)]
+    if not hits:
+        return None
+    arch = _LDCONFIG_ARCH.get(platform.machine())
+    # Prefer the host's ABI, then a versioned soname (what programs load) over the
+    # unversioned dev symlink, then ldconfig's own order.
+    ranked = sorted(hits, key=lambda h: (arch is not None and arch not in h[1],
+                                         h[0] != spec and not re.search(r"\.so\.", h[0])))
+    return ranked[0][2]
+
+
+def _from_ld_library_path(spec: str) -> str | None:
+    for directory in filter(None, os.environ.get("LD_LIBRARY_PATH", "").split(":")):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            if (name == spec or spec in library_names(name)) and \
+                    os.path.isfile(os.path.join(directory, name)):
+                return os.path.join(directory, name)
+    return None
+
+
+def _unknown(spec: str, pid: int | None, span: Span | None) -> ResolveError:
+    hints = []
+    if pid is not None:
+        from planrunner.elf.procmaps import executable_objects
+
+        mapped = executable_objects(pid)
+        names = {os.path.basename(p) for p in mapped}
+        names |= {n for p in mapped for n in library_names(p)}
+        close = did_you_mean(spec, names)
+        if close:
+            hints.append(f"did you mean '{close}'?")
+        hints.append(f"`planrunner list --pid {pid}` shows the objects it has mapped")
+        message = f"target '{spec}' is not mapped in process {pid}, on PATH, or a known library"
+    else:
+        close = did_you_mean(spec, {n for s, _f, _p in _ldconfig_cache()
+                                    for n in library_names(s)})
+        if close:
+            hints.append(f"did you mean the library '{close}'?")
+        message = f"target '{spec}' not found on PATH or in the library cache"
+    hints.append(_HINT)
+    return ResolveError(message, span, hints=tuple(hints))

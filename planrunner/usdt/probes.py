@@ -1,0 +1,44 @@
+"""USDT probes of one ELF file: notes grouped by `provider:name`, with file offsets.
+
+`read_probes(path) -> tuple[UsdtProbe, ...]`: one UsdtProbe per provider:name in order of
+first appearance; each note becomes a ProbeSite (pc after the `.stapsdt.base` adjustment,
+the file offset uprobes attach to, the semaphore's vaddr and file offset - the kernel's
+ref_ctr_offset - and the decoded arguments). A probe inlined in several places has several
+sites, possibly each with its own semaphore (bpftrace#3601), so semaphores are per site.
+`group_notes(notes)` is the grouping alone, for callers that need only names.
+"""
+
+from __future__ import annotations
+
+from planrunner.elf.reader import open_binary, read_notes, vaddr_to_offset
+from planrunner.elf.stapsdt import NoteRecord
+from planrunner.usdt.model import ProbeSite, UsdtProbe
+
+
+def group_notes(notes: tuple[NoteRecord, ...]) -> dict[tuple[str, str], list[NoteRecord]]:
+    """Notes keyed by (provider, name); dict order is order of first appearance."""
+    groups: dict[tuple[str, str], list[NoteRecord]] = {}
+    for note in notes:
+        groups.setdefault((note.provider, note.name), []).append(note)
+    return groups
+
+
+def read_probes(path: str) -> tuple[UsdtProbe, ...]:
+    """Every USDT probe of the ELF file at `path` (empty when it has none)."""
+    from planrunner.usdt.operands import parse_args
+
+    info = open_binary(path)
+    probes = []
+    for (provider, name), notes in group_notes(read_notes(path)).items():
+        sites = tuple(
+            ProbeSite(
+                pc=n.pc,
+                file_offset=vaddr_to_offset(info, n.pc),
+                semaphore=n.semaphore,
+                semaphore_offset=vaddr_to_offset(info, n.semaphore) if n.semaphore else 0,
+                args_text=n.args,
+                args=parse_args(n.args, info.machine),
+            )
+            for n in notes)
+        probes.append(UsdtProbe(path, provider, name, sites))
+    return tuple(probes)
