@@ -18,6 +18,9 @@ from planrunner.plan.source import JsonPath, LoadedPlan, SourceMap
 
 _STD_TAG = "tag:yaml.org,2002:"
 _MERGE = _STD_TAG + "merge"
+# The tags plain data resolves to; anything else (custom `!env`, `!!python/...`) is refused.
+_PLAIN_TAGS = frozenset(_STD_TAG + t for t in ("str", "int", "float", "bool", "null", "map",
+                                                "seq", "timestamp"))
 
 
 def _span(path: str, node: yaml.Node) -> Span:
@@ -58,8 +61,9 @@ class _Walker:
         self.spans.record(jpath, _span(self.path, node), key,
                           _text_span(self.path, node, self.text)
                           if isinstance(node, yaml.ScalarNode) else None)
-        if not node.tag.startswith(_STD_TAG) and node.tag not in ("!",):
-            self.error(f"YAML tag '{node.tag}' is not allowed in a plan",
+        if node.tag not in _PLAIN_TAGS:
+            tag = node.tag.replace(_STD_TAG, "!!")
+            self.error(f"YAML tag '{tag}' is not allowed in a plan",
                        _span(self.path, node), "remove the tag; plans hold plain data")
             return None
         if id(node) in self._stack:

@@ -155,7 +155,9 @@ def check_overrides(overrides: dict[str, str], types: dict[str, str]) -> dict[st
             values[name] = convert(types[name], text)
         except ParamValueError as exc:
             hint = (DURATION_HINT,) if types[name] == "duration" else ()
-            errors.append(Diagnostic(f"--set {name}={text}: param '{name}' is a {types[name]}: "
+            article = "an" if types[name] == "int" else "a"
+            errors.append(Diagnostic(f"--set {name}={text}: param '{name}' is {article} "
+                                     f"{types[name]}: "
                                      f"{exc}", hints=hint))
     if errors:
         raise UsageError(errors)

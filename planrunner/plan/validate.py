@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
@@ -100,9 +101,10 @@ class _Translator:
 
     def _additionalProperties(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
         allowed = sorted(err.schema.get("properties", {}))
+        patterns = list(err.schema.get("patternProperties", {}))
         out = []
         for key in err.instance:
-            if key in allowed:
+            if key in allowed or any(re.search(p, str(key)) for p in patterns):
                 continue
             where = "top-level key" if not jpath else "key"
             suffix = "" if not jpath else f" in {describe(jpath)}"
