@@ -6,7 +6,8 @@ Contract:
   buffers obtained from `alloc.alloc(size)`). The same `str(...)` read used twice in one
   expression is read once. Preludes run unconditionally (before any `&&` short-circuit);
   they only read user memory, which is harmless.
-- Integer expressions carry explicit casts so C's conversions equal the checker's types;
+- Integer expressions carry explicit casts so C's conversions equal the checker's types
+  (a name is cast to its declared type whatever the C type of its `c_expr`);
   signed `+ - *` and `<<` are done in unsigned arithmetic (no undefined overflow);
   division and modulo go through helpers (run-time x/0 is 0 and x%0 is x, as in the BPF
   ISA; signed division never emits BPF's signed-division instruction); a run-time shift
@@ -96,7 +97,7 @@ class _Lowerer:
         if isinstance(t, T.TStrConst):
             return c_string_literal(t.value)
         if isinstance(t, T.TVar):
-            return f"(!!({t.c_expr}))" if isinstance(t.type, BoolType) else f"({t.c_expr})"
+            return self.var(t)
         if isinstance(t, T.TUnary):
             return self.unary(t)
         if isinstance(t, T.TBinary):
@@ -110,6 +111,15 @@ class _Lowerer:
             return (f"pr_str_{t.func}({buf}, {size}, {c_string_literal(t.needle)}, "
                     f"{len(t.needle)})")
         raise TypeError(f"not a typed expression node: {t!r}")
+
+    def var(self, t: T.TVar) -> str:
+        # Integers are cast to their declared type: the renderer's C expression may have
+        # another C type (a pt_regs register is an unsigned long).
+        if isinstance(t.type, IntType):
+            return f"(({t.type.c_name})({t.c_expr}))"
+        if isinstance(t.type, BoolType):
+            return f"(!!({t.c_expr}))"
+        return f"({t.c_expr})"
 
     def as_int(self, t: T.TExpr, to: Type) -> str:
         """`t` converted to the 64-bit integer type `to`, with a cast unless already so."""
