@@ -20,7 +20,7 @@ QUERIES = ("SELECT 1", "UPDATE accounts SET balance = balance - 1 WHERE id = 42"
            "SELECT pg_sleep(0.2);", "COMMIT")
 
 
-def synthetic(n: int) -> list[dict]:
+def synthetic(n: int, special_every: int = 0) -> list[dict]:
     base = 1_796_265_667_000_000_000
     out = []
     for i in range(n):
@@ -30,6 +30,11 @@ def synthetic(n: int) -> list[dict]:
             "tid": 4242 + i % 13, "comm": "postgres", "probe": "query", "output": "0",
             "latency_ns": 100_000 + i % 50_000, "query": QUERIES[i % 4],
         })
+        if special_every and i % special_every == 0:  # the slow path: NULL or truncated
+            if i % (2 * special_every) == 0:
+                out[-1]["query"] = None
+            else:
+                out[-1]["truncated"] = ["query"]
     return out
 
 
@@ -51,8 +56,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--views", default="text,text-format,json,csv")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--special-every", type=int, default=0,
+                    help="every Nth record has a NULL or truncated string (0: none)")
     args = ap.parse_args()
-    records = synthetic(args.records)
+    records = synthetic(args.records, args.special_every)
     plain = PrintSchema("0", "query", ("latency_ns", "query"))
     templated = PrintSchema("0", "query", ("latency_ns", "query"),
                             "{pid} {latency_ms:.3f} {query}")
@@ -62,7 +69,7 @@ def main() -> None:
         rates = sorted(run(view, records, args.batch, schema) for _ in range(args.repeat))
         print(f"{name:12} {rates[len(rates) // 2]:>12,.0f} records/s "
               f"(min {rates[0]:,.0f}, max {rates[-1]:,.0f}; {args.records:,} records, "
-              f"batch {args.batch})")
+              f"batch {args.batch}, special every {args.special_every or 'none'})")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ cell is ``output`` (records, aggregations) or ``lost`` (losses).
 - Print records: one table for all `print` outputs, columns ``output, time, ts_ns,
   pid, tid, comm, probe``, then the union of the outputs' fields (first-seen order;
   a field another output lacks is empty), then ``truncated`` (keys joined by ``;``).
-  NULL strings are empty cells, bools ``true``/``false``; time is UTC ISO 8601.
+  NULL strings are empty cells, bools ``true``/``false``; time is UTC ISO 8601. A
+  record of an output without a schema fills the common columns only.
 - Each aggregation output: its own table, ``output, interval_start, interval_end``
   (ISO 8601 UTC; start empty when cumulative), the key fields, then for count/sum/min/
   max the statistic (avg: ``avg, count``), or for hist/lhist ``low, high, count`` with
@@ -19,6 +20,7 @@ cell is ``output`` (records, aggregations) or ``lost`` (losses).
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import TextIO
@@ -47,12 +49,16 @@ def _fix_bools(values: tuple) -> tuple:
 class CsvView(ViewBase):
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema]) -> None:
         super().__init__(stream, schemas)
-        self.writer = csv.writer(stream)
+        # Rows go to a buffer, then one stream.write per call (the csv module writes
+        # each row separately).
+        self.buffer = io.StringIO(newline="")
+        self.writer = csv.writer(self.buffer)
         fields: dict[str, None] = {}
         for schema in self.schemas:
             fields.update(dict.fromkeys(schema.fields))
         self.columns = (*HEAD, *fields, "truncated")
         self.rows: dict[str, Row] = {s.output: self._row_fn(s.fields) for s in self.schemas}
+        self.general = self._row_fn(())  # an output without a schema: common columns only
         self.tables: set[str] = set()
 
     def _row_fn(self, fields: Sequence[str]) -> Row:
@@ -66,11 +72,13 @@ class CsvView(ViewBase):
 
             return row
 
-        cols = self.columns[:-1]
+        # Only this output's keys: another output's columns stay empty.
+        cols = [k if k in keys else None for k in self.columns[:-1]]
 
         def row_general(rec: dict) -> Sequence[object]:
             trunc = rec.get("truncated")
-            return (*(_cell(rec.get(k)) for k in cols), ";".join(trunc) if trunc else None)
+            cells = (_cell(rec.get(k)) if k else None for k in cols)
+            return (*cells, ";".join(trunc) if trunc else None)
 
         return row_general
 
@@ -83,9 +91,17 @@ class CsvView(ViewBase):
         if not batch:
             return
         self._table("\0records", self.columns)
-        rows = self.rows
-        general = self._row_fn(())  # only for outputs without a schema
+        rows, general = self.rows, self.general
         self.writer.writerows((rows.get(rec["output"]) or general)(rec) for rec in batch)
+        self._emit()
+
+    def _emit(self) -> None:
+        text = self.buffer.getvalue()
+        if not text:
+            return
+        self.stream.write(text)
+        self.buffer.seek(0)
+        self.buffer.truncate()
 
     def aggregate(self, snap: AggSnapshot) -> None:
         if snap.rows:
@@ -93,10 +109,12 @@ class CsvView(ViewBase):
             self.writer.writerows(aggregate_rows(snap))
         if snap.dropped:
             self.lost(snap.dropped, "map full", snap.output)
+        self._emit()
 
     def lost(self, count: int, reason: str, output: str | None = None) -> None:
         self._table("\0lost", ("lost", "reason", "output"))
         self.writer.writerow((count, reason, output))
+        self._emit()
 
 
 def _stats(kind: str) -> tuple[str, ...]:
