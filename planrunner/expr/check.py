@@ -301,13 +301,16 @@ class _Checker:
     # -- calls ----------------------------------------------------------------------------
 
     def call(self, e: A.Call) -> T.TExpr | _Failed:
-        args = [self.visit(a) for a in e.args]
         fspan = e.func_span or e.span
         if e.func not in FUNCTIONS:
             guess = did_you_mean(e.func, list(FUNCTIONS))
-            return self.error(f"unknown function '{e.func}'", fspan,
-                              f"did you mean '{guess}'?" if guess else "",
-                              "functions: " + ", ".join(f"{f}()" for f in FUNCTIONS))
+            failed = self.error(f"unknown function '{e.func}'", fspan,
+                                f"did you mean '{guess}'?" if guess else "",
+                                "functions: " + ", ".join(f"{f}()" for f in FUNCTIONS))
+            for a in e.args:  # still report errors inside the arguments, in source order
+                self.visit(a)
+            return failed
+        args = [self.visit(a) for a in e.args]
         lo, hi = FUNCTIONS[e.func]
         if not lo <= len(args) <= hi:
             want = f"{lo}" if lo == hi else f"{lo} or {hi}"
