@@ -149,7 +149,8 @@ class _Translator:
             diag = Diagnostic(f"{what} needs exactly one of {', '.join(kinds)}",
                               self.spans.key(jpath), (self._kind_example(jpath),))
             return [self._tag(diag, jpath, *kinds)]
-        named = " and ".join(f"'{k}'" for k in present)
+        quoted = [f"'{k}'" for k in present]
+        named = f"{', '.join(quoted[:-1])} and {quoted[-1]}"
         return [Diagnostic(f"{what} has {'both ' if len(present) == 2 else ''}{named}; "
                            f"{noun} has exactly one kind",
                            self.spans.key(jpath + (present[1],)),
