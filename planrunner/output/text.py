@@ -10,6 +10,7 @@ Print records. One header line, written before the first record, then one line e
   ``key=value`` (a record's output is then clear from its keys and PROBE).
 - An output with a `format` template prints the template instead (see template.py).
 - NULL strings read ``(null)``, bools ``true``/``false``; a truncated string ends ``…``.
+  Line breaks inside values are shown as ``\\n``/``\\r``, so a record stays one line.
 
 Aggregations: see text_agg.py. Losses: ``N events lost (REASON)``. The view prints
 only what it is given; the runtime reports losses on stderr itself.
@@ -83,13 +84,13 @@ class TextView(ViewBase):
         if not pairs:  # the last column is not padded (PROBE is, when pairs follow it)
             cells[-1] = f"%({keys[-1][0]})s"
         cells += pairs
-        return " " + " ".join(cells) + "\n"
+        return " " + " ".join(cells)
 
     def _renderer(self, schema: PrintSchema) -> Render:
         names = (*RECORD_HEAD, *schema.fields, "truncated")
         if schema.format is not None:
             template = compile_template(schema.format, names)
-            return lambda rec: template(rec) + "\n"
+            return template
         return self._columns(schema.fields, as_pairs=not self.uniform)
 
     def _columns(self, fields: Sequence[str], as_pairs: bool) -> Render:
@@ -109,7 +110,7 @@ class TextView(ViewBase):
             rec = _plain(rec)
             pairs = "".join(f" {f}={rec.get(f)}" for f in fields)
             head = time_of(str(rec["time"])) + base % rec
-            return (head + pairs if pairs else head.rstrip(" ")) + "\n"
+            return head + pairs if pairs else head.rstrip(" ")
 
         return render
 
@@ -134,9 +135,12 @@ class TextView(ViewBase):
         renderers = self.renderers
         out = []
         for rec in batch:
-            render = renderers.get(rec["output"]) or self._unknown(rec)
-            out.append(render(rec))
-        self.stream.write("".join(out))
+            line = (renderers.get(rec["output"]) or self._unknown(rec))(rec)
+            if "\n" in line or "\r" in line:  # a multi-line value must not split the record
+                line = line.replace("\r", "\\r").replace("\n", "\\n")
+            out.append(line)
+        out.append("")
+        self.stream.write("\n".join(out))
 
     def aggregate(self, snap: AggSnapshot) -> None:
         self.stream.write(snapshot_text(snap, self.clock))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 import io
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from planrunner.output import make_view
 from planrunner.records import AggRow, AggSnapshot, PrintSchema, lhist_buckets, log2_buckets
 
@@ -112,3 +115,12 @@ def test_output_without_schema_fills_common_columns():
     rows = parse(out.getvalue())
     assert rows[1] == ["other", "2026-12-03T02:41:07.123456Z", "9", "4242", "4243",
                        "postgres", "query", "", ""]
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40),
+                min_size=1, max_size=5))
+def test_any_string_parses_back(queries):
+    out = io.StringIO(newline="")
+    make_view("csv", out, [PrintSchema("0", "query", ("query",))]).records(
+        [rec(query=q) for q in queries])
+    assert [row[7] for row in parse(out.getvalue())[1:]] == queries

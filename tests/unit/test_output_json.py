@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import json
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from planrunner.output import make_view
 from planrunner.records import AggRow, AggSnapshot, Bucket, PrintSchema, lhist_buckets
 
@@ -116,3 +119,15 @@ def test_losses_and_dropped_keys():
     view.lost(7, "ringbuf full")
     assert out.getvalue() == ('{"lost":5,"reason":"map full","output":"calls"}\n'
                               '{"lost":7,"reason":"ringbuf full"}\n')
+
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@given(st.lists(st.one_of(_TEXT, st.none()), min_size=1, max_size=5),
+       st.integers(-(2**63), 2**64 - 1))
+def test_any_string_and_int_round_trips(queries, n):
+    records = [rec(query=q, latency_ns=n) for q in queries]
+    out = io.StringIO()
+    make_view("json", out, [SCHEMA]).records(records)
+    assert lines_of(out) == records

@@ -251,3 +251,12 @@ def test_empty_snapshot_dropped_keys_and_losses():
         "\n"
         "3 events lost (ringbuf full)\n"
     )
+
+
+def test_line_breaks_inside_values_keep_one_line_per_record():
+    text = render([SCHEMA], records=[rec(query="SELECT 1\nFROM t\r\n"), rec()])
+    lines = text.splitlines()
+    assert len(lines) == 3
+    assert lines[1].endswith("201234567  SELECT 1\\nFROM t\\r\\n")
+    templated = PrintSchema("0", "query", ("query",), "{query}")
+    assert render([templated], records=[rec(query="a\nb")]) == "a\\nb\n"
