@@ -32,7 +32,8 @@ class View(Protocol):
 
 
 class ViewBase:
-    """Keeps the stream and schemas; `records` defaults to a loop over `record`."""
+    """Keeps the stream and schemas. A subclass overrides `records` (the batched path,
+    one stream.write per batch) or `record`; each default calls the other."""
 
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema]) -> None:
         self.stream = stream

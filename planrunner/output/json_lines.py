@@ -1,4 +1,5 @@
-"""The `json` view: one JSON object per line (UTF-8, not ASCII-escaped).
+"""The `json` view: one JSON object per line (UTF-8, not ASCII-escaped; lines end with
+"\n" and only there: a reader must not split on U+2028 or U+0085, which JSON keeps raw).
 
 - A print record is written as it is (its keys already follow the contract in
   records.py; a NULL string is ``null``).

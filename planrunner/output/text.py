@@ -29,7 +29,7 @@ from planrunner.output.text_agg import snapshot_text
 from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema
 
 Render = Callable[[dict], str]
-HEAD_WIDTHS = (("TIME", 15), ("PID", 7), ("TID", 7), ("COMM", 16))
+TIME_WIDTH = 15  # HH:MM:SS.ffffff
 FIELD_MIN_WIDTH = 8
 
 
@@ -64,19 +64,19 @@ class TextView(ViewBase):
 
     # -- layout ------------------------------------------------------------------------
 
-    def _widths(self, fields: Sequence[str]) -> list[tuple[str, int]]:
-        cols = [*HEAD_WIDTHS, ("PROBE", self.probe_width)]
-        cols += [(f, max(FIELD_MIN_WIDTH, len(f))) for f in fields]
-        return cols
+    def _head_keys(self) -> list[tuple[str, int]]:
+        """The record keys after TIME that every line shows, with their widths."""
+        return [("pid", 7), ("tid", 7), ("comm", 16), ("probe", self.probe_width)]
 
     def _header(self, fields: Sequence[str]) -> str:
-        cols = self._widths(fields)
+        cols = [("TIME", TIME_WIDTH), *((k.upper(), w) for k, w in self._head_keys())]
+        cols += [(f, max(FIELD_MIN_WIDTH, len(f))) for f in fields]
         names = [f"{name:<{w}}" for name, w in cols[:-1]] + [cols[-1][0]]
         return " ".join(names) + "\n"
 
     def _column_format(self, fields: Sequence[str], as_pairs: bool) -> str:
         """A %-format over the record for everything after TIME (TIME is converted)."""
-        keys = [("pid", 7), ("tid", 7), ("comm", 16), ("probe", self.probe_width)]
+        keys = self._head_keys()
         if not as_pairs:
             keys += [(f, max(FIELD_MIN_WIDTH, len(f))) for f in fields]
         cells = [f"%({k})-{w}s" for k, w in keys]
@@ -87,10 +87,8 @@ class TextView(ViewBase):
         return " " + " ".join(cells)
 
     def _renderer(self, schema: PrintSchema) -> Render:
-        names = (*RECORD_HEAD, *schema.fields, "truncated")
         if schema.format is not None:
-            template = compile_template(schema.format, names)
-            return template
+            return compile_template(schema.format, (*RECORD_HEAD, *schema.fields, "truncated"))
         return self._columns(schema.fields, as_pairs=not self.uniform)
 
     def _columns(self, fields: Sequence[str], as_pairs: bool) -> Render:
@@ -102,8 +100,7 @@ class TextView(ViewBase):
         return lambda rec: time_of(rec["time"]) + fmt % _plain(rec)
 
     def _pairs_renderer(self, fields: Sequence[str]) -> Render:
-        keys = [("pid", 7), ("tid", 7), ("comm", 16), ("probe", self.probe_width)]
-        base = " " + " ".join(f"%({k})-{w}s" for k, w in keys)
+        base = " " + " ".join(f"%({k})-{w}s" for k, w in self._head_keys())
         time_of = self.clock.record_time
 
         def render(rec: dict) -> str:
@@ -126,14 +123,14 @@ class TextView(ViewBase):
     def records(self, batch: Sequence[dict]) -> None:
         if not batch:
             return
+        out = []
         if not self.header_done:
             self.header_done = True
             if any(s.format is None for s in self.schemas) or any(
                 r["output"] not in self.renderers for r in batch
             ):
-                self.stream.write(self.header)
+                out.append(self.header.rstrip("\n"))
         renderers = self.renderers
-        out = []
         for rec in batch:
             line = (renderers.get(rec["output"]) or self._unknown(rec))(rec)
             if "\n" in line or "\r" in line:  # a multi-line value must not split the record
