@@ -1,0 +1,74 @@
+"""`planrunner run PLAN`: validate, compile, attach, print records until told to stop."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import TextIO
+
+from planrunner.commands.common import add_plan_arguments, overrides, plan_path
+from planrunner.errors import UsageError
+
+
+def register(sub: argparse._SubParsersAction, name: str) -> None:
+    parser = sub.add_parser(name, help="trace with a plan")
+    add_plan_arguments(parser)
+    parser.add_argument("-c", "--command", metavar="'CMD ARGS'",
+                        help="start CMD with everything attached; end when it exits "
+                             "(its exit status becomes planrunner's)")
+    parser.add_argument("-f", "--format", default="text", choices=("text", "json", "csv"),
+                        help="output view (default: text)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write records to FILE")
+    parser.add_argument("-d", "--duration", metavar="D",
+                        help="stop after D (e.g. 10s, 500ms; a bare number is seconds)")
+    parser.add_argument("-n", "--max-events", type=int, metavar="N",
+                        help="stop after N records")
+    parser.set_defaults(func=run)
+
+
+def parse_seconds(text: str | None) -> float | None:
+    if text is None:
+        return None
+    from planrunner.plan.params import parse_duration
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(text) / 1e9
+    except ValueError as exc:
+        raise UsageError(f"--duration: {exc}") from None
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.output import make_view
+    from planrunner.pipeline import compile_plan
+    from planrunner.records import PrintSchema
+    from planrunner.runtime.session import RunOptions, run_session
+
+    if args.pid and args.command:
+        raise UsageError("--pid and -c cannot be used together")
+    if args.max_events is not None and args.max_events < 1:
+        raise UsageError("--max-events must be at least 1")
+    command = shlex.split(args.command) if args.command else None
+    duration = parse_seconds(args.duration)
+    _plan, _resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid)
+    schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format)
+               for p in program.prints]
+    out = open(args.output, "w", encoding="utf-8") if args.output else stdout  # noqa: SIM115
+    try:
+        view = make_view(args.format, out, schemas)
+        opts = RunOptions(args.pid, command, duration, args.max_events)
+        status = run_session(program, opts, view, stderr)
+        view.close()
+        return status
+    finally:
+        if out is not stdout:
+            out.close()
+        elif out is sys.stdout:
+            try:
+                out.flush()
+            except BrokenPipeError:
+                pass

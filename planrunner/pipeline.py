@@ -1,0 +1,38 @@
+"""The pipeline, in order. Every command calls these stages and nothing else:
+
+    load    plan/           path + --set      -> Plan
+    resolve resolve/        Plan + --pid      -> ResolvedPlan   (binaries, sites, types)
+    render  render/         ResolvedPlan      -> RenderedProgram (the C, attach list)
+    execute runtime/        RenderedProgram   -> records and map snapshots -> output/
+"""
+
+from __future__ import annotations
+
+from planrunner.plan import load_plan
+from planrunner.plan.model import Plan
+from planrunner.render.model import RenderedProgram
+from planrunner.resolve.model import ResolvedPlan
+
+
+def load(path: str, overrides: dict[str, str]) -> Plan:
+    return load_plan(path, overrides)
+
+
+def resolve(plan: Plan, pid: int | None = None) -> ResolvedPlan:
+    from planrunner.resolve import resolve_plan
+
+    return resolve_plan(plan, pid)
+
+
+def render(resolved: ResolvedPlan) -> RenderedProgram:
+    from planrunner.render.program import render_program
+
+    return render_program(resolved)
+
+
+def compile_plan(path: str, overrides: dict[str, str], pid: int | None = None
+                 ) -> tuple[Plan, ResolvedPlan, RenderedProgram]:
+    """load -> resolve -> render: everything `render` and `run` do before the kernel."""
+    plan = load(path, overrides)
+    resolved = resolve(plan, pid)
+    return plan, resolved, render(resolved)

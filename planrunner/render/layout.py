@@ -1,0 +1,69 @@
+"""Record layouts: the single source of truth for event records.
+
+One `RecordLayout` drives both the C struct (templates/program.bpf.c.j2 renders
+`c_members`) and the Python decoder (runtime/decode.py builds a struct.Struct from
+`struct_format`). The two cannot drift: change one field kind here and both follow.
+Every member is 8-byte aligned by construction, so the C struct has no hidden padding;
+the template adds a _Static_assert on the size to prove it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# struct pr_hdr in the template: ts, output, pid, tid, uid, comm[16]
+HEADER_FORMAT = "<QIIII16s"
+HEADER_SIZE = 40
+
+# Status word of a string field (see pr_read_str in the template).
+STR_NULL = 0
+STR_OK = 1
+STR_TRUNCATED = 2
+
+
+def _pad8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutField:
+    key: str  # record key
+    kind: Literal["int", "uint", "bool", "str"]
+    member: str  # C member name (generated: f0, f1...)
+    size: int = 8  # str: buffer bytes (content + NUL)
+
+    @property
+    def c_members(self) -> tuple[str, ...]:
+        if self.kind == "str":
+            pad = _pad8(self.size) - self.size
+            tail = (f"char {self.member}_pad[{pad}];",) if pad else ()
+            return (f"__u64 {self.member}_ptr;", f"__s64 {self.member}_st;",
+                    f"char {self.member}[{self.size}];", *tail)
+        ctype = "__s64" if self.kind == "int" else "__u64"
+        return (f"{ctype} {self.member};",)
+
+    @property
+    def struct_format(self) -> str:
+        if self.kind == "str":
+            return f"Qq{self.size}s{_pad8(self.size) - self.size}x"
+        return "q" if self.kind == "int" else "Q"
+
+    @property
+    def byte_size(self) -> int:
+        return 16 + _pad8(self.size) if self.kind == "str" else 8
+
+
+@dataclass(frozen=True, slots=True)
+class RecordLayout:
+    output_id: int
+    c_name: str  # struct name, e.g. pr_rec_0
+    fields: tuple[LayoutField, ...]
+
+    @property
+    def size(self) -> int:
+        return HEADER_SIZE + sum(f.byte_size for f in self.fields)
+
+    @property
+    def struct_format(self) -> str:
+        return HEADER_FORMAT + "".join(f.struct_format for f in self.fields)

@@ -1,0 +1,297 @@
+"""resolve_plan: Plan -> ResolvedPlan.
+
+Finds every target binary, every probe's sites (USDT locations, uprobe symbols,
+tracepoints), type-checks every expression against what the probes really offer, and
+decides which arguments each site must read. Collects all errors of the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planrunner.diagnostics import Span
+from planrunner.errors import OperandError, PlanError, ResolveError, collect
+from planrunner.expr.check import check, check_condition, check_value
+from planrunner.expr.typed import TExpr
+from planrunner.expr.types import IntType, StrType, Type
+from planrunner.plan.model import Plan, ProbeSpec
+from planrunner.resolve import sites as S
+from planrunner.resolve.model import (
+    ArgSlot,
+    AttachSite,
+    BinaryRef,
+    CheckedField,
+    ResolvedOutput,
+    ResolvedPlan,
+    ResolvedProbe,
+)
+from planrunner.resolve.scope import ProbeScope
+from planrunner.resolve.spans import SpanScope
+from planrunner.targets import resolve_target
+from planrunner.usdt.model import ArgOperand, ProbeSite
+from planrunner.usdt.operands import operand_error
+
+
+@dataclass
+class _Probe:
+    """Working state for one non-span probe while the plan is checked."""
+
+    spec: ProbeSpec
+    scope: ProbeScope
+    binary: BinaryRef | None = None
+    usdt_sites: tuple[ProbeSite, ...] = ()
+    pc: int = 0
+    file_offset: int = 0
+    arg_count: int = 0
+    types: dict[int, Type] = field(default_factory=dict)
+    tp_fields: tuple = ()
+    where: TExpr | None = None
+    lengths: dict[int, TExpr] = field(default_factory=dict)
+
+
+def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
+    errors: list[PlanError] = []
+    binaries = _binaries(plan, pid, errors)
+    probes: dict[str, _Probe] = {}
+    for spec in plan.probes:
+        if spec.kind != "span":
+            try:
+                probes[spec.name] = _locate(plan, spec, binaries)
+            except PlanError as err:
+                errors.append(err)
+    if errors:  # expressions can't be checked against probes that were not found
+        raise collect(errors, ResolveError)  # type: ignore[misc]
+    size = plan.settings.string_size
+    for work in probes.values():
+        _guard(errors, _check_probe_exprs, work, size)
+    spans = {s.name: SpanScope(s, probes[s.begin].scope, probes[s.end].scope,  # type: ignore[index]
+                               plan.param_values)
+             for s in plan.probes if s.kind == "span"}
+    outputs = _check_outputs(plan, probes, spans, errors)
+    span_keys = {name: _guard(errors, sc.check_keys, size)
+                 for name, sc in spans.items()}
+    span_where = {name: _guard(errors, sc.check_where, size)
+                  for name, sc in spans.items()}
+    resolved: list[ResolvedProbe] = []
+    for spec in plan.probes:
+        if spec.kind == "span":
+            keys = span_keys.get(spec.name) or (None, None)
+            resolved.append(ResolvedProbe(spec, (), (), span_where.get(spec.name),
+                                          key_begin=keys[0], key_end=keys[1],
+                                          captures=spans[spec.name].captures()))
+        else:
+            got = _guard(errors, _finish, plan, probes[spec.name])
+            if got is not None:
+                resolved.append(got)
+    if errors:
+        raise collect(errors, ResolveError)  # type: ignore[misc]
+    return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid)
+
+
+def _guard(errors: list[PlanError], fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """fn(*args, **kwargs), or None with its PlanError appended to `errors`."""
+    try:
+        return fn(*args, **kwargs)
+    except PlanError as err:
+        errors.append(err)
+        return None
+
+
+def _binaries(plan: Plan, pid: int | None, errors: list[PlanError]) -> dict[str, BinaryRef]:
+    out = {}
+    for target in plan.targets:
+        try:
+            path = resolve_target(target.binary, pid, target.span)
+            out[target.name] = S.binary_ref(path, path, target.build_id, target.span)
+        except PlanError as err:
+            errors.append(err)
+    return out
+
+
+def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Probe:
+    scope = ProbeScope({}, plan.param_values)
+    work = _Probe(spec, scope)
+    size = plan.settings.string_size
+    if spec.kind == "tracepoint":
+        work.tp_fields = S.tracepoint_fields(spec)
+        for fld in work.tp_fields:
+            typ: Type = (StrType(size + 1) if fld.is_string else
+                         IntType(fld.size * 8 if fld.size in (1, 2, 4, 8) else 64, fld.signed))
+            scope.args[fld.name] = (len(scope.args) + 1, typ)
+        return work
+    if spec.target not in binaries:
+        raise ResolveError(f"target '{spec.target}' could not be resolved", spec.spec_span)
+    work.binary = binary = binaries[spec.target]
+    if spec.kind == "usdt":
+        probe = S.find_usdt(spec, binary)
+        work.usdt_sites = probe.sites
+        work.arg_count = min(len(s.args) for s in probe.sites)
+        work.types = dict(S.usdt_arg_types(probe))
+    else:
+        work.pc, work.file_offset = S.uprobe_sites(spec, binary)
+        work.arg_count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0,
+                              len(spec.args)])
+        work.types = {i: IntType(64, True) for i in range(1, work.arg_count + 1)}
+    for arg in spec.args:
+        declared = S.declared_type(arg, size)
+        if arg.index > work.arg_count and spec.kind == "usdt":
+            raise ResolveError(
+                f"probe '{spec.name}' declares argument {arg.index}, but "
+                f"{spec.provider or ''}{':' if spec.provider else ''}{spec.probe} has "
+                f"{work.arg_count} argument{'s' if work.arg_count != 1 else ''}", arg.span)
+        if declared is not None:
+            work.types[arg.index] = declared
+    for index, typ in work.types.items():
+        scope.args[f"arg{index}"] = (index, typ)
+    for arg in spec.args:
+        if arg.name:
+            scope.args[arg.name] = (arg.index, work.types[arg.index])
+    if spec.kind == "uretprobe":
+        rv = spec.retval
+        typ = S.declared_type(rv, size) if rv else None
+        scope.args["retval"] = (0, typ or IntType(64, True))
+        if rv and rv.name:
+            scope.args[rv.name] = (0, typ or IntType(64, True))
+        if spec.kind == "uretprobe" and not spec.args:
+            for i in range(1, work.arg_count + 1):
+                scope.args.pop(f"arg{i}", None)
+    return work
+
+
+def _check_probe_exprs(work: _Probe, size: int) -> None:
+    errs: list[PlanError] = []
+    if work.spec.where is not None:
+        work.where = _guard(errs, check_condition, work.spec.where, work.scope,
+                            string_size=size)
+    for arg in work.spec.args:
+        if arg.length is not None:
+            got = _guard(errs, check_value, arg.length, work.scope, string_size=size)
+            if got is not None:
+                work.lengths[arg.index] = got
+    if errs:
+        raise collect(errs)  # type: ignore[misc]
+
+
+def _check_outputs(plan: Plan, probes: dict[str, _Probe], spans: dict[str, SpanScope],
+                   errors: list[PlanError]) -> list[ResolvedOutput]:
+    size = plan.settings.string_size
+    out = []
+    for spec in plan.outputs:
+        scope = spans[spec.probe] if spec.probe in spans else probes[spec.probe].scope
+        errs: list[PlanError] = []
+
+        def field_list(items, scope=scope, errs=errs):  # type: ignore[no-untyped-def]
+            got = []
+            for f in items:
+                texpr = _guard(errs, check, f.expr, scope, string_size=size)
+                if texpr is not None:
+                    got.append(CheckedField(f.key, texpr, f.span))
+            return tuple(got)
+
+        fields = field_list(spec.fields)
+        by = field_list(spec.by)
+        value = where = None
+        if spec.value is not None:
+            value = _guard(errs, check_value, spec.value, scope, string_size=size)
+        if spec.where is not None:
+            where = _guard(errs, check_condition, spec.where, scope, string_size=size)
+        if errs:
+            errors.extend(errs)
+            continue
+        unit = "ns" if value is not None and "pr_latency" in repr(value) else None
+        out.append(ResolvedOutput(spec, fields, by, value, where, unit))
+    return out
+
+
+def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:
+    """Slots for the arguments the plan used, and one AttachSite per location."""
+    spec, scope = work.spec, work.scope
+    size = plan.settings.string_size
+    slots = []
+    names = {i: n for n, (i, _t) in scope.args.items() if not n.startswith("arg")}
+    declared = {a.index: a for a in spec.args}
+    for index in sorted(scope.used_args | set(work.lengths)):
+        typ = dict((i, t) for i, t in scope.args.values())[index]
+        arg = declared.get(index) if index else spec.retval
+        if isinstance(typ, StrType):
+            kind = "lstring" if index in work.lengths else "string"
+            cap = (arg.size if arg and arg.size else size)
+            slots.append(ArgSlot(index, names.get(index), kind, 64, False, cap,  # type: ignore[arg-type]
+                                 work.lengths.get(index)))
+        else:
+            assert isinstance(typ, IntType)
+            slots.append(ArgSlot(index, names.get(index), "int", typ.bits, typ.signed, 0))
+    fn = "pr_" + "".join(c if c.isalnum() else "_" for c in spec.name)
+    sites: list[AttachSite] = []
+    if spec.kind == "tracepoint":
+        sites.append(AttachSite("tracepoint", f"{fn}_tp", spec.name, 0,
+                                category=spec.category or "", event=spec.event or ""))
+    elif spec.kind == "usdt":
+        sites = _usdt_sites(work, slots, fn)
+    else:
+        assert work.binary is not None
+        args: list[ArgOperand | None] = [None] * (max([s.index for s in slots], default=0) + 1)
+        for slot in slots:
+            size_bytes = slot.bits // 8 if slot.kind == "int" else 8
+            args[slot.index] = (S.return_value(size_bytes, slot.signed, work.binary.machine)
+                                if slot.index == 0 else
+                                S.register_arg(slot.index, size_bytes, slot.signed,
+                                               work.binary.machine))
+        sites.append(AttachSite(spec.kind, f"{fn}_s0", spec.name, 0,  # type: ignore[arg-type]
+                                work.binary, work.pc, work.file_offset, 0, 0, tuple(args)))
+    targets = (work.binary,) if work.binary else ()
+    return ResolvedProbe(spec, tuple(sites), tuple(slots), work.where, targets,
+                         tracepoint_fields=tuple(work.tp_fields))
+
+
+def _usdt_sites(work: _Probe, slots: list[ArgSlot], fn: str) -> list[AttachSite]:
+    assert work.binary is not None
+    errors: list[PlanError] = []
+    out = []
+    for n, site in enumerate(work.usdt_sites):
+        args: list[ArgOperand | None] = [None] * (max([s.index for s in slots], default=0) + 1)
+        for slot in slots:
+            operand = site.args[slot.index - 1]
+            if not operand.readable:
+                errors.append(OperandError(
+                    f"argument {slot.index} of probe '{work.spec.name}' cannot be read at "
+                    f"location {n} (pc 0x{site.pc:x}) of {work.binary.display}",
+                    _span_of(work.spec, slot.index),
+                    hints=(operand_error(operand, work.spec.name, site.pc),)))
+                continue
+            args[slot.index] = _with_address(operand, work.binary.path, errors, work.spec)
+        out.append(AttachSite("uprobe", f"{fn}_s{n}", work.spec.name, n, work.binary,
+                              site.pc, site.file_offset, site.semaphore_offset,
+                              site.semaphore, tuple(args)))
+    if errors:
+        raise collect(errors, OperandError)  # type: ignore[misc]
+    return out
+
+
+def _with_address(operand: ArgOperand, path: str, errors: list[PlanError],
+                  spec: ProbeSpec) -> ArgOperand:
+    """Fill a rip-relative operand's link-time address from the symbol table."""
+    from dataclasses import replace
+
+    from planrunner.elf.symbols import lookup_symbol
+    from planrunner.usdt.model import RipRel
+
+    op = operand.operand
+    if not isinstance(op, RipRel) or op.address is not None:
+        return operand
+    syms = [s for s in lookup_symbol(path, op.symbol) if s.value]
+    if len({s.value for s in syms}) != 1:
+        errors.append(OperandError(
+            f"operand '{operand.text}' of probe '{spec.name}' names symbol '{op.symbol}', "
+            f"which {'is ambiguous' if syms else 'is not'} in the symbol table of {path}",
+            spec.spec_span,
+            hints=("a stripped binary cannot resolve rip-relative operands",)))
+        return operand
+    return replace(operand, operand=replace(op, address=syms[0].value + op.offset))
+
+
+def _span_of(spec: ProbeSpec, index: int) -> Span:
+    for arg in spec.args:
+        if arg.index == index:
+            return arg.span
+    return spec.spec_span

@@ -1,0 +1,122 @@
+"""ResolvedPlan: the Plan bound to real binaries and the kernel's tracepoints.
+
+Pure data produced by resolve/ and consumed by render/. Expressions are type-checked
+here (their types depend on operand widths), so render never sees an unchecked name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from planrunner.diagnostics import Span
+from planrunner.plan.model import OutputSpec, Plan, ProbeSpec
+from planrunner.usdt.model import ArgOperand
+
+if TYPE_CHECKING:
+    from planrunner.expr.typed import TExpr
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryRef:
+    path: str  # absolute path the uprobe is attached to (through /proc/PID/root with --pid)
+    display: str  # the path as users know it
+    build_id: str | None
+    machine: str
+
+
+@dataclass(frozen=True, slots=True)
+class TracepointField:
+    name: str
+    offset: int
+    size: int
+    signed: bool
+    is_string: bool  # __data_loc char[] or char[N]
+    array_len: int  # char[N] arrays: N; __data_loc: 0
+
+
+@dataclass(frozen=True, slots=True)
+class AttachSite:
+    """One thunk: a uprobe/uretprobe at a file offset, or a tracepoint."""
+
+    kind: Literal["uprobe", "uretprobe", "tracepoint"]
+    fn_name: str  # generated C function name
+    probe: str  # plan probe name
+    index: int  # site number within the probe
+    binary: BinaryRef | None = None
+    pc: int = 0
+    file_offset: int = 0
+    ref_ctr_offset: int = 0  # semaphore file offset (kernel ref counter), 0 = none
+    semaphore: int = 0  # semaphore vaddr (for the /proc/PID/mem fallback)
+    args: tuple[ArgOperand | None, ...] = ()  # per plan arg index (1-based at [i-1]); None = unused
+    category: str = ""
+    event: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ArgSlot:
+    """A probe argument as the body sees it."""
+
+    index: int  # 1-based
+    name: str | None
+    kind: Literal["int", "string", "lstring"]  # lstring: pointer + explicit length
+    bits: int  # integer width (int) or 64 (pointers of strings)
+    signed: bool
+    size: int  # string capacity for string/lstring
+    length_expr: TExpr | None = None  # lstring
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedField:
+    key: str
+    expr: TExpr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedOutput:
+    spec: OutputSpec
+    fields: tuple[CheckedField, ...]
+    by: tuple[CheckedField, ...]
+    value: TExpr | None
+    where: TExpr | None
+    value_unit: str | None  # "ns" for latency-like values
+
+
+@dataclass(frozen=True, slots=True)
+class SpanCapture:
+    """A `begin.X` value a span stores at its begin probe, for use at its end.
+
+    `expr` is checked in the begin probe's scope; `member` names it in the span map's
+    value struct. Strings keep the source pointer and status for the record."""
+
+    member: str
+    expr: TExpr
+    string_size: int = 0  # buffer bytes for strings, 0 for integers
+    status: str | None = None  # C expression of the begin side's string status
+    ptr: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedProbe:
+    spec: ProbeSpec
+    sites: tuple[AttachSite, ...]  # empty for spans
+    slots: tuple[ArgSlot, ...]  # args read for this probe (usdt/uprobe/tracepoint/retval)
+    where: TExpr | None
+    targets: tuple[BinaryRef, ...] = ()
+    # span only: begin/end probe names and the checked key expression on each side
+    key_begin: TExpr | None = None
+    key_end: TExpr | None = None
+    tracepoint_fields: tuple[TracepointField, ...] = ()
+    captures: tuple[SpanCapture, ...] = ()  # span only
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPlan:
+    plan: Plan
+    probes: tuple[ResolvedProbe, ...]
+    outputs: tuple[ResolvedOutput, ...]
+    pid: int | None = None
+
+    def probe(self, name: str) -> ResolvedProbe:
+        return next(p for p in self.probes if p.spec.name == name)

@@ -1,0 +1,182 @@
+"""Where each plan probe attaches: USDT locations, uprobe symbols and tracepoints.
+
+Finds the binary's probe or symbol (with did-you-mean hints), and builds the argument
+types a probe offers, before any expression is checked. Pure except for reading ELF
+files and tracefs format files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planrunner.diagnostics import did_you_mean
+from planrunner.elf.reader import open_binary, vaddr_to_offset
+from planrunner.elf.symbols import lookup_symbol
+from planrunner.errors import ResolveError
+from planrunner.expr.types import IntType, StrType, Type
+from planrunner.plan.model import ArgSpec, ProbeSpec
+from planrunner.resolve.model import BinaryRef, TracepointField
+from planrunner.usdt.model import ArgOperand, Mem, ProbeSite, Reg, UsdtProbe
+from planrunner.usdt.probes import read_probes
+
+VALUE_TYPES: dict[str, IntType] = {
+    "int8": IntType(8, True), "int16": IntType(16, True), "int32": IntType(32, True),
+    "int64": IntType(64, True), "uint8": IntType(8, False), "uint16": IntType(16, False),
+    "uint32": IntType(32, False), "uint64": IntType(64, False),
+    "pointer": IntType(64, False), "bool": IntType(8, False),
+}
+
+# x86-64 SysV integer argument registers (pt_regs members) at function entry; later
+# arguments are on the stack above the return address.
+X86_64_ARG_REGS = (("di", "rdi"), ("si", "rsi"), ("dx", "rdx"), ("cx", "rcx"),
+                   ("r8", "r8"), ("r9", "r9"))
+AARCH64_ARG_REGS = tuple((f"regs[{i}]", f"x{i}") for i in range(8))
+MAX_UPROBE_ARGS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A probe's sites in one binary, plus what its arguments are."""
+
+    binary: BinaryRef
+    sites: tuple[ProbeSite, ...]
+    arg_count: int
+
+
+def find_usdt(spec: ProbeSpec, binary: BinaryRef) -> UsdtProbe:
+    probes = read_probes(binary.path)
+    matches = [p for p in probes if p.name == spec.probe
+               and (spec.provider is None or p.provider == spec.provider)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        providers = ", ".join(sorted(p.provider for p in matches))
+        raise ResolveError(
+            f"probe '{spec.probe}' is defined by several providers in {binary.display}: "
+            f"{providers}", spec.spec_span,
+            hints=(f"name the provider, e.g. '{spec.target}:{matches[0].qualified}'",))
+    names = {p.qualified for p in probes} | {p.name for p in probes}
+    wanted = f"{spec.provider}:{spec.probe}" if spec.provider else str(spec.probe)
+    guess = did_you_mean(wanted, names)
+    hints = [f"did you mean '{guess}'?"] if guess else []
+    if not probes:
+        hints.append(f"{binary.display} has no USDT probes (no .note.stapsdt section)")
+    else:
+        hints.append(f"`planrunner list {binary.display}` shows its {len(probes)} probes")
+    raise ResolveError(f"probe '{wanted}' not found in {binary.display}", spec.spec_span,
+                       hints=tuple(hints))
+
+
+def usdt_arg_types(probe: UsdtProbe) -> dict[int, Type]:
+    """Types of arg1..argN from the first site's operands (size and sign)."""
+    types: dict[int, Type] = {}
+    for i, arg in enumerate(probe.sites[0].args, start=1):
+        size = arg.size if arg.size in (1, 2, 4, 8) else 8
+        types[i] = IntType(size * 8, arg.signed)
+    return types
+
+
+def declared_type(arg: ArgSpec, string_size: int) -> Type | None:
+    if arg.type is None:
+        return None
+    if arg.type == "string":
+        return StrType((arg.size or string_size) + 1)
+    return VALUE_TYPES[arg.type]
+
+
+def uprobe_sites(spec: ProbeSpec, binary: BinaryRef) -> tuple[int, int]:
+    """(pc, file offset) of a uprobe's SYMBOL+OFFSET."""
+    assert spec.symbol is not None
+    try:
+        syms = lookup_symbol(binary.path, spec.symbol)
+    except ResolveError as err:
+        raise ResolveError(err.diagnostics[0].message, spec.spec_span,
+                           hints=err.diagnostics[0].hints) from None
+    funcs = [s for s in syms if s.value]
+    if not funcs:
+        raise ResolveError(
+            f"symbol '{spec.symbol}' not found in {binary.display} (.symtab and .dynsym)",
+            spec.spec_span,
+            hints=("check the name with `nm -D` or `nm`; a stripped binary only exports "
+                   ".dynsym symbols",))
+    sym = funcs[0]
+    if sym.size and spec.offset >= sym.size:
+        raise ResolveError(f"offset {spec.offset} is past the end of '{spec.symbol}' "
+                           f"({sym.size} bytes)", spec.spec_span)
+    pc = sym.value + spec.offset
+    return pc, vaddr_to_offset(binary.path, pc)
+
+
+def register_arg(index: int, size: int, signed: bool, machine: str) -> ArgOperand:
+    """Argument `index` (1-based) of a function at its entry, per the machine's ABI."""
+    if machine == "EM_AARCH64":
+        if index <= len(AARCH64_ARG_REGS):
+            field, name = AARCH64_ARG_REGS[index - 1]
+            return ArgOperand(name, size, signed, False, Reg(field, name))
+        disp = 8 * (index - 1 - len(AARCH64_ARG_REGS))
+        return ArgOperand(f"[sp, {disp}]", size, signed, False, Mem(Reg("sp", "sp"), disp))
+    if index <= len(X86_64_ARG_REGS):
+        field, name = X86_64_ARG_REGS[index - 1]
+        return ArgOperand(f"%{name}", size, signed, False, Reg(field, name))
+    disp = 8 * (index - len(X86_64_ARG_REGS))  # (%rsp) holds the return address
+    return ArgOperand(f"{disp}(%rsp)", size, signed, False, Mem(Reg("sp", "rsp"), disp))
+
+
+def return_value(size: int, signed: bool, machine: str) -> ArgOperand:
+    if machine == "EM_AARCH64":
+        return ArgOperand("x0", size, signed, False, Reg("regs[0]", "x0"))
+    return ArgOperand("%rax", size, signed, False, Reg("ax", "rax"))
+
+
+def binary_ref(path: str, display: str, build_id_wanted: str | None,
+               span: object) -> BinaryRef:
+    info = open_binary(path)
+    if build_id_wanted and (info.build_id or "").lower() != build_id_wanted.lower():
+        raise ResolveError(
+            f"build id mismatch for {display}: the plan pins {build_id_wanted}, "
+            f"the file has {info.build_id or 'no build id'}", span,  # type: ignore[arg-type]
+            hints=("the binary changed since the plan was written: check the probes "
+                   "still match, then update build_id",))
+    return BinaryRef(path, display, info.build_id, info.machine)
+
+
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+def tracepoint_fields(spec: ProbeSpec) -> tuple[TracepointField, ...]:
+    """Parse `events/CATEGORY/EVENT/format` from tracefs (common_ fields skipped)."""
+    text = None
+    for root in TRACEFS:
+        try:
+            with open(f"{root}/events/{spec.category}/{spec.event}/format") as fh:
+                text = fh.read()
+            break
+        except OSError:
+            continue
+    if text is None:
+        raise ResolveError(
+            f"tracepoint '{spec.category}:{spec.event}' does not exist on this kernel",
+            spec.spec_span,
+            hints=("list them with `ls /sys/kernel/tracing/events/CATEGORY`",))
+    return parse_format(text)
+
+
+def parse_format(text: str) -> tuple[TracepointField, ...]:
+    fields = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("field:"):
+            continue
+        parts = dict(p.strip().split(":", 1) for p in line.split(";") if ":" in p)
+        decl = parts["field"].strip()
+        if "common_" in decl:
+            continue
+        offset, size = int(parts["offset"]), int(parts["size"])
+        signed = parts.get("signed", "0").strip() == "1"
+        name = decl.split("[")[0].split()[-1].lstrip("*")
+        is_loc = decl.startswith("__data_loc")
+        is_char_array = "char" in decl and "[" in decl and not is_loc
+        array_len = size if is_char_array else 0
+        fields.append(TracepointField(name, offset, size, signed,
+                                      is_loc or is_char_array, array_len))
+    return tuple(fields)

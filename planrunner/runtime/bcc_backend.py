@@ -1,0 +1,182 @@
+"""The bcc backend: the only module that imports bcc.
+
+Compiles the rendered C, attaches every site, drains the ring buffer and reads
+counters and maps. Uprobes are attached through libbcc's C `bpf_attach_uprobe` with
+its full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares
+only six arguments, so every attach through it passes a garbage seventh (bcc#5236).
+With the kernel's reference counter, USDT semaphores are raised in every process that
+maps the binary, now or later, and dropped by the kernel when the probe goes, even
+if planrunner is killed.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import os
+from collections.abc import Callable
+from typing import Any
+
+from planrunner.errors import BackendError, BackendUnavailable
+from planrunner.render.model import RenderedProgram
+from planrunner.resolve.model import AttachSite
+
+BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
+
+
+def _import_bcc() -> Any:
+    try:
+        import bcc  # noqa: PLC0415 - the one place bcc is imported
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"bcc's Python module is not importable ({exc})",
+            hints=("install Debian's python3-bpfcc and run from a venv made with "
+                   "--system-site-packages (`make setup` does both)",)) from None
+    return bcc
+
+
+def check_machine() -> None:
+    """Fail early, with what to do, when this machine cannot run a plan."""
+    if os.geteuid() != 0:
+        raise BackendUnavailable("tracing needs root (CAP_BPF and CAP_PERFMON)",
+                                 hints=("run with sudo",))
+    release = os.uname().release
+    if not os.path.exists(f"/lib/modules/{release}/build"):
+        raise BackendUnavailable(
+            f"kernel headers for {release} are missing (/lib/modules/{release}/build)",
+            hints=("bcc compiles C at run time; `make setup` links Debian's headers there",
+                   "`planrunner doctor` checks everything run needs"))
+
+
+class _Libbcc:
+    """libbcc functions with the prototypes planrunner needs (separate from bcc's own
+    ctypes declarations, which it must not mutate)."""
+
+    def __init__(self) -> None:
+        lib = ct.CDLL("libbcc.so.0", use_errno=True)
+        self.attach_uprobe = lib.bpf_attach_uprobe
+        self.attach_uprobe.restype = ct.c_int
+        self.attach_uprobe.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p,
+                                       ct.c_uint64, ct.c_int, ct.c_uint32]
+        self.detach_uprobe = lib.bpf_detach_uprobe
+        self.detach_uprobe.restype = ct.c_int
+        self.detach_uprobe.argtypes = [ct.c_char_p]
+        self.attach_tracepoint = lib.bpf_attach_tracepoint
+        self.attach_tracepoint.restype = ct.c_int
+        self.attach_tracepoint.argtypes = [ct.c_int, ct.c_char_p, ct.c_char_p]
+        self.close_perf_event_fd = lib.bpf_close_perf_event_fd
+        self.close_perf_event_fd.restype = ct.c_int
+        self.close_perf_event_fd.argtypes = [ct.c_int]
+
+
+class BccProgram:
+    """A compiled, loaded plan program. Use as a context manager: detach on exit."""
+
+    def __init__(self, program: RenderedProgram) -> None:
+        check_machine()
+        bcc = _import_bcc()
+        self._bcc = bcc
+        self.program = program
+        self._lib = _Libbcc()
+        self._attached: list[tuple[int, bytes | None]] = []  # (perf fd, tracefs ev_name)
+        self.pending: list[bytes] = []
+        try:
+            self.bpf = bcc.BPF(text=program.c_source.encode(),
+                               cflags=["-Wno-macro-redefined", "-Wno-unused-function"])
+        except Exception as exc:  # bcc raises bare Exception with clang's output on stderr
+            raise BackendError(
+                f"bcc could not compile the plan's BPF program: {exc}",
+                hints=("this is a planrunner bug: `planrunner render` shows the C; please "
+                       "report it with the plan",)) from None
+
+    # --- attach / detach ------------------------------------------------------------
+
+    def attach_all(self, pid: int | None,
+                   on_attach: Callable[[AttachSite], None] | None = None) -> int:
+        if pid and self._has_tracepoints():
+            self.bpf["pr_filter_pid"][ct.c_int(0)] = ct.c_uint32(pid)
+        for n, site in enumerate(self.program.sites):
+            self._attach(site, pid, n)
+            if on_attach:
+                on_attach(site)
+        return len(self._attached)
+
+    def _has_tracepoints(self) -> bool:
+        return any(s.kind == "tracepoint" for s in self.program.sites)
+
+    def _attach(self, site: AttachSite, pid: int | None, n: int) -> None:
+        bpf_cls = self._bcc.BPF
+        if site.kind == "tracepoint":
+            fd = self.bpf.load_func(site.fn_name, bpf_cls.TRACEPOINT).fd
+            pfd = self._lib.attach_tracepoint(fd, site.category.encode(), site.event.encode())
+            self._check(pfd, site, f"tracepoint {site.category}:{site.event}")
+            self._attached.append((pfd, None))
+            return
+        assert site.binary is not None
+        fd = self.bpf.load_func(site.fn_name, bpf_cls.KPROBE).fd
+        kind = BPF_PROBE_RETURN if site.kind == "uretprobe" else BPF_PROBE_ENTRY
+        ev_name = f"pr_{os.getpid()}_{n}".encode()
+        pfd = self._lib.attach_uprobe(fd, kind, ev_name, site.binary.path.encode(),
+                                      site.file_offset, pid if pid else -1,
+                                      site.ref_ctr_offset)
+        self._check(pfd, site, f"{site.binary.display} offset 0x{site.file_offset:x}")
+        self._attached.append((pfd, ev_name))
+
+    def _check(self, pfd: int, site: AttachSite, where: str) -> None:
+        if pfd >= 0:
+            return
+        err = ct.get_errno()
+        self.detach_all()
+        hints = []
+        if site.ref_ctr_offset:
+            hints.append("the probe has a semaphore: the kernel refuses a reference counter "
+                         "that disagrees with another tracer's for the same site")
+        raise BackendError(f"could not attach probe '{site.probe}' at {where}: "
+                           f"{os.strerror(err) if err else 'error'}", hints=tuple(hints))
+
+    def detach_all(self) -> None:
+        while self._attached:
+            pfd, ev_name = self._attached.pop()
+            self._lib.close_perf_event_fd(pfd)
+            if ev_name is not None:
+                self._lib.detach_uprobe(ev_name)  # only the tracefs fallback left one
+
+    def close(self) -> None:
+        self.detach_all()
+        bpf = getattr(self, "bpf", None)
+        if bpf is not None:
+            bpf.cleanup()
+            self.bpf = None
+
+    def __enter__(self) -> BccProgram:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- events ---------------------------------------------------------------------
+
+    def open_events(self) -> None:
+        pending = self.pending
+        string_at = ct.string_at
+
+        def on_record(_ctx: Any, data: Any, size: int) -> int:
+            pending.append(string_at(data, size))
+            return 0
+
+        self._on_record = on_record  # keep the ctypes callback alive
+        self.bpf[self.program.events_map].open_ring_buffer(on_record)
+
+    def poll(self, timeout_ms: int) -> list[bytes]:
+        """Wait up to timeout_ms for a wakeup, then drain what is there (records are
+        submitted without a wakeup most of the time, so a timeout still drains)."""
+        self.bpf.ring_buffer_poll(timeout_ms)
+        self.bpf.ring_buffer_consume()
+        batch, self.pending[:] = list(self.pending), []
+        return batch
+
+    def counter(self, index: int) -> int:
+        table = self.bpf["pr_counters"]
+        return int(sum(int(v) for v in table[ct.c_int(index)]))
+
+    def table(self, name: str) -> Any:
+        return self.bpf[name]

@@ -1,0 +1,147 @@
+"""A tracing session: attach, drain, print, stop, detach — whatever happens.
+
+Stops on --duration, --max-events, Ctrl-C, SIGTERM, SIGHUP, the end of a `-c` command
+or of the --pid process, or a closed stdout. Every exit path goes through `finally`,
+which detaches every probe (the kernel then drops the semaphores it raised).
+The loop never blocks for more than POLL_MS, so stopping is prompt at any event rate.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from planrunner.output.base import View
+from planrunner.render.model import RenderedProgram
+from planrunner.runtime.aggregates import AggregateReader
+from planrunner.runtime.child import Child
+from planrunner.runtime.decode import Decoder
+
+POLL_MS = 50
+# Records decoded per loop turn at most: bounds memory and keeps stop checks frequent
+# when the kernel produces faster than we print (the rest waits in the ring buffer).
+MAX_BATCH = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    pid: int | None = None
+    command: list[str] | None = None
+    duration_s: float | None = None
+    max_events: int | None = None
+
+
+class _Stop:
+    """Signal flag: handlers only set it, so a flood never delays the exit."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._old: dict[int, object] = {}
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self._old[sig] = signal.signal(sig, self._handler)
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+
+    def _handler(self, signum: int, _frame: object) -> None:
+        self.reason = signal.Signals(signum).name
+
+
+def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: TextIO,
+                backend_factory: Callable[[RenderedProgram], object] | None = None) -> int:
+    from planrunner.runtime.bcc_backend import BccProgram
+
+    stop = _Stop()
+    stop.install()
+    child: Child | None = None
+    status = 0
+    try:
+        child = Child.spawn_stopped(opts.command) if opts.command else None
+        pid = child.pid if child else opts.pid
+        with (backend_factory or BccProgram)(program) as prog:  # type: ignore[operator]
+            try:
+                n = prog.attach_all(pid)
+                prog.open_events()
+                aggs = AggregateReader(program, prog)
+                what = f"process {pid}" if pid else "all processes"
+                stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
+                             "Hit Ctrl-C to end.\n")
+                stderr.flush()
+                if child:
+                    child.release()
+                status = _loop(prog, program, opts, view, stderr, stop, child, aggs)
+            finally:
+                prog.detach_all()
+            _report_losses(prog, view, stderr)
+    except BrokenPipeError:
+        _silence_stdout()
+        status = 0
+    finally:
+        stop.restore()
+        if child is not None:
+            child.kill_if_running()
+    return status
+
+
+def _loop(prog, program: RenderedProgram, opts: RunOptions, view: View, stderr: TextIO,  # type: ignore[no-untyped-def]
+          stop: _Stop, child: Child | None, aggs: AggregateReader) -> int:
+    decoder = Decoder(program.prints)
+    deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
+    remaining = opts.max_events
+    exit_status = 0
+    while True:
+        batch = prog.poll(POLL_MS)
+        if batch:
+            if remaining is not None:
+                batch = batch[:remaining]
+                remaining -= len(batch)
+            view.records(decoder.decode_batch(batch))
+            view.flush()
+        aggs.tick(view)
+        if remaining is not None and remaining <= 0:
+            break
+        if stop.reason or (deadline is not None and time.monotonic() >= deadline):
+            break
+        if child is not None and child.poll() is not None:
+            exit_status = child.exit_status()
+            break
+        if opts.pid and not os.path.exists(f"/proc/{opts.pid}"):
+            stderr.write(f"process {opts.pid} exited\n")
+            break
+    if remaining is None or remaining > 0:  # what arrived before the stop still counts
+        tail = prog.poll(0)
+        if remaining is not None:
+            tail = tail[:remaining]
+        view.records(decoder.decode_batch(tail))
+    aggs.finish(view)
+    view.flush()
+    if decoder.unreadable:
+        stderr.write(f"{decoder.unreadable} strings could not be read (shown as null)\n")
+    return exit_status
+
+
+def _report_losses(prog, view: View, stderr: TextIO) -> None:  # type: ignore[no-untyped-def]
+    lost = prog.counter(0)
+    if lost:
+        view.lost(lost, "ringbuf full")
+        view.flush()
+        stderr.write(f"{lost} events lost (ring buffer full)\n")
+    dropped = prog.counter(1)
+    if dropped:
+        stderr.write(f"{dropped} aggregation updates dropped (map full: raise "
+                     "settings.map_size)\n")
+
+
+def _silence_stdout() -> None:
+    """After `| head` closed stdout, point fd 1 at /dev/null so the interpreter's final
+    flush does not print a BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)

@@ -1,0 +1,71 @@
+/* Helpers every plan program uses (included verbatim by program.bpf.c.j2).
+   Coupled with render/layout.py: STR_NULL/STR_OK/STR_TRUNCATED status values. */
+#define PR_STR_NULL 0
+#define PR_STR_OK 1
+#define PR_STR_TRUNCATED 2
+
+/* --pid filter for tracepoints (uprobes are filtered by the kernel at attach). */
+BPF_ARRAY(pr_filter_pid, __u32, 1);
+
+/* Read a NUL-terminated user string into buf[cap] (content <= cap-1 bytes).
+   Returns a status: PR_STR_NULL for a NULL pointer, -errno when unreadable (the
+   consumer retries from user space), PR_STR_TRUNCATED when more bytes followed. */
+static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr)
+{
+    if (!ptr) {
+        buf[0] = 0;
+        return PR_STR_NULL;
+    }
+    long n = bpf_probe_read_user_str(buf, cap, (void *)ptr);
+    if (n < 0) {
+        buf[0] = 0;
+        return n;
+    }
+    if (n == cap) {
+        char next = 0;
+        bpf_probe_read_user(&next, 1, (void *)(ptr + cap - 1));
+        if (next)
+            return PR_STR_TRUNCATED;
+    }
+    return PR_STR_OK;
+}
+
+/* The same for kernel memory (tracepoint strings). */
+static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr)
+{
+    long n = bpf_probe_read_kernel_str(buf, cap, (void *)ptr);
+    if (n < 0) {
+        buf[0] = 0;
+        return n;
+    }
+    return PR_STR_OK;
+}
+
+/* Read exactly min(len, cap) bytes (a pointer + length string, not NUL-terminated)
+   into buf[cap + 1] and terminate it. */
+static __always_inline __s64 pr_read_lstr(char *buf, __u32 cap, __u64 ptr, __s64 len)
+{
+    if (!ptr) {
+        buf[0] = 0;
+        return PR_STR_NULL;
+    }
+    __s64 status = PR_STR_OK;
+    if (len < 0)
+        len = 0;
+    if (len > cap) {
+        len = cap;
+        status = PR_STR_TRUNCATED;
+    }
+    __u32 n = len & 0xffff;
+    if (n > cap)
+        n = cap;
+    long err = 0;
+    if (n)
+        err = bpf_probe_read_user(buf, n, (void *)ptr);
+    if (err < 0) {
+        buf[0] = 0;
+        return err;
+    }
+    buf[n & 0xffff] = 0;
+    return status;
+}
