@@ -78,6 +78,9 @@ def _parse_memory(body: str, col: int) -> Operand:
     disp = parse_int(second[1:] if second.startswith("#") else second)
     if disp is not None and len(parts) == 2:
         return Mem(base, disp)
+    if second.startswith("w"):
+        return Undecodable("extended 32-bit index registers (wN, sxtw/uxtw) are not supported",
+                           at)
     index = _address_reg(second)
     if index is None or index.field == "sp":
         return Undecodable("expected an offset or an index register", at)
@@ -85,7 +88,8 @@ def _parse_memory(body: str, col: int) -> Operand:
         return Mem(base, 0, index, 1)
     lsl = _LSL.fullmatch(parts[2]) if len(parts) == 3 else None
     if lsl is None:
-        return Undecodable("only 'lsl #N' index shifts are supported", at + len(second) + 1)
+        third_at = col + body.find(parts[2], at - col + len(second))
+        return Undecodable("only 'lsl #N' index shifts are supported", third_at)
     return Mem(base, 0, index, 1 << int(lsl.group(1)))
 
 
