@@ -59,15 +59,18 @@ def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
                 probes[spec.name] = _locate(plan, spec, binaries)
             except PlanError as err:
                 errors.append(err)
-    if errors:  # expressions can't be checked against probes that were not found
-        raise collect(errors, ResolveError)  # type: ignore[misc]
     size = plan.settings.string_size
     for work in probes.values():
         _guard(errors, _check_probe_exprs, work, size)
+    # Expressions are checked only against probes that were found: a missing probe has
+    # already been reported, and its outputs would only repeat it.
     spans = {s.name: SpanScope(s, probes[s.begin].scope, probes[s.end].scope,  # type: ignore[index]
                                plan.param_values)
-             for s in plan.probes if s.kind == "span"}
+             for s in plan.probes
+             if s.kind == "span" and s.begin in probes and s.end in probes}
     outputs = _check_outputs(plan, probes, spans, errors)
+    if errors:
+        raise collect(errors, ResolveError)  # type: ignore[misc]
     span_keys = {name: _guard(errors, sc.check_keys, size)
                  for name, sc in spans.items()}
     span_where = {name: _guard(errors, sc.check_where, size)
@@ -177,7 +180,12 @@ def _check_outputs(plan: Plan, probes: dict[str, _Probe], spans: dict[str, SpanS
     size = plan.settings.string_size
     out = []
     for spec in plan.outputs:
-        scope = spans[spec.probe] if spec.probe in spans else probes[spec.probe].scope
+        if spec.probe in spans:
+            scope: SpanScope | ProbeScope = spans[spec.probe]
+        elif spec.probe in probes:
+            scope = probes[spec.probe].scope
+        else:
+            continue
         errs: list[PlanError] = []
 
         def field_list(items, scope=scope, errs=errs):  # type: ignore[no-untyped-def]

@@ -1,0 +1,31 @@
+"""`planrunner plans`: the library plans (bundled, $PLANRUNNER_PATH, --plans DIR)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+
+def register(sub: argparse._SubParsersAction, name: str) -> None:
+    parser = sub.add_parser(name, help="list the library plans with their params")
+    parser.add_argument("--plans", action="append", default=[], metavar="DIR",
+                        help="also look in DIR (before $PLANRUNNER_PATH and the bundled plans)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.errors import PlanError
+    from planrunner.library import library_plans
+    from planrunner.plan import load_plan
+
+    for path in library_plans(args.plans):
+        try:
+            plan = load_plan(path, {}, require_params=False)
+        except PlanError as err:
+            stdout.write(f"{path.stem:<20} (invalid: {err.diagnostics[0].message})\n")
+            continue
+        stdout.write(f"{plan.name:<20} {plan.description}\n")
+        for p in plan.params:
+            default = "required" if p.required else f"default {p.default!r}"
+            stdout.write(f"{'':<22}--set {p.name}=<{p.type}>  {p.help} ({default})\n")
+    return 0
