@@ -85,7 +85,9 @@ def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
     symbol, offset = rest.strip(), 0
     m = _OFFSET.match(symbol)
     if m:
-        symbol, offset = m.group(1).strip(), int(m.group(2), 0)
+        text = m.group(2).lower()
+        symbol = m.group(1).strip()
+        offset = int(text, 16) if text.startswith("0x") else int(text, 10)
         if kind == "uretprobe":
             ctx.error(f"a uretprobe fires on return and takes no +OFFSET: '{spec}'", at,
                       "use uprobe: for an offset inside the function")

@@ -134,6 +134,7 @@ def test_schema_only_skips_semantic_checks(tmp_path: Path) -> None:
     ("app:main", "main", 0),
     ("app:main+0x1f", "main", 31),
     ("app:main+12", "main", 12),
+    ("app:main+010", "main", 10),
     ("app:_Z16dispatch_command19enum_server_commandP3THDPcjb",
      "_Z16dispatch_command19enum_server_commandP3THDPcjb", 0),
     ("app:ns::operator+(int)", "ns::operator+(int)", 0),
@@ -186,3 +187,35 @@ def test_expression_error_columns_in_toml(tmp_path: Path) -> None:
         load_plan(path, {})
     (diag,) = info.value.diagnostics
     assert (diag.span.line, diag.span.column) == (4, 17)  # the '(' inside the quotes
+
+
+def test_mutated_plans_fail_only_with_plan_errors(tmp_path: Path) -> None:
+    """Random edits of the valid plans either load or raise PlanError: no internal crash."""
+    import random
+
+    from planrunner.errors import PlanError
+
+    rng = random.Random(1234)
+    sources = {p.name: p.read_text() for p in sorted(VALID.iterdir())}
+    alphabet = ' :-{}[],"\'\n#&*!|>0123456789abxz$.+'
+    failures = 0
+    for _ in range(600):
+        name, text = rng.choice(sorted(sources.items()))
+        chars = list(text)
+        for _ in range(rng.randint(1, 3)):
+            pos = rng.randrange(len(chars))
+            op = rng.random()
+            if op < 0.4:
+                chars[pos] = rng.choice(alphabet)
+            elif op < 0.7:
+                del chars[pos]
+            else:
+                chars.insert(pos, rng.choice(alphabet))
+        path = tmp_path / name
+        path.write_text("".join(chars))
+        try:
+            load_plan(path, {})
+        except PlanError as err:
+            failures += 1
+            assert all(d.message for d in err.diagnostics)
+    assert failures > 100  # the edits do break plans; the test would notice a silent loader
