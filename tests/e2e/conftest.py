@@ -1,0 +1,69 @@
+"""End-to-end helpers: real BPF attached to real processes (root + bcc).
+
+Tests here are skipped, with the reason printed, where the machine cannot trace;
+nothing is faked. Fixture programs come from `make -C tests/fixtures/elf` (build/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "elf"
+BUILD = FIXTURES / "build"
+PLANRUNNER = [sys.executable, "-m", "planrunner"]
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: end-to-end tests attach uprobes"
+    try:
+        import bcc  # noqa: F401
+    except ImportError:
+        return "needs bcc (Debian python3-bpfcc): end-to-end tests compile BPF"
+    if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
+        return "needs kernel headers at /lib/modules/$(uname -r)/build (make setup)"
+    return None
+
+
+REASON = _why_not()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.e2e)
+            if REASON:
+                item.add_marker(pytest.mark.skip(reason=REASON))
+
+
+@pytest.fixture(scope="session")
+def fixtures_built() -> Path:
+    """Build the C fixtures once per session (idempotent make)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the fixtures")
+    subprocess.run(["make", "-s", "-C", str(FIXTURES)], check=True)
+    return BUILD
+
+
+def run_planrunner(args: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    """Run the CLI in a fresh process (the real entry point), capturing output."""
+    return subprocess.run([*PLANRUNNER, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, **kw)
+
+
+def json_records(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.split("\n") if line.strip()]
+
+
+def write_plan(tmp_path: Path, text: str, name: str = "plan.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
