@@ -11,8 +11,8 @@ fixtures: setup
 	$(MAKE) -C tests/fixtures/elf
 
 demo: fixtures
-	$(PLANRUNNER) run plans/sdt-demo.yaml --set demo=$(CURDIR)/tests/fixtures/elf/build/demo \
-	    -c '$(CURDIR)/tests/fixtures/elf/build/demo 5'
+	$(PLANRUNNER) run sdt-demo --set demo=tests/fixtures/elf/build/demo \
+	    -c 'tests/fixtures/elf/build/demo 8'
 
 test: fixtures
 	$(PY) -m ruff check planrunner tests bench
