@@ -4,8 +4,29 @@
 #define PR_STR_OK 1
 #define PR_STR_TRUNCATED 2
 
-/* --pid filter for tracepoints (uprobes are filtered by the kernel at attach). */
-BPF_ARRAY(pr_filter_pid, __u32, 1);
+/* Filled by the runtime after loading: [PR_CFG_PID] the --pid filter for tracepoints
+   (uprobes are filtered by the kernel at attach), [PR_CFG_SELF] planrunner's own process,
+   whose events are dropped: tracing the Python that runs planrunner would otherwise feed
+   on itself. */
+#define PR_CFG_PID 0
+#define PR_CFG_SELF 1
+BPF_ARRAY(pr_config, __u32, 2);
+
+static __always_inline int pr_skip(int check_pid)
+{
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    __u32 key = PR_CFG_SELF;
+    __u32 *self = pr_config.lookup(&key);
+    if (self && *self == tgid)
+        return 1;
+    if (check_pid) {
+        key = PR_CFG_PID;
+        __u32 *want = pr_config.lookup(&key);
+        if (want && *want && *want != tgid)
+            return 1;
+    }
+    return 0;
+}
 
 /* Read a NUL-terminated user string into buf[cap] (content <= cap-1 bytes).
    Returns a status: PR_STR_NULL for a NULL pointer, -errno when unreadable (the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planrunner.diagnostics import Span
+from planrunner.diagnostics import Diagnostic, Span
 from planrunner.errors import OperandError, PlanError, ResolveError, collect
 from planrunner.expr.check import check, check_condition, check_value
 from planrunner.expr.typed import TExpr
@@ -261,11 +261,13 @@ def _usdt_sites(work: _Probe, slots: list[ArgSlot], fn: str) -> list[AttachSite]
         for slot in slots:
             operand = site.args[slot.index - 1]
             if not operand.readable:
-                errors.append(OperandError(
+                errors.append(OperandError([Diagnostic(
                     f"argument {slot.index} of probe '{work.spec.name}' cannot be read at "
                     f"location {n} (pc 0x{site.pc:x}) of {work.binary.display}",
                     _span_of(work.spec, slot.index),
-                    hints=(operand_error(operand, work.spec.name, site.pc),)))
+                    hints=("the probe can still be traced: read only its other arguments",),
+                    notes=tuple(operand_error(operand, work.spec.name, site.pc)
+                                .splitlines()))]))
                 continue
             args[slot.index] = _with_address(operand, work.binary.path, errors, work.spec)
         out.append(AttachSite("uprobe", f"{fn}_s{n}", work.spec.name, n, work.binary,

@@ -92,8 +92,10 @@ class BccProgram:
 
     def attach_all(self, pid: int | None,
                    on_attach: Callable[[AttachSite], None] | None = None) -> int:
+        config = self.bpf["pr_config"]
+        config[ct.c_int(1)] = ct.c_uint32(os.getpid())  # PR_CFG_SELF
         if pid and self._has_tracepoints():
-            self.bpf["pr_filter_pid"][ct.c_int(0)] = ct.c_uint32(pid)
+            config[ct.c_int(0)] = ct.c_uint32(pid)  # PR_CFG_PID
         for n, site in enumerate(self.program.sites):
             self._attach(site, pid, n)
             if on_attach:

@@ -112,7 +112,7 @@ def _loop(prog, program: RenderedProgram, opts: RunOptions, view: View, stderr: 
         if child is not None and child.poll() is not None:
             exit_status = child.exit_status()
             break
-        if opts.pid and not os.path.exists(f"/proc/{opts.pid}"):
+        if opts.pid and not _alive(opts.pid):
             stderr.write(f"process {opts.pid} exited\n")
             break
     if remaining is None or remaining > 0:  # what arrived before the stop still counts
@@ -145,3 +145,13 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an unreaped child still has /proc/PID)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
