@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import TextIO
 
@@ -33,7 +34,8 @@ COMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="planrunner",
-        description="Trace user-space programs (USDT, uprobes, tracepoints) from declarative plans.",
+        description="Trace user-space programs (USDT, uprobes, tracepoints) "
+                    "from declarative plans.",
     )
     parser.add_argument("--version", action="version", version=f"planrunner {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -74,10 +76,11 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None,
         print_error(err, stderr)
         return err.exit_code
     except BrokenPipeError:
-        # stdout closed early (`| head`): end quietly, like a good Unix tool.
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return 0
+        # stdout closed early (`| head`): end quietly, like a good Unix tool. Point fd 1
+        # at /dev/null so the interpreter's last flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        return 0
     except KeyboardInterrupt:
         return 130

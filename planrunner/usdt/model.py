@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 # --- operands ---------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
