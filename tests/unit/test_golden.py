@@ -1,0 +1,54 @@
+"""Golden C: each tests/golden/<case>/plan.yaml renders, against the committed fixture
+binaries in tests/fixtures/elf/bin/, to exactly tests/golden/<case>/expected.bpf.c.
+`pytest --update-goldens` rewrites them and lists what changed. One feature per case;
+the same programs are compiled and attached by the end-to-end tests."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from planrunner.pipeline import compile_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = sorted(p.parent for p in (ROOT / "tests" / "golden").glob("*/plan.yaml"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_golden_c(case: Path, update_goldens: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # plans name the committed binaries relative to the repo
+    _plan, _resolved, program = compile_plan(str(case.relative_to(ROOT) / "plan.yaml"), {})
+    expected = case / "expected.bpf.c"
+    if update_goldens:
+        if not expected.exists() or expected.read_text() != program.c_source:
+            expected.write_text(program.c_source)
+            print(f"updated {expected.relative_to(ROOT)}")
+        return
+    assert expected.exists(), f"no golden yet: run pytest --update-goldens ({case.name})"
+    assert program.c_source == expected.read_text()
+
+
+def test_rendering_is_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    plan = "tests/golden/span_latency/plan.yaml"
+    assert compile_plan(plan, {})[2].c_source == compile_plan(plan, {})[2].c_source
+
+
+def test_injection_is_inert(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plan text reaches the C only inside escaped string literals: outside them, none
+    of it is left, and inside them no quote, backslash sequence or comment closer."""
+    monkeypatch.chdir(ROOT)
+    c = compile_plan("tests/golden/injection/plan.yaml", {})[2].c_source
+    literals = re.findall(r'"(?:\\.|[^"\\])*"', c)
+    outside = re.sub(r'"(?:\\.|[^"\\])*"', '""', c)
+    assert "system(" not in outside
+    assert "#include <x>" not in outside
+    assert "evil" not in c  # output names never reach C
+    plan_literals = [lit for lit in literals if "system" in lit or "include" in lit]
+    assert len(plan_literals) == 2
+    for lit in plan_literals:
+        body = lit[1:-1]
+        assert "*/" not in body and "??" not in body
+        assert re.fullmatch(r"(?:[ -!#-\[\]-~]|\\[0-7]{3})*", body), body
