@@ -52,10 +52,13 @@ def resolve_target(spec: str, pid: int | None = None, span: Span | None = None) 
 
 
 def library_names(soname: str) -> tuple[str, ...]:
-    """The short names a library answers to: libpthread.so.0 -> ('pthread',)."""
-    base = os.path.basename(soname)
-    m = re.match(r"^lib(.+?)\.so(\.|$)", base) or re.match(r"^lib(.+?)-[\d.]+\.so", base)
-    return (m.group(1),) if m else ()
+    """The short names a library answers to: libpthread.so.0 -> ('pthread',);
+    libgtk-3.so.0 -> ('gtk-3', 'gtk') (the `-l` name, then without its version)."""
+    m = re.match(r"^lib(.+?)\.so(\.|$)", os.path.basename(soname))
+    if not m:
+        return ()
+    bare = re.match(r"^(.+?)-[\d.]+$", m.group(1))
+    return (m.group(1), bare.group(1)) if bare else (m.group(1),)
 
 
 def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
