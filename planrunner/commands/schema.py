@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from planrunner.plan.validate import SCHEMA_FILE
 from planrunner.resources import data_dir
 
 
@@ -19,6 +18,8 @@ def register(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.plan.validate import SCHEMA_FILE  # lazily: it imports jsonschema
+
     text = (data_dir("schema") / SCHEMA_FILE).read_text(encoding="utf-8")
     stdout.write(text if text.endswith("\n") else text + "\n")
     return 0

@@ -1,0 +1,105 @@
+"""The CLI as a function: exit codes and what goes to which stream."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from planrunner.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_BIN = "tests/fixtures/elf/bin/demo"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(autouse=True)
+def _at_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+def test_usage_error_is_exit_2() -> None:
+    code, _out, _err = run("run")
+    assert code == 2
+
+
+def test_render_prints_c_and_validate_summarises() -> None:
+    plan = "tests/golden/span_latency/plan.yaml"
+    code, out, err = run("render", plan)
+    assert code == 0 and err == ""
+    assert "int pr_start_s0(struct pt_regs *ctx)" in out
+    code, out, _err = run("validate", plan)
+    assert code == 0
+    assert "start: usdt in" in out and "request: span start -> done" in out
+
+
+def test_validate_reports_every_error_with_location(tmp_path: Path) -> None:
+    plan = tmp_path / "bad.yaml"
+    plan.write_text(f"""planrunner: 1
+name: bad
+targets:
+  d: {{binary: {ROOT / DEMO_BIN}}}
+probes:
+  a: {{usdt: d:demo:request__strat}}
+  b:
+    usdt: d:demo:request__done
+    where: arg3 > 0
+outputs:
+  - print: a
+    fields: [pid]
+  - print: b
+    fields: [arg2]
+""")
+    code, out, err = run("validate", str(plan))
+    assert code == 1 and out == ""
+    assert f"{plan}:6:13: error: probe 'demo:request__strat' not found" in err
+    assert "did you mean 'demo:request__start'?" in err
+    assert f"{plan}:9:12: error: unknown name 'arg3'" in err
+
+
+def test_arg_beyond_the_probe_is_an_error(tmp_path: Path) -> None:
+    plan = tmp_path / "args.yaml"
+    plan.write_text(f"""planrunner: 1
+name: args
+targets:
+  d: {{binary: {ROOT / DEMO_BIN}}}
+probes:
+  a:
+    usdt: d:demo:request__start
+    args: [{{name: id}}, {{name: path, type: string}}, {{name: extra}}]
+outputs:
+  - print: a
+    fields: [id]
+""")
+    code, _out, err = run("validate", str(plan))
+    assert code == 1
+    assert "declares argument 3, but demo:request__start has 2 arguments" in err
+
+
+def test_unknown_set_param_is_usage_error() -> None:
+    code, _out, err = run("validate", "tests/golden/span_latency/plan.yaml",
+                          "--set", "threshhold=1ms")
+    assert code == 2
+    assert "threshold" in err
+
+
+def test_list_json_matches_the_notes() -> None:
+    code, out, _err = run("list", DEMO_BIN, "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    text = json.dumps(doc)
+    assert "request__start" in text and "request__done" in text
+
+
+def test_show_and_plans_find_the_bundled_demo() -> None:
+    code, out, _err = run("show", "sdt-demo")
+    assert code == 0 and "name: sdt-demo" in out
+    code, out, _err = run("plans")
+    assert code == 0 and "sdt-demo" in out
