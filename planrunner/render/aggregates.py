@@ -1,13 +1,230 @@
 """In-kernel aggregation maps and their update statements (count, sum, min, max, avg,
-hist, lhist). Placeholder until issue 5 lands: raises for any aggregation."""
+hist, lhist), one map per output.
+
+Contract with runtime/aggregates.py (which reads the maps):
+
+- Map `pr_agg_<index>`: BPF_PERCPU_HASH (no contention between CPUs; the reader sums or
+  combines the per-CPU values) from `struct pr_agg_<index>_key` to the value below, with
+  `settings.map_size` entries. Key members are `k0, k1, ...` in `by` order: integers and
+  bools as __s64/__u64, strings as `char[size rounded up to 8]` holding the string up to
+  its NUL and zeros after it; histograms add `__u64 slot` (the bucket index), so their
+  map holds one entry per (key, bucket). Without `by` the key is `__u64 pr_none = 0`.
+  The key is zeroed first (on the stack, or in the probe's per-CPU scratch when it holds
+  a string), so padding or stale bytes never split a key.
+- Values: count `__u64`; sum `__s64` (`__u64` when the value is uint64); min/max
+  `struct {__u64 n; __s64 v;}` (n == 0: this CPU saw nothing, so the first value sets
+  v); avg `struct {__u64 n; __s64 sum;}`; hist/lhist `__u64` per (key, slot).
+- log2 slot: the value as an unsigned 64-bit integer, 0 for 0, else 1 + floor(log2 v)
+  (records.log2_bucket_index), by an unrolled binary search (no loops for the
+  verifier). A negative value is a huge unsigned one: it lands in slot 64.
+- lhist slot: 0 below min, 1 + (v - min) / step inside, n + 1 at or above max (n =
+  ceil((max - min) / step)); compared signed unless the value is uint64.
+- A full map (lookup_or_try_init fails) counts in `pr_counters[PR_LOST_MAPFULL]` (the
+  session's stderr report) and in `pr_agg_<index>_lost` (AggSnapshot.dropped): never
+  silent. Per-CPU slots are updated without atomics: an update interrupted by another
+  program on the same CPU may be lost (BPF programs on one CPU do not nest for uprobes).
+"""
 
 from __future__ import annotations
 
-from planrunner.render.bodies import Scratch
+from planrunner.expr.lower_c import c_int_literal, lower
+from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StrType
+from planrunner.records import lhist_bucket_count
+from planrunner.render.bodies import Scratch, condition
 from planrunner.render.model import AggregateOutput
-from planrunner.resolve.model import ResolvedOutput
+from planrunner.resolve.model import CheckedField, ResolvedOutput
+
+# Keys up to this size live on the BPF stack (512 bytes in all); larger ones, and keys
+# holding strings, live in the probe's per-CPU scratch.
+STACK_KEY_MAX = 128
+# __builtin_memset is expanded inline by clang's BPF backend only up to a limit.
+MEMSET_CHUNK = 512
+_HIST = ("hist", "lhist")
+
+
+def _round8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def key_fields(by: tuple[CheckedField, ...]) -> tuple[tuple[str, str], ...]:
+    """(record key, "int" | "uint" | "bool" | "str:N") per `by` field, in order."""
+    out = []
+    for f in by:
+        typ = f.expr.type
+        if isinstance(typ, StrType):
+            out.append((f.key, f"str:{typ.size}"))
+        elif isinstance(typ, BoolType):
+            out.append((f.key, "bool"))
+        else:
+            assert isinstance(typ, IntType)
+            out.append((f.key, "int" if typ.signed else "uint"))
+    return tuple(out)
+
+
+def _key_members(fields: tuple[tuple[str, str], ...], hist: bool) -> list[tuple[str, int]]:
+    """C member declarations of the key struct with their sizes."""
+    members = []
+    for i, (_key, kind) in enumerate(fields):
+        if kind.startswith("str:"):
+            size = _round8(int(kind[4:]))
+            members.append((f"char k{i}[{size}];", size))
+        else:
+            members.append((f"{'__s64' if kind == 'int' else '__u64'} k{i};", 8))
+    if hist:
+        members.append(("__u64 slot;", 8))
+    return members or [("__u64 pr_none;", 8)]
+
+
+def value_signed(out: ResolvedOutput) -> bool:
+    """Values are kept as __s64 unless they are uint64 (then __u64, compared unsigned)."""
+    typ = out.value.type if out.value is not None else INT64
+    return not (isinstance(typ, IntType) and typ == UINT64)
+
+
+def _value_decl(kind: str, ctype: str, val_struct: str) -> tuple[str | None, str]:
+    """(struct declaration or None, C type of the map's value)."""
+    if kind in ("count", "hist", "lhist"):
+        return None, "__u64"
+    if kind == "sum":
+        return None, ctype
+    second = "v" if kind in ("min", "max") else "sum"
+    return f"struct {val_struct} {{\n    __u64 n;\n    {ctype} {second};\n}};", \
+        f"struct {val_struct}"
+
+
+def log2_slot_lines(var: str, slot: str) -> list[str]:
+    """Statements setting `slot` (declared __u64 = 0) to the log2 bucket of `var` (an
+    __u64 lvalue it may clobber): 1 + floor(log2 var), 0 for 0. No loops."""
+    lines = [f"if ({var}) {{", f"    {slot} = 1;"]
+    for shift in (32, 16, 8, 4, 2):
+        lines.append(f"    if ({var} >> {shift}) {{ {var} >>= {shift}; {slot} += {shift}; }}")
+    lines.append(f"    if ({var} >> 1) {slot} += 1;")
+    lines.append("}")
+    return lines
+
+
+def lhist_slot_lines(var: str, slot: str, lo: int, hi: int, step: int,
+                     signed: bool) -> list[str]:
+    """Statements setting `slot` to the linear bucket of `var` (see module docstring)."""
+    n = lhist_bucket_count(lo, hi, step)
+    typ = INT64 if signed else UINT64
+    under = f"{var} < {c_int_literal(lo, typ)}" if signed or lo > 0 else "0"
+    if signed or hi > 0:
+        over = f"{var} >= {c_int_literal(hi, typ)}"
+    else:
+        over = "1"  # an unsigned value is always >= a max <= 0
+    # v - lo as unsigned: the true difference, which fits 64 bits inside [lo, hi).
+    inside = (f"{slot} = 1 + ((__u64){var} - (__u64){c_int_literal(lo, INT64)}) / "
+              f"{step}ULL;")
+    return [f"if ({under})", f"    {slot} = 0;", f"else if ({over})",
+            f"    {slot} = {n + 1};", "else", f"    {inside}"]
+
+
+def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_struct: str,
+               size: int, scratch: Scratch, index: int) -> list[str]:
+    strings = any(kind.startswith("str:") for _, kind in fields)
+    if strings or size > STACK_KEY_MAX:
+        member = f"agg{index}_key"
+        scratch.members.append(f"struct {key_struct} {member};")
+        lines = [f"struct {key_struct} *pr_k = &sc->{member};"]
+        for off in range(0, size, MEMSET_CHUNK):
+            n = min(MEMSET_CHUNK, size - off)
+            dst = "pr_k" if off == 0 else f"(char *)pr_k + {off}"
+            lines.append(f"__builtin_memset({dst}, 0, {n});")
+    else:
+        lines = [f"struct {key_struct} pr_kv = {{}};", f"struct {key_struct} *pr_k = &pr_kv;"]
+    for i, (f, (_key, kind)) in enumerate(zip(out.by, fields, strict=True)):
+        low = lower(f.expr, scratch)
+        lines.extend(low.prelude)
+        if kind.startswith("str:"):
+            # _str: copy up to the NUL only; stale bytes after it in a reused buffer
+            # would otherwise make equal strings different keys.
+            lines.append(f"bpf_probe_read_kernel_str(pr_k->k{i}, {kind[4:]}, {low.c});")
+        else:
+            ctype = "__s64" if kind == "int" else "__u64"
+            lines.append(f"pr_k->k{i} = ({ctype})({low.c});")
+    return lines
+
+
+def _update_lines(kind: str, vtype: str) -> list[str]:
+    """Statements after `pr_v` (a pointer to this CPU's value) was found."""
+    if kind in ("count", "hist", "lhist"):
+        return ["*pr_v += 1;"]
+    if kind == "sum":
+        return ["*pr_v += pr_x;"]
+    if kind == "avg":
+        return ["pr_v->n += 1;", "pr_v->sum += pr_x;"]
+    op = "<" if kind == "min" else ">"
+    return [f"if (pr_v->n == 0 || pr_x {op} pr_v->v)", "    pr_v->v = pr_x;",
+            "pr_v->n += 1;"]
 
 
 def aggregate_block(out: ResolvedOutput, scratch: Scratch,
                     map_size: int) -> tuple[AggregateOutput, list[str], list[str]]:
-    raise NotImplementedError(f"aggregation {out.spec.kind!r} is not implemented yet")
+    """The aggregation output `out`: its model for the runtime, the C statements of its
+    block in the probe body (`break` leaves the block) and its map declarations."""
+    spec = out.spec
+    kind, index = spec.kind, spec.index
+    map_name, lost_map = f"pr_agg_{index}", f"pr_agg_{index}_lost"
+    key_struct = f"{map_name}_key"
+    fields = key_fields(out.by)
+    members = _key_members(fields, kind in _HIST)
+    size = sum(s for _, s in members)
+    signed = value_signed(out)
+    ctype = "__s64" if signed else "__u64"
+    val_decl, vtype = _value_decl(kind, ctype, f"{map_name}_val")
+    lhist = (spec.lhist_min, spec.lhist_max, spec.lhist_step) if kind == "lhist" else None
+
+    decls = ["struct " + key_struct + " {\n" + "".join(f"    {m}\n" for m, _ in members) + "};"]
+    if val_decl:
+        decls.append(val_decl)
+    decls.append(f"BPF_PERCPU_HASH({map_name}, struct {key_struct}, {vtype}, {map_size});")
+    decls.append(f"BPF_PERCPU_ARRAY({lost_map}, __u64, 1);  /* updates refused: map full */")
+
+    lines = [f"/* output {index}: {kind} */", *condition(out.where, scratch)]
+    lines += _key_lines(out, fields, key_struct, size, scratch, index)
+    if out.value is not None:
+        low = lower(out.value, scratch)
+        lines.extend(low.prelude)
+        xtype = "__u64" if kind == "hist" else ctype  # log2 takes the value as unsigned
+        lines.append(f"{xtype} pr_x = ({xtype})({low.c});")
+    if kind == "hist":
+        lines += ["__u64 pr_slot = 0;", *log2_slot_lines("pr_x", "pr_slot"),
+                  "pr_k->slot = pr_slot;"]
+    elif lhist is not None:
+        assert None not in lhist
+        lines += ["__u64 pr_slot;", *lhist_slot_lines("pr_x", "pr_slot", *lhist, signed),
+                  "pr_k->slot = pr_slot;"]
+    lines += [
+        f"{vtype} pr_init = {{}};" if val_decl else f"{vtype} pr_init = 0;",
+        f"{vtype} *pr_v = {map_name}.lookup_or_try_init(pr_k, &pr_init);",
+        "if (!pr_v) {",
+        "    pr_count(PR_LOST_MAPFULL);",
+        "    __u32 pr_lk = 0;",
+        f"    __u64 *pr_lost = {lost_map}.lookup(&pr_lk);",
+        "    if (pr_lost)",
+        "        *pr_lost += 1;",
+        "    break;",
+        "}",
+        *_update_lines(kind, vtype),
+    ]
+    agg = AggregateOutput(
+        name=spec.name, probe=spec.probe, kind=kind, map_name=map_name, key_fields=fields,
+        value_label=value_label(out), unit=out.value_unit, every_ns=spec.every_ns,
+        top=spec.top, lhist=lhist, map_size=map_size,  # type: ignore[arg-type]
+        value_signed=signed, lost_map=lost_map)
+    return agg, lines, decls
+
+
+def value_label(out: ResolvedOutput) -> str:
+    """The value's record key: a plain name keeps its last part (`latency` ->
+    `latency_ns`, `begin.size` -> `size`); an expression is shown as written."""
+    from planrunner.expr.ast import Name, to_source
+
+    value = out.spec.value
+    if value is None:
+        return "count"
+    if isinstance(value, Name):
+        last = value.ident.rsplit(".", 1)[-1]
+        return "latency_ns" if last == "latency" else last
+    return to_source(value)

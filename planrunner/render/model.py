@@ -29,13 +29,15 @@ class AggregateOutput:
     probe: str
     kind: str  # count sum min max avg hist lhist
     map_name: str
-    key_fields: tuple[tuple[str, str], ...]  # (record key, "int"|"uint"|"str:N")
+    key_fields: tuple[tuple[str, str], ...]  # (record key, "int"|"uint"|"bool"|"str:N")
     value_label: str
     unit: str | None
     every_ns: int | None
     top: int | None
     lhist: tuple[int, int, int] | None  # (min, max, step)
     map_size: int
+    value_signed: bool = True  # value kept as __s64 (False: __u64, a uint64 value)
+    lost_map: str = ""  # per-CPU array [0]: updates refused because the map was full
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,19 +1,196 @@
 """Reading in-kernel aggregation maps into AggSnapshots (per interval or at exit).
-Placeholder until issue 5: plans without aggregations need nothing here."""
+
+Contract: the maps are those of render/aggregates.py (per-CPU hashes keyed by
+`k0, k1, ...` and, for histograms, `slot`). The reader
+
+- reads a map in one batch syscall (BPF_MAP_LOOKUP_BATCH, or LOOKUP_AND_DELETE_BATCH
+  for `every:` outputs: each entry is returned and deleted together), falling back to
+  iterating keys where the kernel or map refuses batches;
+- sums the per-CPU slots (count, sum, avg, buckets) or combines them (min/max over the
+  CPUs whose slot saw a value), decodes keys to `((name, value), ...)` in `by` order
+  (strings utf-8 with backslashreplace, up to the NUL; bools as bool);
+- builds AggRows, sorts and cuts them with `top_rows`, and hands one AggSnapshot per
+  output to `view.aggregate`.
+
+Time: an `every: D` output prints and resets each D (checked on every `tick`, about
+every 50 ms), with `interval_start`/`interval_end` the unix times of the interval;
+`finish` prints the last, partial interval if it saw anything. Without `every` the
+output prints once, at `finish`, with `interval_start = None` (cumulative since the
+start). An update that lands between the batch's read of an entry and its deletion
+(the kernel deletes right after copying) is lost with the interval: a narrow race of one
+update per key per interval at most, accepted instead of swapping maps.
+
+`dropped` is the number of updates refused because the map was full during the
+interval (from the per-output counter; the session prints the total on stderr).
+"""
 
 from __future__ import annotations
 
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
 from planrunner.output.base import View
-from planrunner.render.model import RenderedProgram
+from planrunner.records import AggRow, AggSnapshot, lhist_buckets, log2_buckets, top_rows
+from planrunner.render.model import AggregateOutput, RenderedProgram
+
+_MASK64 = (1 << 64) - 1
+
+
+def _wrap(value: int, signed: bool) -> int:
+    """A Python integer reduced to the map's 64-bit value type (C's wrap-around)."""
+    value &= _MASK64
+    return value - (1 << 64) if signed and value >> 63 else value
+
+
+def decode_key(key: Any, fields: tuple[tuple[str, str], ...]) -> tuple[tuple[str, object], ...]:
+    """The `by` values of a ctypes key struct, named and in order."""
+    out: list[tuple[str, object]] = []
+    for i, (name, kind) in enumerate(fields):
+        raw = getattr(key, f"k{i}")
+        if kind.startswith("str:"):
+            data = bytes(raw) if not isinstance(raw, bytes) else raw
+            out.append((name, data.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")))
+        elif kind == "bool":
+            out.append((name, bool(raw)))
+        else:
+            out.append((name, int(raw)))
+    return tuple(out)
+
+
+def _cpu_values(value: Any) -> list[Any]:
+    """A per-CPU value as a list of slots (bcc gives a ctypes array)."""
+    try:
+        return list(value)
+    except TypeError:
+        return [value]
+
+
+def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[AggRow]:
+    """AggRows from (key, per-CPU value) pairs of one map (not yet sorted or cut)."""
+    kind = agg.kind
+    if kind in ("hist", "lhist"):
+        buckets: dict[tuple, dict[int, int]] = defaultdict(dict)
+        for key, value in items:
+            total = sum(int(v) for v in _cpu_values(value))
+            if total:
+                k = decode_key(key, agg.key_fields)
+                slots = buckets[k]
+                slots[int(key.slot)] = slots.get(int(key.slot), 0) + total
+        if kind == "hist":
+            return [AggRow(k, buckets=log2_buckets(c)) for k, c in buckets.items()]
+        assert agg.lhist is not None
+        return [AggRow(k, buckets=lhist_buckets(c, *agg.lhist)) for k, c in buckets.items()]
+    rows = []
+    for key, value in items:
+        row = _stat_row(agg, decode_key(key, agg.key_fields), _cpu_values(value))
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def _stat_row(agg: AggregateOutput, key: tuple[tuple[str, object], ...],
+              cpus: list[Any]) -> AggRow | None:
+    signed = agg.value_signed
+    if agg.kind == "count":
+        n = sum(int(v) for v in cpus)
+        return AggRow(key, count=n) if n else None
+    if agg.kind == "sum":
+        return AggRow(key, sum=_wrap(sum(int(v) for v in cpus), signed))
+    seen = [c for c in cpus if c.n]
+    if not seen:
+        return None
+    if agg.kind == "avg":
+        n = sum(int(c.n) for c in seen)
+        total = _wrap(sum(int(c.sum) for c in seen), signed)
+        return AggRow(key, count=n, avg=total / n)
+    values = [int(c.v) for c in seen]
+    if agg.kind == "min":
+        return AggRow(key, min=min(values))
+    return AggRow(key, max=max(values))
+
+
+def read_map(table: Any, delete: bool) -> list[tuple[Any, Any]]:
+    """Every (key, value) of a bcc table, in one batch syscall where the kernel allows
+    (deleting what it returns when `delete`), else key by key."""
+    try:
+        batch = table.items_lookup_and_delete_batch if delete else table.items_lookup_batch
+        return [(_copy(k), _copy(v)) for k, v in batch()]
+    except Exception:  # noqa: BLE001 - bcc raises bare Exception; old kernels lack batches
+        items = [(_copy(k), _copy(v)) for k, v in table.items()]
+        if delete:
+            table.clear()
+        return items
+
+
+def _copy(obj: Any) -> Any:
+    """Batch results are views into one reused buffer: copy each before the next call."""
+    try:
+        return type(obj).from_buffer_copy(obj)
+    except (TypeError, AttributeError):  # a plain int already is a copy
+        return obj
 
 
 class AggregateReader:
-    def __init__(self, program: RenderedProgram, prog: object) -> None:
+    def __init__(self, program: RenderedProgram, prog: Any,
+                 clock: Any = time.time, monotonic: Any = time.monotonic) -> None:
         self.program = program
         self.prog = prog
+        self.clock, self.monotonic = clock, monotonic
+        now, mono = clock(), monotonic()
+        self._start = now
+        self._interval_start: dict[str, float] = {}
+        self._due: dict[str, float] = {}
+        self._lost_seen: dict[str, int] = {}
+        for agg in program.aggregates:
+            self._interval_start[agg.name] = now
+            self._lost_seen[agg.name] = 0
+            if agg.every_ns:
+                self._due[agg.name] = mono + agg.every_ns / 1e9
 
     def tick(self, view: View) -> None:
         """Print and reset the aggregations whose interval has elapsed."""
+        mono = self.monotonic()
+        for agg in self.program.aggregates:
+            due = self._due.get(agg.name)
+            if due is None or mono < due:
+                continue
+            step = agg.every_ns / 1e9  # type: ignore[operator]
+            # Late by more than an interval (a stalled loop): restart the cadence.
+            self._due[agg.name] = due + step if mono < due + step else mono + step
+            self._emit(agg, view, force=True)
+        view.flush()
 
     def finish(self, view: View) -> None:
         """Print what the aggregations hold at the end of the run."""
+        for agg in self.program.aggregates:
+            self._emit(agg, view, force=not agg.every_ns)
+
+    def snapshot(self, agg: AggregateOutput) -> AggSnapshot:
+        """Read (and for `every:` outputs reset) one map now."""
+        every = bool(agg.every_ns)
+        items = read_map(self.prog.table(agg.map_name), delete=every)
+        end = self.clock()
+        start = self._interval_start[agg.name] if every else None
+        self._interval_start[agg.name] = end
+        rows = top_rows(build_rows(agg, items), agg.kind, agg.top)
+        return AggSnapshot(
+            output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
+            key_fields=tuple(k for k, _ in agg.key_fields), interval_start=start,
+            interval_end=end, rows=rows, dropped=self._dropped(agg))
+
+    def _emit(self, agg: AggregateOutput, view: View, force: bool) -> None:
+        snap = self.snapshot(agg)
+        if force or snap.rows or snap.dropped:
+            view.aggregate(snap)
+
+    def _dropped(self, agg: AggregateOutput) -> int:
+        """Updates refused since the last snapshot (the kernel counter only grows)."""
+        if not agg.lost_map:
+            return 0
+        table = self.prog.table(agg.lost_map)
+        total = sum(sum(int(v) for v in _cpu_values(val)) for _k, val in table.items())
+        new = total - self._lost_seen[agg.name]
+        self._lost_seen[agg.name] = total
+        return new
