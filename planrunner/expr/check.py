@@ -168,7 +168,9 @@ class _Checker:
             hints.append(f"did you mean '{guess}'?")
         elif names and len(names) <= 16:
             hints.append("names available here: " + ", ".join(names))
-        return self.error(f"unknown name '{e.ident}'", e.span, *hints)
+        explain = getattr(self.scope, "explain_unknown", None)  # optional, scope-specific
+        message = explain(e.ident) if explain else None
+        return self.error(message or f"unknown name '{e.ident}'", e.span, *hints)
 
     def constant(self, e: A.Name, sym: Symbol) -> T.TExpr | _Failed:
         value = sym.const_value

@@ -68,6 +68,8 @@ def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
                                plan.param_values)
              for s in plan.probes
              if s.kind == "span" and s.begin in probes and s.end in probes}
+    for name in spans:
+        _guard(errors, _check_span_targets, plan.probe(name), probes)
     outputs = _check_outputs(plan, probes, spans, errors)
     if errors:
         raise collect(errors, ResolveError)  # type: ignore[misc]
@@ -118,8 +120,12 @@ def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Pro
     if spec.kind == "tracepoint":
         work.tp_fields = S.tracepoint_fields(spec)
         for fld in work.tp_fields:
-            typ: Type = (StrType(size + 1) if fld.is_string else
-                         IntType(fld.size * 8 if fld.size in (1, 2, 4, 8) else 64, fld.signed))
+            if fld.is_string:  # a char[N] array holds at most N bytes, NUL or not
+                typ: Type = StrType(min(fld.array_len or size, size) + 1)
+            elif fld.size in (1, 2, 4, 8):
+                typ = IntType(fld.size * 8, fld.signed)
+            else:
+                continue  # arrays of integers and structs: no expression can read them
             scope.args[fld.name] = (len(scope.args) + 1, typ)
         return work
     if spec.target not in binaries:
@@ -130,6 +136,8 @@ def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Pro
         work.usdt_sites = probe.sites
         work.arg_count = min(len(s.args) for s in probe.sites)
         work.types = dict(S.usdt_arg_types(probe))
+        scope.what = f"probe '{spec.name}' ({probe.qualified} in {binary.display})"
+        scope.arg_count = work.arg_count
     else:
         work.pc, work.file_offset = S.uprobe_sites(spec, binary)
         work.arg_count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0,
@@ -159,6 +167,19 @@ def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Pro
             for i in range(1, work.arg_count + 1):
                 scope.args.pop(f"arg{i}", None)
     return work
+
+
+def _check_span_targets(spec: ProbeSpec, probes: dict[str, _Probe]) -> None:
+    """The default key (the thread) cannot pair a begin and an end that fire in
+    different programs: such a span needs a key both sides share."""
+    begin, end = probes[spec.begin or ""], probes[spec.end or ""]
+    if spec.key is None and begin.binary and end.binary and begin.binary != end.binary:
+        raise ResolveError(
+            f"span '{spec.name}' pairs '{begin.spec.name}' in {begin.binary.display} with "
+            f"'{end.spec.name}' in {end.binary.display} by thread, but they fire in "
+            "different programs", spec.spec_span,
+            hints=("give `key:` an expression both sides share, e.g. a request id "
+                   "argument",))
 
 
 def _check_probe_exprs(work: _Probe, size: int) -> None:
@@ -214,16 +235,15 @@ def _check_outputs(plan: Plan, probes: dict[str, _Probe], spans: dict[str, SpanS
 def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:
     """Slots for the arguments the plan used, and one AttachSite per location."""
     spec, scope = work.spec, work.scope
-    size = plan.settings.string_size
     slots = []
-    names = {i: n for n, (i, _t) in scope.args.items() if not n.startswith("arg")}
-    declared = {a.index: a for a in spec.args}
+    # Names the plan or a tracepoint gave (not argN: a tracepoint field may be `argv`).
+    names = {i: n for n, (i, _t) in scope.args.items()
+             if not (n.startswith("arg") and n[3:].isdigit())}
     for index in sorted(scope.used_args | set(work.lengths)):
         typ = dict((i, t) for i, t in scope.args.values())[index]
-        arg = declared.get(index) if index else spec.retval
         if isinstance(typ, StrType):
             kind = "lstring" if index in work.lengths else "string"
-            cap = (arg.size if arg and arg.size else size)
+            cap = typ.size - 1  # the declared size:, a char[N] field's N, or string_size
             slots.append(ArgSlot(index, names.get(index), kind, 64, False, cap,  # type: ignore[arg-type]
                                  work.lengths.get(index)))
         else:

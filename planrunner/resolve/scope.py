@@ -8,6 +8,7 @@ C names are generated here from fixed patterns; user spellings never reach C.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -42,6 +43,19 @@ class ProbeScope:
     used_args: set[int] = field(default_factory=set)
     used_builtins: set[str] = field(default_factory=set)
     on_lookup: object = None  # callable(name) -> Symbol | None for span sides
+    # For messages: what the probe is ("usdt demo:request__start") and how many
+    # arguments it really has (None: no fixed count, e.g. tracepoints).
+    what: str = ""
+    arg_count: int | None = None
+
+    def explain_unknown(self, name: str) -> str | None:
+        """A better message than 'unknown name' for an argN past the probe's arguments."""
+        match = re.fullmatch(r"arg(\d+)", name)
+        if match and self.arg_count is not None and int(match.group(1)) > self.arg_count:
+            n = self.arg_count
+            return (f"'{name}' does not exist: {self.what} has {n} "
+                    f"argument{'s' if n != 1 else ''}")
+        return None
 
     def lookup(self, name: str) -> Symbol | None:
         if name in self.args:
