@@ -61,7 +61,8 @@ outputs:
     assert code == 1 and out == ""
     assert f"{plan}:6:13: error: probe 'demo:request__strat' not found" in err
     assert "did you mean 'demo:request__start'?" in err
-    assert f"{plan}:9:12: error: unknown name 'arg3'" in err
+    assert (f"{plan}:9:12: error: 'arg3' does not exist: probe 'b' (demo:request__done in "
+            f"{ROOT / DEMO_BIN}) has 2 arguments") in err
 
 
 def test_arg_beyond_the_probe_is_an_error(tmp_path: Path) -> None:
