@@ -14,12 +14,8 @@ Unknown targets raise ResolveError with a hint.
 
 from __future__ import annotations
 
-import functools
 import os
-import platform
 import re
-import shutil
-import subprocess
 
 from planrunner.diagnostics import Span, did_you_mean
 from planrunner.errors import ResolveError
@@ -106,9 +102,21 @@ def _from_process(spec: str, pid: int) -> str | None:
     return None
 
 
-@functools.cache
+_LDCONFIG: list[tuple[tuple[str, str, str], ...]] = []
+
+
 def _ldconfig_cache() -> tuple[tuple[str, str, str], ...]:
     """(soname, flags, path) for every entry of `ldconfig -p`, parsed once per process."""
+    if not _LDCONFIG:
+        _LDCONFIG.append(_read_ldconfig())
+    return _LDCONFIG[0]
+
+
+def _read_ldconfig() -> tuple[tuple[str, str, str], ...]:
+    # Imported here: most targets are paths, and `list` startup time matters.
+    import shutil
+    import subprocess
+
     tool = shutil.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)), None)
     if tool is None:
@@ -131,7 +139,7 @@ def _from_ldconfig(spec: str) -> str | None:
             if soname == spec or spec in library_names(soname)]
     if not hits:
         return None
-    arch = _LDCONFIG_ARCH.get(platform.machine())
+    arch = _LDCONFIG_ARCH.get(os.uname().machine)
     # Prefer the host's ABI, then a versioned soname (what programs load) over the
     # unversioned dev symlink, then ldconfig's own order.
     ranked = sorted(hits, key=lambda h: (arch is not None and arch not in h[1],

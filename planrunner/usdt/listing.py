@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
 from planrunner.elf.reader import read_notes
-from planrunner.usdt.model import ProbeSite, UsdtProbe
 from planrunner.usdt.probes import group_notes
+
+if TYPE_CHECKING:
+    from planrunner.usdt.model import ProbeSite, UsdtProbe
 
 
 def matches(pattern: str | None, provider: str, name: str) -> bool:

@@ -10,9 +10,13 @@ sites, possibly each with its own semaphore (bpftrace#3601), so semaphores are p
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from planrunner.elf.reader import open_binary, read_notes, vaddr_to_offset
-from planrunner.elf.stapsdt import NoteRecord
-from planrunner.usdt.model import ProbeSite, UsdtProbe
+
+if TYPE_CHECKING:  # `list` without -v needs only the grouping: keep its imports light
+    from planrunner.elf.stapsdt import NoteRecord
+    from planrunner.usdt.model import UsdtProbe
 
 
 def group_notes(notes: tuple[NoteRecord, ...]) -> dict[tuple[str, str], list[NoteRecord]]:
@@ -25,6 +29,7 @@ def group_notes(notes: tuple[NoteRecord, ...]) -> dict[tuple[str, str], list[Not
 
 def read_probes(path: str) -> tuple[UsdtProbe, ...]:
     """Every USDT probe of the ELF file at `path` (empty when it has none)."""
+    from planrunner.usdt.model import ProbeSite, UsdtProbe
     from planrunner.usdt.operands import parse_args
 
     info = open_binary(path)
