@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planrunner.expr.lower_c import lower
-from planrunner.expr.typed import TExpr, TVar
+from planrunner.expr.typed import TExpr, TStrRead, TVar
 from planrunner.expr.types import BoolType, IntType, StrType
 from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.resolve.model import ArgSlot, AttachSite, ResolvedProbe
@@ -103,7 +103,10 @@ def string_reads(probe: ResolvedProbe, scratch: Scratch, kernel: bool,
             lines.append(f"sc->st{i} = pr_read_lstr(sc->s{i}, {slot.size}, a->v{i}, "
                          f"(__s64)({low.c}));")
         elif kernel:
-            lines.append(f"sc->st{i} = pr_read_kstr(sc->s{i}, {slot.size + 1}, a->v{i});")
+            arrays = {f.name for f in probe.tracepoint_fields if f.array_len}
+            more = 0 if slot.name in arrays else 1
+            lines.append(f"sc->st{i} = pr_read_kstr(sc->s{i}, {slot.size + 1}, a->v{i}, "
+                         f"{more});")
         else:
             lines.append(f"sc->st{i} = pr_read_str(sc->s{i}, {slot.size + 1}, a->v{i});")
     return lines
@@ -131,12 +134,43 @@ def layout_for(output_id: int, fields: list[tuple[str, TExpr]]) -> RecordLayout:
     return RecordLayout(output_id, f"pr_rec_{output_id}", tuple(out))
 
 
+@dataclass
+class StrField(StringSource):
+    buf: str = ""
+
+
+def str_field_read(texpr: TStrRead, scratch: Scratch, body: list[str]) -> StrField:
+    """A record field that is itself `str(...)`: read with a status, so that the record
+    says null for a NULL pointer and lists the key in `truncated` when it was cut."""
+    addr = lower(texpr.addr, scratch)
+    body.extend(addr.prelude)
+    buf = scratch.alloc(texpr.cap + 1)
+    status = buf + "_st"
+    scratch.members.append(f"__s64 {status[len('sc->'):]};")
+    ptr = "pr_p_" + buf[len("sc->"):]
+    body.append(f"__u64 {ptr} = (__u64)({addr.c});")
+    if texpr.length is None:
+        body.append(f"{status} = pr_read_str({buf}, {texpr.cap + 1}, {ptr});")
+    else:
+        length = lower(texpr.length, scratch)
+        body.extend(length.prelude)
+        body.append(f"{status} = pr_read_lstr({buf}, {texpr.cap}, {ptr}, "
+                    f"(__s64)({length.c}));")
+    return StrField(ptr, status, buf)
+
+
 def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TExpr | None,
                 scratch: Scratch, sources: dict[str, StringSource]) -> list[str]:
     """One `print` output: filter, reserve a record, fill it, submit."""
     body = condition(where, scratch)
     fills: list[str] = []
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
+        if lf.kind == "str" and isinstance(texpr, TStrRead):
+            src = str_field_read(texpr, scratch, body)
+            dst = f"ev->{lf.member}"
+            fills += [f"{dst}_ptr = {src.ptr};", f"{dst}_st = {src.status};",
+                      f"bpf_probe_read_kernel({dst}, {lf.size}, {src.buf});"]
+            continue
         low = lower(texpr, scratch)
         body.extend(low.prelude)
         dst = f"ev->{lf.member}"

@@ -7,6 +7,7 @@ files and tracefs format files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from planrunner.diagnostics import did_you_mean
@@ -173,7 +174,9 @@ def parse_format(text: str) -> tuple[TracepointField, ...]:
             continue
         offset, size = int(parts["offset"]), int(parts["size"])
         signed = parts.get("signed", "0").strip() == "1"
-        name = decl.split("[")[0].split()[-1].lstrip("*")
+        # The name is the last word once array brackets are gone: `char comm[16]`,
+        # `__data_loc char[] filename`, `const char * filename`.
+        name = re.sub(r"\[[^\]]*\]", " ", decl).split()[-1].lstrip("*")
         is_loc = decl.startswith("__data_loc")
         is_char_array = "char" in decl and "[" in decl and not is_loc
         array_len = size if is_char_array else 0
