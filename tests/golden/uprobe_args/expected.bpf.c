@@ -1,6 +1,6 @@
 /* planrunner plan: uprobe-args -- generated, do not edit */
-#include <uapi/linux/ptrace.h>
-#include <linux/sched.h>
+/* struct pt_regs only: <linux/sched.h> and <uapi/linux/ptrace.h> doubled clang's time */
+#include <asm/ptrace.h>
 
 /* Helpers every plan program uses (included verbatim by program.bpf.c.j2).
    Coupled with render/layout.py: STR_NULL/STR_OK/STR_TRUNCATED status values. */
