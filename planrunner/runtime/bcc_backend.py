@@ -144,6 +144,10 @@ class BccProgram:
 
     def close(self) -> None:
         self.detach_all()
+        reader = getattr(self, "_reader", None)
+        if reader is not None:
+            reader.close()
+            self._reader = None
         bpf = getattr(self, "bpf", None)
         if bpf is not None:
             bpf.cleanup()
@@ -157,7 +161,18 @@ class BccProgram:
 
     # --- events ---------------------------------------------------------------------
 
-    def open_events(self) -> None:
+    def open_events(self, max_batch: int = 65536) -> None:
+        """Start reading print records: mmap the ring buffer (runtime/ringbuf.py), or,
+        if the kernel refuses the mapping, fall back to bcc's per-record callback."""
+        from planrunner.runtime.ringbuf import RingReader
+
+        self._max_batch = max_batch
+        table = self.bpf[self.program.events_map]
+        try:
+            self._reader: RingReader | None = RingReader(table.map_fd, table.max_entries)
+            return
+        except (OSError, ValueError):
+            self._reader = None
         pending = self.pending
         string_at = ct.string_at
 
@@ -166,11 +181,19 @@ class BccProgram:
             return 0
 
         self._on_record = on_record  # keep the ctypes callback alive
-        self.bpf[self.program.events_map].open_ring_buffer(on_record)
+        table.open_ring_buffer(on_record)
 
     def poll(self, timeout_ms: int) -> list[bytes]:
-        """Wait up to timeout_ms for a wakeup, then drain what is there (records are
-        submitted without a wakeup most of the time, so a timeout still drains)."""
+        """Records waiting in the ring buffer (at most max_batch); when there are none,
+        wait up to timeout_ms for a wakeup first (records are submitted without a wakeup
+        most of the time, so a timeout still drains)."""
+        reader = self._reader
+        if reader is not None:
+            batch = reader.read(self._max_batch)
+            if not batch and timeout_ms > 0:
+                reader.wait(timeout_ms)
+                batch = reader.read(self._max_batch)
+            return batch
         self.bpf.ring_buffer_poll(timeout_ms)
         self.bpf.ring_buffer_consume()
         batch, self.pending[:] = list(self.pending), []
