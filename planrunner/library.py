@@ -1,5 +1,6 @@
-"""Plan libraries: a plan given by name is looked up in $PLANRUNNER_PATH (':'-separated
-folders), then in the bundled plans/ folder."""
+"""Plan libraries: a plan given by name (no '/', no such file) is looked up in the
+--plans folders, then $PLANRUNNER_PATH (':'-separated folders), then the bundled plans/
+folder; the first `NAME`, `NAME.yaml`, `NAME.yml` or `NAME.toml` found wins."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ SUFFIXES = (".yaml", ".yml", ".toml")
 
 
 def search_path(extra: list[str] | None = None) -> list[Path]:
-    dirs = [Path(d) for d in (extra or [])]
+    """The folders searched, in order. A --plans folder that does not exist is a usage
+    error (a typo there would otherwise silently pick a bundled plan of the same name)."""
+    dirs = []
+    for d in extra or []:
+        if not os.path.isdir(d):
+            raise UsageError(f"--plans {d}: no such directory")
+        dirs.append(Path(d))
     dirs += [Path(d) for d in os.environ.get("PLANRUNNER_PATH", "").split(":") if d]
     try:
         dirs.append(data_dir("plans"))
@@ -23,10 +30,12 @@ def search_path(extra: list[str] | None = None) -> list[Path]:
 
 
 def find_plan(name: str, extra: list[str] | None = None) -> str:
+    """The path of plan `name`: the file itself if it exists, else a library plan."""
     if os.path.exists(name):
         return name
+    folders = search_path(extra)
     if "/" not in name:
-        for folder in search_path(extra):
+        for folder in folders:
             for suffix in ("", *SUFFIXES):
                 candidate = folder / f"{name}{suffix}"
                 if candidate.is_file():
@@ -36,6 +45,7 @@ def find_plan(name: str, extra: list[str] | None = None) -> str:
 
 
 def library_plans(extra: list[str] | None = None) -> list[Path]:
+    """Every library plan, one per name (the first in search order wins)."""
     seen: dict[str, Path] = {}
     for folder in search_path(extra):
         if folder.is_dir():

@@ -1,15 +1,59 @@
-"""Arguments shared by the commands that take a plan (validate, render, run, show)."""
+"""Arguments shared by the commands that take a plan (validate, render, run).
+
+`--plans DIR` (repeatable) adds a folder of the user's own plans, searched before
+$PLANRUNNER_PATH and the bundled plans. The folders travel with the PLAN argument itself
+(a `PlanName`, a str), so `plan_path(args.plan)` honours them wherever it is called.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import Any
 
 from planrunner.plan.params import parse_overrides
 
 
+class PlanName(str):
+    """The PLAN argument as typed, carrying the --plans folders given on the same line."""
+
+    dirs: list[str]
+
+
+def _plan_dirs(namespace: argparse.Namespace) -> list[str]:
+    # One list per parse, shared by PLAN and --plans whatever their order on the line.
+    dirs = getattr(namespace, "plans", None)
+    if dirs is None:
+        dirs = []
+        namespace.plans = dirs
+    return dirs
+
+
+class _PlanAction(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        name = PlanName(values)
+        name.dirs = _plan_dirs(namespace)
+        setattr(namespace, self.dest, name)
+
+
+class _PlansDirAction(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        _plan_dirs(namespace).append(str(values))
+
+
+def add_plans_argument(parser: argparse.ArgumentParser) -> None:
+    """`--plans DIR`: also look for plans given by name in DIR (repeatable)."""
+    parser.add_argument("--plans", action=_PlansDirAction, default=None, metavar="DIR",
+                        help="also look for plans given by name in DIR (repeatable; "
+                             "before $PLANRUNNER_PATH and the bundled plans)")
+
+
 def add_plan_arguments(parser: argparse.ArgumentParser, pid: bool = True) -> None:
-    parser.add_argument("plan", metavar="PLAN",
+    parser.add_argument("plan", metavar="PLAN", action=_PlanAction,
                         help="plan file (.yaml, .toml) or library plan name")
+    add_plans_argument(parser)
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="NAME=VALUE", help="set a plan param (repeatable)")
     if pid:
@@ -21,8 +65,11 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
     return parse_overrides(args.overrides)
 
 
-def plan_path(name: str) -> str:
-    """A plan path as given, or a bundled/library plan found by name."""
+def plan_path(name: str, extra: list[str] | None = None) -> str:
+    """A plan path as given, or a library plan found by name in `extra` (default: the
+    --plans folders that came with `name`), $PLANRUNNER_PATH, then the bundled plans."""
     from planrunner.library import find_plan
 
-    return find_plan(name)
+    if extra is None:
+        extra = getattr(name, "dirs", None)
+    return find_plan(str(name), extra)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from planrunner.commands.common import add_plans_argument
+
 
 def register(sub: argparse._SubParsersAction, name: str) -> None:
     parser = sub.add_parser(name, help="list the library plans with their params")
-    parser.add_argument("--plans", action="append", default=[], metavar="DIR",
-                        help="also look in DIR (before $PLANRUNNER_PATH and the bundled plans)")
+    add_plans_argument(parser)
     parser.set_defaults(func=run)
 
 

@@ -1,15 +1,17 @@
-"""`planrunner show PLAN|NAME`: print a plan file and its params."""
+"""`planrunner show PLAN|NAME`: print a plan file (library plans by name)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import TextIO
 
+from planrunner.commands.common import add_plans_argument
+
 
 def register(sub: argparse._SubParsersAction, name: str) -> None:
     parser = sub.add_parser(name, help="print a plan file (library plans by name)")
     parser.add_argument("plan", metavar="PLAN")
-    parser.add_argument("--plans", action="append", default=[], metavar="DIR")
+    add_plans_argument(parser)
     parser.set_defaults(func=run)
 
 

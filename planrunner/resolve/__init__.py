@@ -32,6 +32,10 @@ from planrunner.usdt.model import ArgOperand, ProbeSite
 from planrunner.usdt.operands import operand_error
 
 
+class _Unresolved(Exception):
+    """A probe whose target failed to resolve: already reported, skip it quietly."""
+
+
 @dataclass
 class _Probe:
     """Working state for one non-span probe while the plan is checked."""
@@ -59,6 +63,8 @@ def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
                 probes[spec.name] = _locate(plan, spec, binaries)
             except PlanError as err:
                 errors.append(err)
+            except _Unresolved:
+                pass
     size = plan.settings.string_size
     for work in probes.values():
         _guard(errors, _check_probe_exprs, work, size)
@@ -129,7 +135,7 @@ def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Pro
             scope.args[fld.name] = (len(scope.args) + 1, typ)
         return work
     if spec.target not in binaries:
-        raise ResolveError(f"target '{spec.target}' could not be resolved", spec.spec_span)
+        raise _Unresolved()  # the target's own error was reported
     work.binary = binary = binaries[spec.target]
     if spec.kind == "usdt":
         probe = S.find_usdt(spec, binary)
@@ -157,6 +163,8 @@ def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Pro
     for arg in spec.args:
         if arg.name:
             scope.args[arg.name] = (arg.index, work.types[arg.index])
+    if spec.kind == "uretprobe" and not spec.args:
+        scope.what, scope.arg_count = f"uretprobe ('{spec.name}')", 0
     if spec.kind == "uretprobe":
         rv = spec.retval
         typ = S.declared_type(rv, size) if rv else None

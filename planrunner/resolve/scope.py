@@ -51,6 +51,9 @@ class ProbeScope:
     def explain_unknown(self, name: str) -> str | None:
         """A better message than 'unknown name' for an argN past the probe's arguments."""
         match = re.fullmatch(r"arg(\d+)", name)
+        if match and self.arg_count == 0 and self.what.startswith("uretprobe"):
+            return (f"'{name}' does not exist: a {self.what} sees only `retval`; to read "
+                    "arguments, pair a uprobe with it in a span and use begin.argN")
         if match and self.arg_count is not None and int(match.group(1)) > self.arg_count:
             n = self.arg_count
             return (f"'{name}' does not exist: {self.what} has {n} "
