@@ -157,9 +157,27 @@ def tracepoint_fields(spec: ProbeSpec) -> tuple[TracepointField, ...]:
     if text is None:
         raise ResolveError(
             f"tracepoint '{spec.category}:{spec.event}' does not exist on this kernel",
-            spec.spec_span,
-            hints=("list them with `ls /sys/kernel/tracing/events/CATEGORY`",))
+            spec.spec_span, hints=_tracepoint_hints(str(spec.category), str(spec.event)))
     return parse_format(text)
+
+
+def _tracepoint_hints(category: str, event: str) -> tuple[str, ...]:
+    import os
+
+    for root in TRACEFS:
+        events = f"{root}/events"
+        if not os.path.isdir(events):
+            continue
+        if os.path.isdir(f"{events}/{category}"):
+            guess = did_you_mean(event, os.listdir(f"{events}/{category}"))
+            if guess:
+                return (f"did you mean '{category}:{guess}'?",)
+            return (f"`ls {events}/{category}` lists its events",)
+        guess = did_you_mean(category, os.listdir(events))
+        if guess:
+            return (f"no category '{category}': did you mean '{guess}'?",)
+        return (f"no category '{category}': `ls {events}` lists them",)
+    return ("tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing",)
 
 
 def parse_format(text: str) -> tuple[TracepointField, ...]:
