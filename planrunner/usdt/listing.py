@@ -50,6 +50,7 @@ def text_lines(probes: Sequence[UsdtProbe], verbosity: int) -> Iterator[str]:
     """`-v`: counts and semaphore per probe; `-vv`: also each location and argument."""
     from planrunner.usdt.operands import describe_operand
 
+    described: dict[object, str] = {}  # operands are frozen and repeat across sites
     for probe in probes:
         yield f"{_head(probe.path, probe.provider, probe.name)}  {_summary(probe)}"
         if verbosity < 2:
@@ -61,7 +62,10 @@ def text_lines(probes: Sequence[UsdtProbe], verbosity: int) -> Iterator[str]:
                 where += f", {_semaphore(site)}"
             yield where
             for j, arg in enumerate(site.args, 1):
-                yield f"    arg {j}: {describe_operand(arg)}"
+                text = described.get(arg)
+                if text is None:
+                    text = described[arg] = describe_operand(arg)
+                yield f"    arg {j}: {text}"
 
 
 def name_lines(names: Sequence[tuple[str, str, str]]) -> Iterator[str]:
@@ -120,4 +124,6 @@ def _semaphore(site: ProbeSite) -> str:
 
 
 def _printable(text: str) -> str:
+    if text.isprintable():  # the usual case, checked in C: listings print thousands
+        return text
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)

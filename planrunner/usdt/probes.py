@@ -33,6 +33,14 @@ def read_probes(path: str) -> tuple[UsdtProbe, ...]:
     from planrunner.usdt.operands import parse_args
 
     info = open_binary(path)
+    decoded: dict[str, tuple] = {}  # argument strings repeat (libjvm: 531 notes, 128 texts)
+
+    def decode(text: str) -> tuple:
+        args = decoded.get(text)
+        if args is None:
+            args = decoded[text] = parse_args(text, info.machine)
+        return args
+
     probes = []
     for (provider, name), notes in group_notes(read_notes(path)).items():
         sites = tuple(
@@ -42,7 +50,7 @@ def read_probes(path: str) -> tuple[UsdtProbe, ...]:
                 semaphore=n.semaphore,
                 semaphore_offset=vaddr_to_offset(info, n.semaphore) if n.semaphore else 0,
                 args_text=n.args,
-                args=parse_args(n.args, info.machine),
+                args=decode(n.args),
             )
             for n in notes)
         probes.append(UsdtProbe(path, provider, name, sites))

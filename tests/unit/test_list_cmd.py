@@ -182,3 +182,9 @@ def test_list_does_not_import_heavy_modules() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_control_characters_from_a_binary_are_escaped() -> None:
+    from planrunner.usdt.listing import name_lines
+
+    assert list(name_lines([("/p", "pr\x1b[2J", "n\x07")])) == ["/p pr\\x1b[2J:n\\x07"]
