@@ -44,17 +44,14 @@ def _summary(probe) -> str:  # type: ignore[no-untyped-def]
         return f"  {spec.name}: tracepoint {spec.category}:{spec.event}"
     binary = probe.targets[0]
     sems = sum(1 for s in probe.sites if s.ref_ctr_offset)
-    args = ", ".join(f"{s.name or f'arg{s.index}'}: {_type_name(s)}" for s in probe.slots)
+    read = {s.name or f"arg{s.index}" for s in probe.slots}
+    args = ", ".join(f"{names}: {typ}{' (read)' if read & set(names.split('/')) else ''}"
+                     for names, typ in probe.offered)
     lines = [f"  {spec.name}: {spec.kind} in {binary.display}",
              f"    build id {binary.build_id or 'none'}; {len(probe.sites)} "
              f"location{'s' if len(probe.sites) != 1 else ''}"
              + (f", {sems} with a semaphore" if sems else "")]
     if args:
-        lines.append(f"    reads {args}")
+        lines.append(f"    arguments {args}")
     return "\n".join(lines)
 
-
-def _type_name(slot) -> str:  # type: ignore[no-untyped-def]
-    if slot.kind != "int":
-        return "string"
-    return f"{'' if slot.signed else 'u'}int{slot.bits}"

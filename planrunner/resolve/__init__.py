@@ -276,8 +276,12 @@ def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:
         sites.append(AttachSite(spec.kind, f"{fn}_s0", spec.name, 0,  # type: ignore[arg-type]
                                 work.binary, work.pc, work.file_offset, 0, 0, tuple(args)))
     targets = (work.binary,) if work.binary else ()
+    by_index: dict[int, tuple[list[str], Type]] = {}
+    for name, (index, typ) in scope.args.items():
+        by_index.setdefault(index, ([], typ))[0].append(name)
+    offered = tuple(("/".join(names), str(typ)) for _i, (names, typ) in sorted(by_index.items()))
     return ResolvedProbe(spec, tuple(sites), tuple(slots), work.where, targets,
-                         tracepoint_fields=tuple(work.tp_fields))
+                         tracepoint_fields=tuple(work.tp_fields), offered=offered)
 
 
 def _usdt_sites(work: _Probe, slots: list[ArgSlot], fn: str) -> list[AttachSite]:

@@ -109,6 +109,8 @@ class ResolvedProbe:
     key_end: TExpr | None = None
     tracepoint_fields: tuple[TracepointField, ...] = ()
     captures: tuple[SpanCapture, ...] = ()  # span only
+    # Every argument the probe offers, for summaries: (name, type) in argument order.
+    offered: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
