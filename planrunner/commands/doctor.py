@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +47,8 @@ def check_root() -> Check:
 
 
 def check_bcc(python: str = sys.executable) -> Check:
+    import subprocess  # here, not at the top: every command's startup imports this module
+
     code = "import bcc, sys; sys.stdout.write(getattr(bcc, '__version__', '?'))"
     try:
         proc = subprocess.run([python, "-c", code], capture_output=True, text=True,
