@@ -35,7 +35,7 @@ def resolve_target(spec: str, pid: int | None = None, span: Span | None = None) 
     if "/" in spec:
         return _resolve_path(spec, pid, span)
     if pid is not None:
-        found = _from_process(spec, pid)
+        found = _from_process(spec, pid) or _from_process_dirs(spec, pid)
         if found:
             return found
     on_path = _from_path(spec)
@@ -63,7 +63,7 @@ def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
         candidates.append(f"/proc/{pid}/root{spec}")
     for cand in candidates:
         if os.path.isfile(cand):
-            return os.path.realpath(cand)
+            return _real(cand, pid)
     if os.path.isdir(candidates[0]):
         raise ResolveError(f"target '{spec}' is a directory", span,
                            hints=("give the executable or library file inside it",))
@@ -98,8 +98,66 @@ def _from_process(spec: str, pid: int) -> str | None:
 
     for path in executable_objects(pid):
         if _matches(spec, path):
-            return os.path.realpath(path)
+            return _real(path, pid)
     return None
+
+
+def _from_process_dirs(spec: str, pid: int) -> str | None:
+    """A library `pid` has not mapped yet (it may dlopen() it later): looked for in its
+    LD_LIBRARY_PATH, then beside the objects it has mapped (its executable's directory
+    first: where programs keep their plugins). Files not ELF are skipped."""
+    from planrunner.elf.procmaps import executable_objects, host_prefix
+
+    prefix = host_prefix(pid)
+    dirs: list[str] = []
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = dict(v.split(b"=", 1) for v in fh.read().split(b"\0") if b"=" in v)
+        dirs += [prefix + d for d in os.fsdecode(env.get(b"LD_LIBRARY_PATH", b"")).split(":")
+                 if d.startswith("/")]
+    except OSError:
+        pass
+    dirs += [os.path.dirname(p) for p in executable_objects(pid)]
+    for directory in dict.fromkeys(dirs):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if _matches(spec, name) and os.path.isfile(path) and _is_elf(path):
+                return _real(path, pid)
+    return None
+
+
+def _real(path: str, pid: int | None) -> str:
+    """The path with symlinks resolved. A path under /proc/PID/root is resolved inside
+    that root (os.path.realpath would follow the root link itself out to a host path)."""
+    root = f"/proc/{pid}/root" if pid is not None else None
+    if root is None or not path.startswith(root + "/"):
+        return os.path.realpath(path)
+    parts = path[len(root):].split("/")[1:]
+    done = ""
+    for _ in range(256):  # components plus symlink hops: bounded even with a loop
+        if not parts:
+            return root + (done or "/")
+        part = parts.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            done = done.rsplit("/", 1)[0]
+            continue
+        cand = f"{done}/{part}"
+        try:
+            target = os.readlink(root + cand)
+        except OSError:  # not a link (or missing): keep it
+            done = cand
+            continue
+        parts = target.split("/")[1:] + parts if target.startswith("/") else \
+            target.split("/") + parts
+        if target.startswith("/"):
+            done = ""
+    return path
 
 
 _LDCONFIG: list[tuple[tuple[str, str, str], ...]] = []

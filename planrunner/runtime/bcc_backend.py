@@ -47,6 +47,18 @@ def check_machine() -> None:
                    "`planrunner doctor` checks everything run needs"))
 
 
+def site_key(site: AttachSite) -> tuple[object, ...]:
+    """What makes two sites one attach: the same probe at the same byte of the same file."""
+    if site.binary is None:
+        return (site.probe, site.kind, site.category, site.event)
+    try:
+        st = os.stat(site.binary.path)
+        where: tuple[object, ...] = (st.st_dev, st.st_ino)
+    except OSError:
+        where = (site.binary.path,)
+    return (site.probe, site.kind, *where, site.file_offset)
+
+
 class _Libbcc:
     """libbcc functions with the prototypes planrunner needs (separate from bcc's own
     ctypes declarations, which it must not mutate)."""
@@ -78,6 +90,7 @@ class BccProgram:
         self.program = program
         self._lib = _Libbcc()
         self._attached: list[tuple[int, bytes | None]] = []  # (perf fd, tracefs ev_name)
+        self.attached_sites: list[AttachSite] = []
         self.pending: list[bytes] = []
         try:
             self.bpf = bcc.BPF(text=program.c_source.encode(),
@@ -91,13 +104,27 @@ class BccProgram:
     # --- attach / detach ------------------------------------------------------------
 
     def attach_all(self, pid: int | None,
-                   on_attach: Callable[[AttachSite], None] | None = None) -> int:
+                   on_attach: Callable[[AttachSite], None] | None = None,
+                   ref_ctr: bool = True) -> int:
+        """Attach every site once; the number of perf events attached.
+
+        Uprobes go on the file (its inode), never per process: one binary mapped by many
+        processes or containers is one attach. Sites are deduplicated by (probe, kind,
+        st_dev, st_ino, offset), so two paths to one file do not double events.
+        `ref_ctr=False` (poke mode, runtime/semaphores.py) attaches without the kernel's
+        reference counter."""
         config = self.bpf["pr_config"]
         config[ct.c_int(1)] = ct.c_uint32(os.getpid())  # PR_CFG_SELF
         if pid and self._has_tracepoints():
             config[ct.c_int(0)] = ct.c_uint32(pid)  # PR_CFG_PID
+        seen: set[tuple[object, ...]] = set()
         for n, site in enumerate(self.program.sites):
-            self._attach(site, pid, n)
+            key = site_key(site)
+            if key in seen:
+                continue
+            seen.add(key)
+            self._attach(site, pid, n, ref_ctr)
+            self.attached_sites.append(site)
             if on_attach:
                 on_attach(site)
         return len(self._attached)
@@ -105,7 +132,7 @@ class BccProgram:
     def _has_tracepoints(self) -> bool:
         return any(s.kind == "tracepoint" for s in self.program.sites)
 
-    def _attach(self, site: AttachSite, pid: int | None, n: int) -> None:
+    def _attach(self, site: AttachSite, pid: int | None, n: int, ref_ctr: bool) -> None:
         bpf_cls = self._bcc.BPF
         if site.kind == "tracepoint":
             fd = self.bpf.load_func(site.fn_name, bpf_cls.TRACEPOINT).fd
@@ -119,7 +146,7 @@ class BccProgram:
         ev_name = f"pr_{os.getpid()}_{n}".encode()
         pfd = self._lib.attach_uprobe(fd, kind, ev_name, site.binary.path.encode(),
                                       site.file_offset, pid if pid else -1,
-                                      site.ref_ctr_offset)
+                                      site.ref_ctr_offset if ref_ctr else 0)
         self._check(pfd, site, f"{site.binary.display} offset 0x{site.file_offset:x}")
         self._attached.append((pfd, ev_name))
 
@@ -136,6 +163,7 @@ class BccProgram:
                            f"{os.strerror(err) if err else 'error'}", hints=tuple(hints))
 
     def detach_all(self) -> None:
+        self.attached_sites.clear()
         while self._attached:
             pfd, ev_name = self._attached.pop()
             self._lib.close_perf_event_fd(pfd)

@@ -2,7 +2,12 @@
 
 Stops on --duration, --max-events, Ctrl-C, SIGTERM, SIGHUP, the end of a `-c` command
 or of the --pid process, or a closed stdout. Every exit path goes through `finally`,
-which detaches every probe (the kernel then drops the semaphores it raised).
+which detaches every probe (the kernel then drops the semaphores it raised) and lowers
+the semaphores raised by hand in poke mode (runtime/semaphores.py); an exception
+inside planrunner takes the same path before its traceback is shown. A SIGKILL skips
+it: the kernel still drops its probes and reference counts, and the next run undoes
+poke-mode semaphores from the state file. Per-turn work besides records (late
+libraries, poke mode, the crash test hook) is in runtime/upkeep.py.
 The loop never blocks for more than POLL_MS, so stopping is prompt at any event rate.
 """
 
@@ -20,6 +25,8 @@ from planrunner.render.model import RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader
 from planrunner.runtime.child import Child
 from planrunner.runtime.decode import Decoder
+from planrunner.runtime.semaphores import semaphore_mode
+from planrunner.runtime.upkeep import Turns, Upkeep, recover
 
 POLL_MS = 50
 # Records decoded per loop turn at most: bounds memory and keeps stop checks frequent
@@ -61,13 +68,18 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     stop = _Stop()
     stop.install()
     child: Child | None = None
+    upkeep: Upkeep | None = None
     status = 0
     try:
+        recover(stderr)
+        mode = semaphore_mode()
         child = Child.spawn_stopped(opts.command) if opts.command else None
         pid = child.pid if child else opts.pid
         with (backend_factory or BccProgram)(program) as prog:  # type: ignore[operator]
             try:
-                n = prog.attach_all(pid)
+                n = prog.attach_all(pid, ref_ctr=mode == "refctr")
+                upkeep = Upkeep(prog.attached_sites, pid, mode, stderr, bool(opts.pid))
+                upkeep.start()
                 prog.open_events()
                 aggs = AggregateReader(program, prog)
                 what = f"process {pid}" if pid else "all processes"
@@ -76,9 +88,12 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 stderr.flush()
                 if child:
                     child.release()
-                status = _loop(prog, program, opts, view, stderr, stop, child, aggs)
+                status = _loop(Turns(prog, upkeep), program, opts, view, stderr, stop, child,
+                               aggs)
             finally:
                 prog.detach_all()
+                if upkeep is not None:
+                    upkeep.finish()  # semaphores raised by hand (poke mode) go back down
             _report_losses(prog, view, stderr)
     except BrokenPipeError:
         _silence_stdout()

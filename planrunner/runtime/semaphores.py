@@ -1,0 +1,210 @@
+"""USDT semaphores: the kernel's reference counter, or raising them by hand with --pid.
+
+Mode (`semaphore_mode()`): "refctr" when the kernel has uprobe reference counters
+(/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset): every uprobe is attached
+with its site's semaphore offset and the kernel raises and drops the count in every
+process mapping the binary. "poke" otherwise, or when PLANRUNNER_SEMAPHORE_MODE=poke
+(a switch for tests: this kernel has reference counters): uprobes are attached with
+ref_ctr_offset 0 and `Poker` adds 1 to each site's semaphore in the --pid process
+through /proc/PID/mem, then takes it back on exit.
+
+Poke safety:
+- pid reuse: the process's start time (/proc/PID/stat field 22) is taken when a
+  semaphore is raised and checked again, after /proc/PID/mem is opened, before every
+  later write; an open mem file stays bound to that process's memory.
+- crashes: what was raised is recorded in a state file (STATE_DIRS) written after
+  the memory, so a crash between the two leaves a count raised (harmless: the probe
+  only costs a little) rather than lowering a count someone else raised. A later run
+  (`recover_stale()`) undoes the entries of state files whose planrunner is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from planrunner.elf.procmaps import MappedObject, read_maps
+from planrunner.errors import PlanError
+
+REF_CTR_FORMAT = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset"
+MODE_ENV = "PLANRUNNER_SEMAPHORE_MODE"
+_U16 = struct.Struct("<H")
+
+
+def kernel_has_ref_ctr() -> bool:
+    return os.path.exists(REF_CTR_FORMAT)
+
+
+def semaphore_mode() -> str:
+    """"refctr" or "poke" (see the module docstring)."""
+    forced = os.environ.get(MODE_ENV, "").strip().lower()
+    if forced in ("poke", "refctr"):
+        return forced
+    return "refctr" if kernel_has_ref_ctr() else "poke"
+
+
+def state_dir(create: bool = True) -> str:
+    """/run/planrunner as root, else $XDG_RUNTIME_DIR/planrunner (created 0700)."""
+    base = "/run" if os.geteuid() == 0 or not os.environ.get("XDG_RUNTIME_DIR") else \
+        os.environ["XDG_RUNTIME_DIR"]
+    path = os.path.join(base, "planrunner")
+    if create:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (clock ticks since boot), None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return int(fields[19])  # field 22 overall; fields[0] here is field 3 (state)
+
+
+def runtime_address(maps: Iterable[MappedObject], dev_ino: tuple[int, int],
+                     file_offset: int) -> int | None:
+    """Where byte `file_offset` of the file (st_dev, st_ino) is mapped, or None."""
+    dev, ino = dev_ino
+    want_dev = f"{os.major(dev):02x}:{os.minor(dev):02x}"
+    for m in maps:
+        if m.inode != ino or m.dev != want_dev:
+            continue
+        if m.offset <= file_offset < m.offset + (m.end - m.start):
+            return m.start + file_offset - m.offset
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """One semaphore planrunner added 1 to."""
+
+    pid: int
+    start: int  # the process's start time when raised
+    addr: int
+
+
+class SemaphoreError(PlanError):
+    """A semaphore could not be raised (process gone, memory not writable)."""
+
+
+def _add(pid: int, start: int, addr: int, delta: int) -> int | None:
+    """Add delta to the u16 at addr in pid (clamped at 0 and 0xffff); the new value, or
+    None when the process is no longer the one that was started at `start`."""
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        if start_time(pid) != start:  # the pid was reused: not our process
+            return None
+        value = _U16.unpack(os.pread(fd, 2, addr))[0]
+        new = max(0, min(0xFFFF, value + delta))
+        os.pwrite(fd, _U16.pack(new), addr)
+        return new
+    except (OSError, struct.error):
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_semaphore(pid: int, addr: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(addr)
+            return _U16.unpack(mem.read(2))[0]
+    except (OSError, struct.error, ValueError):
+        return None
+
+
+class Poker:
+    """Raises semaphores in one process by hand and restores them (poke mode)."""
+
+    def __init__(self, pid: int, directory: str | None = None) -> None:
+        self.pid = pid
+        self.start = start_time(pid)
+        self.raised: list[Raised] = []
+        self._dir = directory or state_dir()
+        self.state_path = os.path.join(self._dir, f"semaphores-{os.getpid()}.json")
+
+    def raise_sites(self, sites: Iterable[tuple[tuple[int, int], int]]) -> int:
+        """Add 1 to each distinct semaphore ((st_dev, st_ino), file offset) that is mapped
+        in the process now and not yet raised. Returns how many were raised."""
+        if self.start is None:
+            return 0
+        maps = read_maps(self.pid)
+        done = {r.addr for r in self.raised}
+        count = 0
+        for dev_ino, offset in sites:
+            addr = runtime_address(maps, dev_ino, offset)
+            if addr is None or addr in done:
+                continue
+            if _add(self.pid, self.start, addr, +1) is None:
+                raise SemaphoreError(
+                    f"cannot raise the semaphore at {addr:#x} in process {self.pid}",
+                    hints=("the process exited, or /proc/PID/mem is not writable "
+                           "(ptrace restrictions)",))
+            self.raised.append(Raised(self.pid, self.start, addr))
+            done.add(addr)
+            count += 1
+            self._save()  # after the write: a crash in between leaks, never undercounts
+        return count
+
+    def restore(self) -> None:
+        """Take back every +1 (skipped when the pid now belongs to another process)."""
+        while self.raised:
+            r = self.raised.pop()
+            _add(r.pid, r.start, r.addr, -1)
+            self._save()
+
+    def _save(self) -> None:
+        if not self.raised:
+            try:
+                os.unlink(self.state_path)
+            except FileNotFoundError:
+                pass
+            return
+        data = {"owner": os.getpid(), "owner_start": start_time(os.getpid()),
+                "raised": [asdict(r) for r in self.raised]}
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, self.state_path)
+
+
+def recover_stale(directory: str | None = None) -> int:
+    """Undo what crashed planrunner runs left raised (their state files). Returns the
+    number of semaphores lowered."""
+    try:
+        directory = directory or state_dir(create=False)
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    lowered = 0
+    for name in names:
+        if not (name.startswith("semaphores-") and name.endswith(".json")):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            owner, owner_start = int(data["owner"]), data.get("owner_start")
+            entries = [Raised(int(r["pid"]), int(r["start"]), int(r["addr"]))
+                       for r in data["raised"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if owner != os.getpid() and start_time(owner) == owner_start:
+            continue  # that run is alive: its semaphores are its own to restore
+        for r in entries:
+            if _add(r.pid, r.start, r.addr, -1) is not None:
+                lowered += 1
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return lowered
