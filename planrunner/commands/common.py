@@ -11,8 +11,6 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from planrunner.plan.params import parse_overrides
-
 
 class PlanName(str):
     """The PLAN argument as typed, carrying the --plans folders given on the same line."""
@@ -62,6 +60,8 @@ def add_plan_arguments(parser: argparse.ArgumentParser, pid: bool = True) -> Non
 
 
 def overrides(args: argparse.Namespace) -> dict[str, str]:
+    from planrunner.plan.params import parse_overrides  # lazily: every command imports us
+
     return parse_overrides(args.overrides)
 
 
