@@ -13,7 +13,9 @@ Contract with runtime/aggregates.py (which reads the maps):
   a string), so padding or stale bytes never split a key.
 - Values: count `__u64`; sum `__s64` (`__u64` when the value is uint64); min/max
   `struct {__u64 n; __s64 v;}` (n == 0: this CPU saw nothing, so the first value sets
-  v); avg `struct {__u64 n; __s64 sum;}`; hist/lhist `__u64` per (key, slot).
+  v); avg `struct {__u64 n; __s64 sum;}`; hist/lhist `struct {__u64 n; __s64 sum;}` per
+  (key, slot): the bucket's count and the exact sum of its values (a Prometheus
+  histogram's `_sum`).
 - log2 slot: the value as an unsigned 64-bit integer, 0 for 0, else 1 + floor(log2 v)
   (records.log2_bucket_index), by an unrolled binary search (no loops for the
   verifier). A negative value is a huge unsigned one: it lands in slot 64.
@@ -83,7 +85,7 @@ def value_signed(out: ResolvedOutput) -> bool:
 
 def _value_decl(kind: str, ctype: str, val_struct: str) -> tuple[str | None, str]:
     """(struct declaration or None, C type of the map's value)."""
-    if kind in ("count", "hist", "lhist"):
+    if kind == "count":
         return None, "__u64"
     if kind == "sum":
         return None, ctype
@@ -148,11 +150,11 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
 
 def _update_lines(kind: str, vtype: str) -> list[str]:
     """Statements after `pr_v` (a pointer to this CPU's value) was found."""
-    if kind in ("count", "hist", "lhist"):
+    if kind == "count":
         return ["*pr_v += 1;"]
     if kind == "sum":
         return ["*pr_v += pr_x;"]
-    if kind == "avg":
+    if kind in ("avg", "hist", "lhist"):
         return ["pr_v->n += 1;", "pr_v->sum += pr_x;"]
     op = "<" if kind == "min" else ">"
     return [f"if (pr_v->n == 0 || pr_x {op} pr_v->v)", "    pr_v->v = pr_x;",
@@ -189,8 +191,9 @@ def aggregate_block(out: ResolvedOutput, scratch: Scratch,
         xtype = "__u64" if kind == "hist" else ctype  # log2 takes the value as unsigned
         lines.append(f"{xtype} pr_x = ({xtype})({low.c});")
     if kind == "hist":
-        lines += ["__u64 pr_slot = 0;", *log2_slot_lines("pr_x", "pr_slot"),
-                  "pr_k->slot = pr_slot;"]
+        # The slot is found on a copy: pr_x itself goes into the bucket's sum.
+        lines += ["__u64 pr_t = pr_x;", "__u64 pr_slot = 0;",
+                  *log2_slot_lines("pr_t", "pr_slot"), "pr_k->slot = pr_slot;"]
     elif lhist is not None:
         assert None not in lhist
         lines += ["__u64 pr_slot;", *lhist_slot_lines("pr_x", "pr_slot", *lhist, signed),

@@ -72,16 +72,22 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[A
     kind = agg.kind
     if kind in ("hist", "lhist"):
         buckets: dict[tuple, dict[int, int]] = defaultdict(dict)
+        sums: dict[tuple, int] = defaultdict(int)
         for key, value in items:
-            total = sum(int(v) for v in _cpu_values(value))
+            cpus = _cpu_values(value)
+            total = sum(int(c.n) for c in cpus)
             if total:
                 k = decode_key(key, agg.key_fields)
                 slots = buckets[k]
                 slots[int(key.slot)] = slots.get(int(key.slot), 0) + total
+                sums[k] += sum(int(c.sum) for c in cpus)
+        signed = agg.value_signed
         if kind == "hist":
-            return [AggRow(k, buckets=log2_buckets(c)) for k, c in buckets.items()]
+            return [AggRow(k, sum=_wrap(sums[k], signed), buckets=log2_buckets(c))
+                    for k, c in buckets.items()]
         assert agg.lhist is not None
-        return [AggRow(k, buckets=lhist_buckets(c, *agg.lhist)) for k, c in buckets.items()]
+        return [AggRow(k, sum=_wrap(sums[k], signed), buckets=lhist_buckets(c, *agg.lhist))
+                for k, c in buckets.items()]
     rows = []
     for key, value in items:
         row = _stat_row(agg, decode_key(key, agg.key_fields), _cpu_values(value))
@@ -134,7 +140,10 @@ def _copy(obj: Any) -> Any:
 
 class AggregateReader:
     def __init__(self, program: RenderedProgram, prog: Any,
-                 clock: Any = time.time, monotonic: Any = time.monotonic) -> None:
+                 clock: Any = time.time, monotonic: Any = time.monotonic,
+                 reset: bool = True) -> None:
+        # reset=False (--prometheus): maps are never cleared, `every:` outputs print
+        # once at exit like the others, so the exporter's counters only grow.
         self.program = program
         self.prog = prog
         self.clock, self.monotonic = clock, monotonic
@@ -146,7 +155,7 @@ class AggregateReader:
         for agg in program.aggregates:
             self._interval_start[agg.name] = now
             self._lost_seen[agg.name] = 0
-            if agg.every_ns:
+            if agg.every_ns and reset:
                 self._due[agg.name] = mono + agg.every_ns / 1e9
 
     def tick(self, view: View) -> None:
@@ -165,11 +174,11 @@ class AggregateReader:
     def finish(self, view: View) -> None:
         """Print what the aggregations hold at the end of the run."""
         for agg in self.program.aggregates:
-            self._emit(agg, view, force=not agg.every_ns)
+            self._emit(agg, view, force=agg.name not in self._due)
 
     def snapshot(self, agg: AggregateOutput) -> AggSnapshot:
         """Read (and for `every:` outputs reset) one map now."""
-        every = bool(agg.every_ns)
+        every = agg.name in self._due
         items = read_map(self.prog.table(agg.map_name), delete=every)
         end = self.clock()
         start = self._interval_start[agg.name] if every else None
@@ -180,6 +189,16 @@ class AggregateReader:
             key_fields=tuple(k for k, _ in agg.key_fields), interval_start=start,
             interval_end=end, rows=rows, dropped=self._dropped(agg))
 
+    def cumulative(self, agg: AggregateOutput) -> AggSnapshot:
+        """Every key one map holds now (no reset, no `top` cut) with `dropped` since the
+        start. Changes no state: safe from another thread (the Prometheus exporter)."""
+        items = read_map(self.prog.table(agg.map_name), delete=False)
+        return AggSnapshot(
+            output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
+            key_fields=tuple(k for k, _ in agg.key_fields), interval_start=None,
+            interval_end=self.clock(), rows=tuple(build_rows(agg, items)),
+            dropped=self._lost_total(agg))
+
     def _emit(self, agg: AggregateOutput, view: View, force: bool) -> None:
         snap = self.snapshot(agg)
         if force or snap.rows or snap.dropped:
@@ -187,10 +206,13 @@ class AggregateReader:
 
     def _dropped(self, agg: AggregateOutput) -> int:
         """Updates refused since the last snapshot (the kernel counter only grows)."""
-        if not agg.lost_map:
-            return 0
-        table = self.prog.table(agg.lost_map)
-        total = sum(sum(int(v) for v in _cpu_values(val)) for _k, val in table.items())
+        total = self._lost_total(agg)
         new = total - self._lost_seen[agg.name]
         self._lost_seen[agg.name] = total
         return new
+
+    def _lost_total(self, agg: AggregateOutput) -> int:
+        if not agg.lost_map:
+            return 0
+        table = self.prog.table(agg.lost_map)
+        return sum(sum(int(v) for v in _cpu_values(val)) for _k, val in table.items())
