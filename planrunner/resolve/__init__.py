@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 from planrunner.diagnostics import Diagnostic, Span
 from planrunner.errors import OperandError, PlanError, ResolveError, collect
+from planrunner.expr.ast import Name
 from planrunner.expr.check import check, check_condition, check_value
 from planrunner.expr.typed import TExpr
 from planrunner.expr.types import IntType, StrType, Type
-from planrunner.plan.model import Plan, ProbeSpec
+from planrunner.plan.model import FieldSpec, Plan, ProbeSpec
 from planrunner.resolve import sites as S
 from planrunner.resolve.model import (
     ArgSlot,
@@ -220,6 +221,8 @@ def _check_outputs(plan: Plan, probes: dict[str, _Probe], spans: dict[str, SpanS
         def field_list(items, scope=scope, errs=errs):  # type: ignore[no-untyped-def]
             got = []
             for f in items:
+                if _head_only(f, scope):
+                    continue  # time, ts_ns, probe: every record carries them already
                 texpr = _guard(errs, check, f.expr, scope, string_size=size)
                 if texpr is not None:
                     got.append(CheckedField(f.key, texpr, f.span))
@@ -238,6 +241,16 @@ def _check_outputs(plan: Plan, probes: dict[str, _Probe], spans: dict[str, SpanS
         unit = "ns" if value is not None and "pr_latency" in repr(value) else None
         out.append(ResolvedOutput(spec, fields, by, value, where, unit))
     return out
+
+
+# Record keys that no expression computes: the record head has them for every event.
+HEAD_ONLY = frozenset({"time", "ts_ns", "probe"})
+
+
+def _head_only(f: FieldSpec, scope: ProbeScope | SpanScope) -> bool:
+    """A `fields:` entry naming a head-only key (unless the probe gives it that name)."""
+    return (isinstance(f.expr, Name) and f.expr.ident in HEAD_ONLY
+            and f.key == f.expr.ident and f.expr.ident not in scope.names())
 
 
 def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:

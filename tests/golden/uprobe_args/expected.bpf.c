@@ -55,13 +55,20 @@ static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr)
     return PR_STR_OK;
 }
 
-/* The same for kernel memory (tracepoint strings). */
-static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr)
+/* The same for kernel memory (tracepoint strings). `more`: whether bytes may follow the
+   buffer's worth (a __data_loc string) or not (a char[N] field read whole). */
+static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr, int more)
 {
     long n = bpf_probe_read_kernel_str(buf, cap, (void *)ptr);
     if (n < 0) {
         buf[0] = 0;
         return n;
+    }
+    if (more && n == cap) {
+        char next = 0;
+        bpf_probe_read_kernel(&next, 1, (void *)(ptr + cap - 1));
+        if (next)
+            return PR_STR_TRUNCATED;
     }
     return PR_STR_OK;
 }

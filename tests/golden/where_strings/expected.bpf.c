@@ -55,13 +55,20 @@ static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr)
     return PR_STR_OK;
 }
 
-/* The same for kernel memory (tracepoint strings). */
-static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr)
+/* The same for kernel memory (tracepoint strings). `more`: whether bytes may follow the
+   buffer's worth (a __data_loc string) or not (a char[N] field read whole). */
+static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr, int more)
 {
     long n = bpf_probe_read_kernel_str(buf, cap, (void *)ptr);
     if (n < 0) {
         buf[0] = 0;
         return n;
+    }
+    if (more && n == cap) {
+        char next = 0;
+        bpf_probe_read_kernel(&next, 1, (void *)(ptr + cap - 1));
+        if (next)
+            return PR_STR_TRUNCATED;
     }
     return PR_STR_OK;
 }
@@ -358,6 +365,7 @@ struct pr_args_raw {
 struct pr_scratch_raw {
     char t0[129];
     char t1[5];
+    __s64 t1_st;
 };
 BPF_PERCPU_ARRAY(pr_scratch_raw, struct pr_scratch_raw, 1);
 
@@ -375,12 +383,13 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
         bpf_probe_read_user_str(sc->t0, 129, (const void *)(unsigned long)((__u64)(a->v2)));
         if (!(pr_str_startswith(sc->t0, 129, "/api", 4))) break;
         do {
-            bpf_probe_read_user_str(sc->t1, 5, (const void *)(unsigned long)((__u64)(a->v2)));
+            __u64 pr_p_t1 = (__u64)(((__u64)(a->v2)));
+            sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1);
             struct pr_rec_1 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
             pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
-            ev->f0_ptr = 0;
-            ev->f0_st = PR_STR_OK;
+            ev->f0_ptr = pr_p_t1;
+            ev->f0_st = sc->t1_st;
             bpf_probe_read_kernel(ev->f0, 5, sc->t1);
             pr_events.ringbuf_submit(ev, pr_wakeup_flags());
         } while (0);

@@ -1,0 +1,195 @@
+"""Every probe kind attached for real: usdt, uprobe (typed args), uretprobe (retval),
+tracepoints (integer, __data_loc string and char[16] fields by name), spans (default
+tid key, explicit key, several threads with known durations), and the record builtins."""
+
+from __future__ import annotations
+
+import os
+
+from tests.e2e.conftest import json_records, run_planrunner, write_plan
+
+K = range(6)  # strings.c: k = 0..5 per round
+
+
+def test_usdt_uprobe_uretprobe_with_declared_types(fixtures_built, tmp_path):
+    b = fixtures_built / "strings"
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: kinds
+targets:
+  s: {{binary: {b}}}
+probes:
+  text: {{usdt: s:str:text, args: [{{name: k}}, {{name: p}}, {{name: len}}]}}
+  pick:
+    uprobe: s:str_pick
+    args: [{{name: k, type: int32}}, {{name: big, type: int64}}]
+  ret:
+    uretprobe: s:str_pick
+    retval: {{type: pointer}}
+outputs:
+  - print: text
+    fields: [k, len]
+  - print: pick
+    fields: [k, big]
+  - print: ret
+    fields: [{{isnull: "retval == 0"}}]
+""")
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"{b} 2"])
+    assert proc.returncode == 0, proc.stderr
+    recs = json_records(proc.stdout)
+    lengths = [127, 128, 129, 0, 10, 0]
+    assert [(r["k"], r["len"]) for r in recs if r["probe"] == "text"] == \
+        [(k, lengths[k]) for k in K] * 2
+    # int32 and int64 declared: 1000 * k - 1 is -1 for k = 0 (sign kept)
+    assert [(r["k"], r["big"]) for r in recs if r["probe"] == "pick"] == \
+        [(k, 1000 * k - 1) for k in K] * 2
+    assert [r["isnull"] for r in recs if r["probe"] == "ret"] == \
+        [k == 3 for k in K] * 2
+    assert {r["pid"] for r in recs} == {r["tid"] for r in recs}
+
+
+def test_tracepoints_int_string_and_comm_fields(tmp_path):
+    """sched_process_exec: `filename` is __data_loc char[]; sched_process_fork: the
+    parent_comm/child_comm char[16] fields and pids; `cpu` and `uid` in where: too."""
+    plan = write_plan(tmp_path, """
+planrunner: 1
+name: tp
+probes:
+  exec: {tracepoint: sched:sched_process_exec}
+  fork:
+    tracepoint: sched:sched_process_fork
+    where: uid == 0 && cpu < 4096
+outputs:
+  - print: exec
+    fields: [filename, old_pid, uid, cpu]
+  - print: fork
+    fields: [parent_comm, child_comm, parent_pid, child_pid]
+""")
+    script = "/bin/true; /bin/true; exit 0"
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"/bin/sh -c '{script}'"])
+    assert proc.returncode == 0, proc.stderr
+    recs = json_records(proc.stdout)
+    execs = [r for r in recs if r["probe"] == "exec"]
+    assert execs and execs[0]["filename"] == "/bin/sh"  # the -c child itself
+    assert execs[0]["old_pid"] == execs[0]["pid"]
+    assert execs[0]["uid"] == os.getuid()
+    assert 0 <= execs[0]["cpu"] < os.cpu_count()  # type: ignore[operator]
+    forks = [r for r in recs if r["probe"] == "fork"]
+    assert len(forks) == 2, recs  # sh forks once per /bin/true
+    for f in forks:
+        assert f["parent_comm"] == "sh" and f["child_comm"] == "sh"
+        assert f["parent_pid"] == f["pid"] and f["child_pid"] > 0
+        assert "truncated" not in f
+
+
+def test_tracepoint_string_truncated_at_string_size(tmp_path):
+    """A 70-byte exec path with string_size 64 is cut, and the record says so."""
+    target = tmp_path / ("d" * 40) / ("x" * 20)
+    target.parent.mkdir()
+    target.symlink_to("/bin/true")
+    plan = write_plan(tmp_path, """
+planrunner: 1
+name: tp
+settings: {string_size: 64}
+probes:
+  exec: {tracepoint: sched:sched_process_exec}
+outputs:
+  - print: exec
+    fields: [filename]
+""")
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", str(target)])
+    assert proc.returncode == 0, proc.stderr
+    (rec,) = json_records(proc.stdout)
+    assert len(str(target)) > 64
+    assert rec["filename"] == str(target)[:64]
+    assert rec["truncated"] == ["filename"]
+
+
+SPAN_PLAN = """
+planrunner: 1
+name: spans
+targets:
+  m: {{binary: {b}}}
+probes:
+  submit: {{usdt: m:mt:submit, args: [{{name: id}}]}}
+  start: {{usdt: m:mt:start, args: [{{name: id}}]}}
+  done: {{usdt: m:mt:done, args: [{{name: id}}]}}
+  run: {{span: {{begin: start, end: done}}}}
+  queued: {{span: {{begin: submit, end: done, key: id}}}}
+  wrongkey: {{span: {{begin: submit, end: done}}}}
+outputs:
+  - print: run
+    fields: [begin.id, {{eid: end.id}}, latency, {{btid: begin.tid}}]
+  - print: queued
+    fields: [begin.id, latency, {{btid: begin.tid}}]
+  - print: wrongkey
+    fields: [latency]
+"""
+
+# Sleeps of (t + 1) * 20 ms measured between two probes: the lower bound is exact
+# (nanosleep never returns early); the upper allows for a loaded machine.
+TOLERANCE_MS = 15
+
+
+def test_spans_on_many_threads_with_known_durations(fixtures_built, tmp_path):
+    b = fixtures_built / "spans_mt"
+    plan = write_plan(tmp_path, SPAN_PLAN.format(b=b))
+    threads, rounds = 4, 3
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"{b} {threads} {rounds}"])
+    assert proc.returncode == 0, proc.stderr
+    recs = json_records(proc.stdout)
+    run = [r for r in recs if r["probe"] == "run"]
+    assert sorted(r["id"] for r in run) == sorted(
+        100 * r + t for r in range(rounds) for t in range(threads))
+    for r in run:
+        want_ms = (r["id"] % 100 + 1) * 20
+        assert r["eid"] == r["id"]
+        assert r["btid"] == r["tid"] != r["pid"]  # default key: begin and end on one thread
+        assert want_ms * 1e6 <= r["latency_ns"] <= (want_ms + TOLERANCE_MS) * 1e6, r
+    # explicit key: begun on the main thread, ended on the worker
+    queued = [r for r in recs if r["probe"] == "queued"]
+    assert sorted(r["id"] for r in queued) == sorted(r["id"] for r in run)
+    for r in queued:
+        want_ms = (r["id"] % 100 + 1) * 20
+        assert r["btid"] == r["pid"] != r["tid"]
+        assert want_ms * 1e6 <= r["latency_ns"] <= (want_ms + 50) * 1e6, r
+    # the same begin and end keyed by thread never pair up
+    assert not [r for r in recs if r["probe"] == "wrongkey"]
+
+
+def test_span_begins_without_end_are_bounded(fixtures_built, tmp_path):
+    """Threads that fire a begin and die: the span map is an LRU hash of
+    settings.map_size entries, so orphans are evicted by newer begins and spans that
+    do end still pair up (64 orphans through a map of 8)."""
+    b = fixtures_built / "spans_mt"
+    plan = write_plan(tmp_path, SPAN_PLAN.format(b=b) + "settings: {map_size: 8}\n")
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"{b} 4 16 0 orphans"])
+    assert proc.returncode == 0, proc.stderr
+    run = [r for r in json_records(proc.stdout) if r["probe"] == "run"]
+    assert len(run) == 64
+
+
+def test_builtins_as_fields(fixtures_built, tmp_path):
+    b = fixtures_built / "simple_pie"
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: builtins
+targets:
+  s: {{binary: {b}}}
+probes:
+  hit: {{usdt: s:simple:hit, where: "uid == 0 || uid != 0"}}
+outputs:
+  - print: hit
+    fields: [time, ts_ns, pid, tid, comm, uid, cpu, probe]
+    where: cpu >= 0
+""")
+    out = tmp_path / "records.json"
+    proc = run_planrunner(["run", plan, "-f", "json", "-o", str(out), "-c", f"{b} 2"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    recs = json_records(out.read_text())
+    assert len(recs) == 2
+    for r in recs:
+        assert r["comm"] == "simple_pie" and r["probe"] == "hit"
+        assert r["uid"] == os.getuid() and 0 <= r["cpu"] < os.cpu_count()  # type: ignore[operator]
+        assert r["time"].endswith("Z") and r["ts_ns"] > 0
