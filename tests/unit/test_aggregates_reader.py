@@ -1,0 +1,251 @@
+"""runtime/aggregates.py without the kernel: keys and per-CPU values built as the ctypes
+objects bcc hands back for the maps render/aggregates.py declares, and the reader's
+interval bookkeeping driven by an explicit clock over in-memory tables.
+(The same code against real maps: tests/e2e/test_aggregations.py.)"""
+
+from __future__ import annotations
+
+import ctypes as ct
+
+import pytest
+
+from planrunner.records import AggSnapshot, Bucket
+from planrunner.render.model import AggregateOutput, RenderedProgram
+from planrunner.runtime.aggregates import AggregateReader, build_rows, decode_key, read_map
+
+NCPU = 2
+
+
+class Key(ct.Structure):
+    _fields_ = [("k0", ct.c_int64), ("k1", ct.c_char * 16), ("k2", ct.c_uint64)]
+
+
+class HistKey(ct.Structure):
+    _fields_ = [("k0", ct.c_int64), ("slot", ct.c_uint64)]
+
+
+class NoKey(ct.Structure):
+    _fields_ = [("pr_none", ct.c_uint64)]
+
+
+class MinMax(ct.Structure):
+    _fields_ = [("n", ct.c_uint64), ("v", ct.c_int64)]
+
+
+class Avg(ct.Structure):  # also the value of a histogram's (key, slot)
+    _fields_ = [("n", ct.c_uint64), ("sum", ct.c_int64)]
+
+
+FIELDS = (("id", "int"), ("name", "str:16"), ("flag", "bool"))
+
+
+def agg(kind: str, **kw) -> AggregateOutput:  # type: ignore[no-untyped-def]
+    base = dict(name="o", probe="p", kind=kind, map_name="pr_agg_0", key_fields=FIELDS,
+                value_label="arg1", unit=None, every_ns=None, top=None, lhist=None,
+                map_size=100, lost_map="pr_agg_0_lost")
+    base.update(kw)
+    return AggregateOutput(**base)  # type: ignore[arg-type]
+
+
+def per_cpu(ctype, *values):  # type: ignore[no-untyped-def]
+    return (ctype * NCPU)(*values)
+
+
+def test_keys_decode_in_by_order_with_their_types() -> None:
+    key = Key(-5, b"caf\xc3\xa9\xff", 1)
+    assert decode_key(key, FIELDS) == (("id", -5), ("name", "café\\xff"), ("flag", True))
+
+
+def test_count_sums_cpus_and_skips_empty_keys() -> None:
+    items = [(Key(1, b"a", 0), per_cpu(ct.c_uint64, 3, 4)),
+             (Key(2, b"b", 0), per_cpu(ct.c_uint64, 0, 0))]
+    (row,) = build_rows(agg("count"), items)
+    assert (row.key, row.count) == ((("id", 1), ("name", "a"), ("flag", False)), 7)
+
+
+def test_sum_wraps_like_the_kernel_in_its_value_type() -> None:
+    big = (1 << 63) - 1
+    rows = build_rows(agg("sum"), [(Key(1, b"", 0), per_cpu(ct.c_int64, big, 1))])
+    assert rows[0].sum == -(1 << 63)
+    rows = build_rows(agg("sum", value_signed=False),
+                      [(Key(1, b"", 0), per_cpu(ct.c_uint64, big, 1))])
+    assert rows[0].sum == 1 << 63
+
+
+def test_min_max_ignore_cpus_that_saw_nothing() -> None:
+    """A CPU's slot is zero until that CPU sees the key: n == 0 means "no value", so a
+    real minimum of 5 is not hidden by the 0 of an idle CPU."""
+    items = [(Key(1, b"", 0), per_cpu(MinMax, MinMax(0, 0), MinMax(2, 5)))]
+    assert build_rows(agg("min"), items)[0].min == 5
+    items = [(Key(1, b"", 0), per_cpu(MinMax, MinMax(1, -9), MinMax(2, -7)))]
+    assert build_rows(agg("max"), items)[0].max == -7
+    assert build_rows(agg("min"), items)[0].min == -9
+
+
+def test_avg_carries_count_and_the_mean() -> None:
+    items = [(Key(1, b"", 0), per_cpu(Avg, Avg(3, 6), Avg(1, 10)))]
+    (row,) = build_rows(agg("avg"), items)
+    assert (row.count, row.avg, row.sum) == (4, 4.0, None)
+
+
+def test_hist_rows_gather_slots_per_key_into_dense_buckets() -> None:
+    a = agg("hist", key_fields=(("id", "int"),))
+    items = [(HistKey(7, 3), per_cpu(Avg, Avg(1, 5), Avg(1, 6))),
+             (HistKey(7, 1), per_cpu(Avg, Avg(0, 0), Avg(5, 5))),
+             (HistKey(8, 0), per_cpu(Avg, Avg(1, 0), Avg(0, 0)))]
+    rows = {r.key: r for r in build_rows(a, items)}
+    assert rows[(("id", 7),)].buckets == (Bucket(0, 1, 0), Bucket(1, 2, 5), Bucket(2, 4, 0),
+                                          Bucket(4, 8, 2))
+    assert rows[(("id", 7),)].sum == 16
+    assert rows[(("id", 8),)].buckets == (Bucket(0, 1, 1),)
+
+
+def test_lhist_rows_have_every_bucket_with_open_ends() -> None:
+    a = agg("lhist", key_fields=(), lhist=(0, 20, 10))
+    items = [(HistKey(0, 0), per_cpu(Avg, Avg(2, -7), Avg(0, 0))),
+             (HistKey(0, 3), per_cpu(Avg, Avg(1, 20), Avg(1, 25)))]
+    (row,) = build_rows(a, items)
+    assert (row.key, row.sum) == ((), 38)
+    assert row.buckets == (Bucket(None, 0, 2), Bucket(0, 10, 0), Bucket(10, 20, 0),
+                           Bucket(20, None, 2))
+
+
+class Table:
+    """An in-memory stand-in for a bcc table, with or without batch support."""
+
+    def __init__(self, items=(), batch=True) -> None:  # type: ignore[no-untyped-def]
+        self.items_ = list(items)
+        self.batch = batch
+        self.calls: list[str] = []
+
+    def items_lookup_batch(self):  # type: ignore[no-untyped-def]
+        self.calls.append("lookup_batch")
+        if not self.batch:
+            raise Exception("BPF_MAP_LOOKUP_BATCH has failed: Invalid argument")
+        yield from self.items_
+
+    def items_lookup_and_delete_batch(self):  # type: ignore[no-untyped-def]
+        self.calls.append("delete_batch")
+        if not self.batch:
+            raise Exception("BPF_MAP_LOOKUP_AND_DELETE_BATCH has failed")
+        items, self.items_ = self.items_, []
+        yield from items
+
+    def items(self):  # type: ignore[no-untyped-def]
+        self.calls.append("items")
+        return list(self.items_)
+
+    def clear(self) -> None:
+        self.calls.append("clear")
+        self.items_ = []
+
+
+def test_read_map_falls_back_to_items_and_clear() -> None:
+    t = Table([(NoKey(0), per_cpu(ct.c_uint64, 1, 2))], batch=False)
+    got = read_map(t, delete=True)
+    assert [list(v) for _k, v in got] == [[1, 2]]
+    assert t.calls == ["delete_batch", "items", "clear"] and t.items_ == []
+
+
+class Prog:
+    def __init__(self, tables: dict[str, Table]) -> None:
+        self.tables = tables
+
+    def table(self, name: str) -> Table:
+        return self.tables[name]
+
+
+class View:
+    def __init__(self) -> None:
+        self.snaps: list[AggSnapshot] = []
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self.snaps.append(snap)
+
+    def flush(self) -> None:
+        pass
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _reader(aggs, tables):  # type: ignore[no-untyped-def]
+    clock = Clock()
+    program = RenderedProgram("", (), (), tuple(aggs), "plan")
+    reader = AggregateReader(program, Prog(tables), clock=clock, monotonic=clock)
+    return reader, clock
+
+
+def _lost(n: int) -> Table:
+    return Table([(0, per_cpu(ct.c_uint64, n, 0))])
+
+
+def test_intervals_print_and_reset_with_their_bounds() -> None:
+    a = agg("count", key_fields=(), every_ns=1_000_000_000)
+    counts = Table()
+    reader, clock = _reader([a], {"pr_agg_0": counts, "pr_agg_0_lost": _lost(0)})
+    view = View()
+    counts.items_ = [(NoKey(0), per_cpu(ct.c_uint64, 2, 1))]
+    clock.t += 0.5
+    reader.tick(view)
+    assert view.snaps == []  # not due yet
+    clock.t += 0.6
+    reader.tick(view)
+    clock.t += 1.0
+    reader.tick(view)  # an interval without events still prints (text: "(no events)")
+    counts.items_ = [(NoKey(0), per_cpu(ct.c_uint64, 0, 4))]
+    clock.t += 0.3
+    reader.finish(view)  # the partial last interval
+    assert [(s.interval_start, s.interval_end, [r.count for r in s.rows]) for s in view.snaps] \
+        == [(1000.0, 1001.1, [3]), (1001.1, 1002.1, []), (1002.1, 1002.4, [4])]
+    assert counts.calls == ["delete_batch"] * 3
+
+
+def test_without_every_one_cumulative_snapshot_at_finish_with_top_and_dropped() -> None:
+    a = agg("count", key_fields=(("id", "int"),), top=2)
+    rows = [(HistKey(k, 0), per_cpu(ct.c_uint64, k, 0)) for k in (1, 5, 3)]
+
+    class K(ct.Structure):
+        _fields_ = [("k0", ct.c_int64)]
+
+    table = Table([(K(k.k0), v) for k, v in rows])
+    reader, clock = _reader([a], {"pr_agg_0": table, "pr_agg_0_lost": _lost(7)})
+    view = View()
+    reader.tick(view)
+    assert view.snaps == []
+    clock.t += 3
+    reader.finish(view)
+    (snap,) = view.snaps
+    assert (snap.interval_start, snap.interval_end, snap.dropped) == (None, 1003.0, 7)
+    assert [(r.key, r.count) for r in snap.rows] == [((("id", 5),), 5), ((("id", 3),), 3)]
+    assert table.calls == ["lookup_batch"]
+
+
+def test_dropped_is_per_interval() -> None:
+    a = agg("count", key_fields=(), every_ns=1_000_000_000)
+    lost = _lost(4)
+    reader, clock = _reader([a], {"pr_agg_0": Table(), "pr_agg_0_lost": lost})
+    view = View()
+    clock.t += 1.0
+    reader.tick(view)
+    lost.items_ = [(0, per_cpu(ct.c_uint64, 4, 2))]
+    clock.t += 1.0
+    reader.tick(view)
+    reader.finish(view)  # nothing new: the empty partial interval is not printed
+    assert [s.dropped for s in view.snaps] == [4, 2]
+
+
+@pytest.mark.parametrize("late", [0.0, 2.5])
+def test_a_stalled_loop_does_not_print_a_burst_of_empty_intervals(late: float) -> None:
+    a = agg("count", key_fields=(), every_ns=1_000_000_000)
+    reader, clock = _reader([a], {"pr_agg_0": Table(), "pr_agg_0_lost": _lost(0)})
+    view = View()
+    clock.t += 1.0 + late
+    reader.tick(view)
+    reader.tick(view)
+    assert len(view.snaps) == 1
