@@ -1,0 +1,202 @@
+"""The language-runtime and shell plans against the real programs: python-gc,
+python-flow, python-calls on /usr/bin/python3.11; java-gc, java-threads, java-classes on
+OpenJDK 17's libjvm.so; bash-readline on /bin/bash fed lines through a pty."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import json_records, run_planrunner
+from tests.e2e.workloads.helpers import tracing
+
+MS = 1_000_000
+PYTHON = "/usr/bin/python3.11"
+WORKLOADS = Path(__file__).resolve().parent / "workloads"
+PY_WORKLOAD = WORKLOADS / "py_workload.py"
+JDK = Path("/usr/lib/jvm/java-17-openjdk-amd64")
+LIBJVM = JDK / "lib" / "server" / "libjvm.so"
+
+
+def need_python() -> None:
+    if not os.path.exists(PYTHON):
+        pytest.skip(f"{PYTHON} is not installed")
+
+
+def run_plan(name: str, command: str, *sets: str) -> list[dict]:
+    args = ["run", name, "-f", "json", "-c", command]
+    for s in sets:
+        args += ["--set", s]
+    proc = run_planrunner(args, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json_records(proc.stdout)
+
+
+def def_line(name: str) -> int:
+    text = PY_WORKLOAD.read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1)
+                if re.match(rf"(def|class) {name}\b", line))
+
+
+def test_python_gc_generations_collected_and_a_slow_finalizer():
+    need_python()
+    recs = run_plan("python-gc", f"{PYTHON} {PY_WORKLOAD} gc")
+    got = [(r["generation"], r["collected"]) for r in recs]
+    # the workload's own collections: 10 two-object cycles in gen 0, 5 in gen 1, then
+    # 3 cycles and one Slow instance (its dict is never materialized) in gen 2
+    start = got.index((0, 20))
+    assert got[start - 1][0] == 2  # the flush before them
+    assert got[start:start + 3] == [(0, 20), (1, 10), (2, 7)]
+    slow = recs[start + 2]
+    assert 150 * MS <= slow["latency_ns"] < 150 * MS + 100 * MS  # Slow.__del__ sleeps 0.15 s
+    assert all(r["latency_ns"] < 50 * MS for r in recs[start:start + 2])
+    assert {r["pid"] for r in recs} == {recs[0]["pid"]}
+
+
+def test_python_flow_entries_and_returns_in_order():
+    """Entries fire only under a profile hook in CPython 3.11 (the workload sets one
+    around top()); returns fire for every Python function, class bodies included."""
+    need_python()
+    recs = run_plan("python-flow", f"{PYTHON} {PY_WORKLOAD} flow", "file_match=py_workload")
+    got = [(r["probe"], r["func"], r["line"]) for r in recs]
+    top, middle, leaf = def_line("top"), def_line("middle"), def_line("leaf")
+    leaf_calls = [("entry", "leaf", leaf), ("return", "leaf", leaf + 1)] * 2
+    middle_call = [("entry", "middle", middle), *leaf_calls, ("return", "middle", middle + 1)]
+    assert got[2:-2] == [("entry", "top", top), *middle_call, *middle_call,
+                         ("return", "top", top + 1)]
+    assert [(p, f) for p, f, _ in got[:2]] == [("return", "Node"), ("return", "Slow")]
+    assert [(p, f) for p, f, _ in got[-2:]] == [("return", "run_flow"), ("return", "<module>")]
+    assert all(r["file"] == str(PY_WORKLOAD) for r in recs)
+    assert len({r["tid"] for r in recs}) == 1
+
+
+def test_python_calls_counts_by_file_and_function():
+    need_python()
+    recs = run_plan("python-calls", f"{PYTHON} {PY_WORKLOAD} calls", "interval=1s")
+    counts: Counter[tuple[str, str]] = Counter()
+    intervals: dict[str, list[int]] = {}
+    for r in recs:
+        assert r["output"] == "calls"
+        counts[(r["file"], r["func"])] += r["count"]
+        intervals.setdefault(r["interval_start"], []).append(r["count"])
+    for interval in intervals.values():  # top 20 per interval, the busiest first
+        assert len(interval) <= 20 and interval == sorted(interval, reverse=True)
+    ours = {func: n for (file, func), n in counts.items() if file == str(PY_WORKLOAD)}
+    # functions called once (run_calls, <module>) are far below the top 20
+    assert ours == {"alpha": 500, "beta": 300, "gamma": 200}
+    # start-up code ran too (importlib, site...), counted under its own files
+    assert any(file.startswith("<frozen importlib") for file, _ in counts)
+
+
+@pytest.fixture(scope="module")
+def jvm_workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not LIBJVM.exists() or not (JDK / "bin" / "javac").exists():
+        pytest.skip(f"needs OpenJDK 17 at {JDK} (apt-get install openjdk-17-jdk-headless)")
+    out = tmp_path_factory.mktemp("jvm")
+    subprocess.run([str(JDK / "bin" / "javac"), "-d", str(out),
+                    str(WORKLOADS / "JvmWorkload.java")], check=True, timeout=120)
+    return out
+
+
+def java(classes: Path, *args: str) -> str:
+    return f"{JDK / 'bin' / 'java'} -Xshare:auto -cp {classes} JvmWorkload {' '.join(args)}"
+
+
+def test_java_gc_one_full_collection_per_system_gc(jvm_workload):
+    recs = run_plan("java-gc", java(jvm_workload, "4", "0"), f"libjvm={LIBJVM}")
+    # with G1 (the default) System.gc() is a full collection; the small heap of this
+    # program needs no other collection
+    assert [r["full"] for r in recs] == [1, 1, 1, 1]
+    assert all(0 < r["latency_ns"] < 2000 * MS for r in recs)
+    assert {r["comm"] for r in recs} == {"VM Thread"}
+
+
+def test_java_threads_start_and_stop_with_names_and_ids(jvm_workload):
+    recs = run_plan("java-threads", java(jvm_workload, "0", "3"), f"libjvm={LIBJVM}")
+    ours = [r for r in recs if r["name"].startswith("planrunner-worker-")]
+    starts = sorted((r["name"], r["java_tid"], r["native_tid"], r["daemon"])
+                    for r in ours if r["probe"] == "start")
+    stops = sorted((r["name"], r["java_tid"], r["native_tid"], r["daemon"])
+                   for r in ours if r["probe"] == "stop")
+    assert [s[0] for s in starts] == [f"planrunner-worker-{i}" for i in (1, 2, 3)]
+    assert stops == starts  # every worker stopped, with the same ids
+    for name, _jtid, native, daemon in starts:
+        assert daemon == 0
+        start = next(r for r in ours if r["probe"] == "start" and r["name"] == name)
+        assert native == start["tid"]  # the native id is the Linux thread id
+    assert len({s[1] for s in starts}) == 3
+    # the JVM's own daemon threads are reported too
+    assert any(r["name"] == "Reference Handler" and r["daemon"] == 1 for r in recs)
+
+
+def test_java_classes_loaded_with_a_prefix(jvm_workload):
+    recs = run_plan("java-classes", java(jvm_workload, "0", "1"), f"libjvm={LIBJVM}",
+                    "prefix=JvmWorkload")
+    names = [r["class"] for r in recs]
+    assert names[0] == "JvmWorkload"
+    assert "JvmWorkload$PlanrunnerMarker" in names
+    assert all(n.startswith("JvmWorkload") for n in names)
+    assert all(r["shared"] == 0 for r in recs)  # application classes: not from CDS
+    marker = next(r for r in recs if r["class"] == "JvmWorkload$PlanrunnerMarker")
+    assert marker["comm"] == "planrunner-work"  # loaded by the worker thread that used it
+    every = run_plan("java-classes", java(jvm_workload, "0", "0"), f"libjvm={LIBJVM}")
+    assert any(r["class"] == "java/lang/Object" for r in every)
+    assert len(every) > 300
+
+
+def drive_bash(lines: list[str]) -> None:
+    """An interactive bash on a pty, fed `lines` one by one, then `exit`."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"],
+                  {"PS1": "$ ", "TERM": "dumb", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+                   "HISTFILE": "/dev/null"})
+    try:
+        _read_until(fd, b"$ ")
+        for line in [*lines, "exit"]:
+            os.write(fd, line.encode() + b"\n")
+            if line != "exit":
+                _read_until(fd, b"$ ")
+        _read_until(fd, None)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _read_until(fd: int, marker: bytes | None, timeout: float = 10) -> bytes:
+    buf, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the pty closes when bash exits
+            return buf
+        if not chunk:
+            return buf
+        buf += chunk
+        if marker is not None and buf.endswith(marker):
+            return buf
+    raise AssertionError(f"bash did not answer: {buf!r}")
+
+
+def test_bash_readline_lines_of_an_interactive_bash():
+    if shutil.which("bash") is None or not os.path.exists("/bin/bash"):
+        pytest.skip("needs /bin/bash")
+    lines = ["echo planrunner-one", "true  two   spaces", "x=$((6 * 7)); echo $x",
+             "echo ünïcode 'quoted' \"words\""]
+    with tracing("bash-readline") as tracer:
+        drive_bash(lines)
+        recs = tracer.stop()
+    pids = {r["pid"] for r in recs if r["line"] == "echo planrunner-one"}
+    assert len(pids) == 1
+    ours = [r["line"] for r in recs if r["pid"] in pids]
+    assert ours == [*lines, "exit"]
+    assert all(r["comm"] == "bash" for r in recs if r["pid"] in pids)

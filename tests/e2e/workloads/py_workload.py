@@ -1,0 +1,87 @@
+"""Workload of the python-* plan tests, with known calls and collections.
+
+    python3.11 py_workload.py calls   # alpha x500, beta x300 (via map), gamma x200 (sorted key)
+    python3.11 py_workload.py flow    # top -> middle x2 -> leaf x2 each, under a profile hook
+    python3.11 py_workload.py gc      # collections of known garbage, one slow finalizer
+"""
+
+import gc
+import sys
+import time
+
+
+def alpha():
+    return 1
+
+
+def beta(x):
+    return x * 2
+
+
+def gamma(x):
+    return -x
+
+
+def leaf(x):
+    return x + 1
+
+
+def middle(x):
+    return leaf(x) + leaf(x)
+
+
+def top():
+    return middle(1) + middle(2)
+
+
+class Node:
+    __slots__ = ("other", "__weakref__")
+
+
+class Slow:
+    """Its finalizer runs inside the collection, making it last at least SLOW_S."""
+
+    SLOW_S = 0.15
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        time.sleep(self.SLOW_S)
+
+
+def cycles(n):
+    for _ in range(n):
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+
+
+def run_calls():
+    for _ in range(500):
+        alpha()
+    list(map(beta, range(300)))
+    sorted(range(200), key=gamma)
+
+
+def run_flow():
+    # CPython 3.11 fires function__entry only while a profile hook is set; slice is a
+    # C callable taking (frame, event, arg), so the hook adds no Python frames.
+    sys.setprofile(slice)
+    top()
+    sys.setprofile(None)
+
+
+def run_gc():
+    gc.disable()  # no automatic collections: only the ones below
+    gc.collect()  # flush whatever start-up left behind
+    cycles(10)
+    gc.collect(0)  # 20 objects
+    cycles(5)
+    gc.collect(1)  # 10 objects
+    cycles(3)
+    Slow()
+    gc.collect(2)  # 6 objects + the Slow instance and its __dict__, >= SLOW_S
+
+
+if __name__ == "__main__":
+    {"calls": run_calls, "flow": run_flow, "gc": run_gc}[sys.argv[1]]()
