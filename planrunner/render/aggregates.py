@@ -39,7 +39,8 @@ from planrunner.resolve.model import CheckedField, ResolvedOutput
 # Keys up to this size live on the BPF stack (512 bytes in all); larger ones, and keys
 # holding strings, live in the probe's per-CPU scratch.
 STACK_KEY_MAX = 128
-# __builtin_memset is expanded inline by clang's BPF backend only up to a limit.
+# clang's BPF backend inlines a memset of at most 128 stores (1024 bytes at 8 each), or
+# fails on a call to memset: bigger keys are zeroed in chunks.
 MEMSET_CHUNK = 512
 _HIST = ("hist", "lhist")
 
@@ -131,6 +132,8 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
         lines = [f"struct {key_struct} *pr_k = &sc->{member};"]
         for off in range(0, size, MEMSET_CHUNK):
             n = min(MEMSET_CHUNK, size - off)
+            if off:  # a compiler barrier: clang would merge the chunks into one memset
+                lines.append('asm volatile("" ::: "memory");')
             dst = "pr_k" if off == 0 else f"(char *)pr_k + {off}"
             lines.append(f"__builtin_memset({dst}, 0, {n});")
     else:
@@ -177,7 +180,10 @@ def aggregate_block(out: ResolvedOutput, scratch: Scratch,
     val_decl, vtype = _value_decl(kind, ctype, f"{map_name}_val")
     lhist = (spec.lhist_min, spec.lhist_max, spec.lhist_step) if kind == "lhist" else None
 
-    decls = ["struct " + key_struct + " {\n" + "".join(f"    {m}\n" for m, _ in members) + "};"]
+    # aligned(8): clang expands the zeroing memset with 8-byte stores (it inlines at
+    # most 128 stores; a char-only struct would get 1-byte ones).
+    decls = ["struct " + key_struct + " {\n" + "".join(f"    {m}\n" for m, _ in members)
+             + "} __attribute__((aligned(8)));"]
     if val_decl:
         decls.append(val_decl)
     decls.append(f"BPF_PERCPU_HASH({map_name}, struct {key_struct}, {vtype}, {map_size});")

@@ -67,7 +67,7 @@ BPF_TABLE("lru_hash", __u64, struct pr_span_work, pr_span_work, 10240);
 struct pr_agg_0_key {
     __s64 k0;
     __u64 slot;
-};
+} __attribute__((aligned(8)));
 
 struct pr_agg_0_val {
     __u64 n;

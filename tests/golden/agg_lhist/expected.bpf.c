@@ -58,7 +58,7 @@ static __always_inline void pr_fill_hdr(struct pr_hdr *h, __u32 output, __u64 id
 
 struct pr_agg_0_key {
     __u64 slot;
-};
+} __attribute__((aligned(8)));
 
 struct pr_agg_0_val {
     __u64 n;

@@ -64,7 +64,7 @@ _Static_assert(sizeof(struct pr_rec_0) == 48, "record layout (render/layout.py)"
 
 struct pr_agg_1_key {
     char k0[16];
-};
+} __attribute__((aligned(8)));
 
 BPF_PERCPU_HASH(pr_agg_1, struct pr_agg_1_key, __u64, 10240);
 
@@ -72,7 +72,7 @@ BPF_PERCPU_ARRAY(pr_agg_1_lost, __u64, 1);  /* updates refused: map full */
 
 struct pr_agg_2_key {
     __u64 slot;
-};
+} __attribute__((aligned(8)));
 
 struct pr_agg_2_val {
     __u64 n;

@@ -59,7 +59,7 @@ static __always_inline void pr_fill_hdr(struct pr_hdr *h, __u32 output, __u64 id
 struct pr_agg_0_key {
     __s64 k0;
     __u64 k1;
-};
+} __attribute__((aligned(8)));
 
 BPF_PERCPU_HASH(pr_agg_0, struct pr_agg_0_key, __s64, 10240);
 
