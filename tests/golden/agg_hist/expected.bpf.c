@@ -4,7 +4,6 @@
 
 /* templates/runtime_helpers.h: included verbatim */
 
-/* templates/expr_helpers.h: included verbatim */
 
 BPF_RINGBUF_OUTPUT(pr_events, 256);
 
