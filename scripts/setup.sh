@@ -12,7 +12,8 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (apt-get, kernel headers and tracing need it), e.g. sudo make test"
 
 APT_PACKAGES=(python3-bpfcc bpfcc-tools python3-venv python3-pip gcc make libc6-dev
-              systemtap-sdt-dev binutils bpftrace)
+              systemtap-sdt-dev binutils bpftrace
+              mariadb-server postgresql-15 openjdk-17-jdk-headless)
 if [ -n "${PLANRUNNER_SETUP_EXTRA:-}" ]; then
   read -r -a extra <<<"$PLANRUNNER_SETUP_EXTRA"; APT_PACKAGES+=("${extra[@]}")
 fi

@@ -27,6 +27,16 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             continue
         stdout.write(f"{plan.name:<20} {plan.description}\n")
         for p in plan.params:
-            default = "required" if p.required else f"default {p.default!r}"
+            default = "required" if p.required else f"default {_shown(p.type, p.default)}"
             stdout.write(f"{'':<22}--set {p.name}=<{p.type}>  {p.help} ({default})\n")
     return 0
+
+
+def _shown(kind: str, value: object) -> str:
+    """A default as the user would type it: durations in their largest exact unit."""
+    if kind == "duration" and isinstance(value, int):
+        for unit, ns in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+            if value and value % ns == 0:
+                return f"{value // ns}{unit}"
+        return f"{value}ns"
+    return repr(value)
