@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction, name: str) -> None:
                         help="stop after D (e.g. 10s, 500ms; a bare number is seconds)")
     parser.add_argument("-n", "--max-events", type=int, metavar="N",
                         help="stop after N records")
+    parser.add_argument("--prometheus", metavar="HOST:PORT",
+                        help="also serve the plan's aggregations as Prometheus metrics at "
+                             "http://HOST:PORT/metrics (:PORT alone: loopback only)")
     parser.set_defaults(func=run)
 
 
@@ -45,6 +48,7 @@ def parse_seconds(text: str | None) -> float | None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.output import make_view
     from planrunner.pipeline import compile_plan
+    from planrunner.prometheus.config import exporter_config, parse_address
     from planrunner.records import PrintSchema
     from planrunner.runtime.session import RunOptions, run_session
 
@@ -54,13 +58,15 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         raise UsageError("--max-events must be at least 1")
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
+    address = parse_address(args.prometheus) if args.prometheus else None
     _plan, _resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid)
+    prom = exporter_config(address, _plan.name, _plan.description, program) if address else None
     schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format)
                for p in program.prints]
     out = open(args.output, "w", encoding="utf-8") if args.output else stdout  # noqa: SIM115
     try:
         view = make_view(args.format, out, schemas)
-        opts = RunOptions(args.pid, command, duration, args.max_events)
+        opts = RunOptions(args.pid, command, duration, args.max_events, prometheus=prom)
         status = run_session(program, opts, view, stderr)
         view.close()
         return status

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from planrunner.output.base import View
+from planrunner.prometheus import ExporterConfig, maybe_start
 from planrunner.render.model import RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader
 from planrunner.runtime.child import Child
@@ -40,6 +41,7 @@ class RunOptions:
     command: list[str] | None = None
     duration_s: float | None = None
     max_events: int | None = None
+    prometheus: ExporterConfig | None = None  # --prometheus: serve the aggregations
 
 
 class _Stop:
@@ -69,6 +71,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     stop.install()
     child: Child | None = None
     upkeep: Upkeep | None = None
+    exporter = None
     status = 0
     try:
         recover(stderr)
@@ -81,7 +84,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 upkeep = Upkeep(prog.attached_sites, pid, mode, stderr, bool(opts.pid))
                 upkeep.start()
                 prog.open_events()
-                aggs = AggregateReader(program, prog)
+                exporter = maybe_start(opts.prometheus, program, prog, n, mode, stderr)
+                aggs = AggregateReader(program, prog, reset=exporter is None)
                 what = f"process {pid}" if pid else "all processes"
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
                              "Hit Ctrl-C to end.\n")
@@ -94,6 +98,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 prog.detach_all()
                 if upkeep is not None:
                     upkeep.finish()  # semaphores raised by hand (poke mode) go back down
+                if exporter is not None:
+                    exporter.close()
             _report_losses(prog, view, stderr)
     except BrokenPipeError:
         _silence_stdout()
