@@ -14,7 +14,7 @@ from planrunner.errors import OperandError, PlanError, ResolveError, collect
 from planrunner.expr.ast import Name
 from planrunner.expr.check import check, check_condition, check_value
 from planrunner.expr.typed import TExpr
-from planrunner.expr.types import IntType, StrType, Type
+from planrunner.expr.types import BoolType, IntType, StrType, Type
 from planrunner.plan.model import FieldSpec, Plan, ProbeSpec
 from planrunner.resolve import sites as S
 from planrunner.resolve.model import (
@@ -267,6 +267,8 @@ def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:
             cap = typ.size - 1  # the declared size:, a char[N] field's N, or string_size
             slots.append(ArgSlot(index, names.get(index), kind, 64, False, cap,  # type: ignore[arg-type]
                                  work.lengths.get(index)))
+        elif isinstance(typ, BoolType):  # a byte in the register or memory
+            slots.append(ArgSlot(index, names.get(index), "int", 8, False, 0))
         else:
             assert isinstance(typ, IntType)
             slots.append(ArgSlot(index, names.get(index), "int", typ.bits, typ.signed, 0))

@@ -14,7 +14,7 @@ from planrunner.diagnostics import did_you_mean
 from planrunner.elf.reader import open_binary, vaddr_to_offset
 from planrunner.elf.symbols import lookup_symbol
 from planrunner.errors import ResolveError
-from planrunner.expr.types import IntType, StrType, Type
+from planrunner.expr.types import BoolType, IntType, StrType, Type
 from planrunner.plan.model import ArgSpec, ProbeSpec
 from planrunner.resolve.model import BinaryRef, TracepointField
 from planrunner.usdt.model import ArgOperand, Mem, ProbeSite, Reg, UsdtProbe
@@ -24,7 +24,7 @@ VALUE_TYPES: dict[str, IntType] = {
     "int8": IntType(8, True), "int16": IntType(16, True), "int32": IntType(32, True),
     "int64": IntType(64, True), "uint8": IntType(8, False), "uint16": IntType(16, False),
     "uint32": IntType(32, False), "uint64": IntType(64, False),
-    "pointer": IntType(64, False), "bool": IntType(8, False),
+    "pointer": IntType(64, False),
 }
 
 # x86-64 SysV integer argument registers (pt_regs members) at function entry; later
@@ -82,6 +82,8 @@ def declared_type(arg: ArgSpec, string_size: int) -> Type | None:
         return None
     if arg.type == "string":
         return StrType((arg.size or string_size) + 1)
+    if arg.type == "bool":  # read as a byte; true when non-zero, printed as true/false
+        return BoolType()
     return VALUE_TYPES[arg.type]
 
 
