@@ -141,10 +141,11 @@ def agg_copy(fixtures_built: Path, tmp_path: Path) -> Path:
     return agg
 
 
-def _planrunner(tmp: Path, args: list[str]) -> tuple[subprocess.Popen, Path, Path]:
+def _planrunner(tmp: Path, args: list[str],
+                env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path, Path]:
     out, err = tmp / "planrunner.out", tmp / "planrunner.err"
     proc = subprocess.Popen([*PLANRUNNER, *args], cwd=ROOT, stdout=out.open("w"),
-                            stderr=err.open("w"))
+                            stderr=err.open("w"), env={**os.environ, **(env or {})})
     return proc, out, err
 
 
@@ -211,22 +212,32 @@ def test_prometheus_scrapes_counters_and_histograms(agg_copy: Path, tmp_path: Pa
 def test_prometheus_with_a_command(agg_copy: Path, tmp_path: Path) -> None:
     """-c: the exporter lives as long as the command; Prometheus keeps what it scraped.
     agg 20 300 all: values 0.3 s after the start, then ~5 s of other probes (not in the
-    plan) before it exits, so at least four scrapes see the final values."""
-    plan = write_plan(tmp_path, PLAN.format(agg=agg_copy).replace("e2e-prom", "e2e-cmd"))
+    plan) before it exits, so at least four scrapes see the final values. `by_mod` has
+    `every: 1s` here: with --prometheus nothing resets, so it still counts everything and
+    prints once, at exit. Poke mode (forced) shows in planrunner_semaphore_mode."""
+    text = PLAN.format(agg=agg_copy).replace("e2e-prom", "e2e-cmd")
+    text = text.replace("    name: by_mod\n", "    name: by_mod\n    every: 1s\n")
+    plan = write_plan(tmp_path, text)
     exporter = f"127.0.0.1:{_free_port()}"
     prom = Prom(tmp_path, exporter)
     logs = [tmp_path / "planrunner.err", prom.log]
     proc = None
     try:
         _wait(lambda: prom.query("up"), 30, "Prometheus to start", logs)
-        proc, _out, err = _planrunner(tmp_path, ["run", plan, "--prometheus", exporter,
-                                                 "-c", f"{agg_copy} 20 300 all"])
+        proc, out, err = _planrunner(tmp_path, ["run", plan, "--prometheus", exporter,
+                                                "-c", f"{agg_copy} 20 300 all", "-f", "json"],
+                                     env={"PLANRUNNER_SEMAPHORE_MODE": "poke"})
         assert proc.wait(timeout=90) == 0, err.read_text()
         # The target is gone (its series are stale now): read the last value stored.
         _wait(lambda: prom.values("last_over_time(planrunner_e2e_cmd_values_count[5m])")
               == {None: 1000}, 20, "the final values in Prometheus", logs)
         _assert_scraped_values(prom, "e2e_cmd", fn="last_over_time")
+        assert prom.values("last_over_time(planrunner_semaphore_mode[5m])", "mode") \
+            == {"poke": 1}
     finally:
         if proc is not None:
             _stop(proc)
         prom.stop()
+    by_mod = [r for r in json_records(out.read_text()) if r.get("output") == "by_mod"]
+    assert {r["mod"]: r["count"] for r in by_mod} == {0: 333, 1: 334, 2: 333}
+    assert len(by_mod) == 3 and {r["interval_start"] for r in by_mod} == {None}
