@@ -13,9 +13,10 @@ Layout (kernel/bpf/ringbuf.c, the same contract libbpf's ringbuf.c relies on):
   bit 30 = discarded, then u32 page offset), the sample, padding to 8 bytes.
 Positions only grow; `pos & (size - 1)` is the offset in the data area.
 
-On x86-64 aligned 8-byte loads and stores are atomic and ordered (TSO), and
+On x86-64 aligned 8-byte loads and stores are atomic and ordered (TSO), and native
 struct.unpack_from / pack_into on an mmap are single aligned copies of that size,
-which is what the acquire/release pairs of libbpf need here. Pure stdlib: no bcc.
+which is what the acquire/release pairs of libbpf need here (positions and lengths
+are host-endian, as the kernel writes them). Pure stdlib: no bcc.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ import struct
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
 HDR_SIZE = 8
-_POS = struct.Struct("<Q")
-_LEN = struct.Struct("<I")
+# Native formats on purpose: CPython packs "<Q" byte by byte (a torn read of the
+# producer position made us walk past it), native "Q" is one aligned 8-byte memcpy.
+_POS = struct.Struct("Q")
+_LEN = struct.Struct("I")
 
 
 class RingReader:
