@@ -216,3 +216,17 @@ def test_big_string_keys_verify(tmp_path, fixtures_built) -> None:
                      "settings: {string_size: 700}\n")
     assert sorted((r["s"], r["t"]) for r in got["big"]) == sorted(
         (p, p) for p in ("/index.html", "/api/users", "/static/app.js", "/api/orders/42"))
+
+
+def test_uprobe_and_tracepoint_probes_aggregate_too(tmp_path, fixtures_built) -> None:
+    """Beyond USDT: a uprobe on agg.c's value(long v) and the kernel's exit tracepoint
+    (filtered to the -c child)."""
+    probes = ("  fn: {uprobe: 'a:value', args: [{name: v, type: int64}]}\n"
+              "  bye: {tracepoint: 'sched:sched_process_exit'}\n")
+    outs = ("  - {sum: fn, name: s, value: v, by: [comm]}\n"
+            "  - {hist: fn, name: h, value: v, where: 'v <= 3'}\n"
+            "  - {count: bye, name: exits, by: [comm]}\n")
+    got, _, _ = _run(tmp_path, fixtures_built, probes, outs, f"{fixtures_built}/agg 1 0 values")
+    assert [(r["comm"], r["sum"]) for r in got["s"]] == [("agg", 500500)]
+    assert [b["count"] for b in got["h"][0]["buckets"]] == [1, 2]  # 1 | 2, 3
+    assert [(r["comm"], r["count"]) for r in got["exits"]] == [("agg", 1)]
