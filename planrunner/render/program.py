@@ -181,7 +181,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, prints: list[Print
     body += _span_blocks(resolved, probe, scratch, sources, [], prints, aggs, maps)
     text = "\n".join(body)
     builtins = [b for b, line in PROLOGUE.items()
-                if b in ("pid", "tid", "ts") or f"pr_{b}" in text]
+                if b in ("pid", "tid") or f"pr_{b}" in text]
     view = ProbeView(probe.spec.name, c_name, [slot_member(s) for s in probe.slots],
                      scratch, body, builtins, kind=probe.spec.kind)
     for site in probe.sites:

@@ -73,7 +73,6 @@ static __always_inline int pr_body_value(struct pr_args_value *a)
     __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
-    __u64 pr_ts = bpf_ktime_get_ns();
     do {
         do {
             /* output 0: count */
