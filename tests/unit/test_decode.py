@@ -1,0 +1,94 @@
+"""runtime/decode.py: raw records packed exactly as the BPF program lays them out
+(render/layout.py) decode to the record contract of records.py, in batches, for every
+field kind and every string status; the generated decoder quotes keys safely."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from datetime import UTC, datetime
+
+from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, LayoutField, RecordLayout
+from planrunner.render.model import PrintOutput
+from planrunner.runtime.decode import Decoder
+
+FIELDS = (LayoutField("n", "int", "f0"), LayoutField("u", "uint", "f1"),
+          LayoutField("ok", "bool", "f2"), LayoutField("s", "str", "f3", 9))
+
+
+def output(fields=FIELDS, output_id=3, name="out", probe="pr") -> PrintOutput:
+    return PrintOutput(name, probe, RecordLayout(output_id, f"pr_rec_{output_id}", fields), None)
+
+
+def pack(out: PrintOutput, ts: int, *values: object, pid: int = 42, comm: bytes = b"wl") -> bytes:
+    return struct.pack(out.layout.struct_format, ts, out.layout.output_id, pid, pid + 1, 0,
+                       comm, *values)
+
+
+def test_every_kind_and_the_head() -> None:
+    out = output()
+    dec = Decoder([out])
+    ts = 5_000_000_123_456
+    raw = pack(out, ts, -7, 2**64 - 1, 1, 0, STR_OK, b"ev-alpha\0")
+    (rec,) = dec.decode_batch([raw])
+    wall = datetime.fromtimestamp((ts + dec.offset_ns) // 1000 / 1e6, UTC)
+    assert rec == {"time": wall.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "ts_ns": ts, "pid": 42,
+                   "tid": 43, "comm": "wl", "probe": "pr", "output": "out", "n": -7,
+                   "u": 2**64 - 1, "ok": True, "s": "ev-alpha"}
+    assert list(rec)[-4:] == ["n", "u", "ok", "s"]  # plan order after the head
+
+
+def test_time_is_cached_per_second_but_exact_to_the_microsecond() -> None:
+    out = output()
+    dec = Decoder([out])
+    base = 7_000_000_000_000 - dec.offset_ns % 1_000_000_000  # a whole wall-clock second
+    raws = [pack(out, base + d, 0, 0, 0, 0, STR_OK, b"x\0") for d in
+            (0, 999_999_999, 1_000_000_000, 1_000_001_999)]
+    times = [r["time"] for r in dec.decode_batch(raws)]
+    assert [t[19:] for t in times] == [".000000Z", ".999999Z", ".000000Z", ".000001Z"]
+    assert times[0][:19] == times[1][:19] != times[2][:19] == times[3][:19]
+    assert (datetime.fromisoformat(times[2][:19]) - datetime.fromisoformat(times[1][:19])
+            ).total_seconds() == 1
+
+
+def test_string_statuses() -> None:
+    out = output()
+    dec = Decoder([out])
+    null = pack(out, 1, 0, 0, 0, 0, STR_NULL, b"\0")
+    cut = pack(out, 1, 0, 0, 0, 0, STR_TRUNCATED, b"abcdefgh\0")
+    odd = pack(out, 1, 0, 0, 0, 0, STR_OK, b"\xff\xfe\0")
+    recs = dec.decode_batch([null, cut, odd])
+    assert recs[0]["s"] is None and "truncated" not in recs[0]
+    assert recs[1]["s"] == "abcdefgh" and recs[1]["truncated"] == ["s"]
+    assert recs[2]["s"] == "\\xff\\xfe"
+
+
+def test_unreadable_string_is_read_again_from_the_live_process() -> None:
+    out = output()
+    dec = Decoder([out])
+    buf = ctypes.create_string_buffer(b"from-user-space")
+    addr = ctypes.addressof(buf)
+    raw = pack(out, 1, 0, 0, 0, addr, -14, b"\0" * 9, pid=os.getpid())
+    (rec,) = dec.decode_batch([raw])
+    assert rec["s"] == "from-use"  # read again: at most size - 1 = 8 bytes
+    gone = pack(out, 1, 0, 0, 0, 0, -14, b"\0" * 9)
+    assert dec.decode_batch([gone])[0]["s"] is None
+    assert dec.unreadable == 1
+
+
+def test_several_outputs_dispatch_by_id_and_skip_unknown_ones() -> None:
+    a = output(output_id=0, name="a")
+    b = output(fields=(LayoutField("x", "int", "f0"),), output_id=1, name="b")
+    dec = Decoder([a, b])
+    stray = struct.pack("<QIIII16sq", 1, 9, 1, 1, 0, b"", 5)
+    recs = dec.decode_batch([pack(b, 1, 11), stray, pack(a, 1, 1, 2, 0, 0, STR_OK, b"s\0")])
+    assert [(r["output"], r.get("x"), r.get("ok")) for r in recs] == [("b", 11, None),
+                                                                      ("a", None, False)]
+
+
+def test_keys_enter_the_generated_code_only_as_literals() -> None:
+    evil = "x'] = 1; import os; os._exit(3) #"
+    out = output(fields=(LayoutField(evil, "int", "f0"),), output_id=0)
+    (rec,) = Decoder([out]).decode_batch([pack(out, 1, 99)])
+    assert rec[evil] == 99
