@@ -77,13 +77,11 @@ def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
              if s.kind == "span" and s.begin in probes and s.end in probes}
     for name in spans:
         _guard(errors, _check_span_targets, plan.probe(name), probes)
+    span_keys = {name: _guard(errors, sc.check_keys, size) for name, sc in spans.items()}
+    span_where = {name: _guard(errors, sc.check_where, size) for name, sc in spans.items()}
     outputs = _check_outputs(plan, probes, spans, errors)
     if errors:
         raise collect(errors, ResolveError)  # type: ignore[misc]
-    span_keys = {name: _guard(errors, sc.check_keys, size)
-                 for name, sc in spans.items()}
-    span_where = {name: _guard(errors, sc.check_where, size)
-                  for name, sc in spans.items()}
     resolved: list[ResolvedProbe] = []
     for spec in plan.probes:
         if spec.kind == "span":
