@@ -1,7 +1,9 @@
 """The bcc backend: the only module that imports bcc.
 
 Compiles the rendered C, attaches every site, drains the ring buffer and reads
-counters and maps. Uprobes are attached through libbcc's C `bpf_attach_uprobe` with
+counters and maps. Uprobes are attached as uprobe_multi BPF links where the kernel has
+them (runtime/uprobe_links.py says why; PLANRUNNER_UPROBE_ATTACH=perf forces the
+other way), else through libbcc's C `bpf_attach_uprobe` with
 its full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares
 only six arguments, so every attach through it passes a garbage seventh (bcc#5236).
 With the kernel's reference counter, USDT semaphores are raised in every process that
@@ -19,6 +21,12 @@ from typing import Any
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import RenderedProgram
 from planrunner.resolve.model import AttachSite
+from planrunner.runtime.uprobe_links import (
+    BPF_TRACE_UPROBE_MULTI,
+    UNSUPPORTED,
+    close_all,
+    create_link,
+)
 
 BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
 
@@ -91,6 +99,8 @@ class BccProgram:
         self._lib = _Libbcc()
         self._attached: list[tuple[int, bytes | None]] = []  # (perf fd, tracefs ev_name)
         self.attached_sites: list[AttachSite] = []
+        self._links: list[int] = []  # uprobe_multi link fds
+        self._use_links = os.environ.get("PLANRUNNER_UPROBE_ATTACH") != "perf"
         self.pending: list[bytes] = []
         try:
             self.bpf = bcc.BPF(text=program.c_source.encode(),
@@ -127,7 +137,7 @@ class BccProgram:
             self.attached_sites.append(site)
             if on_attach:
                 on_attach(site)
-        return len(self._attached)
+        return len(self._attached) + len(self._links)
 
     def _has_tracepoints(self) -> bool:
         return any(s.kind == "tracepoint" for s in self.program.sites)
@@ -141,6 +151,8 @@ class BccProgram:
             self._attached.append((pfd, None))
             return
         assert site.binary is not None
+        if self._use_links and self._attach_link(site, pid, ref_ctr):
+            return
         fd = self.bpf.load_func(site.fn_name, bpf_cls.KPROBE).fd
         kind = BPF_PROBE_RETURN if site.kind == "uretprobe" else BPF_PROBE_ENTRY
         ev_name = f"pr_{os.getpid()}_{n}".encode()
@@ -149,6 +161,30 @@ class BccProgram:
                                       site.ref_ctr_offset if ref_ctr else 0)
         self._check(pfd, site, f"{site.binary.display} offset 0x{site.file_offset:x}")
         self._attached.append((pfd, ev_name))
+
+    def _attach_link(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> bool:
+        """Attach as a uprobe_multi link (runtime/uprobe_links.py); False when this
+        kernel has none, and from then on every site goes through perf events."""
+        assert site.binary is not None
+        try:
+            fd = self.bpf.load_func(site.fn_name, self._bcc.BPF.KPROBE,
+                                    attach_type=BPF_TRACE_UPROBE_MULTI).fd
+        except Exception:  # bcc raises bare Exception: the kernel refused the attach type
+            self._use_links = False
+            return False
+        link, err = create_link(fd, site.binary.path, site.file_offset,
+                                site.ref_ctr_offset if ref_ctr else 0,
+                                site.kind == "uretprobe", pid)
+        if link < 0 and err in UNSUPPORTED and not self._links:
+            # the program was loaded for links: load it again for perf events
+            self._use_links = False
+            self.bpf.funcs.pop(site.fn_name.encode(), None)
+            return False
+        if link < 0:
+            ct.set_errno(err)
+        self._check(link, site, f"{site.binary.display} offset 0x{site.file_offset:x}")
+        self._links.append(link)
+        return True
 
     def _check(self, pfd: int, site: AttachSite, where: str) -> None:
         if pfd >= 0:
@@ -164,6 +200,8 @@ class BccProgram:
 
     def detach_all(self) -> None:
         self.attached_sites.clear()
+        links, self._links = self._links, []
+        close_all(links)
         while self._attached:
             pfd, ev_name = self._attached.pop()
             self._lib.close_perf_event_fd(pfd)

@@ -95,9 +95,11 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 status = _loop(Turns(prog, upkeep), program, opts, view, stderr, stop, child,
                                aggs)
             finally:
-                prog.detach_all()
-                if upkeep is not None:
-                    upkeep.finish()  # semaphores raised by hand (poke mode) go back down
+                try:  # hand-raised semaphores (poke mode) go down while the probes are on
+                    if upkeep is not None:
+                        upkeep.finish()
+                finally:
+                    prog.detach_all()
                 if exporter is not None:
                     exporter.close()
             _report_losses(prog, view, stderr)

@@ -158,15 +158,18 @@ def test_spans_on_many_threads_with_known_durations(fixtures_built, tmp_path):
 
 
 def test_span_begins_without_end_are_bounded(fixtures_built, tmp_path):
-    """Threads that fire a begin and die: the span map is an LRU hash of
-    settings.map_size entries, so orphans are evicted by newer begins and spans that
-    do end still pair up (64 orphans through a map of 8)."""
+    """Threads that fire a begin and die without its end: the span map is an LRU hash of
+    settings.map_size entries, so orphans are evicted by newer begins instead of filling
+    it, and spans that do end keep pairing (280 orphans through a map of 256). The BPF
+    LRU evicts in per-CPU batches, so a live begin can go too: allow 2%."""
     b = fixtures_built / "spans_mt"
-    plan = write_plan(tmp_path, SPAN_PLAN.format(b=b) + "settings: {map_size: 8}\n")
-    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"{b} 4 16 0 orphans"])
+    plan = write_plan(tmp_path, SPAN_PLAN.format(b=b) + "settings: {map_size: 256}\n")
+    rounds = 70
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"{b} 4 {rounds} 0 orphans"])
     assert proc.returncode == 0, proc.stderr
     run = [r for r in json_records(proc.stdout) if r["probe"] == "run"]
-    assert len(run) == 64
+    assert 0.98 * 4 * rounds <= len(run) <= 4 * rounds
+    assert all(r["eid"] == r["id"] for r in run)
 
 
 def test_builtins_as_fields(fixtures_built, tmp_path):

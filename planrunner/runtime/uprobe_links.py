@@ -1,0 +1,90 @@
+"""Uprobes as BPF links (BPF_TRACE_UPROBE_MULTI, Linux 6.6+), with a fallback.
+
+Why not perf events only: closing a perf-event uprobe runs the trace event teardown
+under the kernel's event_mutex with an RCU synchronisation each, ~100 ms per site
+measured on Linux 6.18, one after the other: a plan with 100 sites took 10 s to end,
+and during each teardown the site's semaphore stayed raised while its BPF program
+was already gone (hits counted by the target, never traced). A uprobe_multi link
+removes its breakpoint and reference count at once, then waits for one grace period;
+links closed from several threads share the wait (13 sites: 1.1 s -> 0.09 s).
+
+The link carries the site's ref_ctr_offset like bpf_attach_uprobe does, so semaphores
+behave the same: raised in every process mapping the file, dropped on close or death.
+`create_link` returns None when the kernel lacks the link type: the caller then uses
+libbcc's bpf_attach_uprobe (perf events).
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import errno
+import os
+import threading
+from collections.abc import Iterable
+
+BPF_LINK_CREATE = 28
+BPF_TRACE_UPROBE_MULTI = 48
+BPF_F_UPROBE_MULTI_RETURN = 1
+_SYS_BPF = {"x86_64": 321, "aarch64": 280}
+# Errors that mean "this kernel has no uprobe_multi links", not "this site is wrong".
+UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.E2BIG}
+
+
+class _LinkCreate(ct.Structure):
+    """union bpf_attr for BPF_LINK_CREATE with its uprobe_multi member."""
+
+    _fields_ = [("prog_fd", ct.c_uint32), ("target_fd", ct.c_uint32),
+                ("attach_type", ct.c_uint32), ("flags", ct.c_uint32),
+                ("path", ct.c_uint64), ("offsets", ct.c_uint64),
+                ("ref_ctr_offsets", ct.c_uint64), ("cookies", ct.c_uint64),
+                ("cnt", ct.c_uint32), ("multi_flags", ct.c_uint32), ("pid", ct.c_uint32),
+                ("_pad", ct.c_uint32 * 17)]
+
+
+_libc = ct.CDLL(None, use_errno=True)
+_libc.syscall.restype = ct.c_long
+
+
+def create_link(prog_fd: int, path: str, offset: int, ref_ctr_offset: int,
+                retprobe: bool, pid: int | None) -> tuple[int, int]:
+    """(link fd, 0) or (-1, errno)."""
+    nr = _SYS_BPF.get(os.uname().machine)
+    if nr is None:
+        return -1, errno.ENOSYS
+    cpath = ct.create_string_buffer(os.fsencode(path))
+    offsets = (ct.c_uint64 * 1)(offset)
+    refs = (ct.c_uint64 * 1)(ref_ctr_offset)
+    attr = _LinkCreate(prog_fd=prog_fd, attach_type=BPF_TRACE_UPROBE_MULTI,
+                       path=ct.addressof(cpath), offsets=ct.addressof(offsets),
+                       ref_ctr_offsets=ct.addressof(refs), cnt=1,
+                       multi_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0,
+                       pid=pid or 0)
+    fd = _libc.syscall(nr, BPF_LINK_CREATE, ct.byref(attr), ct.sizeof(attr))
+    if fd < 0:
+        return -1, ct.get_errno()
+    return int(fd), 0
+
+
+def close_all(fds: Iterable[int], workers: int = 64) -> None:
+    """Close link fds from up to `workers` threads at once, so that their RCU grace
+    periods overlap; returns when every one is closed (every uprobe is gone)."""
+    pending = list(fds)
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+                fd = pending.pop()
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=worker, daemon=True)
+               for _ in range(min(workers, len(pending)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
