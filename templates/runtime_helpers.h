@@ -1,4 +1,6 @@
 /* Helpers every plan program uses (included verbatim by program.bpf.c.j2).
+   The string readers are compiled only when the program defines their PR_USE_ macro
+   (render/program.py does, for what its statements call): clang pays for unused ones.
    Coupled with render/layout.py: STR_NULL/STR_OK/STR_TRUNCATED status values. */
 #define PR_STR_NULL 0
 #define PR_STR_OK 1
@@ -28,6 +30,7 @@ static __always_inline int pr_skip(int check_pid)
     return 0;
 }
 
+#ifdef PR_USE_READ_STR
 /* Read a NUL-terminated user string into buf[cap] (content <= cap-1 bytes).
    Returns a status: PR_STR_NULL for a NULL pointer, -errno when unreadable (the
    consumer retries from user space), PR_STR_TRUNCATED when more bytes followed. */
@@ -50,7 +53,9 @@ static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr)
     }
     return PR_STR_OK;
 }
+#endif
 
+#ifdef PR_USE_READ_KSTR
 /* The same for kernel memory (tracepoint strings). `more`: whether bytes may follow the
    buffer's worth (a __data_loc string) or not (a char[N] field read whole). */
 static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr, int more)
@@ -68,7 +73,9 @@ static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr, int m
     }
     return PR_STR_OK;
 }
+#endif
 
+#ifdef PR_USE_READ_LSTR
 /* Read exactly min(len, cap) bytes (a pointer + length string, not NUL-terminated)
    into buf[cap + 1] and terminate it. */
 static __always_inline __s64 pr_read_lstr(char *buf, __u32 cap, __u64 ptr, __s64 len)
@@ -97,3 +104,4 @@ static __always_inline __s64 pr_read_lstr(char *buf, __u32 cap, __u64 ptr, __s64
     buf[n & 0xffff] = 0;
     return status;
 }
+#endif

@@ -202,13 +202,26 @@ def _expr_helper_names() -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(names) + r")\(")
 
 
-def _uses_expr_helpers(views: list[ProbeView], maps: list[str]) -> bool:
+# String readers of templates/runtime_helpers.h, compiled only when called.
+STRING_READERS = {"pr_read_str": "PR_USE_READ_STR", "pr_read_kstr": "PR_USE_READ_KSTR",
+                  "pr_read_lstr": "PR_USE_READ_LSTR"}
+
+
+def _statements(views: list[ProbeView], maps: list[str]) -> str:
+    return "\n".join([*maps, *(line for v in views for line in v.body),
+                      *(r for v in views for t in v.thunks for r in t["reads"])])  # type: ignore[union-attr]
+
+
+def _uses_expr_helpers(text: str) -> bool:
     """Whether any generated statement calls an expression helper: clang spends ~25 ms
     (7% of the compile) on that header, so programs that do not need it go without."""
-    pattern = _expr_helper_names()
-    texts = [*maps, *(line for v in views for line in v.body),
-             *(r for v in views for t in v.thunks for r in t["reads"])]  # type: ignore[union-attr]
-    return any(pattern.search(t) for t in texts)
+    return _expr_helper_names().search(text) is not None
+
+
+def _helper_macros(text: str) -> list[str]:
+    """PR_USE_ macros for the string readers the statements call (unused ones cost
+    clang ~15 ms each)."""
+    return [macro for fn, macro in STRING_READERS.items() if f"{fn}(" in text]
 
 
 def render_program(resolved: ResolvedPlan) -> RenderedProgram:
@@ -219,6 +232,7 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
              for p in resolved.probes if p.spec.kind != "span"]
     prints.sort(key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
+    statements = _statements(views, maps)
     c_source = render_template(
         "program.bpf.c.j2",
         plan_name=resolved.plan.name,
@@ -229,7 +243,8 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
         prologue=PROLOGUE,
         ringbuf_pages=settings.ringbuf_pages,
         wakeup_batch=WAKEUP_BATCH,
-        expr_helpers=_uses_expr_helpers(views, maps),
+        expr_helpers=_uses_expr_helpers(statements),
+        helper_macros=_helper_macros(statements),
     )
     sites = tuple(s for p in resolved.probes for s in p.sites)
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),

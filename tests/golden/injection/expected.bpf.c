@@ -2,6 +2,7 @@
 /* struct pt_regs only: <linux/sched.h> and <uapi/linux/ptrace.h> doubled clang's time */
 #include <asm/ptrace.h>
 
+#define PR_USE_READ_STR
 /* templates/runtime_helpers.h: included verbatim */
 
 /* templates/expr_helpers.h: included verbatim */
