@@ -44,7 +44,12 @@ class Child:
     def alive(self) -> bool:
         if self.rc is not None:
             return False
-        pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+        try:
+            pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere (Popen.communicate): take its status
+            self.rc, self.ended_at = self.p.returncode, mono()
+            LIVE.pop(self.pid, None)
+            return False
         if pid != self.pid:
             return True
         self.rc, self.ru, self.ended_at = os.waitstatus_to_exitcode(status), ru, mono()

@@ -81,8 +81,10 @@ def external(script: str, args: list[str], bound: int) -> str:
     c = Child(["timeout", "--foreground", "-s", "INT", "-k", "5", str(bound),
                sys.executable, str(path), *args], group=True, stdout=subprocess.PIPE,
               stderr=subprocess.DEVNULL)
-    out, _ = c.p.communicate()
-    c.wait(10)
+    assert c.p.stdout is not None
+    out = c.p.stdout.read()  # to EOF: the script ended (or its timeout did)
+    c.p.stdout.close()
+    c.wait(15)
     return out.decode(errors="replace").strip() + ("" if c.rc == 0 else f"\n(rc={c.rc})")
 
 
