@@ -138,6 +138,7 @@ def _loop(prog, program: RenderedProgram, opts: RunOptions, view: View, stderr: 
         if opts.pid and not _alive(opts.pid):
             stderr.write(f"process {opts.pid} exited\n")
             break
+    prog.detach_all()  # first, so that the tail below holds every event that fired
     if remaining is None or remaining > 0:  # what arrived before the stop still counts
         tail = prog.poll(0)
         if remaining is not None:

@@ -102,10 +102,21 @@ class Turns:
     def __init__(self, prog: object, upkeep: Upkeep) -> None:
         self._prog = prog
         self._upkeep = upkeep
+        self._detached = False
 
     def poll(self, timeout_ms: int) -> object:
-        self._upkeep.turn()
+        if not self._detached:
+            self._upkeep.turn()
         return self._prog.poll(timeout_ms)  # type: ignore[attr-defined]
+
+    def detach_all(self) -> None:
+        """Semaphores raised by hand go down while the probes are still on (no hit is
+        missed), then every probe goes; what fired is all in the ring buffer then."""
+        self._detached = True
+        try:
+            self._upkeep.finish()
+        finally:
+            self._prog.detach_all()  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._prog, name)
