@@ -219,7 +219,7 @@ def write_benchmarks(path: Path, md: str) -> None:
     block = f"{BEGIN}\n{md}{END}\n"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1].lstrip("\n")
+        text = head + block + "\n" + rest.split(END, 1)[1].lstrip("\n")
     else:
         text = text.rstrip("\n") + "\n\n" + block
     path.write_text(text)
