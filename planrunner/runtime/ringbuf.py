@@ -13,10 +13,13 @@ Layout (kernel/bpf/ringbuf.c, the same contract libbpf's ringbuf.c relies on):
   bit 30 = discarded, then u32 page offset), the sample, padding to 8 bytes.
 Positions only grow; `pos & (size - 1)` is the offset in the data area.
 
-On x86-64 aligned 8-byte loads and stores are atomic and ordered (TSO), and native
-struct.unpack_from / pack_into on an mmap are single aligned copies of that size,
-which is what the acquire/release pairs of libbpf need here (positions and lengths
-are host-endian, as the kernel writes them). Pure stdlib: no bcc.
+On x86-64 aligned 8-byte loads and stores are atomic and ordered (TSO), which is what
+the acquire/release pairs of libbpf need here (positions and lengths are host-endian,
+as the kernel writes them). Positions go through a memoryview cast to 'Q': one aligned
+8-byte load or store each. Never `struct.pack_into` for the consumer position:
+CPython zeroes the target (memset) before it writes the value, and a producer that
+reads consumer_pos == 0 in that window sees a full ring and drops its record (1-15
+records per million at 100k/s, with the ring 10% full). Pure stdlib: no bcc.
 """
 
 from __future__ import annotations
@@ -28,9 +31,7 @@ import struct
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
 HDR_SIZE = 8
-# Native formats on purpose: CPython packs "<Q" byte by byte (a torn read of the
-# producer position made us walk past it), native "Q" is one aligned 8-byte memcpy.
-_POS = struct.Struct("Q")
+# Native format on purpose: CPython unpacks "<I" byte by byte, native "I" is one load.
 _LEN = struct.Struct("I")
 
 
@@ -52,12 +53,15 @@ class RingReader:
         except OSError:
             self._cons.close()
             raise
+        # word [0] of each: consumer_pos (we store it), producer_pos (the kernel does)
+        self._cons_pos = memoryview(self._cons).cast("Q")
+        self._prod_pos = memoryview(self._prod).cast("Q")
         self._base = page  # the data area starts one page into the producer mapping
         self._poller = select.poll()
         self._poller.register(map_fd, select.POLLIN)
 
     def pending_bytes(self) -> int:
-        return _POS.unpack_from(self._prod, 0)[0] - _POS.unpack_from(self._cons, 0)[0]
+        return self._prod_pos[0] - self._cons_pos[0]
 
     def wait(self, timeout_ms: int) -> None:
         """Sleep until the kernel wakes readers or timeout_ms passes (0: do not sleep).
@@ -71,8 +75,8 @@ class RingReader:
 
     def read(self, limit: int) -> list[bytes]:
         """Take up to `limit` submitted records (oldest first) and release their space."""
-        cons = _POS.unpack_from(self._cons, 0)[0]
-        prod = _POS.unpack_from(self._prod, 0)[0]
+        cons = self._cons_pos[0]
+        prod = self._prod_pos[0]
         if cons >= prod:
             return []
         data, mask, base = self._prod, self.mask, self._base + HDR_SIZE
@@ -90,12 +94,14 @@ class RingReader:
                 append(data[off:off + sample])  # one copy, straight from the mmap
                 n += 1
             cons += (sample + HDR_SIZE + 7) & ~7
-        _POS.pack_into(self._cons, 0, cons)
+        self._cons_pos[0] = cons  # one store: the kernel may read it at any moment
         return out
 
     def close(self) -> None:
         if not self._prod.closed:
             self._poller.unregister(self._fd)
+            self._cons_pos.release()  # the mmaps refuse to close while exported
+            self._prod_pos.release()
             self._prod.close()
             self._cons.close()
 
