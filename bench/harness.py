@@ -202,11 +202,16 @@ def parse_kv(text: bytes) -> dict[str, object]:
 
 
 def count_events(path: str) -> int:
-    n = 0
+    """Events printed in `path`, read in chunks cut at line ends (a word split across two
+    chunks would not match, and a 10 s run prints tens of MiB)."""
+    n, carry = 0, b""
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 22):
-            n += len(EVENT_RE.findall(chunk))
-    return n
+            chunk = carry + chunk
+            cut = chunk.rfind(b"\n") + 1
+            n += len(EVENT_RE.findall(chunk, 0, cut))
+            carry = chunk[cut:]
+    return n + len(EVENT_RE.findall(carry))
 
 
 def wait_stable(path: str, quiet: float = 0.6, bound: float = 20.0) -> float:

@@ -154,10 +154,12 @@ def main() -> None:
     res: dict = {"machine": machine(), "command": " ".join(["bench/run.py", *sys.argv[1:]]),
                  "args": vars(a)}
     t0 = mono()
+    finished = False
     try:
         bins = build(HERE / "build" / "run")
         env = phases.Env(bins, write_plans(outdir, bins), outdir, log)
         run_phases(a, env, res)
+        finished = True
     finally:
         signal.alarm(0)
         cleanup()
@@ -167,8 +169,10 @@ def main() -> None:
         (outdir / "results.md").write_text(md)
         print(md)
         log(f"raw outputs and results.json in {outdir}")
-        if a.write_benchmarks:
+        if a.write_benchmarks and finished:
             report.write_benchmarks(ROOT / "BENCHMARKS.md", md)
+        elif a.write_benchmarks:  # a partial table would pass for a whole run
+            log("BENCHMARKS.md left as it was: the run did not finish")
 
 
 if __name__ == "__main__":
