@@ -216,6 +216,7 @@ def markdown(res: dict) -> str:
 def write_benchmarks(path: Path, md: str) -> None:
     """Replace (or append) the generated section of BENCHMARKS.md; others' sections stay."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
+    md = md.replace(f"{path.resolve().parent}/", "")  # repo-relative: no paths of this machine
     block = f"{BEGIN}\n{md}{END}\n"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
