@@ -6,6 +6,17 @@
 #define PR_STR_OK 1
 #define PR_STR_TRUNCATED 2
 
+/* The user-memory readers, called by helper number. bcc rewrites every call spelled
+   bpf_probe_read_user(_str) after looking the helper up in /proc/kallsyms, afresh for
+   each call, to fall back to bpf_probe_read before Linux 5.5: ~20 ms of compile per
+   call site here. The ring buffer needs 5.8, so that lookup can only say yes. */
+static long (*pr_probe_read_user)(void *dst, __u32 size, const void *src) =
+    (void *)BPF_FUNC_probe_read_user;
+static long (*pr_probe_read_user_str)(void *dst, __u32 size, const void *src) =
+    (void *)BPF_FUNC_probe_read_user_str;
+#define bpf_probe_read_user pr_probe_read_user
+#define bpf_probe_read_user_str pr_probe_read_user_str
+
 /* Filled by the runtime after loading: [PR_CFG_PID] the --pid filter for tracepoints
    (uprobes are filtered by the kernel at attach), [PR_CFG_SELF] planrunner's own process,
    whose events are dropped: tracing the Python that runs planrunner would otherwise feed
