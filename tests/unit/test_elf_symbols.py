@@ -4,6 +4,7 @@ demangled name that fits several functions refused with the candidates listed.""
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from sdt_build import build_fixtures, missing_toolchain
 
 from planrunner.elf.reader import read_notes
-from planrunner.elf.symbols import demangle, find_symbols, lookup_symbol
+from planrunner.elf.symbols import _unpack, demangle, find_symbols, lookup_symbol
 from planrunner.errors import ResolveError
 
 CXX = """
@@ -98,3 +99,33 @@ def test_ambiguous_demangled_name_lists_candidates(cxx_binary: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ResolveError, match="cannot read"):
         find_symbols(str(tmp_path / "gone"))
+
+
+def _strtab(*names: str) -> tuple[bytes, dict[str, int]]:
+    table, at = b"\0", {}
+    for n in names:
+        at[n] = len(table)
+        table += n.encode() + b"\0"
+    return table, at
+
+
+@pytest.mark.parametrize("elfclass,little", [(64, True), (32, True), (64, False), (32, False)])
+def test_entries_unpacked_per_class_and_byte_order(elfclass: int, little: bool) -> None:
+    """Elf32_Sym and Elf64_Sym order their fields differently; undefined and unnamed
+    entries are dropped; the type comes from the low nibble of st_info."""
+    strtab, at = _strtab("f", "obj", "undef", "ifunc")
+    order = "<" if little else ">"
+    rows = [(0, 0, 0, 0, 0),  # the null entry
+            (at["f"], 0x401000, 42, 0x12, 14),  # GLOBAL FUNC
+            (at["obj"], 0x602000, 8, 0x11, 25),  # GLOBAL OBJECT
+            (at["undef"], 0, 0, 0x12, 0),  # SHN_UNDEF: an import
+            (at["ifunc"], 0x403000, 9, 0x1A, 14)]  # GNU_IFUNC
+    if elfclass == 64:
+        data = b"".join(struct.pack(order + "IBBHQQ", n, info, 0, shndx, value, size)
+                        for n, value, size, info, shndx in rows)
+    else:
+        data = b"".join(struct.pack(order + "IIIBBH", n, value, size, info, 0, shndx)
+                        for n, value, size, info, shndx in rows)
+    got = [(s.name, s.value, s.size, s.type) for s in _unpack(data, strtab, elfclass, little)]
+    assert got == [("f", 0x401000, 42, "STT_FUNC"), ("obj", 0x602000, 8, "STT_OBJECT"),
+                   ("ifunc", 0x403000, 9, "STT_GNU_IFUNC")]
