@@ -27,7 +27,10 @@ class Symbol:
     name: str
     value: int  # link-time vaddr
     size: int
-    type: str  # 'STT_FUNC', 'STT_OBJECT', ...
+    type: str  # 'STT_FUNC', 'STT_OBJECT', 'STT_GNU_IFUNC', ...
+    # .dynsym only: a non-default version (memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14),
+    # which programs linked today do not call
+    hidden: bool = False
 
 
 _SYMS: dict[tuple[str, int, int, int], tuple[Symbol, ...]] = {}
@@ -48,7 +51,7 @@ def lookup_symbol(path: str, name: str) -> list[Symbol]:
     syms = find_symbols(path)
     exact = [s for s in syms if s.name == name]
     if exact:
-        return exact
+        return [s for s in exact if not s.hidden] or exact
     index = _demangled_index(path, syms)
     hits = index.full.get(name) or index.short.get(name, [])
     if len({s.value for s in hits}) > 1:
@@ -131,7 +134,11 @@ def _read_symbols(path: str) -> tuple[Symbol, ...]:
                 if not isinstance(sec, SymbolTableSection):
                     continue
                 strtab = elf.get_section(sec["sh_link"]).data()
-                for sym in _unpack(sec.data(), strtab, elf.elfclass, elf.little_endian):
+                versym = elf.get_section_by_name(".gnu.version") if table == ".dynsym" else None
+                hidden = _hidden_entries(versym.data() if versym is not None else b"",
+                                         elf.little_endian)
+                for sym in _unpack(sec.data(), strtab, elf.elfclass, elf.little_endian,
+                                   hidden):
                     ident = (sym.name, sym.value)
                     if ident not in seen:
                         seen.add(ident)
@@ -149,14 +156,25 @@ _STT = {0: "STT_NOTYPE", 1: "STT_OBJECT", 2: "STT_FUNC", 3: "STT_SECTION", 4: "S
         5: "STT_COMMON", 6: "STT_TLS", 10: "STT_GNU_IFUNC"}
 
 
-def _unpack(data: bytes, strtab: bytes, elfclass: int, little: bool) -> list[Symbol]:
-    """The defined, named symbols of one table's raw entries."""
+VERSYM_HIDDEN = 0x8000
+
+
+def _hidden_entries(versym: bytes, little: bool) -> frozenset[int]:
+    """Indexes of .dynsym entries whose .gnu.version entry marks a non-default version."""
+    usable = len(versym) - len(versym) % 2
+    return frozenset(i for i, (v,) in enumerate(
+        struct.iter_unpack("<H" if little else ">H", versym[:usable])) if v & VERSYM_HIDDEN)
+
+
+def _unpack(data: bytes, strtab: bytes, elfclass: int, little: bool,
+            hidden: frozenset[int] = frozenset()) -> list[Symbol]:
+    """The defined, named symbols of one table's raw entries (`hidden`: entry indexes)."""
     fmt, order = _SYM_FORMATS[elfclass]
     entry = struct.Struct(("<" if little else ">") + fmt)
     usable = len(data) - len(data) % entry.size
     i_name, i_value, i_size, i_info, i_shndx = order
     out: list[Symbol] = []
-    for rec in entry.iter_unpack(memoryview(data)[:usable]):
+    for index, rec in enumerate(entry.iter_unpack(memoryview(data)[:usable])):
         name_at = rec[i_name]
         if not name_at or rec[i_shndx] == SHN_UNDEF:
             continue
@@ -164,7 +182,8 @@ def _unpack(data: bytes, strtab: bytes, elfclass: int, little: bool) -> list[Sym
         name = strtab[name_at:end if end >= 0 else len(strtab)].decode("utf-8", "replace")
         if name:
             stt = rec[i_info] & 0xF
-            out.append(Symbol(name, rec[i_value], rec[i_size], _STT.get(stt, f"STT_{stt}")))
+            out.append(Symbol(name, rec[i_value], rec[i_size], _STT.get(stt, f"STT_{stt}"),
+                              index in hidden))
     return out
 
 
