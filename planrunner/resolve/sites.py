@@ -103,10 +103,20 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef) -> tuple[int, int]:
             hints=("check the name with `nm -D` or `nm`; a stripped binary only exports "
                    ".dynsym symbols",))
     sym = funcs[0]
-    if sym.size and spec.offset >= sym.size:
+    start, size = sym.value, sym.size
+    if sym.type == "STT_GNU_IFUNC":  # the resolver: probe what it picks (elf/ifunc.py)
+        from planrunner.elf.ifunc import resolve_ifunc
+
+        try:
+            impl = resolve_ifunc(binary.path, sym)
+        except ResolveError as err:
+            raise ResolveError(err.diagnostics[0].message, spec.spec_span,
+                               hints=err.diagnostics[0].hints) from None
+        start, size = impl.vaddr, impl.size
+    if size and spec.offset >= size:
         raise ResolveError(f"offset {spec.offset} is past the end of '{spec.symbol}' "
-                           f"({sym.size} bytes)", spec.spec_span)
-    pc = sym.value + spec.offset
+                           f"({size} bytes)", spec.spec_span)
+    pc = start + spec.offset
     return pc, vaddr_to_offset(binary.path, pc)
 
 
