@@ -63,6 +63,12 @@ class UsageError(PlanError):
     exit_code = 2
 
 
+class CommandNotFound(UsageError):
+    """`-c` names a program that cannot be run. Exit code 127, as a shell's."""
+
+    exit_code = 127
+
+
 def collect(errors: Iterable[PlanError], cls: type[PlanError] = PlanError) -> PlanError | None:
     """Merge several PlanErrors into one of class `cls` (None when there are none)."""
     diags: list[Diagnostic] = []

@@ -5,10 +5,12 @@ on the child's pid), then releases it to exec. Only this child is ever killed, b
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import signal
 
-from planrunner.errors import UsageError
+from planrunner.errors import CommandNotFound, UsageError
 
 
 class Child:
@@ -21,15 +23,26 @@ class Child:
     def spawn_stopped(cls, argv: list[str]) -> Child:
         if not argv:
             raise UsageError("-c needs a command")
+        path = shutil.which(argv[0])
+        if path is None:  # said before anything is compiled or attached
+            raise CommandNotFound(f"cannot run {argv[0]}: {_why_not_runnable(argv[0])}",
+                                  hints=("-c takes a command line, as a shell would run it",))
+        # Between its release and the exec the child is a copy of planrunner under the
+        # traced pid: a uprobe on libc's malloc, close or strlen would count its calls
+        # there. So everything is prepared before the fork, and libc's execv is called
+        # through ctypes on ready C strings (os.execvp walks PATH in Python, os.execv
+        # strlen()s every argument): nothing of libc runs in that window but execve.
+        execv = ctypes.CDLL(None).execv  # dlsym() now, not in the child
+        c_path = os.fsencode(path)
+        c_argv = (ctypes.c_char_p * (len(argv) + 1))(*map(os.fsencode, argv), None)
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:  # child: wait for the go-ahead, then become the command
             try:
-                os.close(write_fd)
-                go = os.read(read_fd, 1)
-                os.close(read_fd)
-                if go:
-                    os.execvp(argv[0], argv)
+                os.close(write_fd)  # not traced yet: we are still waiting below
+                if os.read(read_fd, 1):  # read_fd is close-on-exec (PEP 446)
+                    execv(c_path, c_argv)
+                    os.execv(path, argv)  # it failed: again, for the OSError with errno
             except OSError as exc:
                 os.write(2, f"planrunner: cannot run {argv[0]}: {exc.strerror}\n".encode())
                 os._exit(127)
@@ -66,8 +79,18 @@ class Child:
         if self.poll() is None:
             try:
                 os.kill(self.pid, signal.SIGTERM)
-                os.waitpid(self.pid, 0)
+                _, self._status = os.waitpid(self.pid, 0)
             except ChildProcessError:
                 pass
             except ProcessLookupError:
                 pass
+
+
+def _why_not_runnable(name: str) -> str:
+    if "/" not in name:
+        return "command not found in PATH"
+    if not os.path.exists(name):
+        return "no such file"
+    if os.path.isdir(name):
+        return "is a directory"
+    return "not executable"

@@ -45,6 +45,35 @@ def test_c_sees_probes_from_the_first_instruction(fixtures_built, tmp_path):
     assert [r["i"] for r in json_records(proc.stdout)] == [1, 2, 3]
 
 
+
+def test_c_traces_the_command_not_planrunners_fork_before_exec(fixtures_built, tmp_path):
+    """Between its release and the exec the child is a copy of planrunner with the traced
+    pid: its libc calls must not show up (they did: malloc, close, strlen). What is left
+    there is libffi copying execv's two arguments (memcpy), not checked here."""
+    libc = next((line.split()[-1] for line in open("/proc/self/maps")
+                 if line.rstrip().endswith("/libc.so.6")), None)
+    if libc is None:
+        pytest.skip("this process has no glibc libc.so.6 mapped")
+    b = fixtures_built / "strlen_user"
+    fns = ("malloc", "free", "close", "read", "strlen")
+    probes = "".join(f"  {f}: {{uprobe: c:{f}}}\n" for f in fns)
+    outputs = "".join(f"  - {{count: {f}, by: [comm]}}\n" for f in fns)
+    plan = write_plan(tmp_path, f"planrunner: 1\nname: pre-exec\ntargets: {{c: {{binary: "
+                      f"{libc}}}}}\nprobes:\n{probes}outputs:\n{outputs}")
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"{b} 7"])
+    assert proc.returncode == 0, proc.stderr
+    counts = {(r["output"], r["comm"]): r["count"] for r in json_records(proc.stdout)}
+    assert {comm for _, comm in counts} == {"strlen_user"}, counts
+    assert counts[("4", "strlen_user")] == 7  # output 4 (strlen): the command's own calls
+
+
+def test_c_with_a_missing_command_fails_before_attaching(fixtures_built, tmp_path):
+    plan = simple_plan(tmp_path, fixtures_built / "simple_pie")
+    proc = run_planrunner(["run", plan, "-c", "no-such-command-xyz --flag"])
+    assert proc.returncode == 127
+    assert "cannot run no-such-command-xyz: command not found in PATH" in proc.stderr
+    assert "Tracing" not in proc.stderr
+
 def test_processes_started_after_the_tracer_are_traced(fixtures_built, tmp_path):
     b = fixtures_built / "simple_pie"
     tracer = start_tracer(simple_plan(tmp_path, b), "-f", "json")
