@@ -18,6 +18,7 @@ import os
 import re
 
 from planrunner.diagnostics import Span, did_you_mean
+from planrunner.elf.reader import is_elf
 from planrunner.errors import ResolveError
 
 # platform.machine() -> the arch tag ldconfig prints in "(libc6,x86-64)".
@@ -75,17 +76,9 @@ def _from_path(spec: str) -> str | None:
     skipped: uprobes need the ELF image, so keep looking like `which -a` would."""
     for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
         cand = os.path.join(directory or ".", spec)
-        if os.path.isfile(cand) and os.access(cand, os.X_OK) and _is_elf(cand):
+        if os.path.isfile(cand) and os.access(cand, os.X_OK) and is_elf(cand):
             return cand
     return None
-
-
-def _is_elf(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == b"\x7fELF"
-    except OSError:
-        return False
 
 
 def _matches(spec: str, path: str) -> bool:
@@ -125,7 +118,7 @@ def _from_process_dirs(spec: str, pid: int) -> str | None:
             continue
         for name in names:
             path = os.path.join(directory, name)
-            if _matches(spec, name) and os.path.isfile(path) and _is_elf(path):
+            if _matches(spec, name) and os.path.isfile(path) and is_elf(path):
                 return _real(path, pid)
     return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from planrunner.elf.reader import is_elf
 from planrunner.errors import ResolveError
 
 _DELETED = " (deleted)"
@@ -77,7 +78,7 @@ def executable_objects(pid: int) -> tuple[str, ...]:
         if path in seen:
             continue
         seen.add(path)
-        if _is_elf(path):
+        if is_elf(path):
             out.append(path)
     return tuple(out)
 
@@ -89,11 +90,3 @@ def host_prefix(pid: int) -> str:
     except OSError:
         same = True  # cannot tell (no permission): assume the usual case
     return "" if same else f"/proc/{pid}/root"
-
-
-def _is_elf(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == b"\x7fELF"
-    except OSError:
-        return False

@@ -261,6 +261,15 @@ def _note_align(sec: Section) -> int:
     return 8 if sec.align == 8 else 4
 
 
+def is_elf(path: str) -> bool:
+    """`path` is a readable file starting with the ELF magic."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def _read(fd: int, offset: int, size: int) -> bytes:
     data = os.pread(fd, size, offset)
     if len(data) != size:
