@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from planrunner.usdt.probes import read_probes
-from tests.e2e.conftest import PLANRUNNER, ROOT
+from tests.e2e.conftest import PLANRUNNER, ROOT, write_plan
 
 UPROBE_EVENTS = "/sys/kernel/tracing/uprobe_events"
 
@@ -79,6 +79,23 @@ def start_tracer(plan: str, *extra: str, env: dict[str, str] | None = None,
         _out, err = proc.communicate()
         pytest.fail(f"tracer did not start: {line}{err}")
     return proc
+
+
+def stop_tracer(proc: subprocess.Popen, sig: int = signal.SIGINT) -> tuple[str, str]:
+    """Signal a tracer the test started and collect what it printed."""
+    proc.send_signal(sig)
+    return proc.communicate(timeout=30)
+
+
+def simple_plan(tmp_path: Path, binary: Path, *targets: str) -> str:
+    """A plan printing `i` of simple:hit (simple.c) in `binary`, or in each of `targets`."""
+    names = targets or (str(binary),)
+    tlines = "".join(f"  s{i}: {{binary: {t}}}\n" for i, t in enumerate(names))
+    plines = "".join(f"  hit{i}: {{usdt: s{i}:simple:hit, args: [{{name: i}}]}}\n"
+                     for i in range(len(names)))
+    olines = "".join(f"  - {{print: hit{i}, fields: [i]}}\n" for i in range(len(names)))
+    return write_plan(tmp_path, f"planrunner: 1\nname: simple\ntargets:\n{tlines}"
+                      f"probes:\n{plines}outputs:\n{olines}")
 
 
 def wait_for(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:  # type: ignore[no-untyped-def]

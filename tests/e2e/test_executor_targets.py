@@ -12,17 +12,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import json_records, run_planrunner, write_plan
-from tests.e2e.executor_helpers import kill, start_tracer, wait_for
-
-
-def simple_plan(tmp_path, binary, *targets: str) -> str:
-    names = targets or (str(binary),)
-    tlines = "".join(f"  s{i}: {{binary: {t}}}\n" for i, t in enumerate(names))
-    plines = "".join(f"  hit{i}: {{usdt: s{i}:simple:hit, args: [{{name: i}}]}}\n"
-                     for i in range(len(names)))
-    olines = "".join(f"  - {{print: hit{i}, fields: [i]}}\n" for i in range(len(names)))
-    return write_plan(tmp_path, f"planrunner: 1\nname: simple\ntargets:\n{tlines}"
-                      f"probes:\n{plines}outputs:\n{olines}")
+from tests.e2e.executor_helpers import kill, simple_plan, start_tracer, wait_for
 
 
 def test_c_exit_status_is_the_commands(fixtures_built, tmp_path):

@@ -5,20 +5,14 @@ system-wide in a process started after the tracer."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.e2e.conftest import (
-    PLANRUNNER,
-    ROOT,
-    json_records,
-    run_planrunner,
-    write_plan,
-)
+from tests.e2e.conftest import ROOT, json_records, run_planrunner, write_plan
+from tests.e2e.executor_helpers import simple_plan, start_tracer, stop_tracer
 
 PYTHON = "/usr/bin/python3.11"
 
@@ -68,25 +62,6 @@ outputs:
         (1, 100), (2, 200), (3, 300)]
 
 
-def start_tracer(plan: str, *extra: str) -> subprocess.Popen:
-    """Start `planrunner run` and wait until it says everything is attached."""
-    proc = subprocess.Popen([*PLANRUNNER, "run", plan, *extra], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    if not line.startswith("Tracing"):
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"tracer did not start: {line}{err}")
-    return proc
-
-
-def stop_tracer(proc: subprocess.Popen, sig: int = signal.SIGINT) -> tuple[str, str]:
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
-    return out, err
-
-
 def test_python_semaphore_probe_system_wide_in_a_later_process(tmp_path):
     """python:import__find__load__start is gated by a semaphore; no --pid: the kernel's
     reference counter raises it in a python3.11 started after the tracer."""
@@ -125,17 +100,7 @@ outputs:
 
 def test_pid_filter_only_traces_that_process(fixtures_built, tmp_path):
     binary = fixtures_built / "simple_pie"
-    plan = write_plan(tmp_path, f"""
-planrunner: 1
-name: simple
-targets:
-  s: {{binary: {binary}}}
-probes:
-  hit: {{usdt: s:simple:hit}}
-outputs:
-  - print: hit
-    fields: [arg1]
-""")
+    plan = simple_plan(tmp_path, binary)
     target = subprocess.Popen([str(binary), "200", "1500", "0"])
     other = subprocess.Popen([str(binary), "200", "1500", "0"])
     try:
@@ -152,17 +117,7 @@ outputs:
 
 def test_stdout_closed_early_ends_quietly(fixtures_built, tmp_path):
     binary = fixtures_built / "simple_pie"
-    plan = write_plan(tmp_path, f"""
-planrunner: 1
-name: simple
-targets:
-  s: {{binary: {binary}}}
-probes:
-  hit: {{usdt: s:simple:hit}}
-outputs:
-  - print: hit
-    fields: [arg1]
-""")
+    plan = simple_plan(tmp_path, binary)
     cmd = f"{sys.executable} -m planrunner run {plan} -c '{binary} 100000' | head -n 3"
     proc = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)

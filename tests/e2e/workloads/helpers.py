@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import PLANRUNNER, ROOT, json_records
+from tests.e2e.conftest import json_records
+from tests.e2e.executor_helpers import start_tracer
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 MARIADBD = Path("/usr/sbin/mariadbd")
@@ -26,14 +27,7 @@ class Tracer:
     """`planrunner run ARGS -f json` started in the background; `stop()` -> records."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([*PLANRUNNER, "run", *args, "-f", "json"], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()
-        if not line.startswith("Tracing"):
-            self.proc.kill()
-            _out, err = self.proc.communicate()
-            pytest.fail(f"tracer did not start: {line}{err}")
+        self.proc = start_tracer(*args, "-f", "json")
 
     def stop(self, settle: float = 0.3) -> list[dict]:
         time.sleep(settle)  # the consumer drains the ring buffer on a short timer
