@@ -53,5 +53,6 @@ def _summary(probe) -> str:  # type: ignore[no-untyped-def]
              + (f", {sems} with a semaphore" if sems else "")]
     if args:
         lines.append(f"    arguments {args}")
+    lines += [f"    note: {note}" for note in probe.notes]
     return "\n".join(lines)
 

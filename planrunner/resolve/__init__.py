@@ -47,6 +47,7 @@ class _Probe:
     usdt_sites: tuple[ProbeSite, ...] = ()
     pc: int = 0
     file_offset: int = 0
+    note: str = ""  # for the summary (an IFUNC resolved)
     arg_count: int = 0
     types: dict[int, Type] = field(default_factory=dict)
     tp_fields: tuple = ()
@@ -144,7 +145,7 @@ def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Pro
         scope.what = f"probe '{spec.name}' ({probe.qualified} in {binary.display})"
         scope.arg_count = work.arg_count
     else:
-        work.pc, work.file_offset = S.uprobe_sites(spec, binary)
+        work.pc, work.file_offset, work.note = S.uprobe_sites(spec, binary)
         work.arg_count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0,
                               len(spec.args)])
         work.types = {i: IntType(64, True) for i in range(1, work.arg_count + 1)}
@@ -294,7 +295,8 @@ def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:
         by_index.setdefault(index, ([], typ))[0].append(name)
     offered = tuple(("/".join(names), str(typ)) for _i, (names, typ) in sorted(by_index.items()))
     return ResolvedProbe(spec, tuple(sites), tuple(slots), work.where, targets,
-                         tracepoint_fields=tuple(work.tp_fields), offered=offered)
+                         tracepoint_fields=tuple(work.tp_fields), offered=offered,
+                         notes=(work.note,) if work.note else ())
 
 
 def _usdt_sites(work: _Probe, slots: list[ArgSlot], fn: str) -> list[AttachSite]:

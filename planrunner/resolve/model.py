@@ -111,6 +111,7 @@ class ResolvedProbe:
     captures: tuple[SpanCapture, ...] = ()  # span only
     # Every argument the probe offers, for summaries: (name, type) in argument order.
     offered: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()  # what resolution did that the plan does not say
 
 
 @dataclass(frozen=True, slots=True)

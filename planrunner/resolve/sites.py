@@ -87,8 +87,8 @@ def declared_type(arg: ArgSpec, string_size: int) -> Type | None:
     return VALUE_TYPES[arg.type]
 
 
-def uprobe_sites(spec: ProbeSpec, binary: BinaryRef) -> tuple[int, int]:
-    """(pc, file offset) of a uprobe's SYMBOL+OFFSET."""
+def uprobe_sites(spec: ProbeSpec, binary: BinaryRef) -> tuple[int, int, str]:
+    """(pc, file offset, note for the summary) of a uprobe's SYMBOL+OFFSET."""
     assert spec.symbol is not None
     try:
         syms = lookup_symbol(binary.path, spec.symbol)
@@ -103,7 +103,7 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef) -> tuple[int, int]:
             hints=("check the name with `nm -D` or `nm`; a stripped binary only exports "
                    ".dynsym symbols",))
     sym = funcs[0]
-    start, size = sym.value, sym.size
+    start, size, note = sym.value, sym.size, ""
     if sym.type == "STT_GNU_IFUNC":  # the resolver: probe what it picks (elf/ifunc.py)
         from planrunner.elf.ifunc import resolve_ifunc
 
@@ -113,11 +113,14 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef) -> tuple[int, int]:
             raise ResolveError(err.diagnostics[0].message, spec.spec_span,
                                hints=err.diagnostics[0].hints) from None
         start, size = impl.vaddr, impl.size
+        where = f"{impl.name} at {impl.vaddr:#x}" if impl.name else f"at {impl.vaddr:#x}"
+        note = (f"'{sym.name}' is an IFUNC: probing the implementation it resolves to on "
+                f"this machine, {where}")
     if size and spec.offset >= size:
         raise ResolveError(f"offset {spec.offset} is past the end of '{spec.symbol}' "
                            f"({size} bytes)", spec.spec_span)
     pc = start + spec.offset
-    return pc, vaddr_to_offset(binary.path, pc)
+    return pc, vaddr_to_offset(binary.path, pc), note
 
 
 def register_arg(index: int, size: int, signed: bool, machine: str) -> ArgOperand:

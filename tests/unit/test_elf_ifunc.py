@@ -8,6 +8,7 @@ default one (@@) is the one looked up."""
 from __future__ import annotations
 
 import ctypes
+import io
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from planrunner.cli import main
 from planrunner.elf.ifunc import resolve_ifunc
 from planrunner.elf.reader import vaddr_to_offset
 from planrunner.elf.symbols import lookup_symbol
@@ -72,6 +74,22 @@ def test_glibc_strlen_resolves_to_the_code_this_process_calls():
     with open(libc, "rb") as fh:
         fh.seek(vaddr_to_offset(libc, got.vaddr))
         assert fh.read(32) == code
+
+
+def test_validate_says_which_implementation_it_probes(tmp_path):
+    libc = _libc()
+    [sym] = lookup_symbol(libc, "strlen")
+    if sym.type != "STT_GNU_IFUNC":
+        pytest.skip(f"strlen is {sym.type} in {libc}, not an IFUNC")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"planrunner: 1\nname: i\ntargets: {{c: {{binary: {libc}}}}}\n"
+                    "probes: {len: {uprobe: c:strlen}}\noutputs: [{count: len}]\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["validate", str(plan)], out, err) == 0, err.getvalue()
+    at = resolve_ifunc(libc, sym).vaddr
+    assert ("    note: 'strlen' is an IFUNC: probing the implementation it resolves to on "
+            "this machine, ") in out.getvalue()
+    assert f"at {at:#x}\n" in out.getvalue()
 
 
 def test_the_default_version_of_a_libc_symbol_is_looked_up():
