@@ -48,7 +48,39 @@ def add_plans_argument(parser: argparse.ArgumentParser) -> None:
                              "before $PLANRUNNER_PATH and the bundled plans)")
 
 
-def add_plan_arguments(parser: argparse.ArgumentParser, pid: bool = True) -> None:
+class _HelpWithParams(argparse.Action):
+    """-h after PLAN (`planrunner run mysql-slow -h`) also lists that plan's params."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # noqa: A002
+        super().__init__(option_strings, dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        parser.print_help()
+        plan = getattr(namespace, "plan", None)
+        if plan:
+            from planrunner.commands.plans import param_lines
+            from planrunner.errors import PlanError
+            from planrunner.plan import load_plan
+
+            try:
+                params = load_plan(plan_path(plan), {}, require_params=False).params
+            except PlanError as err:
+                print(f"\nplan params: {plan} cannot be read ({err.diagnostics[0].message})")
+            else:
+                print(f"\nplan params of {plan}:" if params else f"\n{plan} has no params")
+                for line in param_lines(params):
+                    print(f"  {line}")
+        parser.exit()
+
+
+def add_plan_parser(sub: argparse._SubParsersAction, name: str, help: str,  # noqa: A002
+                    pid: bool = True) -> argparse.ArgumentParser:
+    """The subcommand parser of a command that takes a plan (validate, render, run)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, add_help=False)
+    parser.add_argument("-h", "--help", action=_HelpWithParams,
+                        help="show this help message (and, after PLAN, its params) and exit")
     parser.add_argument("plan", metavar="PLAN", action=_PlanAction,
                         help="plan file (.yaml, .toml) or library plan name")
     add_plans_argument(parser)
@@ -57,6 +89,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser, pid: bool = True) -> Non
     if pid:
         parser.add_argument("-p", "--pid", type=int, default=None,
                             help="resolve targets in this process and trace only it")
+    return parser
 
 
 def overrides(args: argparse.Namespace) -> dict[str, str]:

@@ -26,10 +26,15 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stdout.write(f"{path.stem:<20} (invalid: {err.diagnostics[0].message})\n")
             continue
         stdout.write(f"{plan.name:<20} {plan.description}\n")
-        for p in plan.params:
-            default = "required" if p.required else f"default {_shown(p.type, p.default)}"
-            stdout.write(f"{'':<22}--set {p.name}=<{p.type}>  {p.help} ({default})\n")
+        stdout.writelines(f"{'':<22}{line}\n" for line in param_lines(plan.params))
     return 0
+
+
+def param_lines(params) -> list[str]:  # type: ignore[no-untyped-def]
+    """`--set NAME=<type>  help (default D)` per plan param."""
+    return [f"--set {p.name}=<{p.type}>  {p.help} "
+            f"({'required' if p.required else f'default {_shown(p.type, p.default)}'})"
+            for p in params]
 
 
 def _shown(kind: str, value: object) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from planrunner.commands.common import add_plan_arguments, overrides, plan_path
+from planrunner.commands.common import add_plan_parser, overrides, plan_path
 
 
 def register(sub: argparse._SubParsersAction, name: str) -> None:
-    parser = sub.add_parser(name, help="print the BPF C a plan compiles to (nothing is loaded)")
-    add_plan_arguments(parser)
+    parser = add_plan_parser(
+        sub, name, help="print the BPF C a plan compiles to (nothing is loaded)")
     parser.set_defaults(func=run)
 
 

@@ -7,13 +7,12 @@ import shlex
 import sys
 from typing import TextIO
 
-from planrunner.commands.common import add_plan_arguments, overrides, plan_path
+from planrunner.commands.common import add_plan_parser, overrides, plan_path
 from planrunner.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction, name: str) -> None:
-    parser = sub.add_parser(name, help="trace with a plan")
-    add_plan_arguments(parser)
+    parser = add_plan_parser(sub, name, help="trace with a plan")
     parser.add_argument("-c", "--command", metavar="'CMD ARGS'",
                         help="start CMD with everything attached; end when it exits "
                              "(its exit status becomes planrunner's)")

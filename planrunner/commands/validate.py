@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from planrunner.commands.common import add_plan_arguments, overrides, plan_path
+from planrunner.commands.common import add_plan_parser, overrides, plan_path
 
 
 def register(sub: argparse._SubParsersAction, name: str) -> None:
-    parser = sub.add_parser(
-        name, help="check a plan against the real binaries (nothing attached)")
-    add_plan_arguments(parser)
+    parser = add_plan_parser(
+        sub, name, help="check a plan against the real binaries (nothing attached)")
     parser.add_argument("--schema-only", action="store_true",
                         help="check the file and its schema only, without the binaries "
                              "(for plan repositories checked in CI)")

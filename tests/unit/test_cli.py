@@ -104,3 +104,18 @@ def test_show_and_plans_find_the_bundled_demo() -> None:
     assert code == 0 and "name: sdt-demo" in out
     code, out, _err = run("plans")
     assert code == 0 and "sdt-demo" in out
+
+
+def test_help_after_a_plan_lists_its_params(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "mysql-slow", "--help"], io.StringIO(), io.StringIO()) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: planrunner run ")
+    assert "\nplan params of mysql-slow:\n  --set threshold=<duration>  report statements at " \
+           "least this slow (default 10ms)\n" in out
+
+
+def test_help_before_or_without_a_plan_is_plain(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["render", "-h"], ["validate", "-h", "mysql-slow"]):
+        assert main(argv, io.StringIO(), io.StringIO()) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: planrunner {argv[0]} ") and "plan params" not in out
