@@ -45,9 +45,8 @@ class _Probe:
     scope: ProbeScope
     binary: BinaryRef | None = None
     usdt_sites: tuple[ProbeSite, ...] = ()
-    pc: int = 0
-    file_offset: int = 0
-    note: str = ""  # for the summary (an IFUNC resolved)
+    locations: tuple[tuple[int, int], ...] = ()  # uprobes: (pc, file offset) each
+    notes: tuple[str, ...] = ()  # for the summary (an IFUNC resolved, a shared name)
     arg_count: int = 0
     types: dict[int, Type] = field(default_factory=dict)
     tp_fields: tuple = ()
@@ -145,7 +144,7 @@ def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Pro
         scope.what = f"probe '{spec.name}' ({probe.qualified} in {binary.display})"
         scope.arg_count = work.arg_count
     else:
-        work.pc, work.file_offset, work.note = S.uprobe_sites(spec, binary)
+        work.locations, work.notes = S.uprobe_sites(spec, binary)
         work.arg_count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0,
                               len(spec.args)])
         work.types = {i: IntType(64, True) for i in range(1, work.arg_count + 1)}
@@ -287,8 +286,9 @@ def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:
                                 if slot.index == 0 else
                                 S.register_arg(slot.index, size_bytes, slot.signed,
                                                work.binary.machine))
-        sites.append(AttachSite(spec.kind, f"{fn}_s0", spec.name, 0,  # type: ignore[arg-type]
-                                work.binary, work.pc, work.file_offset, 0, 0, tuple(args)))
+        sites += [AttachSite(spec.kind, f"{fn}_s{n}", spec.name, n,  # type: ignore[arg-type]
+                             work.binary, pc, offset, 0, 0, tuple(args))
+                  for n, (pc, offset) in enumerate(work.locations)]
     targets = (work.binary,) if work.binary else ()
     by_index: dict[int, tuple[list[str], Type]] = {}
     for name, (index, typ) in scope.args.items():
@@ -296,7 +296,7 @@ def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:
     offered = tuple(("/".join(names), str(typ)) for _i, (names, typ) in sorted(by_index.items()))
     return ResolvedProbe(spec, tuple(sites), tuple(slots), work.where, targets,
                          tracepoint_fields=tuple(work.tp_fields), offered=offered,
-                         notes=(work.note,) if work.note else ())
+                         notes=work.notes)
 
 
 def _usdt_sites(work: _Probe, slots: list[ArgSlot], fn: str) -> list[AttachSite]:

@@ -87,40 +87,53 @@ def declared_type(arg: ArgSpec, string_size: int) -> Type | None:
     return VALUE_TYPES[arg.type]
 
 
-def uprobe_sites(spec: ProbeSpec, binary: BinaryRef) -> tuple[int, int, str]:
-    """(pc, file offset, note for the summary) of a uprobe's SYMBOL+OFFSET."""
+def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
+                 ) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
+    """((pc, file offset) per function named SYMBOL, at +OFFSET; notes for the summary).
+    Several functions share a name when they are local to different files (static C
+    functions in a binary with its .symtab): each is probed."""
     assert spec.symbol is not None
     try:
         syms = lookup_symbol(binary.path, spec.symbol)
     except ResolveError as err:
-        raise ResolveError(err.diagnostics[0].message, spec.spec_span,
-                           hints=err.diagnostics[0].hints) from None
-    funcs = [s for s in syms if s.value]
+        raise _at(err, spec) from None
+    funcs = list({s.value: s for s in syms if s.value}.values())
     if not funcs:
         raise ResolveError(
             f"symbol '{spec.symbol}' not found in {binary.display} (.symtab and .dynsym)",
             spec.spec_span,
             hints=("check the name with `nm -D` or `nm`; a stripped binary only exports "
                    ".dynsym symbols",))
-    sym = funcs[0]
-    start, size, note = sym.value, sym.size, ""
-    if sym.type == "STT_GNU_IFUNC":  # the resolver: probe what it picks (elf/ifunc.py)
-        from planrunner.elf.ifunc import resolve_ifunc
+    notes: list[str] = []
+    if len(funcs) > 1:
+        notes.append(f"{len(funcs)} functions are named '{spec.symbol}' (at "
+                     f"{', '.join(f'{s.value:#x}' for s in funcs)}): probing each")
+    locations = []
+    for sym in funcs:
+        start, size = sym.value, sym.size
+        if sym.type == "STT_GNU_IFUNC":  # the resolver: probe what it picks (elf/ifunc.py)
+            from planrunner.elf.ifunc import resolve_ifunc
 
-        try:
-            impl = resolve_ifunc(binary.path, sym)
-        except ResolveError as err:
-            raise ResolveError(err.diagnostics[0].message, spec.spec_span,
-                               hints=err.diagnostics[0].hints) from None
-        start, size = impl.vaddr, impl.size
-        where = f"{impl.name} at {impl.vaddr:#x}" if impl.name else f"at {impl.vaddr:#x}"
-        note = (f"'{sym.name}' is an IFUNC: probing the implementation it resolves to on "
-                f"this machine, {where}")
-    if size and spec.offset >= size:
-        raise ResolveError(f"offset {spec.offset} is past the end of '{spec.symbol}' "
-                           f"({size} bytes)", spec.spec_span)
-    pc = start + spec.offset
-    return pc, vaddr_to_offset(binary.path, pc), note
+            try:
+                impl = resolve_ifunc(binary.path, sym)
+            except ResolveError as err:
+                raise _at(err, spec) from None
+            start, size = impl.vaddr, impl.size
+            where = f"{impl.name} at {impl.vaddr:#x}" if impl.name else f"at {impl.vaddr:#x}"
+            notes.append(f"'{sym.name}' is an IFUNC: probing the implementation it resolves "
+                         f"to on this machine, {where}")
+        if size and spec.offset >= size:
+            raise ResolveError(f"offset {spec.offset} is past the end of '{spec.symbol}' "
+                               f"({size} bytes)", spec.spec_span)
+        pc = start + spec.offset
+        locations.append((pc, vaddr_to_offset(binary.path, pc)))
+    return tuple(locations), tuple(notes)
+
+
+def _at(err: ResolveError, spec: ProbeSpec) -> ResolveError:
+    """A symbol-level error, located at the probe's spec in the plan."""
+    return ResolveError(err.diagnostics[0].message, spec.spec_span,
+                        hints=err.diagnostics[0].hints)
 
 
 def register_arg(index: int, size: int, signed: bool, machine: str) -> ArgOperand:

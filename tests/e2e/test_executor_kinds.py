@@ -224,3 +224,22 @@ outputs:
     assert proc.returncode == 0, proc.stderr
     [rec] = json_records(proc.stdout)
     assert rec["count"] == 500
+
+
+def test_uprobe_on_a_name_two_static_functions_share_probes_both(fixtures_built, tmp_path):
+    """twins: helper(i) in one file, helper(100 + i) twice in the other."""
+    b = fixtures_built / "twins"
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: twins
+targets: {{t: {{binary: {b}}}}}
+probes:
+  helper: {{uprobe: t:helper, args: [{{name: x, type: int32}}]}}
+outputs:
+  - print: helper
+    fields: [x]
+""")
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"{b} 3"])
+    assert proc.returncode == 0, proc.stderr
+    got = [r["x"] for r in json_records(proc.stdout)]
+    assert got == [1, 101, 101, 2, 102, 102, 3, 103, 103]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -119,3 +122,19 @@ def test_help_before_or_without_a_plan_is_plain(capsys: pytest.CaptureFixture[st
         assert main(argv, io.StringIO(), io.StringIO()) == 0
         out = capsys.readouterr().out
         assert out.startswith(f"usage: planrunner {argv[0]} ") and "plan params" not in out
+
+
+def test_validate_notes_a_name_shared_by_two_local_functions(tmp_path: Path) -> None:
+    if shutil.which("gcc") is None or shutil.which("make") is None:
+        pytest.skip("needs gcc and make to build the twins fixture")
+    elf = ROOT / "tests" / "fixtures" / "elf"
+    subprocess.run(["make", "-s", "-C", str(elf), f"OUT={tmp_path}", f"{tmp_path}/twins"],
+                   check=True)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"planrunner: 1\nname: t\ntargets: {{t: {{binary: {tmp_path}/twins}}}}\n"
+                    "probes: {h: {uprobe: t:helper}}\noutputs: [{count: h}]\n")
+    code, out, err = run("validate", str(plan))
+    assert code == 0, err
+    assert "; 2 locations\n" in out
+    assert re.search(r"note: 2 functions are named 'helper' \(at 0x[0-9a-f]+, 0x[0-9a-f]+\): "
+                     r"probing each\n", out), out
