@@ -187,5 +187,5 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
     body.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")
     body.append(f"pr_fill_hdr(&ev->h, {layout.output_id}, pr_id, pr_ts);")
     body.extend(fills)
-    body.append("pr_events.ringbuf_submit(ev, pr_wakeup_flags());")
+    body.append(f"pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct {layout.c_name})));")
     return body

@@ -8,10 +8,10 @@
 
 BPF_RINGBUF_OUTPUT(pr_events, 256);
 
-#define PR_WAKEUP_BATCH 64
+#define PR_WAKEUP_BYTES 65536
 
 /* Per-CPU counters: [0] records lost (ring buffer full), [1] aggregation keys dropped
-   (map full), [2] submits since the last forced wakeup. */
+   (map full), [2] bytes submitted since the last forced wakeup. */
 #define PR_LOST_RINGBUF 0
 #define PR_LOST_MAPFULL 1
 #define PR_SUBMITS 2
@@ -24,16 +24,20 @@ static __always_inline void pr_count(__u32 which)
         *n += 1;
 }
 
-/* Wake the consumer once per PR_WAKEUP_BATCH records per CPU; it also drains on a
-   short timer, so nothing waits long. One wakeup per record costs ~10x the uprobe. */
-static __always_inline __u64 pr_wakeup_flags(void)
+/* Wake the consumer when this CPU has submitted PR_WAKEUP_BYTES since its last wakeup
+   (render/program.py says why); it also drains on a short timer, so nothing waits long.
+   One wakeup per record costs ~10x the uprobe. */
+static __always_inline __u64 pr_wakeup_flags(__u64 size)
 {
     __u32 which = PR_SUBMITS;
     __u64 *n = pr_counters.lookup(&which);
     if (!n)
         return 0;
-    *n += 1;
-    return (*n % PR_WAKEUP_BATCH) == 0 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+    *n += size;
+    if (*n < PR_WAKEUP_BYTES)
+        return BPF_RB_NO_WAKEUP;
+    *n = 0;
+    return BPF_RB_FORCE_WAKEUP;
 }
 
 struct pr_hdr {
@@ -106,7 +110,7 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
             ev->f1_st = PR_STR_OK;
             bpf_probe_read_kernel(ev->f1, 16, (pr_comm));
             ev->f2 = (__u64)(((__u32)(pr_cpu)));
-            pr_events.ringbuf_submit(ev, pr_wakeup_flags());
+            pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
         } while (0);
     } while (0);
     return 0;
