@@ -161,7 +161,8 @@ def str_field_read(texpr: TStrRead, scratch: Scratch, body: list[str]) -> StrFie
 
 def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TExpr | None,
                 scratch: Scratch, sources: dict[str, StringSource]) -> list[str]:
-    """One `print` output: filter, reserve a record, fill it, submit."""
+    """One `print` output: filter, reserve a record, fill it, submit. Strings are copied
+    up to their NUL (the decoder cuts there): the tail of the buffer is never written."""
     body = condition(where, scratch)
     fills: list[str] = []
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
@@ -169,7 +170,7 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
             src = str_field_read(texpr, scratch, body)
             dst = f"ev->{lf.member}"
             fills += [f"{dst}_ptr = {src.ptr};", f"{dst}_st = {src.status};",
-                      f"bpf_probe_read_kernel({dst}, {lf.size}, {src.buf});"]
+                      f"bpf_probe_read_kernel_str({dst}, {lf.size}, {src.buf});"]
             continue
         low = lower(texpr, scratch)
         body.extend(low.prelude)
@@ -178,7 +179,7 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
             src = sources.get(texpr.c_expr) if isinstance(texpr, TVar) else None
             fills.append(f"{dst}_ptr = {src.ptr if src else '0'};")
             fills.append(f"{dst}_st = {src.status if src else 'PR_STR_OK'};")
-            fills.append(f"bpf_probe_read_kernel({dst}, {lf.size}, {low.c});")
+            fills.append(f"bpf_probe_read_kernel_str({dst}, {lf.size}, {low.c});")
         else:
             ctype = "__s64" if lf.kind == "int" else "__u64"
             fills.append(f"{dst} = ({ctype})({low.c});")

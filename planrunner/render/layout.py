@@ -61,9 +61,18 @@ class RecordLayout:
     fields: tuple[LayoutField, ...]
 
     @property
+    def in_memory(self) -> tuple[LayoutField, ...]:
+        """The members in record order: fixed-size fields first, strings last. A string
+        is copied up to its NUL only, so a short one leaves the rest of its buffer, and
+        the cache lines under it, untouched: writing cold ring buffer lines is most of
+        what a printed event costs the traced thread (issue 7)."""
+        return (tuple(f for f in self.fields if f.kind != "str")
+                + tuple(f for f in self.fields if f.kind == "str"))
+
+    @property
     def size(self) -> int:
         return HEADER_SIZE + sum(f.byte_size for f in self.fields)
 
     @property
     def struct_format(self) -> str:
-        return HEADER_FORMAT + "".join(f.struct_format for f in self.fields)
+        return HEADER_FORMAT + "".join(f.struct_format for f in self.in_memory)

@@ -64,17 +64,19 @@ def _source(layout: RecordLayout) -> str:
     names = ["ts", "_out", "pid", "tid", "_uid", "comm_raw"]
     entries: list[str] = []
     post: list[str] = []
+    index = {f.member: n for n, f in enumerate(layout.fields)}
+    for f in layout.in_memory:  # unpacked in record order, shown in plan order
+        n = index[f.member]
+        names += [f"p{n}", f"s{n}", f"b{n}"] if f.kind == "str" else [f"v{n}"]
     for n, f in enumerate(layout.fields):
         key = repr(f.key)
         if f.kind == "str":
-            names += [f"p{n}", f"s{n}", f"b{n}"]
             entries.append(f"{key}: (b{n}.split(b'\\0', 1)[0].decode('utf-8', "
                            f"'backslashreplace') if s{n} == STR_OK else "
                            f"slow_string(pid, p{n}, s{n}, b{n}))")
             post.append(f"if s{n} == STR_TRUNCATED: rec.setdefault('truncated', [])"
                         f".append({key})")
         else:
-            names.append(f"v{n}")
             entries.append(f"{key}: bool(v{n})" if f.kind == "bool" else f"{key}: v{n}")
     lines = [
         "def decode(raw):",

@@ -39,6 +39,19 @@ def test_every_kind_and_the_head() -> None:
     assert list(rec)[-4:] == ["n", "u", "ok", "s"]  # plan order after the head
 
 
+
+def test_strings_sit_last_in_the_record_but_keys_keep_plan_order() -> None:
+    """A string declared first is stored after the fixed-size fields (a short string then
+    leaves the rest of its buffer unwritten), with what follows its NUL left as is."""
+    fields = (LayoutField("s", "str", "f0", 9), LayoutField("n", "int", "f1"))
+    out = output(fields)
+    assert [f.key for f in out.layout.in_memory] == ["n", "s"]
+    stale = b"ev\0lpha\0"  # an older, longer string still in the ring past the NUL
+    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, 0, b"wl", -5, 0, STR_OK, stale)
+    (rec,) = Decoder([out]).decode_batch([raw])
+    assert (rec["s"], rec["n"]) == ("ev", -5)
+    assert list(rec)[-2:] == ["s", "n"]
+
 def test_time_is_cached_per_second_but_exact_to_the_microsecond() -> None:
     out = output()
     dec = Decoder([out])

@@ -100,7 +100,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_ptr = a->v2;
             ev->f0_st = sc->st2;
-            bpf_probe_read_kernel(ev->f0, 129, (sc->s2));
+            bpf_probe_read_kernel_str(ev->f0, 129, (sc->s2));
             pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
         } while (0);
     } while (0);

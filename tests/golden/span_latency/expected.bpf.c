@@ -62,12 +62,12 @@ static __always_inline void pr_fill_hdr(struct pr_hdr *h, __u32 output, __u64 id
 
 struct pr_rec_0 {
     struct pr_hdr h;
+    __s64 f1;
+    __u64 f2;
     __u64 f0_ptr;
     __s64 f0_st;
     char f0[129];
     char f0_pad[7];
-    __s64 f1;
-    __u64 f2;
 };
 _Static_assert(sizeof(struct pr_rec_0) == 208, "record layout (render/layout.py)");
 
@@ -160,7 +160,7 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
                     pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
                     ev->f0_ptr = bg->c0_ptr;
                     ev->f0_st = bg->c0_st;
-                    bpf_probe_read_kernel(ev->f0, 129, (bg->c0));
+                    bpf_probe_read_kernel_str(ev->f0, 129, (bg->c0));
                     ev->f1 = (__s64)(((__s32)(a->v2)));
                     ev->f2 = (__u64)(((__u64)(pr_latency)));
                     pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));

@@ -62,6 +62,7 @@ static __always_inline void pr_fill_hdr(struct pr_hdr *h, __u32 output, __u64 id
 
 struct pr_rec_0 {
     struct pr_hdr h;
+    __u64 f2;
     __u64 f0_ptr;
     __s64 f0_st;
     char f0[41];
@@ -69,7 +70,6 @@ struct pr_rec_0 {
     __u64 f1_ptr;
     __s64 f1_st;
     char f1[16];
-    __u64 f2;
 };
 _Static_assert(sizeof(struct pr_rec_0) == 144, "record layout (render/layout.py)");
 
@@ -105,10 +105,10 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_ptr = a->v0;
             ev->f0_st = sc->st0;
-            bpf_probe_read_kernel(ev->f0, 41, (sc->s0));
+            bpf_probe_read_kernel_str(ev->f0, 41, (sc->s0));
             ev->f1_ptr = 0;
             ev->f1_st = PR_STR_OK;
-            bpf_probe_read_kernel(ev->f1, 16, (pr_comm));
+            bpf_probe_read_kernel_str(ev->f1, 16, (pr_comm));
             ev->f2 = (__u64)(((__u32)(pr_cpu)));
             pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
         } while (0);

@@ -105,7 +105,7 @@ static __always_inline int pr_body_s(struct pr_args_s *a)
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_ptr = a->v1;
             ev->f0_st = sc->st1;
-            bpf_probe_read_kernel(ev->f0, 33, (sc->s1));
+            bpf_probe_read_kernel_str(ev->f0, 33, (sc->s1));
             pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
         } while (0);
     } while (0);

@@ -112,7 +112,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
             ev->f0 = (__u64)(((__u64)(a->v1)));
             ev->f1_ptr = a->v2;
             ev->f1_st = sc->st2;
-            bpf_probe_read_kernel(ev->f1, 129, (sc->s2));
+            bpf_probe_read_kernel_str(ev->f1, 129, (sc->s2));
             pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
         } while (0);
     } while (0);
@@ -166,7 +166,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
             pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
             ev->f0_ptr = pr_p_t1;
             ev->f0_st = sc->t1_st;
-            bpf_probe_read_kernel(ev->f0, 5, sc->t1);
+            bpf_probe_read_kernel_str(ev->f0, 5, sc->t1);
             pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_1)));
         } while (0);
     } while (0);
