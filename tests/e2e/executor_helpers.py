@@ -98,6 +98,14 @@ def simple_plan(tmp_path: Path, binary: Path, *targets: str) -> str:
                       f"probes:\n{plines}outputs:\n{olines}")
 
 
+def libc_path() -> str:
+    """The glibc libc.so.6 this process maps (skips the test where there is none)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if line.endswith("/libc.so.6"):
+            return line.split()[-1]
+    pytest.skip("this process has no glibc libc.so.6 mapped")
+
+
 def wait_for(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

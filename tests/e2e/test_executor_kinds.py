@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from tests.e2e.conftest import json_records, run_planrunner, write_plan
+from tests.e2e.executor_helpers import libc_path
 
 K = range(6)  # strings.c: k = 0..5 per round
 
@@ -203,10 +202,7 @@ outputs:
 def test_uprobe_on_an_ifunc_counts_the_calls_not_the_resolver(fixtures_built, tmp_path):
     """glibc's strlen is an IFUNC: planrunner probes the implementation its resolver picks
     (bcc's trace and bpftrace probe the resolver and see ~2 hits per process start)."""
-    libc = next((line.split()[-1] for line in open("/proc/self/maps")
-                 if line.rstrip().endswith("/libc.so.6")), None)
-    if libc is None:
-        pytest.skip("this process has no glibc libc.so.6 mapped")
+    libc = libc_path()
     b = fixtures_built / "strlen_user"
     plan = write_plan(tmp_path, f"""
 planrunner: 1

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import json_records, run_planrunner, write_plan
-from tests.e2e.executor_helpers import kill, simple_plan, start_tracer, wait_for
+from tests.e2e.executor_helpers import kill, libc_path, simple_plan, start_tracer, wait_for
 
 
 def test_c_exit_status_is_the_commands(fixtures_built, tmp_path):
@@ -40,10 +40,7 @@ def test_c_traces_the_command_not_planrunners_fork_before_exec(fixtures_built, t
     """Between its release and the exec the child is a copy of planrunner with the traced
     pid: its libc calls must not show up (they did: malloc, close, strlen). What is left
     there is libffi copying execv's two arguments (memcpy), not checked here."""
-    libc = next((line.split()[-1] for line in open("/proc/self/maps")
-                 if line.rstrip().endswith("/libc.so.6")), None)
-    if libc is None:
-        pytest.skip("this process has no glibc libc.so.6 mapped")
+    libc = libc_path()
     b = fixtures_built / "strlen_user"
     fns = ("malloc", "free", "close", "read", "strlen")
     probes = "".join(f"  {f}: {{uprobe: c:{f}}}\n" for f in fns)
