@@ -31,7 +31,8 @@ class Child:
         # traced pid: a uprobe on libc's malloc, close or strlen would count its calls
         # there. So everything is prepared before the fork, and libc's execv is called
         # through ctypes on ready C strings (os.execvp walks PATH in Python, os.execv
-        # strlen()s every argument): nothing of libc runs in that window but execve.
+        # strlen()s every argument): of libc, only execve and the memcpy that libffi
+        # uses for the two arguments run in that window.
         execv = ctypes.CDLL(None).execv  # dlsym() now, not in the child
         c_path = os.fsencode(path)
         c_argv = (ctypes.c_char_p * (len(argv) + 1))(*map(os.fsencode, argv), None)
