@@ -87,6 +87,10 @@ def declared_type(arg: ArgSpec, string_size: int) -> Type | None:
     return VALUE_TYPES[arg.type]
 
 
+# Symbols that name code; a variable sharing the function's name is not probed with it.
+_CODE_TYPES = frozenset({"STT_FUNC", "STT_GNU_IFUNC", "STT_NOTYPE"})
+
+
 def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
                  ) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
     """((pc, file offset) per function named SYMBOL, at +OFFSET; notes for the summary).
@@ -97,7 +101,8 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
         syms = lookup_symbol(binary.path, spec.symbol)
     except ResolveError as err:
         raise _at(err, spec) from None
-    funcs = list({s.value: s for s in syms if s.value}.values())
+    code = [s for s in syms if s.value and s.type in _CODE_TYPES]
+    funcs = list({s.value: s for s in code or [s for s in syms if s.value]}.values())
     if not funcs:
         raise ResolveError(
             f"symbol '{spec.symbol}' not found in {binary.display} (.symtab and .dynsym)",

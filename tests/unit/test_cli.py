@@ -138,3 +138,22 @@ def test_validate_notes_a_name_shared_by_two_local_functions(tmp_path: Path) -> 
     assert "; 2 locations\n" in out
     assert re.search(r"note: 2 functions are named 'helper' \(at 0x[0-9a-f]+, 0x[0-9a-f]+\): "
                      r"probing each\n", out), out
+
+
+def test_a_variable_sharing_a_functions_name_is_not_probed(tmp_path: Path) -> None:
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    (tmp_path / "a.c").write_text(
+        "static volatile int twin = 1;\nint get_a(void) { return twin; }\n")
+    (tmp_path / "b.c").write_text(
+        "int get_a(void);\n"
+        "static __attribute__((noipa)) int twin(int x) { return x + 1; }\n"
+        "int main(void) { return twin(get_a()); }\n")
+    subprocess.run(["gcc", "-O2", "-o", str(tmp_path / "t"), str(tmp_path / "a.c"),
+                    str(tmp_path / "b.c")], check=True)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"planrunner: 1\nname: t\ntargets: {{t: {{binary: {tmp_path}/t}}}}\n"
+                    "probes: {h: {uprobe: t:twin}}\noutputs: [{count: h}]\n")
+    code, out, err = run("validate", str(plan))
+    assert code == 0, err
+    assert "; 1 location\n" in out and "note:" not in out
