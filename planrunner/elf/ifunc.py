@@ -50,7 +50,11 @@ def resolve_ifunc(path: str, symbol: Symbol) -> IfuncTarget:
     if not address or not libdl.dladdr(ctypes.c_void_p(address), ctypes.byref(info)):
         raise _unresolved(path, symbol, "the dynamic linker did not say where it points")
     fname = (info.dli_fname or b"").decode(errors="replace")
-    if not _same_file(fname, path):
+    try:
+        same = os.path.samefile(fname, path)
+    except OSError:
+        same = False
+    if not same:
         raise _unresolved(path, symbol, f"it points into {fname or 'another object'}")
     first_load = min(seg.vaddr for seg in open_binary(path).segments) & ~(os.sysconf(
         "SC_PAGE_SIZE") - 1)
@@ -59,14 +63,6 @@ def resolve_ifunc(path: str, symbol: Symbol) -> IfuncTarget:
         if sym.type == "STT_FUNC" and sym.value <= vaddr < sym.value + max(sym.size, 1):
             return IfuncTarget(vaddr, sym.name, sym.size if sym.value == vaddr else 0)
     return IfuncTarget(vaddr, "", 0)
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        sa, sb = os.stat(a), os.stat(b)
-    except OSError:
-        return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _unresolved(path: str, symbol: Symbol, why: str) -> ResolveError:
