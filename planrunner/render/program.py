@@ -36,7 +36,6 @@ from planrunner.resolve.model import ResolvedOutput, ResolvedPlan, ResolvedProbe
 # 1.9x the uprobe floor instead of 1.5x. 1/16 of the ring per CPU leaves room for 12
 # CPUs' worth before the ring is three quarters full.
 WAKEUP_SHARE = 16
-RING_PAGE = 4096  # BPF_RINGBUF_OUTPUT counts pages of this size (bcc's helpers)
 
 
 @dataclass
@@ -247,7 +246,7 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
         maps=maps,
         prologue=PROLOGUE,
         ringbuf_pages=settings.ringbuf_pages,
-        wakeup_bytes=settings.ringbuf_pages * RING_PAGE // WAKEUP_SHARE,
+        wakeup_share=WAKEUP_SHARE,
         expr_helpers=_uses_expr_helpers(statements),
         helper_macros=_helper_macros(statements),
     )

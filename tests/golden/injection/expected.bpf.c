@@ -7,9 +7,11 @@
 
 /* templates/expr_helpers.h: included verbatim */
 
-BPF_RINGBUF_OUTPUT(pr_events, 256);
+#define PR_RINGBUF_PAGES 256
+BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
-#define PR_WAKEUP_BYTES 65536
+/* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
+#define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
 
 /* Per-CPU counters: [0] records lost (ring buffer full), [1] aggregation keys dropped
    (map full), [2] bytes submitted since the last forced wakeup. */
