@@ -115,6 +115,17 @@ def wait_for(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:  # t
     return bool(predicate())
 
 
+def stop_process(proc: subprocess.Popen, sig: int = signal.SIGINT) -> None:
+    """Signal a process the test started; SIGKILL it, by its pid, if it lingers 15 s."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def kill(proc: subprocess.Popen) -> None:
     """End a process the test started, by its pid."""
     if proc.poll() is None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import PLANRUNNER, ROOT, json_records, write_plan
+from tests.e2e.executor_helpers import stop_process
 
 PROMETHEUS = "/usr/bin/prometheus"
 PLAN = """planrunner: 1
@@ -118,17 +118,7 @@ class Prom:
                 for r in self.query(promql)}
 
     def stop(self) -> None:
-        _stop(self.proc)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(self.proc)
 
 
 @pytest.fixture
@@ -199,7 +189,7 @@ def test_prometheus_scrapes_counters_and_histograms(agg_copy: Path, tmp_path: Pa
             == {None: 1}
         assert prom.values("planrunner_semaphore_mode", "mode") == {"refctr": 1}
     finally:
-        _stop(proc)
+        stop_process(proc)
         prom.stop()
     assert proc.returncode == 0, err.read_text()
     # The print output still prints, in the --format view, beside the exporter.
@@ -236,7 +226,7 @@ def test_prometheus_with_a_command(agg_copy: Path, tmp_path: Path) -> None:
             == {"poke": 1}
     finally:
         if proc is not None:
-            _stop(proc)
+            stop_process(proc)
         prom.stop()
     by_mod = [r for r in json_records(out.read_text()) if r.get("output") == "by_mod"]
     assert {r["mod"]: r["count"] for r in by_mod} == {0: 333, 1: 334, 2: 333}

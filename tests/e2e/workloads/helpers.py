@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import json_records
-from tests.e2e.executor_helpers import start_tracer
+from tests.e2e.executor_helpers import start_tracer, stop_process
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 MARIADBD = Path("/usr/sbin/mariadbd")
@@ -49,16 +49,6 @@ def tracing(*args: str) -> Iterator[Tracer]:
         yield tracer
     finally:
         tracer.kill()
-
-
-def _stop(proc: subprocess.Popen, sig: int) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _wait_until(ready, proc: subprocess.Popen, what: str, log: Path,  # type: ignore[no-untyped-def]
@@ -124,7 +114,7 @@ def postgres_server() -> Iterator[Postgres]:
         yield pg
     finally:
         if server is not None:
-            _stop(server, signal.SIGINT)  # a fast shutdown
+            stop_process(server, signal.SIGINT)  # a fast shutdown
         shutil.rmtree(top, ignore_errors=True)
 
 
@@ -166,5 +156,5 @@ def mariadb_server() -> Iterator[MariaDB]:
         yield db
     finally:
         if server is not None:
-            _stop(server, signal.SIGTERM)
+            stop_process(server, signal.SIGTERM)
         shutil.rmtree(top, ignore_errors=True)
