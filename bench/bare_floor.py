@@ -10,10 +10,10 @@ benchmark's what-if rows: planrunner's rendered C, edited).
 
 from __future__ import annotations
 
-import signal
 import sys
 
 from bcc import BPF  # the system python3-bpfcc; this is a bench tool, not planrunner
+from harness import serve_until_stopped  # a sibling: bench/ is sys.path[0]
 
 
 def main() -> None:
@@ -24,12 +24,7 @@ def main() -> None:
             text, fn = fh.read(), sys.argv[5]
     bpf = BPF(text=text, cflags=["-Wno-macro-redefined", "-Wno-unused-function"])
     bpf.attach_uprobe(name=binary, addr=addr, fn_name=fn, pid=pid)
-    stop: list[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.append(1))
-    print("READY", flush=True)
-    while not stop:
-        signal.pause()
+    serve_until_stopped()
     bpf.cleanup()
 
 

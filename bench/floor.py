@@ -9,10 +9,10 @@ handlers only set a flag).
 
 from __future__ import annotations
 
-import signal
 import sys
 
 from bcc import BPF, USDT  # the system python3-bpfcc: a bench tool, not planrunner
+from harness import serve_until_stopped  # a sibling: bench/ is sys.path[0]
 
 
 def main() -> None:
@@ -20,12 +20,7 @@ def main() -> None:
     usdt = USDT(path=binary, pid=pid)
     usdt.enable_probe(probe="bench:tick", fn_name="on_hit")
     bpf = BPF(text="int on_hit(struct pt_regs *ctx) { return 0; }", usdt_contexts=[usdt])
-    stop: list[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.append(1))
-    print("READY", flush=True)
-    while not stop:
-        signal.pause()
+    serve_until_stopped()
     bpf.cleanup()
 
 

@@ -101,6 +101,17 @@ class Child:
         return self.ru.ru_maxrss / 1024 if self.ru else None
 
 
+def serve_until_stopped() -> None:
+    """For the floor scripts (what the driver runs as a tracer): say READY once attached,
+    then sleep until SIGINT or SIGTERM; the handlers only set a flag."""
+    stop: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.append(1))
+    print("READY", flush=True)
+    while not stop:
+        signal.pause()
+
+
 def cleanup() -> None:
     for pid, group in list(LIVE.items()):
         try:
