@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.golden_headers import from_golden
+
 ROOT = Path(__file__).resolve().parents[2]
 GOLDENS = sorted((ROOT / "tests" / "golden").glob("*/expected.bpf.c"))
 
@@ -16,10 +18,7 @@ GOLDENS = sorted((ROOT / "tests" / "golden").glob("*/expected.bpf.c"))
 def test_golden_compiles_and_verifies(golden: Path) -> None:
     from bcc import BPF
 
-    text = golden.read_text()
-    for name in ("runtime_helpers.h", "expr_helpers.h"):  # see tests/unit/test_golden.py
-        header = (ROOT / "templates" / name).read_text()
-        text = text.replace(f"/* templates/{name}: included verbatim */\n", header)
+    text = from_golden(golden.read_text())
     thunks = re.findall(r"^int (pr_\w+)\((?:struct pt_regs \*ctx|void \*ctx)\)$", text, re.M)
     assert thunks, "a program without thunks"
     bpf = BPF(text=text.encode(), cflags=["-Wno-macro-redefined", "-Wno-unused-function"])

@@ -11,31 +11,17 @@ from pathlib import Path
 import pytest
 
 from planrunner.pipeline import compile_plan
+from tests.golden_headers import to_golden
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = sorted(p.parent for p in (ROOT / "tests" / "golden").glob("*/plan.yaml"))
-# Headers every program includes verbatim: kept out of the goldens (one marker line
-# each) so that each golden shows its own feature; their C is compiled by the e2e tier.
-SHARED = ("runtime_helpers.h", "expr_helpers.h")
-# Included only by programs that call one of its functions (render/program.py).
-OPTIONAL = ("expr_helpers.h",)
-
-
-def golden_text(c_source: str) -> str:
-    for name in SHARED:
-        text = (ROOT / "templates" / name).read_text()
-        if name in OPTIONAL and "PLANRUNNER_EXPR_HELPERS_H" not in c_source:
-            continue
-        assert text in c_source, f"{name} is no longer included verbatim"
-        c_source = c_source.replace(text, f"/* templates/{name}: included verbatim */\n")
-    return c_source
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_golden_c(case: Path, update_goldens: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # plans name the committed binaries relative to the repo
     _plan, _resolved, program = compile_plan(str(case.relative_to(ROOT) / "plan.yaml"), {})
-    got = golden_text(program.c_source)
+    got = to_golden(program.c_source)
     expected = case / "expected.bpf.c"
     if update_goldens:
         if not expected.exists() or expected.read_text() != got:

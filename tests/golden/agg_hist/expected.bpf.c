@@ -11,55 +11,7 @@ BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 /* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
 #define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
 
-/* Per-CPU counters: [0] records lost (ring buffer full), [1] aggregation keys dropped
-   (map full), [2] bytes submitted since the last forced wakeup. */
-#define PR_LOST_RINGBUF 0
-#define PR_LOST_MAPFULL 1
-#define PR_SUBMITS 2
-BPF_PERCPU_ARRAY(pr_counters, __u64, 3);
-
-static __always_inline void pr_count(__u32 which)
-{
-    __u64 *n = pr_counters.lookup(&which);
-    if (n)
-        *n += 1;
-}
-
-/* Wake the consumer when this CPU has submitted PR_WAKEUP_BYTES since its last wakeup
-   (render/program.py says why); it also drains on a short timer, so nothing waits long.
-   One wakeup per record costs ~10x the uprobe. */
-static __always_inline __u64 pr_wakeup_flags(__u64 size)
-{
-    __u32 which = PR_SUBMITS;
-    __u64 *n = pr_counters.lookup(&which);
-    if (!n)
-        return 0;
-    *n += size;
-    if (*n < PR_WAKEUP_BYTES)
-        return BPF_RB_NO_WAKEUP;
-    *n = 0;
-    return BPF_RB_FORCE_WAKEUP;
-}
-
-struct pr_hdr {
-    __u64 ts;
-    __u32 output;
-    __u32 pid;
-    __u32 tid;
-    __u32 uid;
-    char comm[16];
-};
-_Static_assert(sizeof(struct pr_hdr) == 40, "pr_hdr layout (render/layout.py)");
-
-static __always_inline void pr_fill_hdr(struct pr_hdr *h, __u32 output, __u64 id, __u64 ts)
-{
-    h->ts = ts;
-    h->output = output;
-    h->pid = id >> 32;
-    h->tid = (__u32)id;
-    h->uid = (__u32)bpf_get_current_uid_gid();
-    bpf_get_current_comm(h->comm, sizeof(h->comm));
-}
+/* templates/record_helpers.h: included verbatim */
 
 struct pr_span_work {
     __u64 ts;

@@ -1,0 +1,35 @@
+"""The headers every rendered program includes verbatim, and how the goldens show them:
+one marker line each (tests/unit/test_golden.py writes them so, each golden then shows its
+own feature), put back before the e2e tier compiles the goldens
+(tests/e2e/test_golden_compile.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+SHARED = ("runtime_helpers.h", "expr_helpers.h", "record_helpers.h")
+# Included only by programs that call one of its functions (render/program.py).
+OPTIONAL = {"expr_helpers.h": "PLANRUNNER_EXPR_HELPERS_H"}
+
+
+def marker(name: str) -> str:
+    return f"/* templates/{name}: included verbatim */\n"
+
+
+def to_golden(c_source: str) -> str:
+    """Rendered C with each shared header replaced by its marker line."""
+    for name in SHARED:
+        if name in OPTIONAL and OPTIONAL[name] not in c_source:
+            continue
+        text = (TEMPLATES / name).read_text()
+        assert text in c_source, f"{name} is no longer included verbatim"
+        c_source = c_source.replace(text, marker(name))
+    return c_source
+
+
+def from_golden(text: str) -> str:
+    """A golden with its marker lines replaced by the headers again: the C bcc compiles."""
+    for name in SHARED:
+        text = text.replace(marker(name), (TEMPLATES / name).read_text())
+    return text
