@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# struct pr_hdr in the template: ts, output, pid, tid, uid, comm[16]
+# struct pr_hdr in templates/record_helpers.h: ts, output, pid, tid, uid, comm[16]
 HEADER_FORMAT = "<QIIII16s"
 HEADER_SIZE = 40
 
