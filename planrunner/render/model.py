@@ -1,14 +1,58 @@
 """RenderedProgram: everything the runtime needs, and nothing of the plan.
 
-`c_source` is exactly what `planrunner render` prints and `run` loads.
+`c_source` is exactly what `planrunner render` prints and `run` loads. The runtime
+imports this module and nothing of plan/ or resolve/: every C name it must know (maps,
+functions, counter slots) is carried here as data, chosen by render/.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
+from typing import Literal
 
 from planrunner.render.layout import RecordLayout
-from planrunner.resolve.model import AttachSite
+
+
+class Counter(IntEnum):
+    """Slots of the per-CPU counter array (`RenderedProgram.counters_map`)."""
+
+    LOST_RINGBUF = 0  # print records the full ring buffer refused
+    LOST_MAPFULL = 1  # aggregation updates a full map refused
+    SUBMITS = 2  # bytes submitted since this CPU's last forced wakeup (not a loss)
+
+
+class ConfigSlot(IntEnum):
+    """Slots of the config array (`RenderedProgram.config_map`), set after loading."""
+
+    PID = 0  # the --pid filter for tracepoints (uprobes are filtered at attach)
+    SELF = 1  # planrunner's own tgid, whose events are dropped
+
+
+@dataclass(frozen=True, slots=True)
+class TargetFile:
+    """A binary a uprobe attaches to."""
+
+    path: str  # absolute path attached to (through /proc/PID/root with --pid)
+    display: str  # the path as users know it
+    build_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttachSite:
+    """One thunk and where the kernel attaches it: a uprobe or uretprobe at a file
+    offset of `binary`, or a tracepoint."""
+
+    kind: Literal["uprobe", "uretprobe", "tracepoint"]
+    fn_name: str  # the C function to load
+    probe: str  # plan probe name (for messages)
+    index: int  # site number within the probe
+    binary: TargetFile | None = None
+    file_offset: int = 0
+    ref_ctr_offset: int = 0  # semaphore file offset (kernel ref counter), 0 = none
+    semaphore: int = 0  # semaphore vaddr (for the /proc/PID/mem fallback)
+    category: str = ""  # tracepoint
+    event: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +92,11 @@ class RenderedProgram:
     aggregates: tuple[AggregateOutput, ...]
     plan_name: str
     pid: int | None = None
-    # maps the runtime reads: lost-event counter, map-full counter
-    lost_map: str = "pr_lost"
-    events_map: str = "pr_events"
+    # Maps the runtime reads or fills, by their C names.
+    events_map: str = "pr_events"  # the ring buffer of print records
+    counters_map: str = "pr_counters"  # per-CPU __u64 array indexed by Counter
+    config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
+
+    @property
+    def has_tracepoints(self) -> bool:
+        return any(s.kind == "tracepoint" for s in self.sites)

@@ -26,7 +26,14 @@ from planrunner.render.bodies import (
     tracepoint_reads,
 )
 from planrunner.render.environment import render_template, template_text
-from planrunner.render.model import AggregateOutput, PrintOutput, RenderedProgram
+from planrunner.render.model import (
+    AggregateOutput,
+    AttachSite,
+    PrintOutput,
+    RenderedProgram,
+    TargetFile,
+)
+from planrunner.resolve import model as R
 from planrunner.resolve.model import ResolvedOutput, ResolvedPlan, ResolvedProbe, SpanCapture
 
 # A CPU forces a consumer wakeup once it has submitted this share of the ring buffer
@@ -250,6 +257,15 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
         expr_helpers=_uses_expr_helpers(statements),
         helper_macros=_helper_macros(statements),
     )
-    sites = tuple(s for p in resolved.probes for s in p.sites)
+    sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid)
+
+
+def _attach_site(site: R.AttachSite) -> AttachSite:
+    """What the runtime needs of a resolved site: where to attach which function."""
+    binary = site.binary
+    target = TargetFile(binary.path, binary.display, binary.build_id) if binary else None
+    return AttachSite(site.kind, site.fn_name, site.probe, site.index, target,
+                      site.file_offset, site.ref_ctr_offset, site.semaphore,
+                      site.category, site.event)

@@ -20,7 +20,7 @@ from typing import Any
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import RenderedProgram
-from planrunner.resolve.model import AttachSite
+from planrunner.render.model import AttachSite
 from planrunner.runtime.uprobe_links import (
     BPF_TRACE_UPROBE_MULTI,
     UNSUPPORTED,

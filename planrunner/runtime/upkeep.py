@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import TextIO
 
-from planrunner.resolve.model import AttachSite
+from planrunner.render.model import AttachSite
 from planrunner.runtime.late_libraries import DevIno, MapsWatcher, file_key
 from planrunner.runtime.semaphores import Poker, recover_stale
 
