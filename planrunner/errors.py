@@ -3,9 +3,13 @@ carrying one or more Diagnostics; an internal bug is never a PlanError."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import ParamSpec, TypeVar
 
 from planrunner.diagnostics import Diagnostic, Span
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class PlanError(Exception):
@@ -75,3 +79,21 @@ def collect(errors: Iterable[PlanError], cls: type[PlanError] = PlanError) -> Pl
     for err in errors:
         diags.extend(err.diagnostics)
     return cls(diags) if diags else None
+
+
+def raise_collected(errors: Iterable[PlanError], cls: type[PlanError] = PlanError) -> None:
+    """Raise every diagnostic of `errors` as one `cls`; return when there are none."""
+    err = collect(errors, cls)
+    if err is not None:
+        raise err
+
+
+def attempt(errors: list[PlanError], fn: Callable[P, R], *args: P.args,
+            **kwargs: P.kwargs) -> R | None:
+    """fn(*args, **kwargs), or None with its PlanError appended to `errors` (for stages
+    that report every mistake of a plan at once)."""
+    try:
+        return fn(*args, **kwargs)
+    except PlanError as err:
+        errors.append(err)
+        return None

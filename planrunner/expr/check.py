@@ -31,6 +31,7 @@ from planrunner.expr import ast as A
 from planrunner.expr import typed as T
 from planrunner.expr.types import (
     BOOL,
+    DURATION,
     INT64,
     UINT64,
     BoolType,
@@ -39,6 +40,7 @@ from planrunner.expr.types import (
     Type,
     arithmetic_result,
     promoted,
+    with_unit,
 )
 
 MAX_STR_CAP = 4096  # largest constant cap in str(x, N)
@@ -54,11 +56,12 @@ LOGICAL = ("&&", "||")
 
 @dataclass(frozen=True, slots=True)
 class Symbol:
-    """What a name means here: a run-time value (`c_expr`, chosen by the renderer) or a
-    constant (`const_value`: int, bool, str/bytes; durations as int ns)."""
+    """What a name means here: a run-time value (`ref`, a symbolic reference that the
+    renderer maps to C) or a constant (`const_value`: int, bool, str/bytes; durations as
+    int ns)."""
 
     type: Type
-    c_expr: str | None
+    ref: T.Ref | None
     const_value: object | None = None
 
 
@@ -131,7 +134,7 @@ class _Checker:
         if isinstance(e, A.IntLit):
             return T.TIntConst(e.value, INT64 if INT64.contains(e.value) else UINT64, e.span)
         if isinstance(e, A.DurationLit):
-            return T.TIntConst(e.ns, UINT64, e.span)
+            return T.TIntConst(e.ns, DURATION, e.span)
         if isinstance(e, A.StrLit):
             return T.TStrConst(e.value, e.span)
         if isinstance(e, A.BoolLit):
@@ -154,9 +157,9 @@ class _Checker:
             return self.unknown_name(e)
         if sym.const_value is not None:
             return self.constant(e, sym)
-        if sym.c_expr is None:
-            raise ValueError(f"symbol {e.ident!r} has neither a C expression nor a value")
-        return T.TVar(e.ident, sym.c_expr, sym.type, e.span)
+        if sym.ref is None:
+            raise ValueError(f"symbol {e.ident!r} has neither a reference nor a value")
+        return T.TRef(e.ident, sym.ref, sym.type, e.span)
 
     def unknown_name(self, e: A.Name) -> _Failed:
         names = sorted(set(self.scope.names()))
@@ -242,7 +245,8 @@ class _Checker:
             what = "division" if op == "/" else "modulo"
             return self.error(f"{what} by zero", right.span)
         common = arithmetic_result(left.type, right.type)
-        return T.TBinary(op, left, right, common, common, e.span)
+        result = with_unit(common, left.type, right.type) if op in ("+", "-") else common
+        return T.TBinary(op, left, right, result, common, e.span)
 
     def need_ints(self, e: A.Binary, left: T.TExpr, right: T.TExpr) -> _Failed | None:
         if isinstance(left.type, IntType) and isinstance(right.type, IntType):

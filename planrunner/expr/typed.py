@@ -3,16 +3,52 @@
 Every node is a frozen dataclass with `.type` (a planrunner.expr.types Type) and `.span`
 (the span of the source node it came from). Spans do not take part in equality. Names
 have been resolved: a scope symbol with a constant value became a constant node, others a
-`TVar` carrying the renderer's C expression. Nothing here holds user text destined for C
-except string constants, which only `lower_c.c_string_literal` ever emits.
+`TRef` carrying a symbolic reference (`Ref`: an argument of the probe, a builtin, the
+span's latency, a value captured at the span's begin). Nothing here is C: render/ alone
+decides what C holds each reference, and string constants reach C only through its
+literal escaper.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from planrunner.diagnostics import Span
 from planrunner.expr.types import BOOL, BoolType, IntType, StrType, Type
+
+Builtin = Literal["pid", "tid", "uid", "gid", "cpu", "ts", "comm"]
+
+
+@dataclass(frozen=True, slots=True)
+class ArgRef:
+    """Argument `index` of the probe the expression runs in (1-based; 0 is `retval`)."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinRef:
+    """A value of the event itself (the thread, the clock, the CPU...)."""
+
+    name: Builtin
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyRef:
+    """A span's latency: the end event's time minus the begin event's, in ns."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureRef:
+    """`begin.NAME` of a span: `expr` (checked in the begin probe's scope) is stored when
+    the span begins and read back when it ends."""
+
+    name: str
+    expr: TExpr
+
+
+Ref = ArgRef | BuiltinRef | LatencyRef | CaptureRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +76,9 @@ class TStrConst:
 
 
 @dataclass(frozen=True, slots=True)
-class TVar:
+class TRef:
     name: str  # the plan name (for messages only; never emitted)
-    c_expr: str  # chosen by the renderer
+    ref: Ref
     type: Type
     span: Span = field(compare=False)
 
@@ -104,4 +140,30 @@ class TStrTest:
     type: BoolType = BOOL
 
 
-TExpr = TIntConst | TBoolConst | TStrConst | TVar | TUnary | TBinary | TStrEq | TStrRead | TStrTest
+TExpr = TIntConst | TBoolConst | TStrConst | TRef | TUnary | TBinary | TStrEq | TStrRead | TStrTest
+
+
+def children(t: TExpr) -> tuple[TExpr, ...]:
+    """The direct sub-expressions of `t`, in source order (a capture's begin-side
+    expression is not a child: it runs in another probe)."""
+    if isinstance(t, TUnary):
+        return (t.operand,)
+    if isinstance(t, TBinary | TStrEq):
+        return (t.left, t.right)
+    if isinstance(t, TStrRead):
+        return (t.addr,) if t.length is None else (t.addr, t.length)
+    if isinstance(t, TStrTest):
+        return (t.subject,)
+    return ()
+
+
+def refs(t: TExpr) -> list[Ref]:
+    """Every reference in `t`, in source order, repeats included."""
+    out: list[Ref] = []
+    stack = [t]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, TRef):
+            out.append(node.ref)
+        stack.extend(reversed(children(node)))
+    return out

@@ -7,18 +7,24 @@
 - `StrType(size)`: a char buffer of `size` bytes holding a NUL-terminated string, so at
   most `size - 1` bytes of content (`capacity`).
 - `BoolType()`: the result of comparisons and `&&`/`||`/`!`; 0 or 1 in C.
-Durations are `UINT64` nanoseconds.
+Durations are `UINT64` nanoseconds with the unit "ns" (`DURATION`). A unit is a note on
+the type, not part of it: it takes no part in equality, and it survives only `+` and `-`
+of two values with that unit (`latency / 1000` has none). Output titles read it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
+
+Unit = Literal["ns"]
 
 
 @dataclass(frozen=True, slots=True)
 class IntType:
     bits: int
     signed: bool
+    unit: Unit | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.bits not in (8, 16, 32, 64):
@@ -41,10 +47,6 @@ class IntType:
         if self.signed and value > self.max:
             value -= 1 << self.bits
         return value
-
-    @property
-    def c_name(self) -> str:
-        return f"__{'s' if self.signed else 'u'}{self.bits}"
 
     def __str__(self) -> str:
         return f"{'' if self.signed else 'u'}int{self.bits}"
@@ -77,7 +79,7 @@ Type = IntType | StrType | BoolType
 INT8, INT16, INT32, INT64 = (IntType(b, True) for b in (8, 16, 32, 64))
 UINT8, UINT16, UINT32, UINT64 = (IntType(b, False) for b in (8, 16, 32, 64))
 BOOL = BoolType()
-DURATION = UINT64
+DURATION = IntType(64, False, "ns")
 
 
 def arithmetic_result(a: IntType, b: IntType) -> IntType:
@@ -85,6 +87,13 @@ def arithmetic_result(a: IntType, b: IntType) -> IntType:
     if (not a.signed and a.bits == 64) or (not b.signed and b.bits == 64):
         return UINT64
     return INT64
+
+
+def with_unit(t: IntType, a: IntType, b: IntType) -> IntType:
+    """`t` (the result of `a + b` or `a - b`) keeping the unit both operands share."""
+    if a.unit is not None and a.unit == b.unit:
+        return IntType(t.bits, t.signed, a.unit)
+    return t
 
 
 def promoted(a: IntType) -> IntType:

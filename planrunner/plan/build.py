@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import MappingProxyType
 
 from planrunner.diagnostics import Diagnostic
 from planrunner.errors import PlanSemanticError, UsageError
@@ -42,7 +43,7 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
         path=loaded.path, source_text=loaded.source_text,
         name=data.get("name", Path(loaded.path).stem),
         description=data.get("description", ""),
-        params=params, param_values=dict(ctx.param_values), targets=targets,
+        params=params, param_values=MappingProxyType(dict(ctx.param_values)), targets=targets,
         probes=probes, outputs=outputs, settings=settings)
 
 

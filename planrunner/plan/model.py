@@ -7,6 +7,7 @@ the resolved binaries (operand widths), so checking happens at resolve time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -112,7 +113,8 @@ class Plan:
     name: str
     description: str
     params: tuple[ParamSpec, ...]
-    param_values: dict[str, object]  # bound: defaults overridden by --set, converted
+    # bound: defaults overridden by --set, converted; read-only (a MappingProxyType)
+    param_values: Mapping[str, object]
     targets: tuple[TargetSpec, ...]
     probes: tuple[ProbeSpec, ...]
     outputs: tuple[OutputSpec, ...]

@@ -29,10 +29,10 @@ Contract with runtime/aggregates.py (which reads the maps):
 
 from __future__ import annotations
 
-from planrunner.expr.lower_c import c_int_literal, lower
 from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StrType
 from planrunner.records import lhist_bucket_count
-from planrunner.render.bodies import Scratch, condition
+from planrunner.render.bodies import Body, condition
+from planrunner.render.expr_c import c_int_literal, lower
 from planrunner.render.model import AggregateOutput
 from planrunner.resolve.model import CheckedField, ResolvedOutput
 
@@ -124,11 +124,11 @@ def lhist_slot_lines(var: str, slot: str, lo: int, hi: int, step: int,
 
 
 def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_struct: str,
-               size: int, scratch: Scratch, index: int) -> list[str]:
+               size: int, body: Body, index: int) -> list[str]:
     strings = any(kind.startswith("str:") for _, kind in fields)
     if strings or size > STACK_KEY_MAX:
         member = f"agg{index}_key"
-        scratch.members.append(f"struct {key_struct} {member};")
+        body.members.append(f"struct {key_struct} {member};")
         lines = [f"struct {key_struct} *pr_k = &sc->{member};"]
         for off in range(0, size, MEMSET_CHUNK):
             n = min(MEMSET_CHUNK, size - off)
@@ -139,7 +139,7 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
     else:
         lines = [f"struct {key_struct} pr_kv = {{}};", f"struct {key_struct} *pr_k = &pr_kv;"]
     for i, (f, (_key, kind)) in enumerate(zip(out.by, fields, strict=True)):
-        low = lower(f.expr, scratch)
+        low = lower(f.expr, body)
         lines.extend(low.prelude)
         if kind.startswith("str:"):
             # _str: copy up to the NUL only; stale bytes after it in a reused buffer
@@ -164,7 +164,7 @@ def _update_lines(kind: str, vtype: str) -> list[str]:
             "pr_v->n += 1;"]
 
 
-def aggregate_block(out: ResolvedOutput, scratch: Scratch,
+def aggregate_block(out: ResolvedOutput, body: Body,
                     map_size: int) -> tuple[AggregateOutput, list[str], list[str]]:
     """The aggregation output `out`: its model for the runtime, the C statements of its
     block in the probe body (`break` leaves the block) and its map declarations."""
@@ -178,7 +178,10 @@ def aggregate_block(out: ResolvedOutput, scratch: Scratch,
     signed = value_signed(out)
     ctype = "__s64" if signed else "__u64"
     val_decl, vtype = _value_decl(kind, ctype, f"{map_name}_val")
-    lhist = (spec.lhist_min, spec.lhist_max, spec.lhist_step) if kind == "lhist" else None
+    lhist: tuple[int, int, int] | None = None
+    if kind == "lhist":
+        assert None not in (spec.lhist_min, spec.lhist_max, spec.lhist_step)
+        lhist = (spec.lhist_min or 0, spec.lhist_max or 0, spec.lhist_step or 0)
 
     # aligned(8): clang expands the zeroing memset with 8-byte stores (it inlines at
     # most 128 stores; a char-only struct would get 1-byte ones).
@@ -189,10 +192,10 @@ def aggregate_block(out: ResolvedOutput, scratch: Scratch,
     decls.append(f"BPF_PERCPU_HASH({map_name}, struct {key_struct}, {vtype}, {map_size});")
     decls.append(f"BPF_PERCPU_ARRAY({lost_map}, __u64, 1);  /* updates refused: map full */")
 
-    lines = [f"/* output {index}: {kind} */", *condition(out.where, scratch)]
-    lines += _key_lines(out, fields, key_struct, size, scratch, index)
+    lines = [f"/* output {index}: {kind} */", *condition(out.where, body)]
+    lines += _key_lines(out, fields, key_struct, size, body, index)
     if out.value is not None:
-        low = lower(out.value, scratch)
+        low = lower(out.value, body)
         lines.extend(low.prelude)
         xtype = "__u64" if kind == "hist" else ctype  # log2 takes the value as unsigned
         lines.append(f"{xtype} pr_x = ({xtype})({low.c});")
@@ -201,7 +204,6 @@ def aggregate_block(out: ResolvedOutput, scratch: Scratch,
         lines += ["__u64 pr_t = pr_x;", "__u64 pr_slot = 0;",
                   *log2_slot_lines("pr_t", "pr_slot"), "pr_k->slot = pr_slot;"]
     elif lhist is not None:
-        assert None not in lhist
         lines += ["__u64 pr_slot;", *lhist_slot_lines("pr_x", "pr_slot", *lhist, signed),
                   "pr_k->slot = pr_slot;"]
     lines += [
@@ -220,7 +222,7 @@ def aggregate_block(out: ResolvedOutput, scratch: Scratch,
     agg = AggregateOutput(
         name=spec.name, probe=spec.probe, kind=kind, map_name=map_name, key_fields=fields,
         value_label=value_label(out), unit=out.value_unit, every_ns=spec.every_ns,
-        top=spec.top, lhist=lhist, map_size=map_size,  # type: ignore[arg-type]
+        top=spec.top, lhist=lhist, map_size=map_size,
         value_signed=signed, lost_map=lost_map)
     return agg, lines, decls
 

@@ -1,24 +1,41 @@
-"""Per-probe C statements: operand reads (thunks), the body prologue, filters, print
-records and span bookkeeping. Aggregation map updates live in render/aggregates.py.
+"""Per-probe C statements: operand reads (thunks), string reads, filters and print
+records. Aggregation map updates live in render/aggregates.py, span bookkeeping in
+render/spans.py.
 
-Everything emitted here comes from typed models: generated names (`pr_...`), integers
-formatted here, lowered expressions (expr/lower_c.py, which owns literal escaping) and
-operand reads (usdt/lower_c.py). No plan text is pasted.
+`Body` is the probe body being emitted: it names the C of every symbolic reference
+(`c_of`), hands out per-CPU scratch buffers (`alloc`) and records what the statements
+need (builtins the prologue must compute, helpers the program must include), so that
+render/program.py decides what to emit from that data, never by reading the C back.
+Everything emitted comes from typed models: generated names (`pr_...`), integers
+formatted here, lowered expressions (render/expr_c.py, which owns literal escaping) and
+operand reads (render/operand_c.py). No plan text is pasted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planrunner.expr.lower_c import lower
-from planrunner.expr.typed import TExpr, TStrRead, TVar
+from planrunner.expr.typed import (
+    ArgRef,
+    Builtin,
+    BuiltinRef,
+    CaptureRef,
+    LatencyRef,
+    Ref,
+    TExpr,
+    TRef,
+    TStrRead,
+)
 from planrunner.expr.types import BoolType, IntType, StrType
+from planrunner.render.expr_c import lower
 from planrunner.render.layout import LayoutField, RecordLayout
-from planrunner.resolve.model import ArgSlot, AttachSite, ResolvedProbe
-from planrunner.usdt.lower_c import lower_operand
+from planrunner.render.needs import Helper
+from planrunner.render.operand_c import lower_operand
+from planrunner.resolve.model import ArgSlot, ResolvedProbe, ResolvedSite
 
-# Builtins the prologue can compute; the body computes only what is used.
-PROLOGUE = {
+# Builtins the prologue can compute, in prologue order; the body computes only what it
+# uses (pid and tid always: pr_id holds both).
+PROLOGUE: dict[Builtin, str] = {
     "pid": "__u32 pr_pid = pr_id >> 32;",
     "tid": "__u32 pr_tid = (__u32)pr_id;",
     "uid": "__u32 pr_uid = (__u32)bpf_get_current_uid_gid();",
@@ -30,27 +47,69 @@ PROLOGUE = {
 
 
 @dataclass
-class Scratch:
-    """The per-CPU scratch struct of one probe: string buffers too big for the stack."""
+class StringSource:
+    """Where a string value's user pointer and read status live (for record fields)."""
 
-    name: str
-    members: list[str] = field(default_factory=list)
+    ptr: str
+    status: str
+
+
+@dataclass
+class Body:
+    """One probe body under construction (see the module docstring)."""
+
+    scratch_name: str
+    slots: dict[int, ArgSlot]
+    members: list[str] = field(default_factory=list)  # of the per-CPU scratch struct
+    builtins: set[Builtin] = field(default_factory=lambda: {"pid", "tid"})
+    helpers: set[Helper] = field(default_factory=set)
+    captures: dict[CaptureRef, str] = field(default_factory=dict)  # the span being ended
     _tmp: int = 0
 
+    # -- LoweringContext (render/expr_c.py) ------------------------------------------
+
     def alloc(self, size: int) -> str:
-        """StringAllocator for expression lowering: a fresh char[size] buffer."""
+        """A fresh char[size] buffer in the scratch struct."""
         member = f"t{self._tmp}"
         self._tmp += 1
         self.members.append(f"char {member}[{size}];")
         return f"sc->{member}"
 
+    def c_of(self, ref: Ref) -> str:
+        if isinstance(ref, ArgRef):
+            return arg_value(self.slots[ref.index])
+        if isinstance(ref, BuiltinRef):
+            return self.builtin(ref.name)
+        if isinstance(ref, LatencyRef):
+            return "pr_latency"
+        return self.captures[ref]
 
-@dataclass
-class StringSource:
-    """Where a string value's pointer and status live (for record fields)."""
+    def need(self, helper: Helper) -> None:
+        self.helpers.add(helper)
 
-    ptr: str
-    status: str
+    # -- the rest --------------------------------------------------------------------
+
+    def builtin(self, name: Builtin) -> str:
+        """The C local holding builtin `name`, which the prologue will now compute."""
+        self.builtins.add(name)
+        return f"pr_{name}"
+
+    def string_source(self, ref: Ref) -> StringSource | None:
+        """Where the pointer and status of the string `ref` names live, when it has them
+        (a string argument, or a capture of one); None for strings always read whole."""
+        if isinstance(ref, ArgRef) and self.slots[ref.index].kind != "int":
+            return StringSource(f"a->v{ref.index}", f"sc->st{ref.index}")
+        if isinstance(ref, CaptureRef) and isinstance(ref.expr.type, StrType):
+            member = self.captures[ref]
+            return StringSource(f"{member}_ptr", f"{member}_st")
+        return None
+
+
+def arg_value(slot: ArgSlot) -> str:
+    """The C of argument `slot`'s value in a body: a string's buffer, else the integer."""
+    if slot.kind == "int":
+        return f"a->v{slot.index}"
+    return f"sc->s{slot.index}"
 
 
 def slot_member(slot: ArgSlot) -> str:
@@ -58,7 +117,7 @@ def slot_member(slot: ArgSlot) -> str:
     return f"{ctype} v{slot.index};"
 
 
-def thunk_reads(site: AttachSite, probe: ResolvedProbe, machine: str) -> list[str]:
+def thunk_reads(site: ResolvedSite, probe: ResolvedProbe, machine: str) -> list[str]:
     """C statements that fill `pr_a` (struct pr_args_<probe>) at one site."""
     lines: list[str] = []
     for slot in probe.slots:
@@ -86,37 +145,39 @@ def tracepoint_reads(probe: ResolvedProbe) -> list[str]:
     return lines
 
 
-def string_reads(probe: ResolvedProbe, scratch: Scratch, kernel: bool,
-                 sources: dict[str, StringSource]) -> list[str]:
+def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
     """Read the probe's string arguments into scratch once, at the top of the body."""
+    kernel = probe.spec.kind == "tracepoint"
     lines = []
     for slot in probe.slots:
         if slot.kind == "int":
             continue
         i = slot.index
-        scratch.members.append(f"char s{i}[{slot.size + 1}];")
-        scratch.members.append(f"__s64 st{i};")
-        sources[f"sc->s{i}"] = StringSource(f"a->v{i}", f"sc->st{i}")
+        body.members.append(f"char s{i}[{slot.size + 1}];")
+        body.members.append(f"__s64 st{i};")
         if slot.kind == "lstring" and slot.length_expr is not None:
-            low = lower(slot.length_expr, scratch)
+            low = lower(slot.length_expr, body)
             lines.extend(low.prelude)
+            body.need(Helper.READ_LSTR)
             lines.append(f"sc->st{i} = pr_read_lstr(sc->s{i}, {slot.size}, a->v{i}, "
                          f"(__s64)({low.c}));")
         elif kernel:
             arrays = {f.name for f in probe.tracepoint_fields if f.array_len}
             more = 0 if slot.name in arrays else 1
+            body.need(Helper.READ_KSTR)
             lines.append(f"sc->st{i} = pr_read_kstr(sc->s{i}, {slot.size + 1}, a->v{i}, "
                          f"{more});")
         else:
+            body.need(Helper.READ_STR)
             lines.append(f"sc->st{i} = pr_read_str(sc->s{i}, {slot.size + 1}, a->v{i});")
     return lines
 
 
-def condition(texpr: TExpr | None, scratch: Scratch) -> list[str]:
+def condition(texpr: TExpr | None, body: Body) -> list[str]:
     """Statements that `break` out of the enclosing do-while when `texpr` is false."""
     if texpr is None:
         return []
-    low = lower(texpr, scratch)
+    low = lower(texpr, body)
     return [*low.prelude, f"if (!({low.c})) break;"]
 
 
@@ -139,54 +200,57 @@ class StrField(StringSource):
     buf: str = ""
 
 
-def str_field_read(texpr: TStrRead, scratch: Scratch, body: list[str]) -> StrField:
+def str_field_read(texpr: TStrRead, body: Body, lines: list[str]) -> StrField:
     """A record field that is itself `str(...)`: read with a status, so that the record
     says null for a NULL pointer and lists the key in `truncated` when it was cut."""
-    addr = lower(texpr.addr, scratch)
-    body.extend(addr.prelude)
-    buf = scratch.alloc(texpr.cap + 1)
+    addr = lower(texpr.addr, body)
+    lines.extend(addr.prelude)
+    buf = body.alloc(texpr.cap + 1)
     status = buf + "_st"
-    scratch.members.append(f"__s64 {status[len('sc->'):]};")
+    body.members.append(f"__s64 {status[len('sc->'):]};")
     ptr = "pr_p_" + buf[len("sc->"):]
-    body.append(f"__u64 {ptr} = (__u64)({addr.c});")
+    lines.append(f"__u64 {ptr} = (__u64)({addr.c});")
     if texpr.length is None:
-        body.append(f"{status} = pr_read_str({buf}, {texpr.cap + 1}, {ptr});")
+        body.need(Helper.READ_STR)
+        lines.append(f"{status} = pr_read_str({buf}, {texpr.cap + 1}, {ptr});")
     else:
-        length = lower(texpr.length, scratch)
-        body.extend(length.prelude)
-        body.append(f"{status} = pr_read_lstr({buf}, {texpr.cap}, {ptr}, "
-                    f"(__s64)({length.c}));")
+        length = lower(texpr.length, body)
+        lines.extend(length.prelude)
+        body.need(Helper.READ_LSTR)
+        lines.append(f"{status} = pr_read_lstr({buf}, {texpr.cap}, {ptr}, "
+                     f"(__s64)({length.c}));")
     return StrField(ptr, status, buf)
 
 
 def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TExpr | None,
-                scratch: Scratch, sources: dict[str, StringSource]) -> list[str]:
+                body: Body) -> list[str]:
     """One `print` output: filter, reserve a record, fill it, submit. Strings are copied
     up to their NUL (the decoder cuts there): the tail of the buffer is never written."""
-    body = condition(where, scratch)
+    lines = condition(where, body)
     fills: list[str] = []
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
         if lf.kind == "str" and isinstance(texpr, TStrRead):
-            src = str_field_read(texpr, scratch, body)
+            src = str_field_read(texpr, body, lines)
             dst = f"ev->{lf.member}"
             fills += [f"{dst}_ptr = {src.ptr};", f"{dst}_st = {src.status};",
                       f"bpf_probe_read_kernel_str({dst}, {lf.size}, {src.buf});"]
             continue
-        low = lower(texpr, scratch)
-        body.extend(low.prelude)
+        low = lower(texpr, body)
+        lines.extend(low.prelude)
         dst = f"ev->{lf.member}"
         if lf.kind == "str":
-            src = sources.get(texpr.c_expr) if isinstance(texpr, TVar) else None
-            fills.append(f"{dst}_ptr = {src.ptr if src else '0'};")
-            fills.append(f"{dst}_st = {src.status if src else 'PR_STR_OK'};")
+            source = body.string_source(texpr.ref) if isinstance(texpr, TRef) else None
+            fills.append(f"{dst}_ptr = {source.ptr if source else '0'};")
+            fills.append(f"{dst}_st = {source.status if source else 'PR_STR_OK'};")
             fills.append(f"bpf_probe_read_kernel_str({dst}, {lf.size}, {low.c});")
         else:
             ctype = "__s64" if lf.kind == "int" else "__u64"
             fills.append(f"{dst} = ({ctype})({low.c});")
-    body.append(f"struct {layout.c_name} *ev = pr_events.ringbuf_reserve("
-                f"sizeof(struct {layout.c_name}));")
-    body.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")
-    body.append(f"pr_fill_hdr(&ev->h, {layout.output_id}, pr_id, pr_ts);")
-    body.extend(fills)
-    body.append(f"pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct {layout.c_name})));")
-    return body
+    lines.append(f"struct {layout.c_name} *ev = pr_events.ringbuf_reserve("
+                 f"sizeof(struct {layout.c_name}));")
+    lines.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")
+    lines.append(f"pr_fill_hdr(&ev->h, {layout.output_id}, pr_id, {body.builtin('ts')});")
+    lines.extend(fills)
+    lines.append(f"pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct "
+                 f"{layout.c_name})));")
+    return lines

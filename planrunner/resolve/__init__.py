@@ -1,110 +1,98 @@
-"""resolve_plan: Plan -> ResolvedPlan.
+"""resolve_plan: Plan -> ResolvedPlan, as small steps in order.
 
-Finds every target binary, every probe's sites (USDT locations, uprobe symbols,
-tracepoints), type-checks every expression against what the probes really offer, and
-decides which arguments each site must read. Collects all errors of the plan.
+    targets   every target binary found (path, build id, machine)
+    locate    each probe by its kind's locator (resolve/locate.py): where it fires, the
+              names its expressions may use
+    check     each probe's own expressions (where, string lengths), then the spans'
+              (keys, where), then the outputs' (resolve/outputs.py), every one typed
+    usage     which arguments each probe reads and which values each span captures, read
+              off the typed trees (resolve/usage.py)
+    finish    argument slots and one ResolvedSite per place the probe fires
+
+Every step collects its errors, so a plan's mistakes are reported at once; an
+expression is checked only against probes that were found (a missing probe has already
+been reported, and its outputs would only repeat it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from planrunner.diagnostics import Diagnostic, Span
-from planrunner.errors import OperandError, PlanError, ResolveError, collect
-from planrunner.expr.ast import Name
-from planrunner.expr.check import check, check_condition, check_value
+from planrunner.errors import OperandError, PlanError, ResolveError, attempt, raise_collected
+from planrunner.expr.check import Scope, check_condition, check_value
 from planrunner.expr.typed import TExpr
 from planrunner.expr.types import BoolType, IntType, StrType, Type
-from planrunner.plan.model import FieldSpec, Plan, ProbeSpec
+from planrunner.plan.model import Plan, ProbeSpec
 from planrunner.resolve import sites as S
+from planrunner.resolve.locate import LOCATORS, Located
 from planrunner.resolve.model import (
     ArgSlot,
-    AttachSite,
     BinaryRef,
-    CheckedField,
     ResolvedOutput,
     ResolvedPlan,
     ResolvedProbe,
+    ResolvedSite,
 )
-from planrunner.resolve.scope import ProbeScope
+from planrunner.resolve.outputs import check_outputs
+from planrunner.resolve.scope import Constants
 from planrunner.resolve.spans import SpanScope
+from planrunner.resolve.usage import arg_indexes, captures, output_exprs
 from planrunner.targets import resolve_target
-from planrunner.usdt.model import ArgOperand, ProbeSite
+from planrunner.usdt.model import ArgOperand, RipRel
 from planrunner.usdt.operands import operand_error
 
 
-class _Unresolved(Exception):
-    """A probe whose target failed to resolve: already reported, skip it quietly."""
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A located probe with its own expressions typed."""
+
+    located: Located
+    where: TExpr | None
+    lengths: Mapping[int, TExpr]  # string arguments read with an explicit length
 
 
-@dataclass
-class _Probe:
-    """Working state for one non-span probe while the plan is checked."""
-
-    spec: ProbeSpec
-    scope: ProbeScope
-    binary: BinaryRef | None = None
-    usdt_sites: tuple[ProbeSite, ...] = ()
-    locations: tuple[tuple[int, int], ...] = ()  # uprobes: (pc, file offset) each
-    notes: tuple[str, ...] = ()  # for the summary (an IFUNC resolved, a shared name)
-    arg_count: int = 0
-    types: dict[int, Type] = field(default_factory=dict)
-    tp_fields: tuple = ()
-    where: TExpr | None = None
-    lengths: dict[int, TExpr] = field(default_factory=dict)
+@dataclass(frozen=True, slots=True)
+class _Span:
+    scope: SpanScope
+    key_begin: TExpr | None
+    key_end: TExpr | None
+    where: TExpr | None
 
 
 def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
     errors: list[PlanError] = []
-    binaries = _binaries(plan, pid, errors)
-    probes: dict[str, _Probe] = {}
-    for spec in plan.probes:
-        if spec.kind != "span":
-            try:
-                probes[spec.name] = _locate(plan, spec, binaries)
-            except PlanError as err:
-                errors.append(err)
-            except _Unresolved:
-                pass
     size = plan.settings.string_size
-    for work in probes.values():
-        _guard(errors, _check_probe_exprs, work, size)
-    # Expressions are checked only against probes that were found: a missing probe has
-    # already been reported, and its outputs would only repeat it.
-    spans = {s.name: SpanScope(s, probes[s.begin].scope, probes[s.end].scope,  # type: ignore[index]
-                               plan.param_values)
-             for s in plan.probes
-             if s.kind == "span" and s.begin in probes and s.end in probes}
-    for name in spans:
-        _guard(errors, _check_span_targets, plan.probe(name), probes)
-    span_keys = {name: _guard(errors, sc.check_keys, size) for name, sc in spans.items()}
-    span_where = {name: _guard(errors, sc.check_where, size) for name, sc in spans.items()}
-    outputs = _check_outputs(plan, probes, spans, errors)
-    if errors:
-        raise collect(errors, ResolveError)  # type: ignore[misc]
+    constants = Constants.of(plan)
+    binaries = _binaries(plan, pid, errors)
+    located = {spec.name: got for spec in plan.probes if spec.kind != "span"
+               if (got := _locate(spec, binaries, constants, size, errors)) is not None}
+    checked = {name: _check_probe(loc, size, errors) for name, loc in located.items()}
+    span_specs = [s for s in plan.probes if s.kind == "span"
+                  and s.begin in checked and s.end in checked]
+    for spec in span_specs:
+        attempt(errors, _check_span_targets, spec, checked)
+    scopes = {s.name: SpanScope(s, checked[s.begin or ""].located.scope,
+                                checked[s.end or ""].located.scope) for s in span_specs}
+    keys = {name: attempt(errors, sc.check_keys, size) for name, sc in scopes.items()}
+    wheres = {name: attempt(errors, sc.check_where, size) for name, sc in scopes.items()}
+    all_scopes: dict[str, Scope] = {n: c.located.scope for n, c in checked.items()}
+    all_scopes.update(scopes)
+    outputs = check_outputs(plan.outputs, all_scopes, size, errors)
+    raise_collected(errors, ResolveError)
+    spans = {name: _Span(sc, *(keys[name] or (None, None)), wheres[name])
+             for name, sc in scopes.items()}
     resolved: list[ResolvedProbe] = []
     for spec in plan.probes:
         if spec.kind == "span":
-            keys = span_keys.get(spec.name) or (None, None)
-            resolved.append(ResolvedProbe(spec, (), (), span_where.get(spec.name),
-                                          key_begin=keys[0], key_end=keys[1],
-                                          captures=spans[spec.name].captures()))
+            resolved.append(_span_probe(spans[spec.name], outputs))
         else:
-            got = _guard(errors, _finish, plan, probes[spec.name])
+            got = attempt(errors, _finish, checked[spec.name], spans, outputs)
             if got is not None:
                 resolved.append(got)
-    if errors:
-        raise collect(errors, ResolveError)  # type: ignore[misc]
+    raise_collected(errors, ResolveError)
     return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid)
-
-
-def _guard(errors: list[PlanError], fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """fn(*args, **kwargs), or None with its PlanError appended to `errors`."""
-    try:
-        return fn(*args, **kwargs)
-    except PlanError as err:
-        errors.append(err)
-        return None
 
 
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError]) -> dict[str, BinaryRef]:
@@ -118,68 +106,36 @@ def _binaries(plan: Plan, pid: int | None, errors: list[PlanError]) -> dict[str,
     return out
 
 
-def _locate(plan: Plan, spec: ProbeSpec, binaries: dict[str, BinaryRef]) -> _Probe:
-    scope = ProbeScope({}, plan.param_values)
-    work = _Probe(spec, scope)
-    size = plan.settings.string_size
-    if spec.kind == "tracepoint":
-        work.tp_fields = S.tracepoint_fields(spec)
-        for fld in work.tp_fields:
-            if fld.is_string:  # a char[N] array holds at most N bytes, NUL or not
-                typ: Type = StrType(min(fld.array_len or size, size) + 1)
-            elif fld.size in (1, 2, 4, 8):
-                typ = IntType(fld.size * 8, fld.signed)
-            else:
-                continue  # arrays of integers and structs: no expression can read them
-            scope.args[fld.name] = (len(scope.args) + 1, typ)
-        return work
-    if spec.target not in binaries:
-        raise _Unresolved()  # the target's own error was reported
-    work.binary = binary = binaries[spec.target]
-    if spec.kind == "usdt":
-        probe = S.find_usdt(spec, binary)
-        work.usdt_sites = probe.sites
-        work.arg_count = min(len(s.args) for s in probe.sites)
-        work.types = dict(S.usdt_arg_types(probe))
-        scope.what = f"probe '{spec.name}' ({probe.qualified} in {binary.display})"
-        scope.arg_count = work.arg_count
-    else:
-        work.locations, work.notes = S.uprobe_sites(spec, binary)
-        work.arg_count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0,
-                              len(spec.args)])
-        work.types = {i: IntType(64, True) for i in range(1, work.arg_count + 1)}
-    for arg in spec.args:
-        declared = S.declared_type(arg, size)
-        if arg.index > work.arg_count and spec.kind == "usdt":
-            raise ResolveError(
-                f"probe '{spec.name}' declares argument {arg.index}, but "
-                f"{spec.provider or ''}{':' if spec.provider else ''}{spec.probe} has "
-                f"{work.arg_count} argument{'s' if work.arg_count != 1 else ''}", arg.span)
-        if declared is not None:
-            work.types[arg.index] = declared
-    for index, typ in work.types.items():
-        scope.args[f"arg{index}"] = (index, typ)
-    for arg in spec.args:
-        if arg.name:
-            scope.args[arg.name] = (arg.index, work.types[arg.index])
-    if spec.kind == "uretprobe" and not spec.args:
-        scope.what, scope.arg_count = f"uretprobe ('{spec.name}')", 0
-    if spec.kind == "uretprobe":
-        rv = spec.retval
-        typ = S.declared_type(rv, size) if rv else None
-        scope.args["retval"] = (0, typ or IntType(64, True))
-        if rv and rv.name:
-            scope.args[rv.name] = (0, typ or IntType(64, True))
-        if spec.kind == "uretprobe" and not spec.args:
-            for i in range(1, work.arg_count + 1):
-                scope.args.pop(f"arg{i}", None)
-    return work
+def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Constants,
+            size: int, errors: list[PlanError]) -> Located | None:
+    """The probe located by its kind's locator; None when it, or its target, failed."""
+    binary = None
+    if spec.kind != "tracepoint":
+        if spec.target not in binaries:
+            return None  # the target's own error was reported
+        binary = binaries[spec.target]
+    return attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
 
 
-def _check_span_targets(spec: ProbeSpec, probes: dict[str, _Probe]) -> None:
+def _check_probe(loc: Located, size: int, errs: list[PlanError]) -> _Checked:
+    """The probe with its where: and string lengths typed (what failed is left out, and
+    its error appended to `errs`)."""
+    where = None
+    if loc.spec.where is not None:
+        where = attempt(errs, check_condition, loc.spec.where, loc.scope, string_size=size)
+    lengths = {}
+    for arg in loc.spec.args:
+        if arg.length is not None:
+            got = attempt(errs, check_value, arg.length, loc.scope, string_size=size)
+            if got is not None:
+                lengths[arg.index] = got
+    return _Checked(loc, where, lengths)
+
+
+def _check_span_targets(spec: ProbeSpec, checked: Mapping[str, _Checked]) -> None:
     """The default key (the thread) cannot pair a begin and an end that fire in
     different programs: such a span needs a key both sides share."""
-    begin, end = probes[spec.begin or ""], probes[spec.end or ""]
+    begin, end = checked[spec.begin or ""].located, checked[spec.end or ""].located
     if spec.key is None and begin.binary and end.binary and begin.binary != end.binary:
         raise ResolveError(
             f"span '{spec.name}' pairs '{begin.spec.name}' in {begin.binary.display} with "
@@ -189,149 +145,120 @@ def _check_span_targets(spec: ProbeSpec, probes: dict[str, _Probe]) -> None:
                    "argument",))
 
 
-def _check_probe_exprs(work: _Probe, size: int) -> None:
-    errs: list[PlanError] = []
-    if work.spec.where is not None:
-        work.where = _guard(errs, check_condition, work.spec.where, work.scope,
-                            string_size=size)
-    for arg in work.spec.args:
-        if arg.length is not None:
-            got = _guard(errs, check_value, arg.length, work.scope, string_size=size)
-            if got is not None:
-                work.lengths[arg.index] = got
-    if errs:
-        raise collect(errs)  # type: ignore[misc]
+def _outputs_of(name: str, outputs: list[ResolvedOutput]) -> list[ResolvedOutput]:
+    return [o for o in outputs if o.spec.probe == name]
 
 
-def _check_outputs(plan: Plan, probes: dict[str, _Probe], spans: dict[str, SpanScope],
-                   errors: list[PlanError]) -> list[ResolvedOutput]:
-    size = plan.settings.string_size
-    out = []
-    for spec in plan.outputs:
-        if spec.probe in spans:
-            scope: SpanScope | ProbeScope = spans[spec.probe]
-        elif spec.probe in probes:
-            scope = probes[spec.probe].scope
-        else:
-            continue
-        errs: list[PlanError] = []
-
-        def field_list(items, scope=scope, errs=errs):  # type: ignore[no-untyped-def]
-            got = []
-            for f in items:
-                if _head_only(f, scope):
-                    continue  # time, ts_ns, probe: every record carries them already
-                texpr = _guard(errs, check, f.expr, scope, string_size=size)
-                if texpr is not None:
-                    got.append(CheckedField(f.key, texpr, f.span))
-            return tuple(got)
-
-        fields = field_list(spec.fields)
-        by = field_list(spec.by)
-        value = where = None
-        if spec.value is not None:
-            value = _guard(errs, check_value, spec.value, scope, string_size=size)
-        if spec.where is not None:
-            where = _guard(errs, check_condition, spec.where, scope, string_size=size)
-        if errs:
-            errors.extend(errs)
-            continue
-        unit = "ns" if value is not None and "pr_latency" in repr(value) else None
-        out.append(ResolvedOutput(spec, fields, by, value, where, unit))
-    return out
+def _span_exprs(span: _Span, outputs: list[ResolvedOutput]) -> list[TExpr]:
+    """The expressions that run when the span ends, in checking order."""
+    own = [span.where] if span.where is not None else []
+    return own + output_exprs(_outputs_of(span.scope.spec.name, outputs))
 
 
-# Record keys that no expression computes: the record head has them for every event.
-HEAD_ONLY = frozenset({"time", "ts_ns", "probe"})
+def _span_probe(span: _Span, outputs: list[ResolvedOutput]) -> ResolvedProbe:
+    return ResolvedProbe(span.scope.spec, (), (), span.where, key_begin=span.key_begin,
+                         key_end=span.key_end, captures=captures(_span_exprs(span, outputs)))
 
 
-def _head_only(f: FieldSpec, scope: ProbeScope | SpanScope) -> bool:
-    """A `fields:` entry naming a head-only key (unless the probe gives it that name)."""
-    return (isinstance(f.expr, Name) and f.expr.ident in HEAD_ONLY
-            and f.key == f.expr.ident and f.expr.ident not in scope.names())
+def _used_args(c: _Checked, spans: Mapping[str, _Span],
+               outputs: list[ResolvedOutput]) -> set[int]:
+    """Every argument an expression running in this probe refers to (resolve/usage.py)."""
+    name = c.located.spec.name
+    exprs: list[TExpr | None] = [c.where, *c.lengths.values(),
+                                 *output_exprs(_outputs_of(name, outputs))]
+    for span in spans.values():
+        spec = span.scope.spec
+        if spec.begin == name:
+            exprs.append(span.key_begin)
+            exprs += [cap.expr for cap in captures(_span_exprs(span, outputs))]
+        if spec.end == name:
+            exprs.append(span.key_end)
+            exprs += _span_exprs(span, outputs)
+    return arg_indexes(exprs) | set(c.lengths)
 
 
-def _finish(plan: Plan, work: _Probe) -> ResolvedProbe:
-    """Slots for the arguments the plan used, and one AttachSite per location."""
-    spec, scope = work.spec, work.scope
-    slots = []
+def _finish(c: _Checked, spans: Mapping[str, _Span],
+            outputs: list[ResolvedOutput]) -> ResolvedProbe:
+    """Slots for the arguments the plan uses, and one ResolvedSite per location."""
+    loc = c.located
+    spec, scope = loc.spec, loc.scope
     # Names the plan or a tracepoint gave (not argN: a tracepoint field may be `argv`).
     names = {i: n for n, (i, _t) in scope.args.items()
              if not (n.startswith("arg") and n[3:].isdigit())}
-    for index in sorted(scope.used_args | set(work.lengths)):
-        typ = dict((i, t) for i, t in scope.args.values())[index]
-        if isinstance(typ, StrType):
-            kind = "lstring" if index in work.lengths else "string"
-            cap = typ.size - 1  # the declared size:, a char[N] field's N, or string_size
-            slots.append(ArgSlot(index, names.get(index), kind, 64, False, cap,  # type: ignore[arg-type]
-                                 work.lengths.get(index)))
-        elif isinstance(typ, BoolType):  # a byte in the register or memory
-            slots.append(ArgSlot(index, names.get(index), "int", 8, False, 0))
-        else:
-            assert isinstance(typ, IntType)
-            slots.append(ArgSlot(index, names.get(index), "int", typ.bits, typ.signed, 0))
-    fn = "pr_" + "".join(c if c.isalnum() else "_" for c in spec.name)
-    sites: list[AttachSite] = []
+    slots = [_slot(index, names.get(index), scope.type_of(index), c.lengths.get(index))
+             for index in sorted(_used_args(c, spans, outputs))]
+    sites: list[ResolvedSite] = []
     if spec.kind == "tracepoint":
-        sites.append(AttachSite("tracepoint", f"{fn}_tp", spec.name, 0,
-                                category=spec.category or "", event=spec.event or ""))
+        sites.append(ResolvedSite("tracepoint", spec.name, 0, category=spec.category or "",
+                                  event=spec.event or ""))
     elif spec.kind == "usdt":
-        sites = _usdt_sites(work, slots, fn)
+        sites = _usdt_sites(loc, slots)
     else:
-        assert work.binary is not None
+        assert loc.binary is not None and spec.kind in ("uprobe", "uretprobe")
+        machine = loc.binary.machine
         args: list[ArgOperand | None] = [None] * (max([s.index for s in slots], default=0) + 1)
         for slot in slots:
             size_bytes = slot.bits // 8 if slot.kind == "int" else 8
-            args[slot.index] = (S.return_value(size_bytes, slot.signed, work.binary.machine)
+            args[slot.index] = (S.return_value(size_bytes, slot.signed, machine)
                                 if slot.index == 0 else
-                                S.register_arg(slot.index, size_bytes, slot.signed,
-                                               work.binary.machine))
-        sites += [AttachSite(spec.kind, f"{fn}_s{n}", spec.name, n,  # type: ignore[arg-type]
-                             work.binary, pc, offset, 0, 0, tuple(args))
-                  for n, (pc, offset) in enumerate(work.locations)]
-    targets = (work.binary,) if work.binary else ()
+                                S.register_arg(slot.index, size_bytes, slot.signed, machine))
+        sites += [ResolvedSite(spec.kind, spec.name, n, loc.binary, pc, offset,
+                               args=tuple(args))
+                  for n, (pc, offset) in enumerate(loc.locations)]
+    targets = (loc.binary,) if loc.binary else ()
+    return ResolvedProbe(spec, tuple(sites), tuple(slots), c.where, targets,
+                         tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
+                         notes=loc.notes)
+
+
+def _slot(index: int, name: str | None, typ: Type, length: TExpr | None) -> ArgSlot:
+    if isinstance(typ, StrType):
+        kind = "lstring" if length is not None else "string"
+        cap = typ.size - 1  # the declared size:, a char[N] field's N, or string_size
+        return ArgSlot(index, name, kind, 64, False, cap, length)
+    if isinstance(typ, BoolType):  # a byte in the register or memory
+        return ArgSlot(index, name, "int", 8, False, 0)
+    assert isinstance(typ, IntType)
+    return ArgSlot(index, name, "int", typ.bits, typ.signed, 0)
+
+
+def _offered(args: Mapping[str, tuple[int, Type]]) -> tuple[tuple[str, str], ...]:
+    """Every argument the probe offers, for summaries: (names, type) in argument order."""
     by_index: dict[int, tuple[list[str], Type]] = {}
-    for name, (index, typ) in scope.args.items():
+    for name, (index, typ) in args.items():
         by_index.setdefault(index, ([], typ))[0].append(name)
-    offered = tuple(("/".join(names), str(typ)) for _i, (names, typ) in sorted(by_index.items()))
-    return ResolvedProbe(spec, tuple(sites), tuple(slots), work.where, targets,
-                         tracepoint_fields=tuple(work.tp_fields), offered=offered,
-                         notes=work.notes)
+    return tuple(("/".join(names), str(typ)) for _i, (names, typ) in sorted(by_index.items()))
 
 
-def _usdt_sites(work: _Probe, slots: list[ArgSlot], fn: str) -> list[AttachSite]:
-    assert work.binary is not None
+def _usdt_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
+    binary, spec = loc.binary, loc.spec
+    assert binary is not None
     errors: list[PlanError] = []
     out = []
-    for n, site in enumerate(work.usdt_sites):
+    for n, site in enumerate(loc.usdt_sites):
         args: list[ArgOperand | None] = [None] * (max([s.index for s in slots], default=0) + 1)
         for slot in slots:
             operand = site.args[slot.index - 1]
             if not operand.readable:
                 errors.append(OperandError([Diagnostic(
-                    f"argument {slot.index} of probe '{work.spec.name}' cannot be read at "
-                    f"location {n} (pc 0x{site.pc:x}) of {work.binary.display}",
-                    _span_of(work.spec, slot.index),
+                    f"argument {slot.index} of probe '{spec.name}' cannot be read at "
+                    f"location {n} (pc 0x{site.pc:x}) of {binary.display}",
+                    _span_of(spec, slot.index),
                     hints=("the probe can still be traced: read only its other arguments",),
-                    notes=tuple(operand_error(operand, work.spec.name, site.pc)
+                    notes=tuple(operand_error(operand, spec.name, site.pc)
                                 .splitlines()))]))
                 continue
-            args[slot.index] = _with_address(operand, work.binary.path, errors, work.spec)
-        out.append(AttachSite("uprobe", f"{fn}_s{n}", work.spec.name, n, work.binary,
-                              site.pc, site.file_offset, site.semaphore_offset,
-                              site.semaphore, tuple(args)))
-    if errors:
-        raise collect(errors, OperandError)  # type: ignore[misc]
+            args[slot.index] = _with_address(operand, binary.path, errors, spec)
+        out.append(ResolvedSite("uprobe", spec.name, n, binary, site.pc, site.file_offset,
+                                site.semaphore_offset, site.semaphore, tuple(args)))
+    raise_collected(errors, OperandError)
     return out
 
 
 def _with_address(operand: ArgOperand, path: str, errors: list[PlanError],
                   spec: ProbeSpec) -> ArgOperand:
     """Fill a rip-relative operand's link-time address from the symbol table."""
-    from dataclasses import replace
-
     from planrunner.elf.symbols import lookup_symbol
-    from planrunner.usdt.model import RipRel
 
     op = operand.operand
     if not isinstance(op, RipRel) or op.address is not None:
@@ -352,3 +279,4 @@ def _span_of(spec: ProbeSpec, index: int) -> Span:
         if arg.index == index:
             return arg.span
     return spec.spec_span
+

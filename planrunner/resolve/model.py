@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from planrunner.diagnostics import Span
+from planrunner.expr.types import IntType
 from planrunner.plan.model import OutputSpec, Plan, ProbeSpec
 from planrunner.usdt.model import ArgOperand
 
 if TYPE_CHECKING:
-    from planrunner.expr.typed import TExpr
+    from planrunner.expr.typed import CaptureRef, TExpr
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +37,10 @@ class TracepointField:
 
 
 @dataclass(frozen=True, slots=True)
-class AttachSite:
-    """One thunk: a uprobe/uretprobe at a file offset, or a tracepoint."""
+class ResolvedSite:
+    """One place a probe fires: a uprobe/uretprobe at a file offset, or a tracepoint."""
 
     kind: Literal["uprobe", "uretprobe", "tracepoint"]
-    fn_name: str  # generated C function name
     probe: str  # plan probe name
     index: int  # site number within the probe
     binary: BinaryRef | None = None
@@ -48,7 +48,7 @@ class AttachSite:
     file_offset: int = 0
     ref_ctr_offset: int = 0  # semaphore file offset (kernel ref counter), 0 = none
     semaphore: int = 0  # semaphore vaddr (for the /proc/PID/mem fallback)
-    args: tuple[ArgOperand | None, ...] = ()  # per plan arg index (1-based at [i-1]); None = unused
+    args: tuple[ArgOperand | None, ...] = ()  # by argument index (0 = retval); None = unused
     category: str = ""
     event: str = ""
 
@@ -80,27 +80,18 @@ class ResolvedOutput:
     by: tuple[CheckedField, ...]
     value: TExpr | None
     where: TExpr | None
-    value_unit: str | None  # "ns" for latency-like values
 
-
-@dataclass(frozen=True, slots=True)
-class SpanCapture:
-    """A `begin.X` value a span stores at its begin probe, for use at its end.
-
-    `expr` is checked in the begin probe's scope; `member` names it in the span map's
-    value struct. Strings keep the source pointer and status for the record."""
-
-    member: str
-    expr: TExpr
-    string_size: int = 0  # buffer bytes for strings, 0 for integers
-    status: str | None = None  # C expression of the begin side's string status
-    ptr: str | None = None
+    @property
+    def value_unit(self) -> str | None:
+        """The unit of the aggregated value ("ns" for durations), from its type."""
+        typ = self.value.type if self.value is not None else None
+        return typ.unit if isinstance(typ, IntType) else None
 
 
 @dataclass(frozen=True, slots=True)
 class ResolvedProbe:
     spec: ProbeSpec
-    sites: tuple[AttachSite, ...]  # empty for spans
+    sites: tuple[ResolvedSite, ...]  # empty for spans
     slots: tuple[ArgSlot, ...]  # args read for this probe (usdt/uprobe/tracepoint/retval)
     where: TExpr | None
     targets: tuple[BinaryRef, ...] = ()
@@ -108,7 +99,8 @@ class ResolvedProbe:
     key_begin: TExpr | None = None
     key_end: TExpr | None = None
     tracepoint_fields: tuple[TracepointField, ...] = ()
-    captures: tuple[SpanCapture, ...] = ()  # span only
+    # span only: the begin-side values its end reads, in order of first use
+    captures: tuple[CaptureRef, ...] = ()
     # Every argument the probe offers, for summaries: (name, type) in argument order.
     offered: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()  # what resolution did that the plan does not say

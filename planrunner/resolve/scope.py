@@ -1,50 +1,67 @@
-"""Expression scopes: which names a probe's expressions may use, their types and the
-generated C that holds them. Records which names were used so the renderer reads only
-what the plan needs (an unused argument is never read, so an unreadable operand that
-nobody asks for never blocks attaching).
+"""Expression scopes: which names a probe's expressions may use and what each means.
 
-C names are generated here from fixed patterns; user spellings never reach C.
+A name is a symbolic reference (`ArgRef`, `BuiltinRef`; expr/typed.py) with its type, or
+a param's constant. Scopes are frozen and lookups have no side effects: which arguments a
+probe reads is computed afterwards from the checked trees (resolve/usage.py), and render/
+alone decides what C holds each reference.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import cast
 
 from planrunner.expr.check import Symbol
-from planrunner.expr.types import BoolType, IntType, StrType, Type
+from planrunner.expr.typed import ArgRef, Builtin, BuiltinRef
+from planrunner.expr.types import DURATION, BoolType, IntType, StrType, Type
+from planrunner.plan.model import Plan
 
 COMM_SIZE = 16
 
-# builtin name -> (type, C local computed by the body prologue)
-BUILTINS: dict[str, tuple[Type, str]] = {
-    "pid": (IntType(32, False), "pr_pid"),
-    "tid": (IntType(32, False), "pr_tid"),
-    "uid": (IntType(32, False), "pr_uid"),
-    "gid": (IntType(32, False), "pr_gid"),
-    "cpu": (IntType(32, False), "pr_cpu"),
-    "ts": (IntType(64, False), "pr_ts"),
-    "comm": (StrType(COMM_SIZE), "pr_comm"),
+BUILTINS: dict[Builtin, Type] = {
+    "pid": IntType(32, False),
+    "tid": IntType(32, False),
+    "uid": IntType(32, False),
+    "gid": IntType(32, False),
+    "cpu": IntType(32, False),
+    "ts": IntType(64, False),
+    "comm": StrType(COMM_SIZE),
 }
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class Constants:
+    """The plan's params as expression constants: name -> (type, value)."""
+
+    values: Mapping[str, tuple[Type, object]]
+
+    @classmethod
+    def of(cls, plan: Plan) -> Constants:
+        kinds = {p.name: p.type for p in plan.params}
+        return cls({name: (DURATION if kinds.get(name) == "duration" and isinstance(
+            value, int) and value >= 0 else const_type(value), value)
+            for name, value in plan.param_values.items()})
+
+    def lookup(self, name: str) -> Symbol | None:
+        if name not in self.values:
+            return None
+        typ, value = self.values[name]
+        return Symbol(typ, None, value)
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeScope:
-    """Names visible in one probe's expressions (args, builtins, params).
+    """Names visible in one probe's expressions: arguments, builtins, params.
 
-    `args` maps a name (`argN` and declared names) to (slot index, Type); slot index 0
-    is `retval`. `used_args` and `used_builtins` grow as expressions are checked.
-    """
+    `args` maps a name (`argN` and declared names) to (argument index, Type); index 0 is
+    `retval`. `what` and `arg_count` serve messages: what the probe is ("probe 'start'
+    (demo:request__start in ...)") and how many arguments it really has (None: no fixed
+    count, e.g. tracepoints)."""
 
-    args: dict[str, tuple[int, Type]]
-    params: dict[str, object]
-    extra: dict[str, Symbol] = field(default_factory=dict)  # latency, begin.X ...
-    used_args: set[int] = field(default_factory=set)
-    used_builtins: set[str] = field(default_factory=set)
-    on_lookup: object = None  # callable(name) -> Symbol | None for span sides
-    # For messages: what the probe is ("usdt demo:request__start") and how many
-    # arguments it really has (None: no fixed count, e.g. tracepoints).
+    args: Mapping[str, tuple[int, Type]]
+    constants: Constants
     what: str = ""
     arg_count: int | None = None
 
@@ -63,32 +80,21 @@ class ProbeScope:
     def lookup(self, name: str) -> Symbol | None:
         if name in self.args:
             index, typ = self.args[name]
-            self.used_args.add(index)
-            return Symbol(typ, arg_c_name(index, typ))
+            return Symbol(typ, ArgRef(index))
         if name in BUILTINS:
-            typ, c_name = BUILTINS[name]
-            self.used_builtins.add(name)
-            return Symbol(typ, c_name)
-        if name in self.extra:
-            return self.extra[name]
-        if callable(self.on_lookup):
-            sym = self.on_lookup(name)
-            if sym is not None:
-                return sym
-        if name in self.params:
-            value = self.params[name]
-            return Symbol(const_type(value), None, value)
-        return None
+            return builtin_symbol(cast(Builtin, name))
+        return self.constants.lookup(name)
 
     def names(self) -> Iterable[str]:
-        return [*self.args, *BUILTINS, *self.extra, *self.params]
+        return [*self.args, *BUILTINS, *self.constants.values]
+
+    def type_of(self, index: int) -> Type:
+        """The type of argument `index`."""
+        return next(t for i, t in self.args.values() if i == index)
 
 
-def arg_c_name(index: int, typ: Type) -> str:
-    """The body's C expression for argument slot `index` (0 = retval)."""
-    if isinstance(typ, StrType):
-        return f"sc->s{index}"
-    return f"a->v{index}"
+def builtin_symbol(name: Builtin) -> Symbol:
+    return Symbol(BUILTINS[name], BuiltinRef(name))
 
 
 def const_type(value: object) -> Type:

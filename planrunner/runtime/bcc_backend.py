@@ -19,8 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from planrunner.errors import BackendError, BackendUnavailable
-from planrunner.render.model import RenderedProgram
-from planrunner.render.model import AttachSite
+from planrunner.render.model import AttachSite, RenderedProgram
 from planrunner.runtime.uprobe_links import (
     BPF_TRACE_UPROBE_MULTI,
     UNSUPPORTED,

@@ -172,3 +172,16 @@ def test_every_kind_updates_its_value_its_own_way(tmp_path, monkeypatch) -> None
     assert "if (pr_v->n == 0 || pr_x < pr_v->v)\n" in block(2)
     assert "if (pr_v->n == 0 || pr_x > pr_v->v)\n" in block(3)
     assert "pr_v->n += 1;\n" in block(4) and "pr_v->sum += pr_x;" in block(4)
+
+
+def test_value_units_come_from_types_not_text(tmp_path, monkeypatch) -> None:
+    """A histogram of a latency is in ns; of `latency / 1000` it is not (it once was,
+    from a text test on the generated C)."""
+    probes = ("  start: {usdt: a:agg:work__start}\n  done: {usdt: a:agg:work__done}\n"
+              "  work: {span: {begin: start, end: done}}\n")
+    program = _compile(tmp_path, _plan(
+        "  - hist: work\n    value: latency\n"
+        "  - hist: work\n    value: latency / 1000\n"
+        "  - sum: work\n    value: latency + latency\n"
+        "  - max: work\n    value: begin.arg1\n", probes=probes), monkeypatch)
+    assert [a.unit for a in program.aggregates] == ["ns", None, "ns", None]

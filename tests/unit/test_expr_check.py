@@ -14,6 +14,7 @@ from planrunner.expr.check import Symbol, check, check_condition, check_value
 from planrunner.expr.parser import parse_expression
 from planrunner.expr.types import (
     BOOL,
+    DURATION,
     INT8,
     INT32,
     INT64,
@@ -25,6 +26,7 @@ from planrunner.expr.types import (
 )
 
 BASE = Span("plan.yaml", 3, 10)
+QUERY = T.CaptureRef("query", T.TRef("query", T.ArgRef(2), StrType(129), BASE))
 
 
 class DictScope:
@@ -39,15 +41,15 @@ class DictScope:
 
 
 SCOPE = DictScope({
-    "arg1": Symbol(UINT64, "a1"),
-    "arg2": Symbol(INT32, "a2"),
-    "arg3": Symbol(UINT32, "a3"),
-    "small": Symbol(INT8, "sm"),
-    "port": Symbol(UINT16, "pt"),
-    "latency": Symbol(UINT64, "lat"),
-    "comm": Symbol(StrType(16), "comm"),
-    "begin.query": Symbol(StrType(129), "q"),
-    "flag": Symbol(BOOL, "fl"),
+    "arg1": Symbol(UINT64, T.ArgRef(1)),
+    "arg2": Symbol(INT32, T.ArgRef(2)),
+    "arg3": Symbol(UINT32, T.ArgRef(3)),
+    "small": Symbol(INT8, T.ArgRef(4)),
+    "port": Symbol(UINT16, T.ArgRef(5)),
+    "latency": Symbol(DURATION, T.LatencyRef()),
+    "comm": Symbol(StrType(16), T.BuiltinRef("comm")),
+    "begin.query": Symbol(StrType(129), QUERY),
+    "flag": Symbol(BOOL, T.ArgRef(6)),
     "threshold": Symbol(UINT64, None, 10_000_000),
     "limit": Symbol(INT32, None, -3),
     "name": Symbol(StrType(5), None, "bash"),
@@ -108,15 +110,15 @@ def test_constants_become_constant_nodes() -> None:
     assert isinstance(node, T.TBinary) and node.right == T.TIntConst(-3, INT32, BASE)
 
 
-def test_names_resolve_to_the_scope_c_expression() -> None:
+def test_names_resolve_to_the_scope_reference() -> None:
     node = typed("begin.query")
-    assert node == T.TVar("begin.query", "q", StrType(129), BASE)
+    assert node == T.TRef("begin.query", QUERY, StrType(129), BASE)
 
 
 def test_string_literal_moves_to_the_right_of_a_comparison() -> None:
     node = typed('"bash" == comm')
     assert isinstance(node, T.TStrEq)
-    assert node.left == T.TVar("comm", "comm", StrType(16), BASE)
+    assert node.left == T.TRef("comm", T.BuiltinRef("comm"), StrType(16), BASE)
     assert node.right == T.TStrConst(b"bash", BASE)
 
 
@@ -202,7 +204,8 @@ def test_errors(text: str, message: str, column: int, hint: str | None) -> None:
 
 
 def test_unknown_name_without_close_match_lists_names() -> None:
-    small = DictScope({"pid": Symbol(UINT32, "pid"), "tid": Symbol(UINT32, "tid")})
+    small = DictScope({"pid": Symbol(UINT32, T.BuiltinRef("pid")),
+                       "tid": Symbol(UINT32, T.BuiltinRef("tid"))})
     with pytest.raises(ExpressionError) as info:
         check(parse_expression("zzz", BASE), small, string_size=8)
     assert info.value.diagnostics[0].hints == ("names available here: pid, tid",)
@@ -237,3 +240,18 @@ def test_internal_misuse_is_not_a_plan_error() -> None:
         check(parse_expression("p", BASE), bad, string_size=8)
     with pytest.raises(ValueError, match="neither"):
         check(parse_expression("q", BASE), bad, string_size=8)
+
+
+def test_durations_keep_their_unit_through_sums_only() -> None:
+    assert typed("latency").type.unit == "ns"
+    assert typed("latency + 5ms").type.unit == "ns"
+    assert typed("latency - latency").type.unit == "ns"
+    assert typed("latency / 1000").type.unit is None
+    assert typed("latency * 2").type.unit is None
+    assert typed("arg1 + latency").type.unit is None
+    assert typed("latency / 1000").type == UINT64  # the unit is a note, not the type
+
+
+def test_refs_lists_references_in_source_order() -> None:
+    node = typed('arg1 + arg3 > 2 && comm == "x" || startswith(str(arg1), "a")')
+    assert T.refs(node) == [T.ArgRef(1), T.ArgRef(3), T.BuiltinRef("comm"), T.ArgRef(1)]

@@ -1,10 +1,12 @@
 """Lowering of typed expressions to C (for the BPF program), and the C literal emitters.
 
 Contract:
-- `lower(texpr, alloc) -> Lowered(prelude, c)`: `c` is one fully parenthesised C
+- `lower(texpr, ctx) -> Lowered(prelude, c)`: `c` is one fully parenthesised C
   expression; `prelude` holds C statements that must run before it (string reads into
-  buffers obtained from `alloc.alloc(size)`). The same `str(...)` read used twice in one
-  expression is read once. Preludes run unconditionally (before any `&&` short-circuit);
+  buffers obtained from `ctx.alloc(size)`). References (`TRef`) become the C that
+  `ctx.c_of(ref)` names; every helper of templates/expr_helpers.h the C calls is
+  reported with `ctx.need(Helper.EXPR)`, so the program includes the header only then.
+  The same `str(...)` read used twice in one expression is read once. Preludes run unconditionally (before any `&&` short-circuit);
   they only read user memory, which is harmless.
 - Integer expressions carry explicit casts so C's conversions equal the checker's types
   (a name is cast to its declared type whatever the C type of its `c_expr`);
@@ -13,7 +15,7 @@ Contract:
   ISA; signed division never emits BPF's signed-division instruction); a run-time shift
   count is masked with `& 63`. Bool operands are always 0/1 (`!!` on bool variables).
 - User text reaches C only through `c_string_literal` (string constants) and
-  `c_int_literal` (numbers). Names become the renderer's `Symbol.c_expr`, never the name.
+  `c_int_literal` (numbers). Names become the C of their reference, never the name.
 The helpers called here live in templates/expr_helpers.h.
 """
 
@@ -24,14 +26,28 @@ from typing import Protocol
 
 from planrunner.expr import typed as T
 from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StrType, Type, promoted
+from planrunner.render.needs import Helper
 
 _INT64_MIN = -(1 << 63)
 
 
-class StringAllocator(Protocol):
+class LoweringContext(Protocol):
     def alloc(self, size: int) -> str:
         """A C lvalue naming a `char[size]` buffer (a per-CPU scratch slot)."""
         ...
+
+    def c_of(self, ref: T.Ref) -> str:
+        """The C expression holding the value `ref` refers to."""
+        ...
+
+    def need(self, helper: Helper) -> None:
+        """The emitted C calls `helper`."""
+        ...
+
+
+def c_type(t: IntType) -> str:
+    """The C integer type of exactly `t`: `__s32`, `__u64`..."""
+    return f"__{'s' if t.signed else 'u'}{t.bits}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,18 +90,18 @@ def c_int_literal(value: int, type_: IntType) -> str:
         if value == _INT64_MIN:  # -9223372036854775808LL would be unsigned, then negated
             return "(-9223372036854775807LL - 1)"
         return f"{value}LL" if value >= 0 else f"(-{-value}LL)"
-    return f"(({type_.c_name}){c_int_literal(value, INT64)})"
+    return f"(({c_type(type_)}){c_int_literal(value, INT64)})"
 
 
-def lower(texpr: T.TExpr, alloc: StringAllocator) -> Lowered:
-    lowerer = _Lowerer(alloc)
+def lower(texpr: T.TExpr, ctx: LoweringContext) -> Lowered:
+    lowerer = _Lowerer(ctx)
     c = lowerer.expr(texpr)
     return Lowered(tuple(lowerer.prelude), c)
 
 
 class _Lowerer:
-    def __init__(self, alloc: StringAllocator) -> None:
-        self.alloc = alloc
+    def __init__(self, ctx: LoweringContext) -> None:
+        self.ctx = ctx
         self.prelude: list[str] = []
         self.reads: dict[T.TStrRead, str] = {}
 
@@ -96,7 +112,7 @@ class _Lowerer:
             return "1" if t.value else "0"
         if isinstance(t, T.TStrConst):
             return c_string_literal(t.value)
-        if isinstance(t, T.TVar):
+        if isinstance(t, T.TRef):
             return self.var(t)
         if isinstance(t, T.TUnary):
             return self.unary(t)
@@ -108,18 +124,20 @@ class _Lowerer:
             return self.str_read(t)
         if isinstance(t, T.TStrTest):
             buf, size = self.string(t.subject)
+            self.ctx.need(Helper.EXPR)
             return (f"pr_str_{t.func}({buf}, {size}, {c_string_literal(t.needle)}, "
                     f"{len(t.needle)})")
         raise TypeError(f"not a typed expression node: {t!r}")
 
-    def var(self, t: T.TVar) -> str:
-        # Integers are cast to their declared type: the renderer's C expression may have
+    def var(self, t: T.TRef) -> str:
+        # Integers are cast to their declared type: the C holding the value may have
         # another C type (a pt_regs register is an unsigned long).
+        c = self.ctx.c_of(t.ref)
         if isinstance(t.type, IntType):
-            return f"(({t.type.c_name})({t.c_expr}))"
+            return f"(({c_type(t.type)})({c}))"
         if isinstance(t.type, BoolType):
-            return f"(!!({t.c_expr}))"
-        return f"({t.c_expr})"
+            return f"(!!({c}))"
+        return f"({c})"
 
     def as_int(self, t: T.TExpr, to: Type) -> str:
         """`t` converted to the 64-bit integer type `to`, with a cast unless already so."""
@@ -127,7 +145,7 @@ class _Lowerer:
         if isinstance(t, T.TIntConst):
             return c_int_literal(to.wrap(t.value), to)
         c = self.expr(t)
-        return c if t.type == to else f"(({to.c_name}){c})"
+        return c if t.type == to else f"(({c_type(to)}){c})"
 
     def unary(self, t: T.TUnary) -> str:
         if t.op == "!":
@@ -167,10 +185,12 @@ class _Lowerer:
         common = t.operand_type
         name = "div" if t.op == "/" else "mod"
         if common == INT64:
+            self.ctx.need(Helper.EXPR)
             return f"pr_s{name}({self.as_int(t.left, INT64)}, {self.as_int(t.right, INT64)})"
         left, right = self.as_int(t.left, UINT64), self.as_int(t.right, UINT64)
         if isinstance(t.right, T.TIntConst) and t.right.value != 0:
             return f"({left} {t.op} {right})"
+        self.ctx.need(Helper.EXPR)
         return f"pr_u{name}({left}, {right})"
 
     def string(self, t: T.TExpr) -> tuple[str, int]:
@@ -180,6 +200,7 @@ class _Lowerer:
 
     def str_eq(self, t: T.TStrEq) -> str:
         left, lsize = self.string(t.left)
+        self.ctx.need(Helper.EXPR)
         if isinstance(t.right, T.TStrConst):
             lit = t.right.value
             call = f"pr_str_eq({left}, {lsize}, {c_string_literal(lit)}, {len(lit)})"
@@ -194,10 +215,11 @@ class _Lowerer:
         addr = f"(const void *)(unsigned long){self.as_int(t.addr, UINT64)}"
         size = t.type.size
         length = None if t.length is None else self.as_int(t.length, INT64)
-        buf = self.alloc.alloc(size)
+        buf = self.ctx.alloc(size)
         if length is None:
             self.prelude.append(f"bpf_probe_read_user_str({buf}, {size}, {addr});")
         else:
+            self.ctx.need(Helper.EXPR)
             self.prelude.append(f"pr_read_user_n({buf}, {size}, {addr}, {length});")
         self.reads[t] = buf
         return buf

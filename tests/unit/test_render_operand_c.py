@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from planrunner.usdt.lower_c import dest_type, lower_operand
+from planrunner.render.operand_c import dest_type, lower_operand
 from planrunner.usdt.model import ArgOperand, Mem, Reg, RipRel
 from planrunner.usdt.operands import parse_operand
 

@@ -14,15 +14,17 @@ import pytest
 from planrunner.diagnostics import Span
 from planrunner.errors import ExpressionError
 from planrunner.expr.check import Symbol, check
-from planrunner.expr.lower_c import (
+from planrunner.expr.parser import parse_expression
+from planrunner.expr.typed import ArgRef, Ref
+from planrunner.expr.types import BOOL, INT8, INT32, INT64, UINT16, UINT32, UINT64, StrType, Type
+from planrunner.render.expr_c import (
     Lowered,
     c_comment_text,
     c_int_literal,
     c_string_literal,
     lower,
 )
-from planrunner.expr.parser import parse_expression
-from planrunner.expr.types import BOOL, INT8, INT32, INT64, UINT16, UINT32, UINT64, StrType
+from planrunner.render.needs import Helper
 
 BASE = Span("plan.yaml", 1, 1)
 HELPERS = Path(__file__).resolve().parents[2] / "templates" / "expr_helpers.h"
@@ -39,22 +41,40 @@ class DictScope:
         return self.symbols.keys()
 
 
+# The C each test reference stands for (the renderer's choice in real programs).
+C_NAMES: dict[Ref, str] = {}
+
+
+def sym(typ: Type, c: str) -> Symbol:
+    """A run-time symbol whose reference lowers to the C `c`."""
+    ref = ArgRef(len(C_NAMES) + 1)
+    C_NAMES[ref] = c
+    return Symbol(typ, ref)
+
+
 class Slots:
-    """A StringAllocator handing out members of a scratch struct."""
+    """A LoweringContext handing out members of a scratch struct."""
 
     def __init__(self) -> None:
         self.sizes: list[int] = []
+        self.helpers: set[Helper] = set()
 
     def alloc(self, size: int) -> str:
         self.sizes.append(size)
         return f"sc->s{len(self.sizes) - 1}"
 
+    def c_of(self, ref: Ref) -> str:
+        return C_NAMES[ref]
+
+    def need(self, helper: Helper) -> None:
+        self.helpers.add(helper)
+
 
 SCOPE = DictScope({
-    "a": Symbol(INT64, "v_a"), "u": Symbol(UINT64, "v_u"), "i": Symbol(INT32, "v_i"),
-    "w": Symbol(UINT32, "v_w"), "b": Symbol(INT8, "v_b"), "p": Symbol(UINT16, "v_p"),
-    "f": Symbol(BOOL, "v_f"), "s": Symbol(StrType(16), "v_s"), "t": Symbol(StrType(8), "v_t"),
-    "n": Symbol(INT32, "v_n"), "q": Symbol(StrType(64), "v_q"),
+    "a": sym(INT64, "v_a"), "u": sym(UINT64, "v_u"), "i": sym(INT32, "v_i"),
+    "w": sym(UINT32, "v_w"), "b": sym(INT8, "v_b"), "p": sym(UINT16, "v_p"),
+    "f": sym(BOOL, "v_f"), "s": sym(StrType(16), "v_s"), "t": sym(StrType(8), "v_t"),
+    "n": sym(INT32, "v_n"), "q": sym(StrType(64), "v_q"),
     "k": Symbol(UINT64, None, 7), "neg": Symbol(INT32, None, -2),
     "lit": Symbol(StrType(4), None, 'x"*/'), "on": Symbol(BOOL, None, True),
 })
@@ -164,6 +184,17 @@ def test_str_reads_into_allocated_buffers() -> None:
                      "&& pr_strbuf_eq(sc->s1, 9, sc->s2, 33))")
 
 
+@pytest.mark.parametrize(("text", "helper"), [
+    ("a / i", True), ("u % w", True), ("u / 10", False), ('s == "x"', True),
+    ('contains(s, "x")', True), ("str(u, n) == s", True), ('str(u) == "x"', True),
+    ("a + 1 > u", False), ("s == t", True),
+])
+def test_helpers_needed_are_reported(text: str, helper: bool) -> None:
+    slots = Slots()
+    low(text, slots)
+    assert (Helper.EXPR in slots.helpers) is helper
+
+
 def test_str_value_is_the_buffer() -> None:
     assert low("str(0x1000, 4)") == Lowered(
         ("bpf_probe_read_user_str(sc->s0, 5, (const void *)(unsigned long)4096ULL);",), "sc->s0")
@@ -195,7 +226,7 @@ def test_c_syntax_in_plans_is_rejected(text: str) -> None:
 
 def test_plan_names_never_reach_the_c() -> None:
     evil = 'system_x'  # a plan name; its C is the renderer's choice
-    scope = DictScope({evil: Symbol(INT64, "ctx_arg3"), "begin.q": Symbol(StrType(8), "bq")})
+    scope = DictScope({evil: sym(INT64, "ctx_arg3"), "begin.q": sym(StrType(8), "bq")})
     texpr = check(parse_expression(f'{evil} > 1 && begin.q == "z"', BASE), scope,
                   string_size=8)
     out = lower(texpr, Slots())
@@ -249,7 +280,7 @@ RUN_CASES = [
     ('str(addr, u + 100) == "hello SELECT world"', True),
 ]
 
-RUN_SCOPE = DictScope({**SCOPE.symbols, "addr": Symbol(UINT64, "(__u64)(unsigned long)u_str")})
+RUN_SCOPE = DictScope({**SCOPE.symbols, "addr": sym(UINT64, "(__u64)(unsigned long)u_str")})
 
 
 def _program(cases: list[tuple[str, bool]]) -> str:

@@ -1,0 +1,114 @@
+"""Locating a plan probe: one locator per probe kind, each a function of the probe's
+spec and its target binary that returns a frozen `Located` (where the probe fires and
+what names its expressions may use). Spans are not located: they pair two probes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from planrunner.errors import ResolveError
+from planrunner.expr.types import IntType, StrType, Type
+from planrunner.plan.model import ProbeSpec
+from planrunner.resolve import sites as S
+from planrunner.resolve.model import BinaryRef, TracepointField
+from planrunner.resolve.scope import Constants, ProbeScope
+from planrunner.usdt.model import ProbeSite
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    spec: ProbeSpec
+    scope: ProbeScope
+    binary: BinaryRef | None = None
+    usdt_sites: tuple[ProbeSite, ...] = ()
+    locations: tuple[tuple[int, int], ...] = ()  # uprobes: (pc, file offset) each
+    notes: tuple[str, ...] = ()  # for the summary (an IFUNC resolved, a shared name)
+    tp_fields: tuple[TracepointField, ...] = ()
+
+
+def locate_tracepoint(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
+                      string_size: int) -> Located:
+    fields = S.tracepoint_fields(spec)
+    args: dict[str, tuple[int, Type]] = {}
+    for fld in fields:
+        if fld.is_string:  # a char[N] array holds at most N bytes, NUL or not
+            typ: Type = StrType(min(fld.array_len or string_size, string_size) + 1)
+        elif fld.size in (1, 2, 4, 8):
+            typ = IntType(fld.size * 8, fld.signed)
+        else:
+            continue  # arrays of integers and structs: no expression can read them
+        args[fld.name] = (len(args) + 1, typ)
+    return Located(spec, ProbeScope(MappingProxyType(args), constants), tp_fields=fields)
+
+
+def locate_usdt(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
+                string_size: int) -> Located:
+    assert binary is not None
+    probe = S.find_usdt(spec, binary)
+    count = min(len(s.args) for s in probe.sites)
+    types = S.usdt_arg_types(probe)
+    for arg in spec.args:
+        if arg.index > count:
+            raise ResolveError(
+                f"probe '{spec.name}' declares argument {arg.index}, but "
+                f"{spec.provider or ''}{':' if spec.provider else ''}{spec.probe} has "
+                f"{count} argument{'s' if count != 1 else ''}", arg.span)
+    scope = ProbeScope(_arg_names(spec, _declared(spec, types, string_size)), constants,
+                       f"probe '{spec.name}' ({probe.qualified} in {binary.display})", count)
+    return Located(spec, scope, binary, usdt_sites=probe.sites)
+
+
+def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
+                  string_size: int) -> Located:
+    """uprobe and uretprobe: every function named SYMBOL, at +OFFSET. A uretprobe sees
+    `retval` (and, for now, the argument registers it declares)."""
+    assert binary is not None
+    locations, notes = S.uprobe_sites(spec, binary)
+    count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0, len(spec.args)])
+    types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
+    names = dict(_arg_names(spec, _declared(spec, types, string_size)))
+    what, arg_count = "", None
+    if spec.kind == "uretprobe":
+        rv = spec.retval
+        typ = (S.declared_type(rv, string_size) if rv else None) or IntType(64, True)
+        names["retval"] = (0, typ)
+        if rv and rv.name:
+            names[rv.name] = (0, typ)
+        if not spec.args:
+            what, arg_count = f"uretprobe ('{spec.name}')", 0
+            for i in range(1, count + 1):
+                names.pop(f"arg{i}", None)
+    scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
+    return Located(spec, scope, binary, locations=locations, notes=notes)
+
+
+def _declared(spec: ProbeSpec, types: Mapping[int, Type], string_size: int
+              ) -> dict[int, Type]:
+    """The offered types with the plan's declared ones in their place."""
+    out = dict(types)
+    for arg in spec.args:
+        declared = S.declared_type(arg, string_size)
+        if declared is not None:
+            out[arg.index] = declared
+    return out
+
+
+def _arg_names(spec: ProbeSpec, types: Mapping[int, Type]) -> Mapping[str, tuple[int, Type]]:
+    """`argN` for every argument, then the names the plan gave."""
+    names = {f"arg{index}": (index, typ) for index, typ in types.items()}
+    for arg in spec.args:
+        if arg.name:
+            names[arg.name] = (arg.index, types[arg.index])
+    return MappingProxyType(names)
+
+
+Locator = Callable[[ProbeSpec, BinaryRef | None, Constants, int], Located]
+LOCATORS: dict[str, Locator] = {
+    "tracepoint": locate_tracepoint,
+    "usdt": locate_usdt,
+    "uprobe": locate_uprobe,
+    "uretprobe": locate_uprobe,
+}
