@@ -6,8 +6,8 @@ Contract:
   buffers obtained from `ctx.alloc(size)`). References (`TRef`) become the C that
   `ctx.c_of(ref)` names; every helper of templates/expr_helpers.h the C calls is
   reported with `ctx.need(Helper.EXPR)`, so the program includes the header only then.
-  The same `str(...)` read used twice in one expression is read once. Preludes run unconditionally (before any `&&` short-circuit);
-  they only read user memory, which is harmless.
+  The same `str(...)` read used twice in one expression is read once. Preludes run
+  unconditionally (before any `&&` short-circuit); they only read user memory.
 - Integer expressions carry explicit casts so C's conversions equal the checker's types
   (a name is cast to its declared type whatever the C type of its `c_expr`);
   signed `+ - *` and `<<` are done in unsigned arithmetic (no undefined overflow);
