@@ -8,8 +8,11 @@ $PLANRUNNER_PATH and the bundled plans. The folders travel with the PLAN argumen
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planrunner.plan.model import ParamSpec
 
 
 class PlanName(str):
@@ -60,7 +63,6 @@ class _HelpWithParams(argparse.Action):
         parser.print_help()
         plan = getattr(namespace, "plan", None)
         if plan:
-            from planrunner.commands.plans import param_lines
             from planrunner.errors import PlanError
             from planrunner.plan import load_plan
 
@@ -106,3 +108,20 @@ def plan_path(name: str, extra: list[str] | None = None) -> str:
     if extra is None:
         extra = getattr(name, "dirs", None)
     return find_plan(str(name), extra)
+
+
+def param_lines(params: Iterable[ParamSpec]) -> list[str]:
+    """`--set NAME=<type>  help (default D)` per plan param."""
+    return [f"--set {p.name}=<{p.type}>  {p.help} "
+            f"({'required' if p.required else f'default {_shown(p.type, p.default)}'})"
+            for p in params]
+
+
+def _shown(kind: str, value: object) -> str:
+    """A default as the user would type it: durations in their largest exact unit."""
+    if kind == "duration" and isinstance(value, int):
+        for unit, ns in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+            if value and value % ns == 0:
+                return f"{value // ns}{unit}"
+        return f"{value}ns"
+    return repr(value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from planrunner.commands.common import add_plans_argument
+from planrunner.commands.common import add_plans_argument, param_lines
 
 
 def register(sub: argparse._SubParsersAction, name: str) -> None:
@@ -28,20 +28,3 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(f"{plan.name:<20} {plan.description}\n")
         stdout.writelines(f"{'':<22}{line}\n" for line in param_lines(plan.params))
     return 0
-
-
-def param_lines(params) -> list[str]:  # type: ignore[no-untyped-def]
-    """`--set NAME=<type>  help (default D)` per plan param."""
-    return [f"--set {p.name}=<{p.type}>  {p.help} "
-            f"({'required' if p.required else f'default {_shown(p.type, p.default)}'})"
-            for p in params]
-
-
-def _shown(kind: str, value: object) -> str:
-    """A default as the user would type it: durations in their largest exact unit."""
-    if kind == "duration" and isinstance(value, int):
-        for unit, ns in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
-            if value and value % ns == 0:
-                return f"{value // ns}{unit}"
-        return f"{value}ns"
-    return repr(value)
