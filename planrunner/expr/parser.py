@@ -94,12 +94,15 @@ class _Parser:
     # -- grammar --------------------------------------------------------------------------
 
     def parse(self) -> Expr:
-        if self.tok.kind is Kind.EOF:
+        if self.at_end():
             raise error("empty expression", self.base, 0, 1)
         expr = self.binary(0)
-        if self.tok.kind is not Kind.EOF:
+        if not self.at_end():
             raise self.trailing(self.tok)
         return expr
+
+    def at_end(self) -> bool:
+        return self.tok.kind is Kind.EOF
 
     def trailing(self, tok: Token) -> ExpressionError:
         if tok.kind is Kind.RPAREN:
@@ -149,11 +152,14 @@ class _Parser:
     def atom(self, tok: Token) -> Expr:
         sp = self.span(tok.offset, tok.offset + tok.length)
         if tok.kind is Kind.INT:
-            return IntLit(int(tok.value), sp)  # type: ignore[arg-type]
+            assert isinstance(tok.value, int)
+            return IntLit(tok.value, sp)
         if tok.kind is Kind.DURATION:
-            return DurationLit(int(tok.value), sp)  # type: ignore[arg-type]
+            assert isinstance(tok.value, int)
+            return DurationLit(tok.value, sp)
         if tok.kind is Kind.STRING:
-            return StrLit(tok.value, sp)  # type: ignore[arg-type]
+            assert isinstance(tok.value, bytes)
+            return StrLit(tok.value, sp)
         if tok.kind in (Kind.TRUE, Kind.FALSE):
             return BoolLit(tok.kind is Kind.TRUE, sp)
         if tok.kind is Kind.NAME:

@@ -43,7 +43,7 @@ class Token:
     kind: Kind
     text: str  # the source text of the token
     offset: int  # index into the expression text
-    value: object = None  # int for INT/DURATION (ns), bytes for STRING, str for NAME/OP
+    value: int | bytes | str | None = None  # int: INT/DURATION (ns), bytes: STRING, str: NAME/OP
 
     @property
     def length(self) -> int:

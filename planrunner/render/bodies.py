@@ -148,7 +148,7 @@ def tracepoint_reads(probe: ResolvedProbe) -> list[str]:
 def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
     """Read the probe's string arguments into scratch once, at the top of the body."""
     kernel = probe.spec.kind == "tracepoint"
-    lines = []
+    lines: list[str] = []
     for slot in probe.slots:
         if slot.kind == "int":
             continue

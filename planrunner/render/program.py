@@ -100,8 +100,10 @@ def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
         if span.spec.begin == probe.spec.name:
             blocks.append(do_block(begin_block(span, body)))
         if span.spec.end == probe.spec.name:
-            blocks.append(do_block(end_block(
-                span, body, lambda b, s=span: _output_blocks(resolved, s.spec.name, b, acc))))
+            def outputs(b: Body, name: str = span.spec.name) -> list[str]:
+                return _output_blocks(resolved, name, b, acc)
+
+            blocks.append(do_block(end_block(span, body, outputs)))
     return blocks
 
 

@@ -88,9 +88,9 @@ def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
         if spec.kind == "span":
             resolved.append(_span_probe(spans[spec.name], outputs))
         else:
-            got = attempt(errors, _finish, checked[spec.name], spans, outputs)
-            if got is not None:
-                resolved.append(got)
+            probe = attempt(errors, _finish, checked[spec.name], spans, outputs)
+            if probe is not None:
+                resolved.append(probe)
     raise_collected(errors, ResolveError)
     return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid)
 
@@ -111,7 +111,7 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
     """The probe located by its kind's locator; None when it, or its target, failed."""
     binary = None
     if spec.kind != "tracepoint":
-        if spec.target not in binaries:
+        if spec.target is None or spec.target not in binaries:
             return None  # the target's own error was reported
         binary = binaries[spec.target]
     return attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
@@ -213,9 +213,10 @@ def _finish(c: _Checked, spans: Mapping[str, _Span],
 
 def _slot(index: int, name: str | None, typ: Type, length: TExpr | None) -> ArgSlot:
     if isinstance(typ, StrType):
-        kind = "lstring" if length is not None else "string"
         cap = typ.size - 1  # the declared size:, a char[N] field's N, or string_size
-        return ArgSlot(index, name, kind, 64, False, cap, length)
+        if length is not None:
+            return ArgSlot(index, name, "lstring", 64, False, cap, length)
+        return ArgSlot(index, name, "string", 64, False, cap)
     if isinstance(typ, BoolType):  # a byte in the register or memory
         return ArgSlot(index, name, "int", 8, False, 0)
     assert isinstance(typ, IntType)

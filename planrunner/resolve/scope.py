@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import cast
 
 from planrunner.expr.check import Symbol
 from planrunner.expr.typed import ArgRef, Builtin, BuiltinRef
@@ -82,7 +81,7 @@ class ProbeScope:
             index, typ = self.args[name]
             return Symbol(typ, ArgRef(index))
         if name in BUILTINS:
-            return builtin_symbol(cast(Builtin, name))
+            return builtin_symbol(name)
         return self.constants.lookup(name)
 
     def names(self) -> Iterable[str]:

@@ -73,7 +73,7 @@ def name_lines(names: Sequence[tuple[str, str, str]]) -> Iterator[str]:
         yield _head(path, provider, name)
 
 
-def json_document(probes: Sequence[UsdtProbe]) -> dict:
+def json_document(probes: Sequence[UsdtProbe]) -> dict[str, object]:
     """Everything `-vv` shows, as plain data (addresses as integers)."""
     from planrunner.usdt.operands import describe_operand
 

@@ -16,7 +16,7 @@ from planrunner.elf.reader import open_binary, read_notes, vaddr_to_offset
 
 if TYPE_CHECKING:  # `list` without -v needs only the grouping: keep its imports light
     from planrunner.elf.stapsdt import NoteRecord
-    from planrunner.usdt.model import UsdtProbe
+    from planrunner.usdt.model import ArgOperand, UsdtProbe
 
 
 def group_notes(notes: tuple[NoteRecord, ...]) -> dict[tuple[str, str], list[NoteRecord]]:
@@ -33,9 +33,10 @@ def read_probes(path: str) -> tuple[UsdtProbe, ...]:
     from planrunner.usdt.operands import parse_args
 
     info = open_binary(path)
-    decoded: dict[str, tuple] = {}  # argument strings repeat (libjvm: 531 notes, 128 texts)
+    # argument strings repeat (libjvm: 531 notes, 128 texts)
+    decoded: dict[str, tuple[ArgOperand, ...]] = {}
 
-    def decode(text: str) -> tuple:
+    def decode(text: str) -> tuple[ArgOperand, ...]:
         args = decoded.get(text)
         if args is None:
             args = decoded[text] = parse_args(text, info.machine)

@@ -143,12 +143,14 @@ def _parse_memory(body: str, col: int) -> Operand:
     base = _address_reg(parts[0], inner_col, allow_rip=True) if parts[0] else None
     if isinstance(base, Undecodable):
         return base
-    index = scale = None
+    index: Reg | None = None
+    scale = None
     if len(parts) > 1:
         index_col = inner_col + len(parts[0]) + 1
-        index = _address_reg(parts[1], index_col, allow_rip=False)
-        if isinstance(index, Undecodable):
-            return index
+        got = _address_reg(parts[1], index_col, allow_rip=False)
+        if isinstance(got, Undecodable):
+            return got
+        index = got
         scale = parse_int(parts[2]) if len(parts) == 3 else 1
         if scale not in (1, 2, 4, 8):
             return Undecodable("scale must be 1, 2, 4 or 8", index_col + len(parts[1]) + 1)
