@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from planrunner.expr.ast import Expr
 
 ParamType = Literal["int", "number", "string", "duration", "bool"]
+SpanScope = Literal["process", "global"]
 ProbeKind = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "span"]
 OutputKind = Literal["print", "count", "sum", "min", "max", "avg", "hist", "lhist"]
 ValueType = Literal["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -67,6 +68,7 @@ class ProbeSpec:
     begin: str | None = None  # span: probe names
     end: str | None = None
     key: Expr | None = None  # span key, None = tid
+    span_scope: SpanScope = "process"  # span: pair only within a process, or "global"
     args: tuple[ArgSpec, ...] = ()
     retval: ArgSpec | None = None  # uretprobe
     where: Expr | None = None

@@ -34,7 +34,7 @@ from planrunner.render.model import (
 )
 from planrunner.render.names import c_ident, thunk_name
 from planrunner.render.needs import STRING_READERS, Helper
-from planrunner.render.spans import begin_block, do_block, end_block, span_view
+from planrunner.render.spans import KEY_STRUCT, begin_block, do_block, end_block, span_view
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
 
 # A CPU forces a consumer wakeup once it has submitted this share of the ring buffer
@@ -137,12 +137,13 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
              for p in resolved.probes if p.spec.kind != "span"]
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
+    spans = [span_view(p, settings.map_size) for p in resolved.probes if p.spec.kind == "span"]
     c_source = render_template(
         "program.bpf.c.j2",
         plan_name=resolved.plan.name,
         probes=views,
-        spans=[span_view(p, settings.map_size) for p in resolved.probes
-               if p.spec.kind == "span"],
+        spans=spans,
+        span_key_struct=KEY_STRUCT if any(s.key_type != "__u64" for s in spans) else None,
         layouts=[p.layout for p in prints],
         maps=acc.maps,
         prologue=PROLOGUE,

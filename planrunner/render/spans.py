@@ -20,11 +20,22 @@ from planrunner.render.names import c_ident
 from planrunner.resolve.model import ResolvedProbe
 
 
+# The map key of a span keyed by an expression within one process (scope: process):
+# the same id in two processes is two spans. The thread default needs none of it:
+# pid_tgid already names one thread of one process.
+KEY_STRUCT = "pr_span_key"
+
+
 @dataclass(frozen=True, slots=True)
 class SpanView:
     c_name: str
     members: tuple[str, ...]
     map_size: int
+    key_type: str
+
+
+def per_process_key(span: ResolvedProbe) -> bool:
+    return span.key_begin is not None and span.spec.span_scope == "process"
 
 
 def span_struct(span: ResolvedProbe) -> str:
@@ -44,14 +55,18 @@ def span_view(span: ResolvedProbe, map_size: int) -> SpanView:
                         f"char {m}[{cap.expr.type.size}];"]
         else:
             members.append(f"__s64 {m};")
-    return SpanView(span_struct(span), tuple(members), map_size)
+    key_type = f"struct {KEY_STRUCT}" if per_process_key(span) else "__u64"
+    return SpanView(span_struct(span), tuple(members), map_size, key_type)
 
 
-def _key(expr: TExpr | None, body: Body) -> list[str]:
+def _key(span: ResolvedProbe, expr: TExpr | None, body: Body) -> list[str]:
     if expr is None:
         return ["__u64 pr_key = pr_id;"]  # tid default: pid_tgid is unique per thread
     low = lower(expr, body)
-    return [*low.prelude, f"__u64 pr_key = (__u64)({low.c});"]
+    if not per_process_key(span):
+        return [*low.prelude, f"__u64 pr_key = (__u64)({low.c});"]
+    return [*low.prelude, f"struct {KEY_STRUCT} pr_key = {{}};",
+            f"pr_key.k = (__u64)({low.c});", f"pr_key.tgid = {body.builtin('pid')};"]
 
 
 def _capture_lines(index: int, cap: CaptureRef, body: Body) -> list[str]:
@@ -72,7 +87,7 @@ def begin_block(span: ResolvedProbe, body: Body) -> list[str]:
     """In the begin probe: store the time and the captures under the key."""
     name = span_struct(span)
     body.members.append(f"struct {name} {name};")
-    lines = _key(span.key_begin, body)
+    lines = _key(span, span.key_begin, body)
     lines.append(f"struct {name} *bv = &sc->{name};")
     lines.append(f"bv->ts = {body.builtin('ts')};")
     for i, cap in enumerate(span.captures):
@@ -86,7 +101,7 @@ def end_block(span: ResolvedProbe, body: Body,
     """In the end probe: find the begin, then the filter and `outputs(body)` with the
     span's latency and captures in scope, then forget the begin."""
     name = span_struct(span)
-    lines = _key(span.key_end, body)
+    lines = _key(span, span.key_end, body)
     lines.append(f"struct {name} *bg = {name}.lookup(&pr_key);")
     lines.append("if (!bg) break;")
     lines.append(f"__u64 pr_latency = {body.builtin('ts')} - bg->ts;")

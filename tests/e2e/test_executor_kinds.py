@@ -239,3 +239,28 @@ outputs:
     assert proc.returncode == 0, proc.stderr
     got = [r["x"] for r in json_records(proc.stdout)]
     assert got == [1, 101, 101, 2, 102, 102, 3, 103, 103]
+
+
+def test_span_keys_pair_within_one_process(fixtures_built, tmp_path):
+    """Two demo processes fire the same request ids at the same time: every request
+    pairs with its own process's begin (a span key is per process unless the plan says
+    `scope: global`). Before, the second process's spans vanished into the first's."""
+    import subprocess
+
+    from tests.e2e.executor_helpers import start_tracer, stop_tracer
+
+    demo = fixtures_built / "demo"
+    tracer = start_tracer("sdt-demo", "--set", f"demo={demo}", "-f", "json")
+    try:
+        procs = [subprocess.Popen([str(demo), "4"]) for _ in range(2)]
+        for p in procs:
+            assert p.wait(timeout=30) == 0
+    finally:
+        out, err = stop_tracer(tracer)
+    recs = [r for r in json_records(out) if r["probe"] == "request"]
+    pids = {p.pid for p in procs}
+    assert sorted((r["pid"], r["id"]) for r in recs) == sorted(
+        (pid, i) for pid in pids for i in range(1, 5)), err
+    for r in recs:
+        want_ms = (r["id"] % 4 + 1) * 5
+        assert want_ms * 1e6 <= r["latency_ns"] <= (want_ms + 40) * 1e6, r

@@ -25,6 +25,12 @@ struct pr_rec_0 {
 };
 _Static_assert(sizeof(struct pr_rec_0) == 208, "record layout (render/layout.py)");
 
+/* a span key within one process: the same id in two processes is two spans */
+struct pr_span_key {
+    __u64 k;
+    __u64 tgid;
+};
+
 struct pr_span_request {
     __u64 ts;
     __u64 c0_ptr;
@@ -33,7 +39,7 @@ struct pr_span_request {
 };
 /* LRU: begins whose end never comes (a thread that died mid-span) are evicted by newer
    ones instead of filling the map. */
-BPF_TABLE("lru_hash", __u64, struct pr_span_request, pr_span_request, 10240);
+BPF_TABLE("lru_hash", struct pr_span_key, struct pr_span_request, pr_span_request, 10240);
 
 /* probe start */
 struct pr_args_start {
@@ -61,7 +67,9 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
     do {
         sc->st2 = pr_read_str(sc->s2, 129, a->v2);
         do {
-            __u64 pr_key = (__u64)(((__u64)(a->v1)));
+            struct pr_span_key pr_key = {};
+            pr_key.k = (__u64)(((__u64)(a->v1)));
+            pr_key.tgid = pr_pid;
             struct pr_span_request *bv = &sc->pr_span_request;
             bv->ts = pr_ts;
             bpf_probe_read_kernel(bv->c0, 129, (sc->s2));
@@ -102,7 +110,9 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
     __u64 pr_ts = bpf_ktime_get_ns();
     do {
         do {
-            __u64 pr_key = (__u64)(((__u64)(a->v1)));
+            struct pr_span_key pr_key = {};
+            pr_key.k = (__u64)(((__u64)(a->v1)));
+            pr_key.tgid = pr_pid;
             struct pr_span_request *bg = pr_span_request.lookup(&pr_key);
             if (!bg) break;
             __u64 pr_latency = pr_ts - bg->ts;
