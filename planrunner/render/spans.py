@@ -19,7 +19,6 @@ from planrunner.render.expr_c import lower
 from planrunner.render.names import c_ident
 from planrunner.resolve.model import ResolvedProbe
 
-
 # The map key of a span keyed by an expression within one process (scope: process):
 # the same id in two processes is two spans. The thread default needs none of it:
 # pid_tgid already names one thread of one process.
