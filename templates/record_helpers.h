@@ -1,12 +1,16 @@
 /* The record path every plan program shares (included verbatim by program.bpf.c.j2,
    after the ring buffer map and PR_WAKEUP_BYTES): loss counters, batched wakeups and the
    record header. Coupled with render/layout.py: struct pr_hdr must match HEADER_FORMAT. */
-/* Per-CPU counters: [0] records lost (ring buffer full), [1] aggregation keys dropped
-   (map full), [2] bytes submitted since the last forced wakeup. */
+/* Per-CPU counters (render/model.py Counter): [0] records lost (ring buffer full),
+   [1] aggregation keys dropped (map full), [2] bytes submitted since the last forced
+   wakeup, [3] span begins that replaced an open begin of their key, [4] nested span
+   begins deeper than settings.span_depth (not timed). */
 #define PR_LOST_RINGBUF 0
 #define PR_LOST_MAPFULL 1
 #define PR_SUBMITS 2
-BPF_PERCPU_ARRAY(pr_counters, __u64, 3);
+#define PR_SPAN_REPLACED 3
+#define PR_SPAN_OVERFLOW 4
+BPF_PERCPU_ARRAY(pr_counters, __u64, 5);
 
 static __always_inline void pr_count(__u32 which)
 {

@@ -48,7 +48,15 @@ class CaptureRef:
     expr: TExpr
 
 
-Ref = ArgRef | BuiltinRef | LatencyRef | CaptureRef
+@dataclass(frozen=True, slots=True)
+class DepthRef:
+    """The call depth of nested span `span` at this event (0 = outermost): the depth of
+    the pair a begin opens or an end closes."""
+
+    span: str
+
+
+Ref = ArgRef | BuiltinRef | LatencyRef | CaptureRef | DepthRef
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,4 +116,5 @@ def _settings(ctx: BuildContext, data: dict) -> Settings:
                   ctx.spans.value(("settings", "ringbuf_pages")),
                   f"e.g. {1 << (pages.bit_length() - 1)} or {1 << pages.bit_length()}")
     return Settings(string_size=data.get("string_size", defaults.string_size),
-                    map_size=data.get("map_size", defaults.map_size), ringbuf_pages=pages)
+                    map_size=data.get("map_size", defaults.map_size), ringbuf_pages=pages,
+                    span_depth=data.get("span_depth", defaults.span_depth))

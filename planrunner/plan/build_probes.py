@@ -120,7 +120,7 @@ def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
             ctx.unknown(f"{side} probe", ref, plain, at, "define it under probes:")
     key = ctx.expr(kpath + ("key",), data["key"]) if "key" in data else None
     return {"begin": data["begin"], "end": data["end"], "key": key,
-            "span_scope": data.get("scope", "process")}
+            "span_scope": data.get("scope", "process"), "nested": data.get("nested", False)}
 
 
 def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list | None

@@ -69,6 +69,7 @@ class ProbeSpec:
     end: str | None = None
     key: Expr | None = None  # span key, None = tid
     span_scope: SpanScope = "process"  # span: pair only within a process, or "global"
+    nested: bool = False  # span: a stack of open begins per key (calls nest)
     args: tuple[ArgSpec, ...] = ()
     retval: ArgSpec | None = None  # uretprobe
     where: Expr | None = None
@@ -106,6 +107,7 @@ class Settings:
     string_size: int = 128
     map_size: int = 10240
     ringbuf_pages: int = 256
+    span_depth: int = 64
 
 
 @dataclass(frozen=True, slots=True)

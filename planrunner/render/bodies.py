@@ -20,6 +20,7 @@ from planrunner.expr.typed import (
     Builtin,
     BuiltinRef,
     CaptureRef,
+    DepthRef,
     LatencyRef,
     Ref,
     TExpr,
@@ -29,6 +30,7 @@ from planrunner.expr.typed import (
 from planrunner.expr.types import BoolType, IntType, StrType
 from planrunner.render.expr_c import lower
 from planrunner.render.layout import LayoutField, RecordLayout
+from planrunner.render.names import c_ident
 from planrunner.render.needs import Helper
 from planrunner.render.operand_c import lower_operand
 from planrunner.resolve.model import ArgSlot, ResolvedProbe, ResolvedSite
@@ -82,6 +84,8 @@ class Body:
             return self.builtin(ref.name)
         if isinstance(ref, LatencyRef):
             return "pr_latency"
+        if isinstance(ref, DepthRef):
+            return f"pr_depth_{c_ident(ref.span)}"  # set by render/spans.nested_prologue
         return self.captures[ref]
 
     def need(self, helper: Helper) -> None:

@@ -20,6 +20,8 @@ class Counter(IntEnum):
     LOST_RINGBUF = 0  # print records the full ring buffer refused
     LOST_MAPFULL = 1  # aggregation updates a full map refused
     SUBMITS = 2  # bytes submitted since this CPU's last forced wakeup (not a loss)
+    SPAN_REPLACED = 3  # span begins that replaced an open begin of their key
+    SPAN_OVERFLOW = 4  # nested span begins past settings.span_depth (not timed)
 
 
 class ConfigSlot(IntEnum):
@@ -92,6 +94,7 @@ class RenderedProgram:
     aggregates: tuple[AggregateOutput, ...]
     plan_name: str
     pid: int | None = None
+    span_depth: int = 64  # settings.span_depth, for the report of deeper nested calls
     # Maps the runtime reads or fills, by their C names.
     events_map: str = "pr_events"  # the ring buffer of print records
     counters_map: str = "pr_counters"  # per-CPU __u64 array indexed by Counter

@@ -34,7 +34,15 @@ from planrunner.render.model import (
 )
 from planrunner.render.names import c_ident, thunk_name
 from planrunner.render.needs import STRING_READERS, Helper
-from planrunner.render.spans import KEY_STRUCT, begin_block, do_block, end_block, span_view
+from planrunner.render.spans import (
+    KEY_STRUCT,
+    LEVEL_KEY_STRUCT,
+    begin_block,
+    do_block,
+    end_block,
+    nested_prologue,
+    span_view,
+)
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
 
 # A CPU forces a consumer wakeup once it has submitted this share of the ring buffer
@@ -97,13 +105,14 @@ def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
     for span in resolved.probes:
         if span.spec.kind != "span":
             continue
+        depth = resolved.plan.settings.span_depth
         if span.spec.begin == probe.spec.name:
-            blocks.append(do_block(begin_block(span, body)))
+            blocks.append(do_block(begin_block(span, body, depth)))
         if span.spec.end == probe.spec.name:
             def outputs(b: Body, name: str = span.spec.name) -> list[str]:
                 return _output_blocks(resolved, name, b, acc)
 
-            blocks.append(do_block(end_block(span, body, outputs)))
+            blocks.append(do_block(end_block(span, body, depth, outputs)))
     return blocks
 
 
@@ -112,6 +121,12 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     c_name = c_ident(probe.spec.name)
     body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots})
     lines = string_reads(probe, body)
+    for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
+        if span.spec.kind == "span" and span.spec.nested:
+            if span.spec.begin == probe.spec.name:
+                lines += nested_prologue(span, True, body)
+            if span.spec.end == probe.spec.name:
+                lines += nested_prologue(span, False, body)
     lines += condition(probe.where, body)
     lines += _output_blocks(resolved, probe.spec.name, body, acc)
     lines += _span_blocks(resolved, probe, body, acc)
@@ -143,7 +158,9 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
         plan_name=resolved.plan.name,
         probes=views,
         spans=spans,
-        span_key_struct=KEY_STRUCT if any(s.key_type != "__u64" for s in spans) else None,
+        span_key_struct=KEY_STRUCT if any(s.key_type == f"struct {KEY_STRUCT}"
+                                          for s in spans) else None,
+        level_key_struct=LEVEL_KEY_STRUCT if any(s.depth_map for s in spans) else None,
         layouts=[p.layout for p in prints],
         maps=acc.maps,
         prologue=PROLOGUE,
@@ -154,7 +171,7 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
     )
     sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
     return RenderedProgram(c_source, sites, tuple(prints), tuple(acc.aggregates),
-                           resolved.plan.name, resolved.pid)
+                           resolved.plan.name, resolved.pid, settings.span_depth)
 
 
 def _attach_site(site: ResolvedSite) -> AttachSite:

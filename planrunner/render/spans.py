@@ -23,6 +23,9 @@ from planrunner.resolve.model import ResolvedProbe
 # the same id in two processes is two spans. The thread default needs none of it:
 # pid_tgid already names one thread of one process.
 KEY_STRUCT = "pr_span_key"
+# Nested spans: one entry per open begin, keyed by (key, process, level), and one depth
+# counter per (key, process) in a second map (level 0 there).
+LEVEL_KEY_STRUCT = "pr_span_lkey"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,7 @@ class SpanView:
     members: tuple[str, ...]
     map_size: int
     key_type: str
+    depth_map: str | None  # nested spans: the open-begin count per key
 
 
 def per_process_key(span: ResolvedProbe) -> bool:
@@ -39,6 +43,15 @@ def per_process_key(span: ResolvedProbe) -> bool:
 
 def span_struct(span: ResolvedProbe) -> str:
     return f"pr_span_{c_ident(span.spec.name)}"
+
+
+def depth_map(span: ResolvedProbe) -> str:
+    return f"pr_spandepth_{c_ident(span.spec.name)}"
+
+
+def depth_local(span: str) -> str:
+    """The body local holding `depth` of nested span `span` (see nested_prologue)."""
+    return f"pr_depth_{c_ident(span)}"
 
 
 def _member(index: int) -> str:
@@ -54,8 +67,11 @@ def span_view(span: ResolvedProbe, map_size: int) -> SpanView:
                         f"char {m}[{cap.expr.type.size}];"]
         else:
             members.append(f"__s64 {m};")
+    if span.spec.nested:
+        return SpanView(span_struct(span), tuple(members), map_size,
+                        f"struct {LEVEL_KEY_STRUCT}", depth_map(span))
     key_type = f"struct {KEY_STRUCT}" if per_process_key(span) else "__u64"
-    return SpanView(span_struct(span), tuple(members), map_size, key_type)
+    return SpanView(span_struct(span), tuple(members), map_size, key_type, None)
 
 
 def _key(span: ResolvedProbe, expr: TExpr | None, body: Body) -> list[str]:
@@ -66,6 +82,35 @@ def _key(span: ResolvedProbe, expr: TExpr | None, body: Body) -> list[str]:
         return [*low.prelude, f"__u64 pr_key = (__u64)({low.c});"]
     return [*low.prelude, f"struct {KEY_STRUCT} pr_key = {{}};",
             f"pr_key.k = (__u64)({low.c});", f"pr_key.tgid = {body.builtin('pid')};"]
+
+
+def _nested_key(span: ResolvedProbe, begin: bool) -> str:
+    return f"pr_lkey_{c_ident(span.spec.name)}_{'b' if begin else 'e'}"
+
+
+def nested_prologue(span: ResolvedProbe, begin: bool, body: Body) -> list[str]:
+    """At the top of a body that begins (or ends) nested span `span`: its key and
+    `depth`, the level the begin opens (or the end closes), from the open-begin count."""
+    expr = span.key_begin if begin else span.key_end
+    key, name = _nested_key(span, begin), span.spec.name
+    depth, open_ = depth_local(name), f"pr_open_{c_ident(name)}"
+    lines = [f"struct {LEVEL_KEY_STRUCT} {key} = {{}};"]
+    if expr is None:
+        lines.append(f"{key}.k = pr_id;")  # the thread: pid_tgid names it in its process
+    else:
+        low = lower(expr, body)
+        lines += [*low.prelude, f"{key}.k = (__u64)({low.c});"]
+        if span.spec.span_scope == "process":
+            lines.append(f"{key}.tgid = {body.builtin('pid')};")
+    lines += [f"__u64 {open_} = 0;",
+              f"__u64 *pr_dp_{c_ident(name)} = {depth_map(span)}.lookup(&{key});",
+              f"if (pr_dp_{c_ident(name)})",
+              f"    {open_} = *pr_dp_{c_ident(name)};"]
+    if begin:
+        lines.append(f"__u32 {depth} = {open_};")
+    else:
+        lines.append(f"__u32 {depth} = {open_} ? {open_} - 1 : 0;")
+    return lines
 
 
 def _capture_lines(index: int, cap: CaptureRef, body: Body) -> list[str]:
@@ -82,26 +127,55 @@ def _capture_lines(index: int, cap: CaptureRef, body: Body) -> list[str]:
     return lines
 
 
-def begin_block(span: ResolvedProbe, body: Body) -> list[str]:
-    """In the begin probe: store the time and the captures under the key."""
+def begin_block(span: ResolvedProbe, body: Body, max_depth: int) -> list[str]:
+    """In the begin probe: store the time and the captures under the key. A plain span
+    counts a begin that replaces an open one (nested calls in a span not declared
+    nested); a nested span pushes a level, counting levels past `max_depth`."""
     name = span_struct(span)
     body.members.append(f"struct {name} {name};")
-    lines = _key(span, span.key_begin, body)
+    if span.spec.nested:
+        key, depth = _nested_key(span, True), depth_local(span.spec.name)
+        lines = [f"__u64 pr_nd = (__u64){depth} + 1;",
+                 f"{depth_map(span)}.update(&{key}, &pr_nd);",
+                 f"if ({depth} >= {max_depth}) {{ pr_count(PR_SPAN_OVERFLOW); break; }}",
+                 f"{key}.level = {depth};"]
+        store = [f"{name}.update(&{key}, bv);"]
+    else:
+        lines = _key(span, span.key_begin, body)
+        store = [f"if ({name}.insert(&pr_key, bv)) {{",
+                 "    pr_count(PR_SPAN_REPLACED);",
+                 f"    {name}.update(&pr_key, bv);",
+                 "}"]
     lines.append(f"struct {name} *bv = &sc->{name};")
     lines.append(f"bv->ts = {body.builtin('ts')};")
     for i, cap in enumerate(span.captures):
         lines.extend(_capture_lines(i, cap, body))
-    lines.append(f"{name}.update(&pr_key, bv);")
-    return lines
+    return lines + store
 
 
-def end_block(span: ResolvedProbe, body: Body,
+def end_block(span: ResolvedProbe, body: Body, max_depth: int,
               outputs: Callable[[Body], list[str]]) -> list[str]:
     """In the end probe: find the begin, then the filter and `outputs(body)` with the
-    span's latency and captures in scope, then forget the begin."""
+    span's latency and captures in scope, then forget the begin. A nested span pops the
+    most recent open begin of the key."""
     name = span_struct(span)
-    lines = _key(span, span.key_end, body)
-    lines.append(f"struct {name} *bg = {name}.lookup(&pr_key);")
+    if span.spec.nested:
+        key, depth = _nested_key(span, False), depth_local(span.spec.name)
+        open_ = f"pr_open_{c_ident(span.spec.name)}"
+        lines = [f"if (!{open_}) break;  /* no open begin: it began before tracing */",
+                 f"if ({depth} == 0)",
+                 f"    {depth_map(span)}.delete(&{key});",
+                 "else {",
+                 f"    __u64 pr_nd = {depth};",
+                 f"    {depth_map(span)}.update(&{key}, &pr_nd);",
+                 "}",
+                 f"if ({depth} >= {max_depth}) break;  /* counted at its begin */",
+                 f"{key}.level = {depth};"]
+        ref = f"&{key}"
+    else:
+        lines = _key(span, span.key_end, body)
+        ref = "&pr_key"
+    lines.append(f"struct {name} *bg = {name}.lookup({ref});")
     lines.append("if (!bg) break;")
     lines.append(f"__u64 pr_latency = {body.builtin('ts')} - bg->ts;")
     body.captures = {cap: f"bg->{_member(i)}" for i, cap in enumerate(span.captures)}
@@ -109,7 +183,7 @@ def end_block(span: ResolvedProbe, body: Body,
     inner.extend(outputs(body))
     body.captures = {}
     lines.append(do_block(inner))
-    lines.append(f"{name}.delete(&pr_key);")
+    lines.append(f"{name}.delete({ref});")
     return lines
 
 

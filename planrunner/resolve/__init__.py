@@ -66,7 +66,8 @@ def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
     size = plan.settings.string_size
     constants = Constants.of(plan)
     binaries = _binaries(plan, pid, errors)
-    located = {spec.name: got for spec in plan.probes if spec.kind != "span"
+    located = {spec.name: _with_nested(got, plan) for spec in plan.probes
+               if spec.kind != "span"
                if (got := _locate(spec, binaries, constants, size, errors)) is not None}
     checked = {name: _check_probe(loc, size, errors) for name, loc in located.items()}
     span_specs = [s for s in plan.probes if s.kind == "span"
@@ -115,6 +116,14 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
             return None  # the target's own error was reported
         binary = binaries[spec.target]
     return attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
+
+
+def _with_nested(loc: Located, plan: Plan) -> Located:
+    """The located probe whose scope knows the nested spans it begins or ends."""
+    name = loc.spec.name
+    nested = tuple(s.name for s in plan.probes if s.kind == "span" and s.nested
+                   and name in (s.begin, s.end))
+    return replace(loc, scope=replace(loc.scope, nested_spans=nested)) if nested else loc
 
 
 def _check_probe(loc: Located, size: int, errs: list[PlanError]) -> _Checked:

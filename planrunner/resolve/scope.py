@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from planrunner.expr.check import Symbol
-from planrunner.expr.typed import ArgRef, Builtin, BuiltinRef
+from planrunner.expr.typed import ArgRef, Builtin, BuiltinRef, DepthRef
 from planrunner.expr.types import DURATION, BoolType, IntType, StrType, Type
 from planrunner.plan.model import Plan
 
@@ -63,9 +63,14 @@ class ProbeScope:
     constants: Constants
     what: str = ""
     arg_count: int | None = None
+    # The nested spans this probe begins or ends: `depth` is theirs when there is one.
+    nested_spans: tuple[str, ...] = ()
 
     def explain_unknown(self, name: str) -> str | None:
-        """A better message than 'unknown name' for an argN past the probe's arguments."""
+        """A better message than 'unknown name' for an argN past the probe's arguments,
+        or a `depth` with no nested span to measure it."""
+        if name == "depth":
+            return depth_unknown(self.nested_spans)
         match = re.fullmatch(r"arg(\d+)", name)
         if match and self.arg_count == 0 and self.what.startswith("uretprobe"):
             return (f"'{name}' does not exist: a {self.what} sees only `retval`; to read "
@@ -82,14 +87,28 @@ class ProbeScope:
             return Symbol(typ, ArgRef(index))
         if name in BUILTINS:
             return builtin_symbol(name)
+        if name == "depth" and len(self.nested_spans) == 1:
+            return Symbol(DEPTH_TYPE, DepthRef(self.nested_spans[0]))
         return self.constants.lookup(name)
 
     def names(self) -> Iterable[str]:
-        return [*self.args, *BUILTINS, *self.constants.values]
+        depth = ["depth"] if len(self.nested_spans) == 1 else []
+        return [*self.args, *BUILTINS, *depth, *self.constants.values]
 
     def type_of(self, index: int) -> Type:
         """The type of argument `index`."""
         return next(t for i, t in self.args.values() if i == index)
+
+
+DEPTH_TYPE = IntType(32, False)
+
+
+def depth_unknown(nested_spans: tuple[str, ...]) -> str:
+    if nested_spans:
+        return (f"'depth' is ambiguous here: this probe is part of nested spans "
+                f"{', '.join(repr(s) for s in nested_spans)}; use it in one span's outputs")
+    return ("'depth' is the call depth of a nested span: it exists in the outputs of a "
+            "span with `nested: true` and of the probes it begins and ends at")
 
 
 def builtin_symbol(name: Builtin) -> Symbol:

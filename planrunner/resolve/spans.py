@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from planrunner.errors import PlanError, ResolveError, raise_collected
 from planrunner.expr.check import Symbol, check, check_condition
-from planrunner.expr.typed import CaptureRef, LatencyRef, TExpr, TRef
+from planrunner.expr.typed import CaptureRef, DepthRef, LatencyRef, TExpr, TRef
 from planrunner.expr.types import DURATION, StrType
 from planrunner.plan.model import ProbeSpec
-from planrunner.resolve.scope import BUILTINS, ProbeScope
+from planrunner.resolve.scope import BUILTINS, DEPTH_TYPE, ProbeScope
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +35,21 @@ class SpanScope:
             return self.end.lookup(name[len("end."):])
         if name in BUILTINS:  # the end event's (a tracepoint field of that name first)
             return self.end.lookup(name)
+        if name == "depth":
+            return Symbol(DEPTH_TYPE, DepthRef(self.spec.name)) if self.spec.nested else None
         return self.end.constants.lookup(name)
 
     def names(self) -> Iterable[str]:
         begin = [f"begin.{n}" for n in self.begin.args]
         end = [f"end.{n}" for n in self.end.args]
-        return ["latency", *begin, *end, *BUILTINS, *self.end.constants.values]
+        depth = ["depth"] if self.spec.nested else []
+        return ["latency", *begin, *end, *BUILTINS, *depth, *self.end.constants.values]
+
+    def explain_unknown(self, name: str) -> str | None:
+        if name == "depth" and not self.spec.nested:
+            return (f"'depth' exists only in a nested span: declare `nested: true` on span "
+                    f"'{self.spec.name}' if its calls nest")
+        return None
 
     def _capture(self, name: str) -> Symbol | None:
         sym = self.begin.lookup(name)

@@ -22,7 +22,7 @@ from typing import TextIO
 
 from planrunner.output.base import View
 from planrunner.prometheus import ExporterConfig, maybe_start
-from planrunner.render.model import RenderedProgram
+from planrunner.render.model import Counter, RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader
 from planrunner.runtime.child import Child
 from planrunner.runtime.decode import Decoder
@@ -102,7 +102,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                     prog.detach_all()
                 if exporter is not None:
                     exporter.close()
-            _report_losses(prog, view, stderr)
+            _report_losses(prog, program, view, stderr)
     except BrokenPipeError:
         _silence_stdout()
         status = 0
@@ -151,7 +151,8 @@ def _loop(prog, program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     return exit_status
 
 
-def _report_losses(prog, view: View, stderr: TextIO) -> None:  # type: ignore[no-untyped-def]
+def _report_losses(prog, program: RenderedProgram, view: View,  # type: ignore[no-untyped-def]
+                   stderr: TextIO) -> None:
     lost = prog.counter(0)
     if lost:
         view.lost(lost, "ringbuf full")
@@ -161,6 +162,14 @@ def _report_losses(prog, view: View, stderr: TextIO) -> None:  # type: ignore[no
     if dropped:
         stderr.write(f"{dropped} aggregation updates dropped (map full: raise "
                      "settings.map_size)\n")
+    replaced = prog.counter(Counter.SPAN_REPLACED)
+    if replaced:
+        stderr.write(f"{replaced} span begins replaced an open begin of their key: nested "
+                     "calls? use nested: true\n")
+    deep = prog.counter(Counter.SPAN_OVERFLOW)
+    if deep:
+        stderr.write(f"{deep} nested span begins deeper than settings.span_depth "
+                     f"({program.span_depth}) were not timed: raise it\n")
 
 
 def _silence_stdout() -> None:

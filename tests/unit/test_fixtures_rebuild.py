@@ -20,9 +20,9 @@ import pytest
 ELF = Path(__file__).parents[1] / "fixtures" / "elf"
 BIN = ELF / "bin"
 PROGRAMS = ["operands_O0", "operands_O2", "semaphore", "libprobe.so", "libuser", "dlopen_user",
-            "simple_pie", "simple_nopie", "demo", "agg"]
+            "simple_pie", "simple_nopie", "demo", "agg", "recurse"]
 PROBED = ["operands_O0", "operands_O2", "semaphore", "libprobe.so", "simple_pie",
-          "simple_nopie", "demo", "agg"]
+          "simple_nopie", "demo", "agg", "recurse"]
 
 _NOTE = re.compile(r"Provider: (\S+)\s+Name: (\S+)\s+Location: \S+, Base: \S+, "
                    r"Semaphore: (\S+)\s+Arguments: ?([^\n]*)")

@@ -61,7 +61,10 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
             struct pr_span_work *bv = &sc->pr_span_work;
             bv->ts = pr_ts;
             bv->c0 = (__s64)(((__s32)(a->v1)));
-            pr_span_work.update(&pr_key, bv);
+            if (pr_span_work.insert(&pr_key, bv)) {
+                pr_count(PR_SPAN_REPLACED);
+                pr_span_work.update(&pr_key, bv);
+            }
         } while (0);
     } while (0);
     return 0;

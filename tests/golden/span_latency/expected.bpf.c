@@ -75,7 +75,10 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
             bpf_probe_read_kernel(bv->c0, 129, (sc->s2));
             bv->c0_st = sc->st2;
             bv->c0_ptr = a->v2;
-            pr_span_request.update(&pr_key, bv);
+            if (pr_span_request.insert(&pr_key, bv)) {
+                pr_count(PR_SPAN_REPLACED);
+                pr_span_request.update(&pr_key, bv);
+            }
         } while (0);
     } while (0);
     return 0;
