@@ -14,7 +14,7 @@ import sys
 from typing import TextIO
 
 from planrunner import __version__
-from planrunner.diagnostics import render
+from planrunner.commands.common import print_diagnostics
 from planrunner.errors import PlanError
 
 # Subcommand name -> module in planrunner.commands exposing register(subparsers) and
@@ -46,19 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def print_error(err: PlanError, stderr: TextIO) -> None:
     """Render every diagnostic of `err` with its source line and caret."""
-    sources: dict[str, str | None] = {}
-    for diag in err.diagnostics:
-        text = None
-        if diag.span is not None:
-            path = diag.span.path
-            if path not in sources:
-                try:
-                    with open(path, encoding="utf-8") as fh:
-                        sources[path] = fh.read()
-                except OSError:
-                    sources[path] = None
-            text = sources[path]
-        print(render(diag, text), file=stderr)
+    print_diagnostics(err.diagnostics, stderr)
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None,

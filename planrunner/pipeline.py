@@ -18,10 +18,11 @@ def load(path: str, overrides: dict[str, str]) -> Plan:
     return load_plan(path, overrides)
 
 
-def resolve(plan: Plan, pid: int | None = None) -> ResolvedPlan:
+def resolve(plan: Plan, pid: int | None = None,
+            command: list[str] | None = None) -> ResolvedPlan:
     from planrunner.resolve import resolve_plan
 
-    return resolve_plan(plan, pid)
+    return resolve_plan(plan, pid, command)
 
 
 def render(resolved: ResolvedPlan) -> RenderedProgram:
@@ -30,9 +31,10 @@ def render(resolved: ResolvedPlan) -> RenderedProgram:
     return render_program(resolved)
 
 
-def compile_plan(path: str, overrides: dict[str, str], pid: int | None = None
+def compile_plan(path: str, overrides: dict[str, str], pid: int | None = None,
+                 command: list[str] | None = None
                  ) -> tuple[Plan, ResolvedPlan, RenderedProgram]:
     """load -> resolve -> render: everything `render` and `run` do before the kernel."""
     plan = load(path, overrides)
-    resolved = resolve(plan, pid)
+    resolved = resolve(plan, pid, command)
     return plan, resolved, render(resolved)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from planrunner.diagnostics import Diagnostic
     from planrunner.plan.model import ParamSpec
 
 
@@ -125,3 +126,22 @@ def _shown(kind: str, value: object) -> str:
                 return f"{value // ns}{unit}"
         return f"{value}ns"
     return repr(value)
+
+
+def print_diagnostics(diags: Iterable[Diagnostic], stderr: TextIO) -> None:
+    """Render each diagnostic with its source line and caret (sources read once)."""
+    from planrunner.diagnostics import render
+
+    sources: dict[str, str | None] = {}
+    for diag in diags:
+        text = None
+        if diag.span is not None:
+            path = diag.span.path
+            if path not in sources:
+                try:
+                    with open(path, encoding="utf-8") as fh:
+                        sources[path] = fh.read()
+                except OSError:
+                    sources[path] = None
+            text = sources[path]
+        print(render(diag, text), file=stderr)

@@ -7,7 +7,7 @@ import shlex
 import sys
 from typing import TextIO
 
-from planrunner.commands.common import add_plan_parser, overrides, plan_path
+from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 from planrunner.errors import UsageError
 
 
@@ -58,7 +58,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
     address = parse_address(args.prometheus) if args.prometheus else None
-    _plan, _resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid)
+    _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid,
+                                            command)
+    print_diagnostics(resolved.warnings, stderr)
     prom = exporter_config(address, _plan.name, _plan.description, program) if address else None
     schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format)
                for p in program.prints]

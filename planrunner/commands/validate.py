@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from planrunner.commands.common import add_plan_parser, overrides, plan_path
+from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 
 
 def register(sub: argparse._SubParsersAction, name: str) -> None:
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return 0
     plan = load_plan(path, overrides(args))
     resolved = resolve(plan, args.pid)
+    print_diagnostics(resolved.warnings, stderr)
     stdout.write(f"{path}: ok\n")
     for probe in resolved.probes:
         stdout.write(_summary(probe) + "\n")

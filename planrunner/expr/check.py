@@ -336,6 +336,11 @@ class _Checker:
                 addr.type, StrType) else ""
             return self.error(f"str() needs an address (an integer), got {addr.type}",
                               addr.span, hint)
+        if isinstance(addr, T.TRef) and addr.type.bits < 64:
+            return self.error(f"str() needs an address, but '{addr.name}' is a "
+                              f"{addr.type.bits // 8}-byte {addr.type}: it cannot be a pointer",
+                              addr.span, "check the argument's position and declared type "
+                              "(`planrunner list BINARY -vv` shows each operand's size)")
         if len(args) == 1:
             return T.TStrRead(addr, self.string_size, None, e.span)
         n = args[1]

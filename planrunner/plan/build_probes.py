@@ -155,8 +155,9 @@ def _arg(ctx: BuildContext, jpath: JsonPath, index: int, item: dict,
         else:
             seen[name] = index
     length = _string_opts(ctx, jpath, item)
+    type_span = ctx.spans.value(jpath + ("type",)) if "type" in item else None
     return ArgSpec(index=index, name=name, type=item.get("type"), size=item.get("size"),
-                   length=length, span=ctx.spans.value(jpath))
+                   length=length, span=ctx.spans.value(jpath), type_span=type_span)
 
 
 def _string_opts(ctx: BuildContext, jpath: JsonPath, item: dict):  # -> Expr | None

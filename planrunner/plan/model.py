@@ -50,6 +50,7 @@ class ArgSpec:
     size: int | None  # string capacity (content bytes), None: settings.string_size
     length: Expr | None  # string read of exactly this many bytes (not NUL-terminated)
     span: Span
+    type_span: Span | None = None  # the `type:` value, when declared
 
 
 @dataclass(frozen=True, slots=True)

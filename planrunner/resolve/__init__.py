@@ -16,7 +16,7 @@ been reported, and its outputs would only repeat it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from planrunner.diagnostics import Diagnostic, Span
@@ -36,6 +36,7 @@ from planrunner.resolve.model import (
     ResolvedSite,
 )
 from planrunner.resolve.outputs import check_outputs
+from planrunner.resolve.preflight import Process, warnings_for
 from planrunner.resolve.scope import Constants
 from planrunner.resolve.spans import SpanScope
 from planrunner.resolve.usage import arg_indexes, captures, output_exprs
@@ -61,7 +62,9 @@ class _Span:
     where: TExpr | None
 
 
-def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
+def resolve_plan(plan: Plan, pid: int | None = None,
+                 command: Sequence[str] | None = None) -> ResolvedPlan:
+    """`pid` (--pid) and `command` (-c) say which process will be traced, when known."""
     errors: list[PlanError] = []
     size = plan.settings.string_size
     constants = Constants.of(plan)
@@ -93,7 +96,17 @@ def resolve_plan(plan: Plan, pid: int | None = None) -> ResolvedPlan:
             if probe is not None:
                 resolved.append(probe)
     raise_collected(errors, ResolveError)
-    return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid)
+    proc = (Process.of_pid(pid) if pid else Process.of_command(command) if command
+            else None)
+    warnings = [w for loc in located.values() for w in _warnings(loc, proc)]
+    return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings))
+
+
+def _warnings(loc: Located, proc: Process | None) -> list[Diagnostic]:
+    out = list(loc.warnings)
+    if loc.usdt is not None:
+        out += warnings_for(loc.spec, *loc.usdt, proc)
+    return out
 
 
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError]) -> dict[str, BinaryRef]:

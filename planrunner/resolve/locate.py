@@ -9,13 +9,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from planrunner.diagnostics import Diagnostic
 from planrunner.errors import ResolveError
 from planrunner.expr.types import IntType, StrType, Type
 from planrunner.plan.model import ProbeSpec
 from planrunner.resolve import sites as S
 from planrunner.resolve.model import BinaryRef, TracepointField
 from planrunner.resolve.scope import Constants, ProbeScope
-from planrunner.usdt.model import ProbeSite
+from planrunner.usdt.model import ArgOperand, ProbeSite
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,8 @@ class Located:
     locations: tuple[tuple[int, int], ...] = ()  # uprobes: (pc, file offset) each
     notes: tuple[str, ...] = ()  # for the summary (an IFUNC resolved, a shared name)
     tp_fields: tuple[TracepointField, ...] = ()
+    usdt: tuple[str, str] | None = None  # (provider, name) of a USDT probe
+    warnings: tuple[Diagnostic, ...] = ()  # located; the plan is valid all the same
 
 
 def locate_tracepoint(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
@@ -58,7 +61,35 @@ def locate_usdt(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
                 f"{count} argument{'s' if count != 1 else ''}", arg.span)
     scope = ProbeScope(_arg_names(spec, _declared(spec, types, string_size)), constants,
                        f"probe '{spec.name}' ({probe.qualified} in {binary.display})", count)
-    return Located(spec, scope, binary, usdt_sites=probe.sites)
+    return Located(spec, scope, binary, usdt_sites=probe.sites,
+                   usdt=(probe.provider, probe.name),
+                   warnings=tuple(_type_warnings(spec, probe.sites[0].args)))
+
+
+def _type_warnings(spec: ProbeSpec, operands: tuple[ArgOperand, ...]) -> list[Diagnostic]:
+    """A declared type that disagrees with the size of the operand the note gives."""
+    out = []
+    for arg in spec.args:
+        if arg.type is None or arg.type == "bool":
+            continue
+        size = operands[arg.index - 1].size
+        what = f"argument {arg.index} is a {size}-byte value in the probe's note"
+        if arg.type in ("string", "pointer") and size != 8:
+            out.append(Diagnostic(
+                f"{what}, but `{arg.type}` needs an 8-byte pointer", arg.type_span or arg.span,
+                ("a string is read at an address: declare the integer type instead, or "
+                 "check the argument's position with `planrunner list BINARY -vv`",),
+                severity="warning"))
+        elif arg.type not in ("string", "pointer") and (
+                bits := S.VALUE_TYPES[arg.type].bits) != 8 * size:
+            effect = ("its upper bytes are dropped" if bits < 8 * size else
+                      f"only {size} bytes are read")
+            hint = ("an 8-byte value may be a pointer: `type: string` reads the string it "
+                    "points to" if size == 8 else
+                    f"declare int{8 * size} or uint{8 * size}")
+            out.append(Diagnostic(f"{what}, but `{arg.type}` is {bits // 8} bytes: {effect}",
+                                  arg.type_span or arg.span, (hint,), severity="warning"))
+    return out
 
 
 def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,

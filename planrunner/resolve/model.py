@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from planrunner.diagnostics import Span
+from planrunner.diagnostics import Diagnostic, Span
 from planrunner.expr.types import IntType
 from planrunner.plan.model import OutputSpec, Plan, ProbeSpec
 from planrunner.usdt.model import ArgOperand
@@ -112,6 +112,9 @@ class ResolvedPlan:
     probes: tuple[ResolvedProbe, ...]
     outputs: tuple[ResolvedOutput, ...]
     pid: int | None = None
+    # located, in plan order: declared types that disagree with operands, probes that
+    # will not fire unless the process is started a certain way (resolve/preflight.py)
+    warnings: tuple[Diagnostic, ...] = ()
 
     def probe(self, name: str) -> ResolvedProbe:
         return next(p for p in self.probes if p.spec.name == name)

@@ -255,3 +255,11 @@ def test_durations_keep_their_unit_through_sums_only() -> None:
 def test_refs_lists_references_in_source_order() -> None:
     node = typed('arg1 + arg3 > 2 && comm == "x" || startswith(str(arg1), "a")')
     assert T.refs(node) == [T.ArgRef(1), T.ArgRef(3), T.BuiltinRef("comm"), T.ArgRef(1)]
+
+
+def test_str_of_a_value_too_narrow_for_a_pointer_is_an_error() -> None:
+    (err,) = errors("str(arg2)")  # arg2 is an int32
+    assert err[0] == "str() needs an address, but 'arg2' is a 4-byte int32: it cannot be a pointer"
+    assert err[1] == 4
+    assert typed("str(arg1)").type == StrType(129)  # uint64: may be
+    assert typed("str(arg2 + 0)").type == StrType(129)  # arithmetic is 64-bit: the user's call
