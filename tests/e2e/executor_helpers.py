@@ -73,11 +73,15 @@ def start_tracer(plan: str, *extra: str, env: dict[str, str] | None = None,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
     assert proc.stderr is not None
+    before = ""  # warnings (a declared type, a runtime started without its flag) come first
     line = proc.stderr.readline()
+    while line and not line.startswith("Tracing") and proc.poll() is None:
+        before += line
+        line = proc.stderr.readline()
     if not line.startswith("Tracing"):
         proc.kill()
         _out, err = proc.communicate()
-        pytest.fail(f"tracer did not start: {line}{err}")
+        pytest.fail(f"tracer did not start: {before}{line}{err}")
     return proc
 
 
