@@ -25,10 +25,10 @@ def resolve(plan: Plan, pid: int | None = None,
     return resolve_plan(plan, pid, command)
 
 
-def render(resolved: ResolvedPlan) -> RenderedProgram:
+def render(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
     from planrunner.render.program import render_program
 
-    return render_program(resolved)
+    return render_program(resolved, plan_only)
 
 
 def compile_plan(path: str, overrides: dict[str, str], pid: int | None = None,

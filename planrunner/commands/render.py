@@ -5,18 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from planrunner.commands.common import add_plan_parser, overrides, plan_path
+from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 
 
 def register(sub: argparse._SubParsersAction, name: str) -> None:
     parser = add_plan_parser(
         sub, name, help="print the BPF C a plan compiles to (nothing is loaded)")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="leave out the helpers every plan shares (one comment line "
+                             "each), for reviewing what this plan adds")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from planrunner.pipeline import compile_plan
+    from planrunner.pipeline import load, render, resolve
 
-    _plan, _resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid)
-    stdout.write(program.c_source)
+    resolved = resolve(load(plan_path(args.plan), overrides(args)), args.pid)
+    print_diagnostics(resolved.warnings, stderr)
+    stdout.write(render(resolved, plan_only=args.plan_only).c_source)
     return 0

@@ -145,7 +145,10 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     return view
 
 
-def render_program(resolved: ResolvedPlan) -> RenderedProgram:
+def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
+    """The program for `resolved`. `plan_only` (render --plan-only, for review) leaves the
+    headers every plan shares out of `c_source`, each as a one-line comment: that text
+    is not loadable."""
     acc = _Outputs()
     helpers: set[Helper] = set()
     views = [_probe_view(resolved, p, acc, helpers)
@@ -168,6 +171,7 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
         wakeup_share=WAKEUP_SHARE,
         expr_helpers=Helper.EXPR in helpers,
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
+        plan_only=plan_only,
     )
     sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
     return RenderedProgram(c_source, sites, tuple(prints), tuple(acc.aggregates),

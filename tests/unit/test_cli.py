@@ -157,3 +157,18 @@ def test_a_variable_sharing_a_functions_name_is_not_probed(tmp_path: Path) -> No
     code, out, err = run("validate", str(plan))
     assert code == 0, err
     assert "; 1 location\n" in out and "note:" not in out
+
+
+def test_render_plan_only_leaves_the_shared_helpers_out() -> None:
+    code, full, _ = run("render", "tests/golden/span_latency/plan.yaml")
+    assert code == 0
+    code, out, _ = run("render", "tests/golden/span_latency/plan.yaml", "--plan-only")
+    assert code == 0
+    assert "static __always_inline int pr_skip" in full
+    assert "static __always_inline int pr_skip" not in out
+    assert "/* templates/runtime_helpers.h: shared by every plan, left out by --plan-only */" \
+        in out
+    # everything the plan itself adds is there, in the same order
+    plan_part = full[full.index("struct pr_rec_0"):]
+    assert out.endswith(plan_part)
+    assert len(out) < len(full) // 2
