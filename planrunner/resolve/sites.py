@@ -130,6 +130,14 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
         if size and spec.offset >= size:
             raise ResolveError(f"offset {spec.offset} is past the end of '{spec.symbol}' "
                                f"({size} bytes)", spec.spec_span)
+        if spec.offset:  # a uprobe inside an instruction corrupts it (elf/instructions.py)
+            from planrunner.elf.instructions import check_offset
+
+            try:
+                check_offset(binary.path, str(spec.symbol), start, size, spec.offset,
+                             binary.machine)
+            except ResolveError as err:
+                raise _at(err, spec) from None
         pc = start + spec.offset
         locations.append((pc, vaddr_to_offset(binary.path, pc)))
     return tuple(locations), tuple(notes)
