@@ -173,6 +173,11 @@ def return_value(size: int, signed: bool, machine: str) -> ArgOperand:
 def binary_ref(path: str, display: str, build_id_wanted: str | None,
                span: object) -> BinaryRef:
     info = open_binary(path)
+    if info.elfclass != 2:  # 32-bit: another ABI for arguments, registers and operands
+        raise ResolveError(
+            f"{display} is a 32-bit ELF file ({info.machine}): planrunner traces 64-bit "
+            "programs only (x86-64, aarch64)", span,  # type: ignore[arg-type]
+            hints=("point the target at the 64-bit build of the program or library",))
     if build_id_wanted and (info.build_id or "").lower() != build_id_wanted.lower():
         raise ResolveError(
             f"build id mismatch for {display}: the plan pins {build_id_wanted}, "
