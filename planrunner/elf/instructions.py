@@ -26,22 +26,22 @@ MAX_X86_INSN = 15  # the longest x86 instruction, in bytes
 AARCH64_INSN = 4
 
 
-def instruction_starts(code: bytes, machine: str, limit: int) -> tuple[int, ...]:
-    """Offsets (from the start of `code`, a function's bytes) of the instructions that
-    start at or before `limit`, decoding linearly from offset 0. On x86-64 decoding stops
-    at the first byte sequence that is not an instruction: the offsets seen so far are
+def instructions(code: bytes, machine: str, limit: int) -> tuple[tuple[int, int], ...]:
+    """(offset, length) of the instructions of `code` (a function's bytes, from its start)
+    that start at or before `limit`, decoding linearly from offset 0. On x86-64 decoding
+    stops at the first bytes that are not a whole instruction: what came before is
     returned."""
     if machine == "EM_AARCH64":  # fixed width: no decoding needed
-        return tuple(range(0, limit + 1, AARCH64_INSN))
+        return tuple((o, AARCH64_INSN) for o in range(0, limit + 1, AARCH64_INSN))
     if machine != "EM_X86_64":
         raise ResolveError(f"cannot check instruction boundaries on {machine}")
     md = _x86_64_decoder()
-    starts = []
-    for address, _size, _mnemonic, _operands in md.disasm_lite(code, 0):
+    out = []
+    for address, length, _mnemonic, _operands in md.disasm_lite(code, 0):
         if address > limit:
             break
-        starts.append(address)
-    return tuple(starts)
+        out.append((address, length))
+    return tuple(out)
 
 
 def check_offset(path: str, name: str, start: int, size: int, offset: int,
@@ -50,14 +50,16 @@ def check_offset(path: str, name: str, start: int, size: int, offset: int,
     an instruction starts there."""
     if offset == 0:
         return
-    end = offset + MAX_X86_INSN
-    if size:
-        end = min(end, size)
-    code = b"" if machine == "EM_AARCH64" else _read_code(path, start, max(end, offset + 1))
-    starts = instruction_starts(code, machine, offset + MAX_X86_INSN)
+    code = b""
+    if machine != "EM_AARCH64":
+        # enough for the instruction covering `offset` and the whole one after it
+        end = offset + 2 * MAX_X86_INSN
+        code = _read_code(path, start, min(end, size) if size else end)
+    insns = instructions(code, machine, offset + MAX_X86_INSN)
+    starts = [o for o, _length in insns]
     if offset in starts:
         return
-    if machine == "EM_X86_64" and (not starts or starts[-1] < offset):
+    if not any(o < offset < o + length for o, length in insns):
         decoded = f"+{starts[-1]}" if starts else "the first instruction"
         raise ResolveError(
             f"offset {offset} of '{name}' cannot be checked: its code does not decode as "

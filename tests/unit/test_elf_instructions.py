@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from planrunner.elf.instructions import check_offset
+from planrunner.elf.instructions import check_offset, instructions, nearest
 from planrunner.elf.symbols import lookup_symbol
 from planrunner.errors import PlanError, ResolveError
 from planrunner.pipeline import resolve
@@ -112,3 +112,11 @@ def test_aarch64_offsets_are_multiples_of_four() -> None:
 
 def test_offset_zero_needs_no_disassembler() -> None:
     check_offset("/nonexistent", "f", 0x1000, 0, 0, "EM_X86_64")
+
+
+def test_decoding_reports_lengths_and_stops_at_bytes_that_are_not_code() -> None:
+    mov_jmp = b"\x48\x89\xc7" + b"\xe9\x00\x00\x00\x00"  # mov %rax,%rdi; jmp rel32
+    assert instructions(mov_jmp, "EM_X86_64", 64) == ((0, 3), (3, 5))
+    assert nearest([0, 3], 4, 8) == (3, None)  # inside the last one: nothing after
+    assert instructions(b"\x06\x06", "EM_X86_64", 64) == ()  # `push %es`: not x86-64
+    assert instructions(b"", "EM_AARCH64", 9) == ((0, 4), (4, 4), (8, 4))
