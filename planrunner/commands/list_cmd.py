@@ -26,7 +26,9 @@ def register(subparsers: argparse._SubParsersAction, name: str) -> None:
                     "on provider:name, e.g. 'postgresql:query__*'.")
     p.add_argument("targets", nargs="*", metavar="TARGET... [FILTER]",
                    help="programs or libraries, optionally followed by a provider:name glob")
-    p.add_argument("-p", "--pid", type=int,
+    from planrunner.commands.pids import pid_arg
+
+    p.add_argument("-p", "--pid", type=pid_arg,
                    help="resolve names in this process; alone, list all its mapped objects")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="-v: counts and semaphores; -vv: every location and argument")

@@ -32,16 +32,23 @@ def register(sub: argparse._SubParsersAction, name: str) -> None:
 def parse_seconds(text: str | None) -> float | None:
     if text is None:
         return None
+    import math
+
     from planrunner.plan.params import parse_duration
 
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        pass
-    try:
-        return parse_duration(text) / 1e9
-    except ValueError as exc:
-        raise UsageError(f"--duration: {exc}") from None
+        try:
+            seconds = parse_duration(text) / 1e9
+        except ValueError as exc:
+            raise UsageError(f"--duration: {exc}") from None
+    # 0, nan and inf would each mean "no limit" further down: refuse them, as negatives.
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(f"--duration must be a positive, finite time, not '{text}'",
+                         hints=("e.g. --duration 10s, --duration 1.5 (seconds) or 500ms; "
+                                "leave --duration out to trace until Ctrl-C",))
+    return seconds
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

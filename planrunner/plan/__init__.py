@@ -30,9 +30,10 @@ def load_source(path: str | Path) -> LoadedPlan:
     kind = SUFFIXES.get(Path(path).suffix.lower())
     if kind is None:
         raise UsageError(f"{path}: a plan file ends in .yaml, .yml or .toml")
+    from planrunner.plan.limits import read_bounded
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_bounded(path)  # a size bound, before any parsing (plan/limits.py)
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError(f"cannot read plan {path}: {getattr(exc, 'strerror', None) or exc}"
                         ) from None

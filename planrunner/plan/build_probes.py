@@ -132,6 +132,13 @@ def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list | None
                else "declare args on the span's begin and end probes; use begin.X / end.X")
         ctx.error(f"a {kind} probe takes no args", ctx.spans.key(base + ("args",)), why)
         return ()
+    if kind == "uretprobe":
+        # At return the argument registers hold whatever the function left there.
+        ctx.error("a uretprobe takes no args: at return the argument registers no longer "
+                  "hold the arguments", ctx.spans.key(base + ("args",)),
+                  "pair a uprobe (with the args) and this uretprobe in a span, e.g. "
+                  "span: {begin: entry, end: ret}, and use begin.X")
+        return ()
     seen: dict[str, int] = {}
     out = []
     for i, item in enumerate(items):

@@ -40,6 +40,11 @@ def _syntax_error(path: str, text: str, exc: tomllib.TOMLDecodeError) -> PlanSyn
 
 def load_toml(path: str, text: str) -> LoadedPlan:
     """Parse `text` (the content of `path`) into a LoadedPlan; raise PlanSyntaxError."""
+    from planrunner.plan.limits import toml_too_deep
+
+    deep = toml_too_deep(path, text)  # before tomllib, which recurses (RecursionError)
+    if deep is not None:
+        raise deep
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -6,6 +6,10 @@ duplicate keys (PyYAML silently keeps the last), custom tags, several documents,
 non-scalar keys and recursive aliases. Scalars are converted by SafeLoader's own
 constructors (YAML 1.1 rules: `yes` is a bool, `0x10` an int). Merge keys (`<<: *x`)
 work; explicit keys win over merged ones. Raises PlanSyntaxError.
+
+Bounded (plan/limits.py): nesting depth while composing (PyYAML's composer recurses)
+and while walking (an alias inside an alias nests deeper than the text), and how many
+nodes aliases repeat in all (a "billion laughs" file, through `*x` or `<<: *x`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import yaml
 
 from planrunner.diagnostics import Diagnostic, Span
 from planrunner.errors import PlanSyntaxError
+from planrunner.plan.limits import MAX_ALIAS_NODES, MAX_DEPTH, too_deep
 from planrunner.plan.source import JsonPath, LoadedPlan, SourceMap
 
 _STD_TAG = "tag:yaml.org,2002:"
@@ -45,19 +50,65 @@ def _text_span(path: str, node: yaml.Node, text: str) -> Span:
     return span
 
 
+class _TooDeep(Exception):
+    def __init__(self, mark: yaml.Mark) -> None:
+        self.mark = mark
+
+
+class _TooManyRepeats(Exception):
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer refuses nesting deeper than MAX_DEPTH."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _TooDeep(self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 class _Walker:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
         self.spans = SourceMap(path)
         self.errors: list[Diagnostic] = []
-        self.loader = yaml.SafeLoader(text)
+        self.loader = _BoundedLoader(text)
         self._stack: set[int] = set()
+        self._seen: set[int] = set()  # nodes walked once: walking one again is an alias
+        self._repeats = 0
+        self._depth = 0
 
     def error(self, message: str, span: Span, *hints: str) -> None:
         self.errors.append(Diagnostic(message, span, tuple(hints)))
 
     def walk(self, node: yaml.Node, jpath: JsonPath, key: Span | None) -> object:
+        if id(node) in self._seen:
+            self._repeats += 1
+            if self._repeats > MAX_ALIAS_NODES:
+                raise _TooManyRepeats(key or _span(self.path, node))
+        else:
+            self._seen.add(id(node))
+        if self._depth >= MAX_DEPTH:
+            span = key or _span(self.path, node)
+            raise _TooDeep(yaml.Mark("", 0, span.line - 1, span.column - 1, None, None))
+        self._depth += 1
+        try:
+            return self._walk(node, jpath, key)
+        finally:
+            self._depth -= 1
+
+    def _walk(self, node: yaml.Node, jpath: JsonPath, key: Span | None) -> object:
         self.spans.record(jpath, _span(self.path, node), key,
                           _text_span(self.path, node, self.text)
                           if isinstance(node, yaml.ScalarNode) else None)
@@ -116,8 +167,15 @@ class _Walker:
             if not isinstance(src, yaml.MappingNode):
                 self.error("'<<' merges mappings only", _span(self.path, src))
                 continue
-            for name, value in self.mapping(src, jpath).items():
-                out.setdefault(name, value)
+            if self._depth >= MAX_DEPTH:  # a chain of merges nests as deep as it is long
+                span = _span(self.path, src)
+                raise _TooDeep(yaml.Mark("", 0, span.line - 1, span.column - 1, None, None))
+            self._depth += 1
+            try:
+                for name, value in self.mapping(src, jpath).items():
+                    out.setdefault(name, value)
+            finally:
+                self._depth -= 1
 
 
 def _syntax_error(path: str, exc: yaml.MarkedYAMLError) -> PlanSyntaxError:
@@ -143,13 +201,23 @@ def load_yaml(path: str, text: str) -> LoadedPlan:
         root = walker.loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(path, exc) from None
+    except _TooDeep as exc:
+        raise too_deep(path, exc.mark.line + 1, exc.mark.column + 1) from None
     finally:
         walker.loader.dispose()
     if root is None or not isinstance(root, yaml.MappingNode):
         span = _span(path, root) if root is not None else Span(path, 1, 1)
         raise PlanSyntaxError("a plan file must be a mapping of sections (planrunner:, "
                               "probes:, outputs:, ...)", span)
-    data = walker.walk(root, (), None)
+    try:
+        data = walker.walk(root, (), None)
+    except _TooDeep as exc:
+        raise too_deep(path, exc.mark.line + 1, exc.mark.column + 1) from None
+    except _TooManyRepeats as exc:
+        raise PlanSyntaxError(
+            f"YAML aliases expand to more than {MAX_ALIAS_NODES} repeated nodes",
+            exc.span, ("an alias bomb (\"billion laughs\")? A plan repeats a few "
+                       "small anchors at most; write the data out",)) from None
     if walker.errors:
         raise PlanSyntaxError(walker.errors)
     return LoadedPlan(path, text, data, walker.spans, "yaml")

@@ -130,6 +130,14 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
         if size and spec.offset >= size:
             raise ResolveError(f"offset {spec.offset} is past the end of '{spec.symbol}' "
                                f"({size} bytes)", spec.spec_span)
+        if spec.offset:  # a uprobe inside an instruction corrupts it (elf/instructions.py)
+            from planrunner.elf.instructions import check_offset
+
+            try:
+                check_offset(binary.path, str(spec.symbol), start, size, spec.offset,
+                             binary.machine)
+            except ResolveError as err:
+                raise _at(err, spec) from None
         pc = start + spec.offset
         locations.append((pc, vaddr_to_offset(binary.path, pc)))
     return tuple(locations), tuple(notes)
@@ -165,6 +173,11 @@ def return_value(size: int, signed: bool, machine: str) -> ArgOperand:
 def binary_ref(path: str, display: str, build_id_wanted: str | None,
                span: object) -> BinaryRef:
     info = open_binary(path)
+    if info.elfclass != 2:  # 32-bit: another ABI for arguments, registers and operands
+        raise ResolveError(
+            f"{display} is a 32-bit ELF file ({info.machine}): planrunner traces 64-bit "
+            "programs only (x86-64, aarch64)", span,  # type: ignore[arg-type]
+            hints=("point the target at the 64-bit build of the program or library",))
     if build_id_wanted and (info.build_id or "").lower() != build_id_wanted.lower():
         raise ResolveError(
             f"build id mismatch for {display}: the plan pins {build_id_wanted}, "

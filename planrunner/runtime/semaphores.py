@@ -12,6 +12,12 @@ Poke safety:
 - pid reuse: the process's start time (/proc/PID/stat field 22) is taken when a
   semaphore is raised and checked again, after /proc/PID/mem is opened, before every
   later write; an open mem file stays bound to that process's memory.
+- exec: an exec() keeps the pid and the start time but replaces the memory, so the
+  identity of the mapping at the address (device, inode, offset in the file: `Mapping`)
+  is recorded when the semaphore is raised (in `Raised` and the state file) and checked
+  against /proc/PID/maps before every write, raise and restore alike, again after
+  /proc/PID/mem is opened (a mem file opened before an exec writes to the old memory,
+  which is gone). A mismatch, or an entry recorded without it, is left alone.
 - crashes: what was raised is recorded in a state file (STATE_DIRS) written after
   the memory, so a crash between the two leaves a count raised (harmless: the probe
   only costs a little) rather than lowering a count someone else raised. A later run
@@ -80,6 +86,28 @@ def runtime_address(maps: Iterable[MappedObject], dev_ino: tuple[int, int],
     return None
 
 
+# (device "major:minor" as /proc/PID/maps prints it, inode, offset in the file) of the
+# byte at an address: which file's which byte is there.
+Mapping = tuple[str, int, int]
+
+
+def mapping_at(maps: Iterable[MappedObject], addr: int) -> Mapping | None:
+    """The identity of the file byte mapped at `addr` (None: not mapped, or anonymous)."""
+    for m in maps:
+        if m.start <= addr < m.end:
+            if not m.inode:
+                return None
+            return (m.dev, m.inode, m.offset + addr - m.start)
+    return None
+
+
+def _mapping_now(pid: int, addr: int) -> Mapping | None:
+    try:
+        return mapping_at(read_maps(pid), addr)
+    except PlanError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Raised:
     """One semaphore planrunner added 1 to."""
@@ -87,21 +115,29 @@ class Raised:
     pid: int
     start: int  # the process's start time when raised
     addr: int
+    mapping: Mapping | None = None  # what was mapped at addr when raised (None: unknown)
 
 
 class SemaphoreError(PlanError):
     """A semaphore could not be raised (process gone, memory not writable)."""
 
 
-def _add(pid: int, start: int, addr: int, delta: int) -> int | None:
+def _add(pid: int, start: int, addr: int, delta: int, mapping: Mapping | None) -> int | None:
     """Add delta to the u16 at addr in pid (clamped at 0 and 0xffff); the new value, or
-    None when the process is no longer the one that was started at `start`."""
+    None when the process is no longer the one that was started at `start`, or `addr`
+    no longer maps the same byte of the same file (`mapping`; an exec() replaced the
+    program, or the file was unmapped), or `mapping` is None (unknown: never written)."""
+    if mapping is None:
+        return None
     try:
         fd = os.open(f"/proc/{pid}/mem", os.O_RDWR)
     except OSError:
         return None
     try:
         if start_time(pid) != start:  # the pid was reused: not our process
+            return None
+        # After the open: an exec() from now on leaves this fd on the old, dead memory.
+        if _mapping_now(pid, addr) != mapping:  # another program (exec) or file there
             return None
         value = _U16.unpack(os.pread(fd, 2, addr))[0]
         new = max(0, min(0xFFFF, value + delta))
@@ -144,22 +180,24 @@ class Poker:
             addr = runtime_address(maps, dev_ino, offset)
             if addr is None or addr in done:
                 continue
-            if _add(self.pid, self.start, addr, +1) is None:
+            mapping = mapping_at(maps, addr)
+            if _add(self.pid, self.start, addr, +1, mapping) is None:
                 raise SemaphoreError(
                     f"cannot raise the semaphore at {addr:#x} in process {self.pid}",
                     hints=("the process exited, or /proc/PID/mem is not writable "
                            "(ptrace restrictions)",))
-            self.raised.append(Raised(self.pid, self.start, addr))
+            self.raised.append(Raised(self.pid, self.start, addr, mapping))
             done.add(addr)
             count += 1
             self._save()  # after the write: a crash in between leaks, never undercounts
         return count
 
     def restore(self) -> None:
-        """Take back every +1 (skipped when the pid now belongs to another process)."""
+        """Take back every +1 (skipped when the pid now belongs to another process, or
+        another program or file is mapped at the address)."""
         while self.raised:
             r = self.raised.pop()
-            _add(r.pid, r.start, r.addr, -1)
+            _add(r.pid, r.start, r.addr, -1, r.mapping)
             self._save()
 
     def _save(self) -> None:
@@ -194,17 +232,26 @@ def recover_stale(directory: str | None = None) -> int:
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
             owner, owner_start = int(data["owner"]), data.get("owner_start")
-            entries = [Raised(int(r["pid"]), int(r["start"]), int(r["addr"]))
+            entries = [Raised(int(r["pid"]), int(r["start"]), int(r["addr"]),
+                              _mapping_of(r.get("mapping")))
                        for r in data["raised"]]
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if owner != os.getpid() and start_time(owner) == owner_start:
             continue  # that run is alive: its semaphores are its own to restore
         for r in entries:
-            if _add(r.pid, r.start, r.addr, -1) is not None:
+            if _add(r.pid, r.start, r.addr, -1, r.mapping) is not None:
                 lowered += 1
         try:
             os.unlink(path)
         except OSError:
             pass
     return lowered
+
+
+def _mapping_of(value: object) -> Mapping | None:
+    """A state file's [dev, inode, offset] (None: absent, as in older files)."""
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    dev, ino, off = value
+    return (str(dev), int(ino), int(off))

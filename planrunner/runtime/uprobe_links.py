@@ -10,7 +10,8 @@ links closed from several threads share the wait (13 sites: 1.1 s -> 0.09 s).
 
 The link carries the site's ref_ctr_offset like bpf_attach_uprobe does, so semaphores
 behave the same: raised in every process mapping the file, dropped on close or death.
-`create_link` returns None when the kernel lacks the link type: the caller then uses
+`create_link` returns (-1, errno) when the kernel refuses; an errno in UNSUPPORTED on
+the first link means it lacks the link type: the caller (bcc_backend) then uses
 libbcc's bpf_attach_uprobe (perf events).
 """
 
@@ -47,7 +48,15 @@ _libc.syscall.restype = ct.c_long
 
 def create_link(prog_fd: int, path: str, offset: int, ref_ctr_offset: int,
                 retprobe: bool, pid: int | None) -> tuple[int, int]:
-    """(link fd, 0) or (-1, errno)."""
+    """Attach BPF program `prog_fd` (loaded with attach type BPF_TRACE_UPROBE_MULTI) at
+    file `offset` of `path` as a one-site uprobe_multi link, a uretprobe when `retprobe`;
+    `ref_ctr_offset` (0: none) is the site's semaphore, raised by the kernel while the
+    link lives; `pid` limits it to one process (None: every process mapping the file).
+
+    Returns (link fd, 0), the link lasting until the fd is closed, or (-1, errno): never
+    raises and never returns None. ENOSYS on a machine with no known bpf(2) number; an
+    errno in UNSUPPORTED for the first link means this kernel has no uprobe_multi links
+    and the caller falls back to perf events; any other errno is this site's failure."""
     nr = _SYS_BPF.get(os.uname().machine)
     if nr is None:
         return -1, errno.ENOSYS

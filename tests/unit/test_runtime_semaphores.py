@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from planrunner.elf.procmaps import parse_maps
+from planrunner.elf.procmaps import parse_maps, read_maps
 from planrunner.resolve.sites import parse_format
 from planrunner.runtime import semaphores as S
 from planrunner.runtime.late_libraries import MapsWatcher, _lowest
@@ -53,10 +53,14 @@ def test_maps_watcher_reports_new_and_remapped_binaries():
     assert [m.display for m in again] == ["libx.so"]  # dlopen() again counts
 
 
-# A child holding a u16 "semaphore" in its own memory; prints its address.
+# A child holding a u16 "semaphore" in a file it maps, as a binary's .probes section is
+# (semaphores are always file-backed); prints its address.
 CHILD = """
-import ctypes, sys
-sem = ctypes.c_uint16(7)
+import ctypes, mmap, sys
+fh = open(sys.argv[1], "r+b")
+mm = mmap.mmap(fh.fileno(), 4096, flags=mmap.MAP_PRIVATE)
+sem = ctypes.c_uint16.from_buffer(mm, 0x10)
+sem.value = 7
 print(ctypes.addressof(sem), flush=True)
 sys.stdin.readline()
 print(sem.value, flush=True)
@@ -64,8 +68,10 @@ print(sem.value, flush=True)
 
 
 @pytest.fixture
-def child():
-    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+def child(tmp_path):
+    data = tmp_path / "child-sem.bin"
+    data.write_bytes(bytes(4096))
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(data)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     addr = int(proc.stdout.readline())
@@ -88,10 +94,12 @@ def test_add_and_pid_reuse_guard(child):
     _needs_mem_access(proc.pid)
     start = S.start_time(proc.pid)
     assert start is not None
-    assert S._add(proc.pid, start, addr, +1) == 8
+    mapping = S.mapping_at(read_maps(proc.pid), addr)
+    assert mapping is not None and mapping[1] != 0 and mapping[2] == 0x10
+    assert S._add(proc.pid, start, addr, +1, mapping) == 8
     assert S.read_semaphore(proc.pid, addr) == 8
-    assert S._add(proc.pid, start + 1, addr, -1) is None  # "another" process: untouched
-    assert S._add(proc.pid, start, addr, -100) == 0  # clamped at 0
+    assert S._add(proc.pid, start + 1, addr, -1, mapping) is None  # "another" process
+    assert S._add(proc.pid, start, addr, -100, mapping) == 0  # clamped at 0
     proc.stdin.write("\n")
     proc.stdin.flush()
     assert proc.stdout.readline().strip() == "0"
@@ -101,12 +109,14 @@ def test_state_file_lets_a_later_run_undo_a_crashed_one(child, tmp_path):
     proc, addr = child
     _needs_mem_access(proc.pid)
     start = S.start_time(proc.pid)
-    assert S._add(proc.pid, start, addr, +1) == 8
+    mapping = S.mapping_at(read_maps(proc.pid), addr)
+    assert S._add(proc.pid, start, addr, +1, mapping) == 8
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
     (tmp_path / f"semaphores-{dead}.json").write_text(json.dumps({
         "owner": int(dead), "owner_start": 1,
-        "raised": [{"pid": proc.pid, "start": start, "addr": addr}]}))
+        "raised": [{"pid": proc.pid, "start": start, "addr": addr,
+                    "mapping": list(mapping)}]}))
     alive = tmp_path / f"semaphores-{proc.pid}.json"  # its owner runs: not touched
     alive.write_text(json.dumps({"owner": proc.pid, "owner_start": start,
                                  "raised": [{"pid": proc.pid, "start": start,
@@ -115,6 +125,44 @@ def test_state_file_lets_a_later_run_undo_a_crashed_one(child, tmp_path):
     assert S.read_semaphore(proc.pid, addr) == 7
     assert not (tmp_path / f"semaphores-{dead}.json").exists()
     assert alive.exists()
+
+
+def test_no_write_when_another_file_or_no_identity_is_mapped_there(child):
+    """What an exec() looks like from here: same pid and start time, other memory."""
+    proc, addr = child
+    _needs_mem_access(proc.pid)
+    start = S.start_time(proc.pid)
+    dev, ino, off = S.mapping_at(read_maps(proc.pid), addr)
+    assert S._add(proc.pid, start, addr, +1, (dev, ino + 1, off)) is None  # other inode
+    assert S._add(proc.pid, start, addr, +1, (dev, ino, off + 2)) is None  # other offset
+    assert S._add(proc.pid, start, addr, +1, ("ff:ff", ino, off)) is None  # other device
+    assert S._add(proc.pid, start, addr, +1, None) is None  # not recorded: never written
+    assert S.read_semaphore(proc.pid, addr) == 7
+
+
+def test_mapping_at_is_none_for_anonymous_memory():
+    maps = parse_maps("7f0000000000-7f0000001000 rw-p 7f0000000 00:00 0 \n"
+                      "55d0c0000000-55d0c0001000 rw-p 00002000 fd:01 1234 /usr/bin/app\n")
+    assert S.mapping_at(maps, 0x7F0000000010) is None
+    assert S.mapping_at(maps, 0x55D0C0000010) == ("fd:01", 1234, 0x2010)
+    assert S.mapping_at(maps, 0x1000) is None
+
+
+def test_stale_entry_whose_mapping_changed_is_left_alone(child, tmp_path):
+    proc, addr = child
+    _needs_mem_access(proc.pid)
+    start = S.start_time(proc.pid)
+    dev, ino, off = S.mapping_at(read_maps(proc.pid), addr)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (tmp_path / f"semaphores-{dead}.json").write_text(json.dumps({
+        "owner": int(dead), "owner_start": 1,
+        "raised": [{"pid": proc.pid, "start": start, "addr": addr,
+                    "mapping": [dev, ino + 1, off]},
+                   {"pid": proc.pid, "start": start, "addr": addr}]}))  # older file
+    assert S.recover_stale(str(tmp_path)) == 0
+    assert S.read_semaphore(proc.pid, addr) == 7
+    assert not (tmp_path / f"semaphores-{dead}.json").exists()
 
 
 def test_poker_records_then_restores(tmp_path):
@@ -131,6 +179,8 @@ def test_poker_records_then_restores(tmp_path):
         assert mm[0x10] == 1
         state = json.loads(open(poker.state_path).read())
         assert state["owner"] == os.getpid() and len(state["raised"]) == 1
+        dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+        assert state["raised"][0]["mapping"] == [dev, st.st_ino, 0x10]
         poker.restore()
         assert mm[0x10] == 0
         assert not os.path.exists(poker.state_path)

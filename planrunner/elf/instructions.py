@@ -1,0 +1,110 @@
+"""Where instructions start in a function: a uprobe at `SYMBOL+OFFSET` must sit on one.
+
+A uprobe replaces the byte at its address with a breakpoint; in the middle of an
+instruction that corrupts the instruction (wrong results or SIGSEGV in the target,
+and in every process that maps the library when the probe is system-wide). So a
+non-zero offset is checked before anything is attached:
+
+- x86-64 (variable length): the function is decoded from its start with capstone, a
+  maintained disassembler (Debian's python3-capstone), imported only here and only
+  when an offset is non-zero;
+- aarch64 (fixed 4-byte instructions): the offset must be a multiple of 4.
+
+`check_offset` raises ResolveError (unlocated; the caller places it at the plan's spec)
+naming the nearest instruction starts on either side.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from planrunner.elf.reader import vaddr_to_offset
+from planrunner.errors import ResolveError
+
+MAX_X86_INSN = 15  # the longest x86 instruction, in bytes
+AARCH64_INSN = 4
+
+
+def instructions(code: bytes, machine: str, limit: int) -> tuple[tuple[int, int], ...]:
+    """(offset, length) of the instructions of `code` (a function's bytes, from its start)
+    that start at or before `limit`, decoding linearly from offset 0. On x86-64 decoding
+    stops at the first bytes that are not a whole instruction: what came before is
+    returned."""
+    if machine == "EM_AARCH64":  # fixed width: no decoding needed
+        return tuple((o, AARCH64_INSN) for o in range(0, limit + 1, AARCH64_INSN))
+    if machine != "EM_X86_64":
+        raise ResolveError(f"cannot check instruction boundaries on {machine}")
+    md = _x86_64_decoder()
+    out = []
+    for address, length, _mnemonic, _operands in md.disasm_lite(code, 0):
+        if address > limit:
+            break
+        out.append((address, length))
+    return tuple(out)
+
+
+def check_offset(path: str, name: str, start: int, size: int, offset: int,
+                 machine: str) -> None:
+    """Refuse `name+offset` (function at vaddr `start`, `size` bytes, 0 if unknown) unless
+    an instruction starts there."""
+    if offset == 0:
+        return
+    code = b""
+    if machine != "EM_AARCH64":
+        # enough for the instruction covering `offset` and the whole one after it
+        end = offset + 2 * MAX_X86_INSN
+        code = _read_code(path, start, min(end, size) if size else end)
+    insns = instructions(code, machine, offset + MAX_X86_INSN)
+    starts = [o for o, _length in insns]
+    if offset in starts:
+        return
+    if not any(o < offset < o + length for o, length in insns):
+        decoded = f"+{starts[-1]}" if starts else "the first instruction"
+        raise ResolveError(
+            f"offset {offset} of '{name}' cannot be checked: its code does not decode as "
+            f"x86-64 instructions past {decoded}",
+            hints=("a uprobe must start at an instruction boundary; check the offset "
+                   f"with `objdump -d --start-address={start:#x} {path}`",))
+    before, after = nearest(starts, offset, size or None)
+    near = ", ".join(f"+{o}" for o in (before, after) if o is not None)
+    raise ResolveError(
+        f"offset {offset} of '{name}' is inside an instruction; nearest instruction "
+        f"starts: {near}",
+        hints=("a uprobe in the middle of an instruction corrupts it (wrong results or a "
+               "crash in the traced program): use an offset where an instruction starts",
+               f"`objdump -d --start-address={start:#x} --stop-address="
+               f"{start + offset + MAX_X86_INSN:#x} {path}` shows them"))
+
+
+def nearest(starts: Sequence[int], offset: int,
+            size: int | None) -> tuple[int | None, int | None]:
+    """The last instruction start before `offset` and the first after it (None: none, or
+    past the function's end)."""
+    before = max((s for s in starts if s < offset), default=None)
+    after = min((s for s in starts if s > offset), default=None)
+    if after is not None and size is not None and after >= size:
+        after = None
+    return before, after
+
+
+def _read_code(path: str, vaddr: int, length: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, length, vaddr_to_offset(path, vaddr))
+    finally:
+        os.close(fd)
+
+
+def _x86_64_decoder():  # -> capstone.Cs
+    try:
+        import capstone
+    except ImportError:
+        raise ResolveError(
+            "checking a uprobe's +OFFSET needs the capstone disassembler, which is not "
+            "installed", hints=("apt-get install python3-capstone (or pip install "
+                                "capstone), or probe the function's entry (no +OFFSET)",)
+        ) from None
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = False
+    return md
