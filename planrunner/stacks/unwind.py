@@ -17,7 +17,7 @@ from typing import Protocol
 from planrunner.stacks.capture import UserStackCapture
 from planrunner.stacks.fp_detect import has_frame_pointers
 from planrunner.stacks.modules import Mapping
-from planrunner.stacks.state import Stop, Unwound, UnwindState
+from planrunner.stacks.state import Stop, UnwindState, Unwound
 from planrunner.stacks.unwind_dwarf import dwarf_step
 from planrunner.stacks.unwind_fp import fp_step
 
