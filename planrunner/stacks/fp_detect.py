@@ -27,7 +27,7 @@ from planrunner.elf.reader import open_binary
 from planrunner.errors import ResolveError
 from planrunner.stacks.capture import ARCHES
 
-SAMPLE = 256
+SAMPLE = 64
 THRESHOLD = 0.5
 
 
