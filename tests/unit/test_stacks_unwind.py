@@ -9,6 +9,7 @@ build (frame pointers or not, PIE or not). No BPF.
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,6 +91,36 @@ def test_unwinding_through_libc_without_frame_pointers(qsort_dumps: dict[str, Du
     assert stop == "outside-window"
 
 
+PYTHON = "/usr/bin/python3.11"
+PY_CALLER = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+def a(): return b() + 1
+def b(): return c() + 1
+def c(): return lib.fx_capture(sys.argv[2].encode(), 65536)
+a()
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(PYTHON), reason=f"{PYTHON} is not installed")
+def test_a_debian_python311_stack_without_frame_pointers(builds: dict[str, Path]) -> None:
+    """A real program built by Debian without frame pointers (and stripped: .dynsym
+    only): python3.11 calls the fixture's capture through ctypes and libffi."""
+    lib = next(iter(builds.values())).parent / "libfxdump.so"
+    prefix = lib.parent / "py"
+    subprocess.run([PYTHON, "-c", PY_CALLER, str(lib), str(prefix)], check=True,
+                   timeout=30)
+    dump = load_dump(prefix)
+    syms, mods, stop = names(dump, "dwarf")
+    assert syms[0] == "fx_capture" and mods[0] == "libfxdump.so"
+    assert "_PyEval_EvalFrameDefault" in syms and "Py_BytesMain" in syms
+    assert syms.index("_PyEval_EvalFrameDefault") < syms.index("Py_BytesMain")
+    assert syms[-1] == "_start" and mods[-1] == "python3.11" and stop == "end"
+    assert names(dump, "auto")[0] == syms
+    assert not judge(PYTHON).has_frame_pointers
+    assert "_PyEval_EvalFrameDefault" not in names(dump, "fp")[0]
+
+
 def test_a_short_copy_ends_the_walk_cleanly(dumps: dict[str, Dump]) -> None:
     dump = dumps["nofp_pie"]
     w = dump.capture.window
@@ -122,7 +153,7 @@ def test_frame_pointer_judgement(builds: dict[str, Path]) -> None:
             assert verdict.has_frame_pointers == variant.startswith("fp_"), (variant, name,
                                                                              verdict)
     libc = judge("/lib/x86_64-linux-gnu/libc.so.6")
-    assert libc.sampled > 50 and not libc.has_frame_pointers  # Debian: -O2, no fp
+    assert libc.sampled > 20 and not libc.has_frame_pointers  # Debian: -O2, no fp
 
 
 def test_the_record_layout_round_trips(dumps: dict[str, Dump]) -> None:
