@@ -6,8 +6,9 @@ the probe and the others are return addresses, looked up at address - 1 (the cal
 instruction: a call that ends a function, to a noreturn callee, returns past its end);
 pass `first_is_pc=False` when addrs[0] is a return address too. Symbol tables
 (symtab.ModuleSymbols) are cached per module identity (build-id, else path, dev, inode);
-a file replaced on disk since the snapshot (other dev/inode) is not trusted: only its
-build-id debug file is read. Names are demangled in one batch per call (demangle.py).
+a file replaced on disk since the snapshot (other inode, or other dev and build-id) is
+not trusted: only its build-id debug file is read. Names are demangled in one batch
+per call (demangle.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from planrunner.elf.reader import open_binary
+from planrunner.errors import ResolveError
 from planrunner.stacks.demangle import demangle
 from planrunner.stacks.frame import Frame
 from planrunner.stacks.modules import Mapping
@@ -67,9 +70,18 @@ class Symbolizer:
 
 
 def _same_file(mapping: Mapping) -> bool:
-    """The file now at mapping.path is the one that was mapped (same dev and inode)."""
+    """The file now at mapping.path is the one that was mapped: same dev and inode, or
+    (overlayfs shows maps a device other than stat's) same inode and build-id."""
     try:
         st = os.stat(mapping.path)
     except OSError:
         return False
-    return st.st_ino == mapping.inode and (mapping.dev == 0 or st.st_dev == mapping.dev)
+    if st.st_ino != mapping.inode:
+        return False
+    if mapping.dev == 0 or st.st_dev == mapping.dev:
+        return True
+    try:
+        return mapping.build_id is not None and open_binary(mapping.path).build_id == \
+            mapping.build_id
+    except ResolveError:
+        return False

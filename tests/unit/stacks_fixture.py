@@ -1,7 +1,8 @@
 """Build tests/fixtures/stacks once per test session, run each build, load its dumps.
 
 `build(out)` -> {variant: directory} for fp_pie, fp_nopie, nofp_pie, nofp_nopie (each
-holds fx_stack and its libfx.so); `run_dump(binary, prefix, *args)` runs the fixture,
+holds fx_stack and its libfx.so; libfxdump.so is in `out`); `session_build(factory)`
+builds once per test session; `run_dump(binary, prefix, *args)` runs the fixture,
 which writes PREFIX.regs/.stack/.maps and exits; `load_dump(prefix)` -> Dump with the
 capture (registers + stack window) and the dumped maps as a ProcessModules snapshot.
 Callers skip with `missing_toolchain()`'s reason when gcc or make is absent.
@@ -14,6 +15,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from planrunner.stacks.capture import X86_64, StackWindow, UserRegs, UserStackCapture
 from planrunner.stacks.modules import ProcessModules, modules_from_maps
@@ -36,6 +39,16 @@ def build(out: Path) -> dict[str, Path]:
     subprocess.run(["make", "-s", "-C", str(SRC), f"OUT={out}"], check=True,
                    capture_output=True, text=True)
     return {v: out / v for v in VARIANTS}
+
+
+_BUILT: dict[str, dict[str, Path]] = {}
+
+
+def session_build(factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One build for every stacks test module of a session (gcc runs ~10 times)."""
+    if "builds" not in _BUILT:
+        _BUILT["builds"] = build(factory.mktemp("stacks"))
+    return _BUILT["builds"]
 
 
 def run_dump(binary: Path, prefix: Path, *args: str) -> Path:

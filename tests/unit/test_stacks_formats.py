@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from stacks_fixture import CHAIN, build, load_dump, missing_toolchain, run_dump
+from stacks_fixture import CHAIN, load_dump, missing_toolchain, run_dump, session_build
 
 from planrunner.stacks.flamegraph import parse_folded, render_flamegraph
 from planrunner.stacks.formats import fold, folded_line, frame_dict, frames_json, text_lines
@@ -71,7 +71,7 @@ def test_flamegraph_of_nothing_is_still_an_svg() -> None:
 @pytest.mark.skipif(missing_toolchain() is not None, reason=missing_toolchain() or "")
 def test_the_fixture_stack_end_to_end(tmp_path_factory: pytest.TempPathFactory) -> None:
     """unwind -> symbolize -> text, folded and flame graph on the fixture's real dump."""
-    directory = build(tmp_path_factory.mktemp("stacks"))["nofp_nopie"]
+    directory = session_build(tmp_path_factory)["nofp_nopie"]
     dump = load_dump(run_dump(directory / "fx_stack", directory / "fmt"))
     frames = Symbolizer().symbolize(unwind(dump.capture, dump.modules).addrs, dump.modules)
     lines = text_lines(frames)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from stacks_fixture import build, missing_toolchain
+from stacks_fixture import missing_toolchain, session_build
 
 from planrunner.elf.symbols import lookup_symbol
 from planrunner.stacks.cfi import ModuleCfi
@@ -60,7 +60,7 @@ def test_an_address_outside_every_mapping_refreshes_the_snapshot(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     if missing_toolchain():
         pytest.skip(missing_toolchain() or "")
-    lib = build(tmp_path_factory.mktemp("stacks"))["nofp_pie"] / "libfx.so"
+    lib = session_build(tmp_path_factory)["nofp_pie"] / "libfx.so"
     registry = ProcessRegistry()
     me, start = os.getpid(), read_start_time(os.getpid())
     assert start is not None

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stacks_fixture import CHAIN, build, load_dump, missing_toolchain, run_dump
+from stacks_fixture import CHAIN, load_dump, missing_toolchain, run_dump, session_build
 
 from planrunner.elf.reader import open_binary, sections
 from planrunner.stacks.demangle import demangle
@@ -31,7 +31,7 @@ needs_binutils = pytest.mark.skipif(
 def nofp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if missing_toolchain():
         pytest.skip(missing_toolchain() or "")
-    return build(tmp_path_factory.mktemp("stacks"))["nofp_pie"]
+    return session_build(tmp_path_factory)["nofp_pie"]
 
 
 def _funcs(table: ModuleSymbols) -> set[str]:

@@ -14,7 +14,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from stacks_fixture import CHAIN, VARIANTS, Dump, build, load_dump, missing_toolchain, run_dump
+from stacks_fixture import (
+    CHAIN,
+    VARIANTS,
+    Dump,
+    load_dump,
+    missing_toolchain,
+    run_dump,
+    session_build,
+)
 
 from planrunner.stacks.capture import StackWindow, parse_ustack_record
 from planrunner.stacks.fp_detect import judge
@@ -28,7 +36,7 @@ LIBC = "libc.so.6"
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return build(tmp_path_factory.mktemp("stacks"))
+    return session_build(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
