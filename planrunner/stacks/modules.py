@@ -1,13 +1,15 @@
 """Which file an address of a process belongs to, and at which link-time address.
 
 `snapshot(pid, start_time)` reads /proc/PID/maps once into `ProcessModules`: one
-`Mapping` per file-backed mapping with the module's identity (path, build-id, dev, inode)
-and its load bias (runtime address - link-time vaddr, from the file's PT_LOAD headers).
+`Mapping` per mapping; a file-backed one has the module's identity (path, build-id, dev,
+inode) and its load bias (runtime address - link-time vaddr, from the file's PT_LOAD
+headers); the others (anonymous, [heap], [vdso], JIT code) have neither (bias None).
 `modules_from_maps(text)` builds the same from saved maps text (a dump, a test).
 
 `ProcessRegistry` keeps one snapshot per (pid, start time), taken when the pid is first
 seen (`observe`), and refreshes it only when an address falls outside every known
-mapping (`find`) while /proc/PID/stat still shows the same start time; a changed
+mapping (`find`), at most every `min_refresh_interval` seconds, while /proc/PID/stat
+still shows the same start time; a changed
 /proc/PID/exe (dev, inode) means an exec: the new snapshot is tried first, the older ones
 remain for stacks captured before. A pid that now names another process (other start
 time), or none, is never read again: its stacks symbolize from the snapshot, whose files
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
 from dataclasses import dataclass, field
 
 from planrunner.elf.procmaps import MappedObject, parse_maps
@@ -109,8 +112,13 @@ def exe_identity(pid: int) -> tuple[int, int] | None:
 class ProcessRegistry:
     """Snapshots per (pid, start time); see the module docstring for when they are read."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_refresh_interval: float = 0.5) -> None:
+        """min_refresh_interval: seconds between two refreshes of one process (garbage
+        addresses, from a frame-pointer walk through code without them, would otherwise
+        reread /proc/PID/maps on every event)."""
         self._snaps: dict[tuple[int, int], list[ProcessModules]] = {}
+        self._refreshed: dict[tuple[int, int], float] = {}
+        self.min_refresh_interval = min_refresh_interval
 
     def observe(self, pid: int, start_time: int) -> ProcessModules | None:
         """Snapshot a newly seen process; None when it is already gone (or replaced)."""
@@ -139,6 +147,10 @@ class ProcessRegistry:
             hit = snap.find(addr)
             if hit is not None:
                 return hit
+        now = time.monotonic()
+        if now - self._refreshed.get((pid, start_time), -1e9) < self.min_refresh_interval:
+            return None
+        self._refreshed[(pid, start_time)] = now
         try:
             fresh = snapshot(pid, start_time)
         except ResolveError:
@@ -149,12 +161,17 @@ class ProcessRegistry:
             snaps[-1] = fresh  # mmap/dlopen: the new maps include the old ones
         return fresh.find(addr)
 
+    def history(self, pid: int, start_time: int) -> tuple[ProcessModules, ...]:
+        """Every image the process has had, oldest first (more than one after an exec)."""
+        return tuple(self._snaps.get((pid, start_time), ()))
+
     def modules(self, pid: int, start_time: int) -> ProcessModules | None:
         snaps = self._snaps.get((pid, start_time))
         return snaps[-1] if snaps else None
 
     def forget(self, pid: int, start_time: int) -> None:
         self._snaps.pop((pid, start_time), None)
+        self._refreshed.pop((pid, start_time), None)
 
 
 # --- internals ------------------------------------------------------------------------
@@ -164,6 +181,9 @@ def _build(objs: tuple[MappedObject, ...], pid: int, start_time: int,
     out = []
     for m in objs:
         if not m.path.startswith("/") or m.inode == 0:
+            # anonymous, [heap], [vdso], JIT code: kept so that their addresses do not
+            # look unmapped (and trigger a refresh), but they are no module
+            out.append(Mapping(m.start, m.end, m.offset, m.perms, m.path, 0, 0, None, None))
             continue
         build_id, bias = _identity(m)
         major, _, minor = m.dev.partition(":")

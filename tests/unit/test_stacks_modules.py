@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,10 +44,12 @@ def test_snapshot_of_this_process_maps_a_libc_function_to_its_symbol() -> None:
     assert snap.exe == exe_identity(os.getpid())
 
 
-def test_anonymous_and_pseudo_mappings_are_not_modules() -> None:
-    text = Path("/proc/self/maps").read_text()
-    snap = modules_from_maps(text)
-    assert all(m.path.startswith("/") and m.inode for m in snap.mappings)
+def test_anonymous_and_pseudo_mappings_are_no_modules() -> None:
+    snap = modules_from_maps(Path("/proc/self/maps").read_text())
+    stack = next(m for m in snap.mappings if m.path == "[stack]")
+    assert snap.find(stack.start) == stack and stack.bias is None and not stack.build_id
+    assert all(m.bias is not None for m in snap.mappings
+               if m.path.endswith("libc.so.6"))
     assert snap.find(0) is None
 
 
@@ -61,7 +67,7 @@ def test_an_address_outside_every_mapping_refreshes_the_snapshot(
     if missing_toolchain():
         pytest.skip(missing_toolchain() or "")
     lib = session_build(tmp_path_factory)["nofp_pie"] / "libfx.so"
-    registry = ProcessRegistry()
+    registry = ProcessRegistry(min_refresh_interval=0)
     me, start = os.getpid(), read_start_time(os.getpid())
     assert start is not None
     before = registry.observe(me, start)
@@ -72,6 +78,16 @@ def test_an_address_outside_every_mapping_refreshes_the_snapshot(
     mapping = registry.find(me, start, addr)
     assert mapping is not None and mapping.path == str(lib)
     assert registry.modules(me, start) is not before  # replaced (same exe: no exec)
+
+
+def test_refreshes_are_rate_limited() -> None:
+    registry = ProcessRegistry(min_refresh_interval=60)
+    me, start = os.getpid(), read_start_time(os.getpid())
+    assert start is not None and registry.observe(me, start) is not None
+    assert registry.find(me, start, 8) is None  # refreshed once: still nothing there
+    ctypes.CDLL("libm.so.6")  # may be mapped now, but no second refresh within 60 s
+    first = registry.modules(me, start)
+    assert registry.find(me, start, 16) is None and registry.modules(me, start) is first
 
 
 def test_cfi_is_indexed_by_eh_frame_hdr_and_decoded_lazily() -> None:
@@ -85,3 +101,44 @@ def test_cfi_is_indexed_by_eh_frame_hdr_and_decoded_lazily() -> None:
     assert cfi.fde_parses == 1
     cfi.row_at(getpid + 1)
     assert cfi.fde_parses == 1  # decoded tables are kept
+
+
+def test_an_exec_keeps_the_old_image_for_older_stacks() -> None:
+    """Same pid and start time after exec: the new maps are added, the old kept."""
+    sleep = shutil.which("sleep")
+    if sleep is None:
+        pytest.skip("no sleep(1)")
+    r, w = os.pipe()
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import os, sys; os.read(int(sys.argv[1]), 1); "
+                              "os.execv(sys.argv[2], [sys.argv[2], '30'])", str(r), sleep],
+                             pass_fds=(r,))
+    os.close(r)
+    try:
+        start = read_start_time(child.pid)
+        assert start is not None
+        registry = ProcessRegistry(min_refresh_interval=0)
+        before = registry.observe(child.pid, start)
+        assert before is not None
+        os.write(w, b"x")
+        target = os.path.realpath(sleep)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            after = snapshot(child.pid, start)  # same start time after the exec
+            text = next((m for m in after.mappings if m.executable and m.path == target),
+                        None)
+            if text is not None:
+                break
+            time.sleep(0.01)
+        assert text is not None and after.exe != before.exe
+        assert before.find(text.start) is None or before.find(text.start) != text
+        found = registry.find(child.pid, start, text.start)
+        assert found is not None and found.path == text.path
+        old = next(m for m in before.mappings if m.executable)
+        history = registry.history(child.pid, start)
+        assert len(history) == 2 and history[0] is before
+        assert registry.find(child.pid, start, old.start) == old  # older stacks still map
+    finally:
+        os.close(w)
+        child.kill()
+        child.wait()
