@@ -8,8 +8,9 @@
 - `folded_line(comm, frames, count)` -> `comm;outermost;…;innermost COUNT`, and
   `fold(stacks)` merges equal stacks into sorted lines: the input of FlameGraph's
   flamegraph.pl, inferno and speedscope. A frame without a symbol folds as its module
-  (`[libc.so.6]`), so unknown frames of one library merge; `;` and newlines in names are
-  replaced (they would split the line).
+  (`[libc.so.6]`), so unknown frames of one library merge; kernel frames get `_[k]`
+  (pass kernel frames before user frames: innermost first); `;` and newlines in names
+  are replaced (they would split the line).
 """
 
 from __future__ import annotations
@@ -48,8 +49,13 @@ def text_lines(frames: Sequence[Frame], indent: int = 4) -> list[str]:
     return [text_line(f, indent) for f in frames]
 
 
+KERNEL_HALF = 1 << 63  # x86-64 and aarch64 kernel addresses have the top bit set
+
+
 def fold_name(frame: Frame) -> str:
     name = frame.symbol if frame.symbol is not None else module_label(frame.module)
+    if frame.address >= KERNEL_HALF:
+        name += "_[k]"  # stackcollapse-perf.pl's kernel annotation (flamegraph colours it)
     return name.replace(";", ":").replace("\n", " ")
 
 

@@ -45,6 +45,8 @@ def test_folded_lines_outermost_first_and_merged() -> None:
     assert folded_line("my;comm", weird, 1) == "my:comm;a:b c 1"
     lines = fold([("fx", FRAMES[:2], 2), ("fx", FRAMES[:2], 3), ("fx", FRAMES[1:2], 1)])
     assert lines == ["fx;middle 1", "fx;middle;inner 5"]
+    kernel = [Frame(0xFFFFFFFF81002150, "vfs_read", 0x50, "[kernel.kallsyms]")]
+    assert folded_line("fx", kernel + FRAMES[:1], 1) == "fx;inner;vfs_read_[k] 1"
 
 
 def test_flamegraph_is_valid_svg_with_hover_and_search() -> None:
