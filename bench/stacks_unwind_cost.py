@@ -5,7 +5,9 @@ mode: inner <- cmp <- libc's msort/qsort_r <- via_qsort <- deep), then symbolize
 
 "first" is a process that has seen none of the modules (CFI index, FDE decoding, symbol
 tables, c++filt all cold); "cached" is the median of later runs of the same stack, which
-is what a long trace pays per event. Each build: fp/no-fp x PIE/non-PIE.
+is what a long trace pays per event. Each build: fp/no-fp x PIE/non-PIE; and a real
+Debian program without frame pointers: /usr/bin/python3.11 calling the fixture's
+capture through ctypes (64 KiB asked), when it is installed.
 
     .venv/bin/python bench/stacks_unwind_cost.py [--repeat N] [--json]
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +31,15 @@ from stacks_fixture import VARIANTS, build, load_dump, run_dump  # noqa: E402
 from planrunner.stacks import cfi, fp_detect  # noqa: E402
 from planrunner.stacks.symbolize import Symbolizer  # noqa: E402
 from planrunner.stacks.unwind import unwind  # noqa: E402
+
+PYTHON = "/usr/bin/python3.11"
+PY_CALLER = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+def a(): return b() + 1
+def b(): return lib.fx_capture(sys.argv[2].encode(), 65536)
+a()
+"""
 
 
 def _ms(seconds: float) -> float:
@@ -74,6 +86,11 @@ def main() -> None:
         dirs = build(Path(tmp))
         rows = {v: measure(run_dump(dirs[v] / "fx_stack", dirs[v] / "q", "16384", "qsort"),
                            args.repeat) for v in VARIANTS}
+        if Path(PYTHON).exists():
+            prefix = Path(tmp) / "py"
+            subprocess.run([PYTHON, "-c", PY_CALLER, str(Path(tmp) / "libfxdump.so"),
+                            str(prefix)], check=True, timeout=60)
+            rows["python3.11"] = measure(prefix, args.repeat)
     if args.json:
         print(json.dumps(rows, indent=2))
         return
