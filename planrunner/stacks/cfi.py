@@ -18,6 +18,7 @@ DWARF expressions are not evaluated: a CFA given by an expression yields a row w
 from __future__ import annotations
 
 import bisect
+import functools
 import io
 import os
 import struct
@@ -74,7 +75,7 @@ class ModuleCfi:
     @property
     def function_starts(self) -> list[int]:
         """Initial locations of the `.eh_frame` FDEs (sorted): one per function, symbols
-        or not (used to sample prologues)."""
+        or not (fp_detect samples them)."""
         if self._hdr_starts:
             return self._hdr_starts
         return [s for s, _, _ in self._eh_entries()]
@@ -194,10 +195,7 @@ def module_cfi(path: str, build_id: str | None = None) -> ModuleCfi:
     file is not a readable ELF."""
     key: object
     if build_id is None:
-        try:
-            build_id = open_binary(path).build_id
-        except ResolveError:
-            raise
+        build_id = open_binary(path).build_id
     if build_id:
         key = ("build-id", build_id)
     else:
@@ -250,7 +248,9 @@ def _find(entries: list[tuple[int, int, Any]], starts: list[int], vaddr: int) ->
     return None
 
 
+@functools.cache
 def _structs(little_endian: bool, elfclass: int) -> Any:
+    """Building pyelftools' structs costs milliseconds: once per (byte order, class)."""
     from elftools.dwarf.structs import DWARFStructs
     return DWARFStructs(little_endian=little_endian, dwarf_format=32,
                         address_size=8 if elfclass == 2 else 4)
