@@ -3,7 +3,8 @@
 `snapshot(pid, start_time)` reads /proc/PID/maps once into `ProcessModules`: one
 `Mapping` per mapping; a file-backed one has the module's identity (path, build-id, dev,
 inode) and its load bias (runtime address - link-time vaddr, from the file's PT_LOAD
-headers); the others (anonymous, [heap], [vdso], JIT code) have neither (bias None).
+headers); `[vdso]` is read from this process's copy (vdso.py, `Mapping.file`); the others
+(anonymous, [heap], JIT code) have neither identity nor bias.
 `modules_from_maps(text)` builds the same from saved maps text (a dump, a test).
 
 `ProcessRegistry` keeps one snapshot per (pid, start time), taken when the pid is first
@@ -21,11 +22,12 @@ from __future__ import annotations
 import bisect
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planrunner.elf.procmaps import MappedObject, parse_maps
 from planrunner.elf.reader import open_binary
 from planrunner.errors import ResolveError
+from planrunner.stacks.vdso import vdso_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +41,16 @@ class Mapping:
     inode: int
     build_id: str | None
     bias: int | None  # runtime - link-time address; None when the file cannot be read
+    file: str = ""  # where to read the module when not at `path` ([vdso]: vdso.py)
 
     @property
     def executable(self) -> bool:
         return "x" in self.perms
+
+    @property
+    def source(self) -> str:
+        """The path to read the module's CFI and symbols from."""
+        return self.file or self.path
 
     def to_vaddr(self, addr: int) -> int | None:
         return None if self.bias is None else addr - self.bias
@@ -180,8 +188,13 @@ def _build(objs: tuple[MappedObject, ...], pid: int, start_time: int,
            exe: tuple[int, int] | None) -> ProcessModules:
     out = []
     for m in objs:
+        if m.path == "[vdso]" and (image := vdso_file()) is not None:
+            build_id, bias = _identity(replace(m, path=image))
+            out.append(Mapping(m.start, m.end, m.offset, m.perms, m.path, 0, 0, build_id,
+                               bias, image))
+            continue
         if not m.path.startswith("/") or m.inode == 0:
-            # anonymous, [heap], [vdso], JIT code: kept so that their addresses do not
+            # anonymous, [heap], [stack], JIT code: kept so that their addresses do not
             # look unmapped (and trigger a refresh), but they are no module
             out.append(Mapping(m.start, m.end, m.offset, m.perms, m.path, 0, 0, None, None))
             continue

@@ -53,7 +53,7 @@ class Symbolizer:
         table = self._tables.get(key)
         if table is None:
             table = self._tables[key] = ModuleSymbols.load(
-                mapping.path if trusted else None, mapping.build_id, self.debug_root)
+                mapping.source if trusted else None, mapping.build_id, self.debug_root)
         return table
 
     def _frame(self, addr: int, lookup: int, mapping: Mapping | None) -> Frame:
@@ -72,6 +72,8 @@ class Symbolizer:
 def _same_file(mapping: Mapping) -> bool:
     """The file now at mapping.path is the one that was mapped: same dev and inode, or
     (overlayfs shows maps a device other than stat's) same inode and build-id."""
+    if mapping.file:
+        return True  # the kernel's vDSO: the same image in every process
     try:
         st = os.stat(mapping.path)
     except OSError:

@@ -63,7 +63,7 @@ def _auto_step(state: UnwindState, mapping: Mapping,
     elsewhere; each falls back on the other when it cannot go on (the fp chain ends at
     _start, whose CFI marks the outermost frame; a module without CFI may keep fp)."""
     arch, window = capture.arch, capture.window
-    fp_first = not state.first and has_frame_pointers(mapping.path, mapping.build_id)
+    fp_first = not state.first and has_frame_pointers(mapping.source, mapping.build_id)
     first = (fp_step(state, window, arch) if fp_first
              else dwarf_step(state, mapping, window, arch))
     if not isinstance(first, Stop) or first.reason == "end":

@@ -25,7 +25,7 @@ def dwarf_step(state: UnwindState, mapping: Mapping, window: StackWindow,
     if vaddr is None:
         return Stop("no-module")
     try:
-        row = module_cfi(mapping.path, mapping.build_id).row_at(vaddr)
+        row = module_cfi(mapping.source, mapping.build_id).row_at(vaddr)
     except ResolveError:
         return Stop("no-module")
     if row is None:

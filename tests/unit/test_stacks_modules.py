@@ -23,6 +23,7 @@ from planrunner.stacks.modules import (
     read_start_time,
     snapshot,
 )
+from planrunner.stacks.symbolize import Symbolizer
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
@@ -142,3 +143,17 @@ def test_an_exec_keeps_the_old_image_for_older_stacks() -> None:
         os.close(w)
         child.kill()
         child.wait()
+
+
+def test_the_vdso_unwinds_and_symbolizes_from_our_own_copy() -> None:
+    snap = snapshot(os.getpid())
+    vdso = next((m for m in snap.mappings if m.path == "[vdso]"), None)
+    if vdso is None:
+        pytest.skip("this process has no [vdso]")
+    assert vdso.file and vdso.bias is not None
+    sym = next(s for s in lookup_symbol(vdso.file, "__vdso_clock_gettime"))
+    addr = sym.value + vdso.bias + 4
+    frame = Symbolizer().symbolize([addr], snap)[0]
+    assert frame.symbol in ("clock_gettime", "__vdso_clock_gettime")
+    assert (frame.offset, frame.module) == (4, "[vdso]")
+    assert ModuleCfi(vdso.file).row_at(sym.value + 4) is not None
