@@ -21,8 +21,11 @@ it with `parse_ustack_record`; little-endian, no padding):
                      // to the first failure, and set len to what was copied.
 
 The user-space side needs nothing else: modules come from its own /proc/PID/maps
-snapshot (modules.ProcessRegistry.observe(pid, start_time) as soon as a pid is seen;
-a process that has exited symbolizes from the snapshot).
+snapshot (modules.ProcessRegistry.observe(pid, start_time) as soon as a pid is seen:
+the reader should call it on the first record of a pid; a process that has exited
+symbolizes from the snapshot). Only sp, fp (and lr) are tracked: a CFA defined by any
+other register (gcc's stack realignment in main via r10, signal trampolines) stops the
+walk; sending all general registers would lift that, at 128 more bytes per record.
 User stack, frame-pointer mode (`unwind: fp`): pid, start_time and the u64 addresses of
 bpf_get_stack(ctx, buf, size, BPF_F_USER_STACK) (innermost first, ip first; `size`/8
 of them are valid as returned). Symbolize them with first_is_pc=True.
@@ -35,6 +38,8 @@ Modules (one concern each)
 capture      the contract types: ArchSpec (X86_64, AARCH64), UserRegs, StackWindow,
              UserStackCapture, parse_ustack_record
 modules      /proc/PID/maps snapshots per (pid, start time), load bias, build-id; exec
+             keeps the old image; refreshes rate-limited (ProcessRegistry)
+vdso         the kernel's [vdso] image as a file (our own copy), for its CFI and symbols
 cfi          per-module CFI (.eh_frame via .eh_frame_hdr, .debug_frame), lazy, cached
 state        UnwindState / Stop / Unwound shared by the steps
 unwind_dwarf one CFI step;  unwind_fp: one frame-pointer step
