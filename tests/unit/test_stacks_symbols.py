@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stacks_fixture import CHAIN, load_dump, missing_toolchain, run_dump, session_build
+from stacks_fixture import CHAIN, SRC, load_dump, missing_toolchain, run_dump, session_build
 
 from planrunner.elf.reader import open_binary, sections
 from planrunner.stacks.demangle import demangle
@@ -208,3 +208,43 @@ def test_kallsyms_of_this_machine() -> None:
         pytest.skip("/proc/kallsyms shows no addresses (kptr_restrict, not root)")
     at = ks.names.index("vfs_read")
     assert ks.frame(ks.starts[at] + 1).symbol == "vfs_read"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+@needs_cxxfilt
+def test_cpp_frames_of_a_real_stack_come_back_demangled(tmp_path: Path) -> None:
+    subprocess.run(["make", "-s", "-C", str(SRC), f"OUT={tmp_path}", "cxx"], check=True,
+                   capture_output=True)
+    dump = load_dump(run_dump(tmp_path / "fx_cxx", tmp_path / "cxx"))
+    result = unwind(dump.capture, dump.modules, "dwarf")
+    frames = Symbolizer().symbolize(result.addrs, dump.modules)
+    assert [f.symbol for f in frames][:3] == ["fx::Box<int>::get(int)", "fx::outer(int)",
+                                             "main"]
+
+
+RUST_SRC = """
+pub mod net { pub struct Conn; impl Conn {
+    #[inline(never)] pub fn send(&self, n: u32) -> u32 { n.wrapping_mul(3) } } }
+#[no_mangle] pub extern "C" fn keep(n: u32) -> u32 { net::Conn.send(n) }
+"""
+
+
+@pytest.mark.skipif(shutil.which("rustc") is None, reason="rustc is not installed")
+@needs_cxxfilt
+@pytest.mark.parametrize("mangling", ["legacy", "v0"])
+def test_rust_names_from_rustc_are_demangled(tmp_path: Path, mangling: str) -> None:
+    src = tmp_path / "fxrust.rs"
+    src.write_text(RUST_SRC)
+    lib = tmp_path / "libfxrust.so"
+    # legacy is stable rustc's default (naming it needs -Z unstable-options)
+    flags = [] if mangling == "legacy" else ["-C", f"symbol-mangling-version={mangling}"]
+    proc = subprocess.run(["rustc", "--crate-type=cdylib", "-O", *flags, "-o", str(lib),
+                           str(src)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"rustc cannot build with {mangling} mangling: {proc.stderr[:200]}")
+    table = ModuleSymbols.load(str(lib))
+    mangled = [n for n in table.names if "send" in n and "Conn" in n]
+    assert mangled and mangled[0].startswith("_ZN" if mangling == "legacy" else "_R")
+    pretty = demangle(mangled)[mangled[0]]
+    assert pretty.startswith("<fxrust") or pretty.startswith("fxrust")
+    assert "net::Conn" in pretty and pretty.endswith("send")
