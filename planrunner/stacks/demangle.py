@@ -7,9 +7,10 @@ Debian 12 ships 2.40). The PyPI candidates were weighed and not taken: cxxfilt w
 libstdc++'s __cxa_demangle (C++ only, last release 2021), cpp-demangle is C++ only,
 rust-demangler was last released in 2021, and `demangle` is a young pure-Python
 reimplementation. One c++filt process per batch; results are cached for the process.
-Rust legacy names end in a hash (`::h0123456789abcdef`), dropped here as rustfilt and
-perf do. Names c++filt leaves as they are are absent from the result; without c++filt
-the result is empty (frames keep their mangled names).
+Rust legacy names end in a hash (`::h0123456789abcdef`) and v0 names carry crate
+disambiguators (`fxrust[69a6c261fe3333cc]::net`): both are dropped, as rustfilt and
+rustc-demangle's alternate form do. Names c++filt leaves as they are are absent from
+the result; without c++filt the result is empty (frames keep their mangled names).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 
 _CACHE: dict[str, str | None] = {}
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_RUST_V0_DISAMBIGUATOR = re.compile(r"\[[0-9a-f]{1,16}\]")
 
 
 def is_mangled(name: str) -> bool:
@@ -55,4 +57,6 @@ def _run(todo: list[str]) -> None:
     for mangled, pretty in zip(todo, lines, strict=True):
         if mangled.startswith("_ZN") and _RUST_HASH.search(pretty):
             pretty = _RUST_HASH.sub("", pretty)
+        elif mangled.startswith("_R"):
+            pretty = _RUST_V0_DISAMBIGUATOR.sub("", pretty)
         _CACHE[mangled] = pretty if pretty != mangled else None

@@ -169,7 +169,7 @@ def test_rust_legacy_and_v0_names_are_demangled() -> None:
     v0 = "_RNvNtCs1234_7mycrate5inner3foo"
     got = demangle([legacy, v0])
     assert got[legacy] == "std::io::stdio::_print"  # the hash is dropped, as rustfilt does
-    assert got[v0].startswith("mycrate") and got[v0].endswith("::inner::foo")
+    assert got[v0] == "mycrate::inner::foo"  # the crate disambiguator is dropped
 
 
 # --- kernel -----------------------------------------------------------------------------
@@ -246,5 +246,4 @@ def test_rust_names_from_rustc_are_demangled(tmp_path: Path, mangling: str) -> N
     mangled = [n for n in table.names if "send" in n and "Conn" in n]
     assert mangled and mangled[0].startswith("_ZN" if mangling == "legacy" else "_R")
     pretty = demangle(mangled)[mangled[0]]
-    assert pretty.startswith("<fxrust") or pretty.startswith("fxrust")
-    assert "net::Conn" in pretty and pretty.endswith("send")
+    assert pretty in ("fxrust::net::Conn::send", "<fxrust::net::Conn>::send")
