@@ -169,6 +169,10 @@ class ProcessRegistry:
             snaps[-1] = fresh  # mmap/dlopen: the new maps include the old ones
         return fresh.find(addr)
 
+    def bind(self, pid: int, start_time: int) -> BoundProcess:
+        """This registry seen from one process: what unwind() and symbolize() take."""
+        return BoundProcess(self, pid, start_time)
+
     def history(self, pid: int, start_time: int) -> tuple[ProcessModules, ...]:
         """Every image the process has had, oldest first (more than one after an exec)."""
         return tuple(self._snaps.get((pid, start_time), ()))
@@ -180,6 +184,16 @@ class ProcessRegistry:
     def forget(self, pid: int, start_time: int) -> None:
         self._snaps.pop((pid, start_time), None)
         self._refreshed.pop((pid, start_time), None)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundProcess:
+    registry: ProcessRegistry
+    pid: int
+    start_time: int
+
+    def find(self, addr: int) -> Mapping | None:
+        return self.registry.find(self.pid, self.start_time, addr)
 
 
 # --- internals ------------------------------------------------------------------------

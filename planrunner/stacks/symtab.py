@@ -26,6 +26,7 @@ from planrunner.errors import ResolveError
 
 DEBUG_ROOT = "/usr/lib/debug"
 _FUNC_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
+_NESTED = 4  # symbols looked back at for one that encloses the address
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +37,13 @@ class ModuleSymbols:
     sources: tuple[str, ...] = field(default=())  # which of the sources had symbols
 
     def lookup(self, vaddr: int) -> tuple[str, int] | None:
+        """The symbol covering `vaddr`: the nearest one below it, or one of the few before
+        that when the nearest is a short entry point inside a larger function (libc's
+        string functions have several)."""
         i = bisect.bisect_right(self.starts, vaddr) - 1
-        if i >= 0 and vaddr < self.ends[i]:
-            return self.names[i], self.starts[i]
+        for j in range(i, max(i - _NESTED, -1), -1):
+            if vaddr < self.ends[j]:
+                return self.names[j], self.starts[j]
         return None
 
     @classmethod

@@ -19,6 +19,7 @@ from planrunner.stacks.modules import Mapping, ProcessRegistry, read_start_time
 from planrunner.stacks.symbolize import Symbolizer
 from planrunner.stacks.symtab import ModuleSymbols, minidebuginfo_symbols
 from planrunner.stacks.unwind import unwind
+from planrunner.stacks.user import frames_from_addresses, frames_from_capture
 
 needs_fixture = pytest.mark.skipif(missing_toolchain() is not None,
                                    reason=missing_toolchain() or "")
@@ -121,14 +122,13 @@ def test_a_process_that_exited_symbolizes_from_its_snapshot(nofp: Path) -> None:
     assert registry.find(cap.pid, cap.start_time, cap.regs.pc) is None
     registry.add(dump.modules)  # the snapshot taken when the pid was first seen
     assert registry.find(cap.pid, cap.start_time, cap.regs.pc) is not None
-
-    class Bound:
-        def find(self, addr: int) -> Mapping | None:
-            return registry.find(cap.pid, cap.start_time, addr)
-
-    result = unwind(cap, Bound(), "dwarf")
-    frames = Symbolizer().symbolize(result.addrs, Bound())
+    frames = frames_from_capture(cap, registry, Symbolizer(), "dwarf")
     assert [f.symbol for f in frames][:5] == CHAIN
+    # frame-pointer mode hands over addresses: the same snapshot symbolizes them
+    addrs = unwind(cap, dump.modules, "dwarf").addrs
+    again = frames_from_addresses(cap.pid, cap.start_time, [*addrs, 0, 0], registry,
+                                  Symbolizer())
+    assert again == frames
 
 
 @needs_fixture
@@ -247,3 +247,18 @@ def test_rust_names_from_rustc_are_demangled(tmp_path: Path, mangling: str) -> N
     assert mangled and mangled[0].startswith("_ZN" if mangling == "legacy" else "_R")
     pretty = demangle(mangled)[mangled[0]]
     assert pretty in ("fxrust::net::Conn::send", "<fxrust::net::Conn>::send")
+
+
+def test_an_entry_point_inside_a_larger_function_does_not_hide_it() -> None:
+    from planrunner.elf.symbols import Symbol
+    table = ModuleSymbols.from_symbols([(1, [
+        Symbol("__memmove_avx", 0x1000, 0x400, "STT_FUNC"),
+        Symbol("__memcpy_avx_entry", 0x1010, 0x10, "STT_FUNC"),  # inside memmove
+        Symbol("unsized_asm", 0x2000, 0, "STT_FUNC"),
+        Symbol("next", 0x2100, 0x10, "STT_FUNC"),
+        Symbol("data", 0x3000, 0x10, "STT_OBJECT"),
+    ])])
+    assert table.lookup(0x1018) == ("__memcpy_avx_entry", 0x1010)
+    assert table.lookup(0x1200) == ("__memmove_avx", 0x1000)
+    assert table.lookup(0x20FF) == ("unsized_asm", 0x2000)  # runs to the next symbol
+    assert table.lookup(0x1400) is None and table.lookup(0x3004) is None
