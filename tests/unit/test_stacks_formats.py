@@ -4,6 +4,8 @@ stacks, and the flame graph SVG, on hand-made frames and on the fixture's real s
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -88,3 +90,23 @@ def test_the_fixture_stack_end_to_end(tmp_path_factory: pytest.TempPathFactory) 
     for name in CHAIN:
         assert f"{name} (7 samples, 100.00%)" in titles
     (Path(directory) / "fx_stack.svg").write_text(svg)
+
+
+def _browser() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_browser() is None, reason="no chromium (Debian: apt-get install chromium)")
+def test_the_flame_graph_opens_in_a_headless_browser_and_its_script_runs(
+        tmp_path: Path) -> None:
+    """The DOM after load: init() copies each frame's name into data-name, so names
+    there prove the page opened and its script ran without error."""
+    svg = tmp_path / "fg.svg"
+    svg.write_text(render_flamegraph(["fx;main;outer;lib_outer;middle;inner 3",
+                                      "fx;main;outer;spin<int> 1"], "fx"))
+    proc = subprocess.run([str(_browser()), "--headless", "--no-sandbox", "--disable-gpu",
+                           "--dump-dom", svg.as_uri()], capture_output=True, text=True,
+                          timeout=120)
+    for name in CHAIN:
+        assert f'data-name="{name}"' in proc.stdout, proc.stderr[-2000:]
+    assert 'data-name="spin&lt;int&gt;"' in proc.stdout
