@@ -23,10 +23,15 @@ class ArchSpec:
     lr: int | None  # a link register (aarch64 x30), None where calls push the return address
     word: int = 8
     little_endian: bool = True
+    # bits of a saved return address that are the address (aarch64: pointer
+    # authentication, -mbranch-protection, signs x30 in its top bits; Linux user space
+    # addresses have 48 bits)
+    ra_mask: int = (1 << 64) - 1
 
 
 X86_64 = ArchSpec("x86_64", "EM_X86_64", sp=7, fp=6, ra=16, lr=None)
-AARCH64 = ArchSpec("aarch64", "EM_AARCH64", sp=31, fp=29, ra=30, lr=30)
+AARCH64 = ArchSpec("aarch64", "EM_AARCH64", sp=31, fp=29, ra=30, lr=30,
+                   ra_mask=(1 << 48) - 1)
 ARCHES = {a.name: a for a in (X86_64, AARCH64)}
 
 

@@ -68,6 +68,7 @@ def dwarf_step(state: UnwindState, mapping: Mapping, window: StackWindow,
     ra = regs.get(row.ra)
     if ra is None:
         return Stop("no-return-address")
+    ra &= arch.ra_mask
     if ra == 0:
         return Stop("end")
     if cfa < state.regs.get(arch.sp, 0) or (cfa == state.regs.get(arch.sp) and ra == state.pc):

@@ -25,6 +25,7 @@ def fp_step(state: UnwindState, window: StackWindow, arch: ArchSpec) -> UnwindSt
     ra = window.read_word(fp + arch.word)
     if caller_fp is None or ra is None:
         return Stop("outside-window")
+    ra &= arch.ra_mask
     if ra == 0:
         return Stop("end")
     regs = {arch.sp: fp + 2 * arch.word, arch.fp: caller_fp}

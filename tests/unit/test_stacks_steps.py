@@ -57,6 +57,17 @@ def test_aarch64_leaf_returns_through_the_link_register(
                                                                   SP + 48, 0x404000)
 
 
+def test_aarch64_pointer_authentication_bits_are_dropped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    signed = 0x2A_0000_0040_4000  # PAC in bits 48 and up, as paciasp leaves x30
+    framed = CfaRow(29, 16, {29: ("OFFSET", -16), 30: ("OFFSET", -8)}, 30)
+    got = step(monkeypatch, framed, {31: SP, 29: SP}, [SP + 48, signed], AARCH64)
+    assert isinstance(got, UnwindState) and got.pc == 0x40_4000
+    window = StackWindow(SP, b"".join(w.to_bytes(8, "little") for w in (SP + 48, signed)))
+    got = fp_step(UnwindState(1, {31: SP, 29: SP}, True), window, AARCH64)
+    assert isinstance(got, UnwindState) and got.pc == 0x40_4000
+
+
 @pytest.mark.parametrize(("row", "regs", "reason"), [
     (None, {7: SP}, "no-cfi"),
     (CfaRow(None, 0, {16: ("OFFSET", -8)}, 16), {7: SP}, "cfa-expression"),
