@@ -4,7 +4,9 @@ mode "dwarf": every frame by CFI (unwind_dwarf.dwarf_step); "fp": every frame by
 frame-pointer chain (unwind_fp.fp_step); "auto": per frame, the frame-pointer step where
 the frame's module has frame pointers (fp_detect.has_frame_pointers) and CFI elsewhere,
 and CFI at the probe's own frame whenever it has some (the probe may sit before the
-prologue). Mixing is sound because both steps yield the caller's pc, sp and fp.
+prologue); when one step cannot go on the other is tried (the fp chain ends at _start,
+whose CFI marks the outermost frame; a module without CFI may keep frame pointers).
+Mixing is sound because both steps yield the caller's pc, sp and fp.
 `modules` is anything with `find(addr) -> Mapping | None` (ProcessModules, or a
 registry bound to one process). The walk stops cleanly at the outermost frame, at the
 first address outside the stack copy, or after `max_frames` addresses (ustack(N)).
