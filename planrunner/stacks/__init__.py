@@ -1,0 +1,55 @@
+"""User-space half of stacks: unwind, symbolize and print stacks that BPF captured.
+
+Nothing here loads BPF; the capture side hands over plain values (the contract below)
+and everything after that is pure Python over ELF files and /proc.
+
+Capture contract (what the BPF program must put in the record, per event)
+--------------------------------------------------------------------------
+User stack, DWARF mode (`unwind: dwarf | auto`), `struct pr_ustack` (capture.py parses
+it with `parse_ustack_record`; little-endian, no padding):
+
+    u32 pid;         // tgid (bpf_get_current_pid_tgid() >> 32)
+    u32 len;         // bytes actually copied into data[] (<= the plan's `bytes`)
+    u64 start_time;  // task->group_leader->start_boottime / (NSEC_PER_SEC / USER_HZ):
+                     // clock ticks, equal to field 22 of /proc/PID/stat (or send the ns
+                     // and convert with capture.boottime_ns_to_ticks)
+    u64 regs[4];     // x86-64: ip, sp, bp, 0       (pt_regs ->ip, ->sp, ->bp)
+                     // aarch64: pc, sp, x29, x30   (->pc, ->sp, ->regs[29], ->regs[30])
+    u8  data[len];   // bpf_probe_read_user(data, bytes, (void *)sp): the stack from sp
+                     // upwards. A read past the end of the stack mapping fails as a
+                     // whole, so retry shorter (halving) or copy in page-sized pieces up
+                     // to the first failure, and set len to what was copied.
+
+The user-space side needs nothing else: modules come from its own /proc/PID/maps
+snapshot (modules.ProcessRegistry.observe(pid, start_time) as soon as a pid is seen:
+the reader should call it on the first record of a pid; a process that has exited
+symbolizes from the snapshot). Only sp, fp (and lr) are tracked: a CFA defined by any
+other register (gcc's stack realignment in main via r10, signal trampolines) stops the
+walk; sending all general registers would lift that, at 128 more bytes per record.
+User stack, frame-pointer mode (`unwind: fp`): pid, start_time and the u64 addresses of
+bpf_get_stack(ctx, buf, size, BPF_F_USER_STACK) (innermost first, ip first; `size`/8
+of them are valid as returned). Symbolize them with first_is_pc=True.
+Kernel stack: the u64 addresses of bpf_get_stack(ctx, buf, size, 0) (kallsyms.py).
+Deduplication (a hash or a stack id) is the capture side's business: every function here
+takes one stack.
+
+Modules (one concern each)
+--------------------------
+capture      the contract types: ArchSpec (X86_64, AARCH64), UserRegs, StackWindow,
+             UserStackCapture, parse_ustack_record
+modules      /proc/PID/maps snapshots per (pid, start time), load bias, build-id; exec
+             keeps the old image; refreshes rate-limited (ProcessRegistry)
+vdso         the kernel's [vdso] image as a file (our own copy), for its CFI and symbols
+cfi          per-module CFI (.eh_frame via .eh_frame_hdr, .debug_frame), lazy, cached
+state        UnwindState / Stop / Unwound shared by the steps
+unwind_dwarf one CFI step;  unwind_fp: one frame-pointer step
+fp_detect    has_frame_pointers(path): the `unwind: auto` judgement
+unwind       unwind(capture, modules, mode="auto"|"fp"|"dwarf", max_frames) -> Unwound
+symtab       per-module function symbols: .symtab/.dynsym, .gnu_debugdata, build-id file
+demangle     C++ and Rust names (GNU c++filt)
+symbolize    Symbolizer: addresses + snapshot -> Frames
+kallsyms     kernel addresses -> Frames
+frame        Frame(address, symbol, offset, module)
+formats      JSON dicts, `trace -U` text lines, folded stacks
+flamegraph   render_flamegraph(folded_lines, title) -> interactive SVG
+"""

@@ -1,0 +1,74 @@
+"""Stacks as text, JSON values and folded lines (pure functions over Frames).
+
+- `frame_dict(f)` -> {"address", "symbol", "offset", "module"} (JSON; lists innermost
+  first, as `frames_json` returns them);
+- `text_lines(frames, indent=4)` -> `    inner+0x12 [fx_stack]` per frame, innermost first,
+  like bcc's `trace -U`; an unknown symbol prints the address: `    0x7f3a0c029d8f
+  [libc.so.6]` (module basenames; `[unknown]` when the address is in no file);
+- `folded_line(comm, frames, count)` -> `comm;outermost;…;innermost COUNT`, and
+  `fold(stacks)` merges equal stacks into sorted lines: the input of FlameGraph's
+  flamegraph.pl, inferno and speedscope. A frame without a symbol folds as its module
+  (`[libc.so.6]`), so unknown frames of one library merge; kernel frames get `_[k]`
+  (pass kernel frames before user frames: innermost first); `;` and newlines in names
+  are replaced (they would split the line).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from planrunner.stacks.frame import Frame
+
+
+def frame_dict(frame: Frame) -> dict[str, object]:
+    return {"address": frame.address, "symbol": frame.symbol, "offset": frame.offset,
+            "module": frame.module}
+
+
+def frames_json(frames: Sequence[Frame]) -> list[dict[str, object]]:
+    return [frame_dict(f) for f in frames]
+
+
+def module_label(module: str) -> str:
+    if not module:
+        return "[unknown]"
+    if module.startswith("["):
+        return module
+    return f"[{os.path.basename(module)}]"
+
+
+def text_line(frame: Frame, indent: int = 4) -> str:
+    where = (f"{frame.symbol}+{frame.offset:#x}" if frame.symbol is not None
+             else f"{frame.address:#x}")
+    return f"{' ' * indent}{where} {module_label(frame.module)}"
+
+
+def text_lines(frames: Sequence[Frame], indent: int = 4) -> list[str]:
+    return [text_line(f, indent) for f in frames]
+
+
+KERNEL_HALF = 1 << 63  # x86-64 and aarch64 kernel addresses have the top bit set
+
+
+def fold_name(frame: Frame) -> str:
+    name = frame.symbol if frame.symbol is not None else module_label(frame.module)
+    if frame.address >= KERNEL_HALF:
+        name += "_[k]"  # stackcollapse-perf.pl's kernel annotation (flamegraph colours it)
+    return name.replace(";", ":").replace("\n", " ")
+
+
+def folded_line(comm: str, frames: Sequence[Frame], count: int) -> str:
+    parts = [comm.replace(";", ":").replace("\n", " ")] if comm else []
+    parts.extend(fold_name(f) for f in reversed(frames))
+    return f"{';'.join(parts)} {count}"
+
+
+def fold(stacks: Iterable[tuple[str, Sequence[Frame], int]]) -> list[str]:
+    """(comm, frames innermost first, count) -> folded lines, equal stacks summed."""
+    totals: Counter[str] = Counter()
+    for comm, frames, count in stacks:
+        key = folded_line(comm, frames, 0).rsplit(" ", 1)[0]
+        totals[key] += count
+    return [f"{k} {v}" for k, v in sorted(totals.items())]

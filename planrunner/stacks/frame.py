@@ -1,0 +1,20 @@
+"""One symbolized stack frame, the unit every output format is made of.
+
+`Frame(address, symbol, offset, module)`: `symbol` is the demangled function name or
+None; `offset` is address - symbol start when the symbol is known, else the link-time
+address inside the module (what addr2line or a later symbolization takes), else the
+address itself; `module` is the file's path ("" when the address is in no file-backed
+mapping, "[kernel.kallsyms]" or "[module]" for kernel frames).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    address: int
+    symbol: str | None
+    offset: int
+    module: str

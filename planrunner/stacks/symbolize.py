@@ -1,0 +1,89 @@
+"""Addresses of one process -> Frames: `Symbolizer().symbolize(addrs, modules)`.
+
+`modules` is a maps snapshot (modules.ProcessModules, or anything with `find(addr)`):
+the process may have exited since, the files it mapped are read. addrs[0] is the pc at
+the probe and the others are return addresses, looked up at address - 1 (the call
+instruction: a call that ends a function, to a noreturn callee, returns past its end);
+pass `first_is_pc=False` when addrs[0] is a return address too. Symbol tables
+(symtab.ModuleSymbols) are cached per module identity (build-id, else path, dev, inode);
+a file replaced on disk since the snapshot (other inode, or other dev and build-id) is
+not trusted: only its build-id debug file is read. Names are demangled in one batch
+per call (demangle.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from planrunner.elf.reader import open_binary
+from planrunner.errors import ResolveError
+from planrunner.stacks.demangle import demangle
+from planrunner.stacks.frame import Frame
+from planrunner.stacks.modules import Mapping
+from planrunner.stacks.symtab import DEBUG_ROOT, ModuleSymbols
+from planrunner.stacks.unwind import MappingLookup
+
+
+class Symbolizer:
+    def __init__(self, debug_root: str = DEBUG_ROOT, demangle_names: bool = True) -> None:
+        self.debug_root = debug_root
+        self.demangle_names = demangle_names
+        self._tables: dict[object, ModuleSymbols] = {}
+
+    def symbolize(self, addrs: Sequence[int], modules: MappingLookup,
+                  first_is_pc: bool = True) -> list[Frame]:
+        frames: list[Frame] = []
+        for i, addr in enumerate(addrs):
+            lookup = addr if (i == 0 and first_is_pc) else addr - 1
+            frames.append(self._frame(addr, lookup, modules.find(lookup)))
+        if self.demangle_names:
+            pretty = demangle([f.symbol for f in frames if f.symbol])
+            if pretty:
+                frames = [Frame(f.address, pretty.get(f.symbol, f.symbol), f.offset, f.module)
+                          if f.symbol else f for f in frames]
+        return frames
+
+    def table(self, mapping: Mapping) -> ModuleSymbols:
+        trusted = _same_file(mapping)
+        key: object = (("build-id", mapping.build_id) if mapping.build_id
+                       else (mapping.path, mapping.dev, mapping.inode))
+        if not trusted:
+            key = ("untrusted", key)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = ModuleSymbols.load(
+                mapping.source if trusted else None, mapping.build_id, self.debug_root)
+        return table
+
+    def _frame(self, addr: int, lookup: int, mapping: Mapping | None) -> Frame:
+        if mapping is None:
+            return Frame(addr, None, addr, "")
+        vaddr = mapping.to_vaddr(lookup)
+        if vaddr is None:
+            return Frame(addr, None, addr - mapping.start + mapping.file_offset, mapping.path)
+        hit = self.table(mapping).lookup(vaddr)
+        if hit is None:
+            return Frame(addr, None, vaddr + (addr - lookup), mapping.path)
+        name, start = hit
+        return Frame(addr, name, vaddr + (addr - lookup) - start, mapping.path)
+
+
+def _same_file(mapping: Mapping) -> bool:
+    """The file now at mapping.path is the one that was mapped: same dev and inode, or
+    (overlayfs shows maps a device other than stat's) same inode and build-id."""
+    if mapping.file:
+        return True  # the kernel's vDSO: the same image in every process
+    try:
+        st = os.stat(mapping.path)
+    except OSError:
+        return False
+    if st.st_ino != mapping.inode:
+        return False
+    if mapping.dev == 0 or st.st_dev == mapping.dev:
+        return True
+    try:
+        return mapping.build_id is not None and open_binary(mapping.path).build_id == \
+            mapping.build_id
+    except ResolveError:
+        return False

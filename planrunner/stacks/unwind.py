@@ -1,0 +1,77 @@
+"""Walk a captured user stack: `unwind(capture, modules, mode, max_frames)` -> Unwound.
+
+mode "dwarf": every frame by CFI (unwind_dwarf.dwarf_step); "fp": every frame by the
+frame-pointer chain (unwind_fp.fp_step); "auto": per frame, the frame-pointer step where
+the frame's module has frame pointers (fp_detect.has_frame_pointers) and CFI elsewhere,
+and CFI at the probe's own frame whenever it has some (the probe may sit before the
+prologue); when one step cannot go on the other is tried (the fp chain ends at _start,
+whose CFI marks the outermost frame; a module without CFI may keep frame pointers).
+Mixing is sound because both steps yield the caller's pc, sp and fp.
+`modules` is anything with `find(addr) -> Mapping | None` (ProcessModules, or a
+registry bound to one process). The walk stops cleanly at the outermost frame, at the
+first address outside the stack copy, or after `max_frames` addresses (ustack(N)).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from planrunner.stacks.capture import UserStackCapture
+from planrunner.stacks.fp_detect import has_frame_pointers
+from planrunner.stacks.modules import Mapping
+from planrunner.stacks.state import Stop, UnwindState, Unwound
+from planrunner.stacks.unwind_dwarf import dwarf_step
+from planrunner.stacks.unwind_fp import fp_step
+
+MODES = ("auto", "fp", "dwarf")
+DEFAULT_MAX_FRAMES = 64
+
+
+class MappingLookup(Protocol):
+    def find(self, addr: int) -> Mapping | None: ...
+
+
+def unwind(capture: UserStackCapture, modules: MappingLookup, mode: str = "dwarf",
+           max_frames: int = DEFAULT_MAX_FRAMES) -> Unwound:
+    if mode not in MODES:
+        raise ValueError(f"unknown unwind mode {mode!r}: one of {', '.join(MODES)}")
+    arch, window, r = capture.arch, capture.window, capture.regs
+    regs = {arch.sp: r.sp, arch.fp: r.fp}
+    if arch.lr is not None and r.lr is not None:
+        regs[arch.lr] = r.lr
+    state = UnwindState(pc=r.pc, regs=regs, first=True)
+    addrs = [r.pc]
+    while True:
+        if len(addrs) >= max_frames:
+            return Unwound(tuple(addrs), "depth")
+        mapping = modules.find(state.pc if state.first else state.pc - 1)
+        if mode == "fp":
+            step = fp_step(state, window, arch)
+        elif mapping is None:
+            return Unwound(tuple(addrs), "no-module")
+        elif mode == "dwarf":
+            step = dwarf_step(state, mapping, window, arch)
+        else:
+            step = _auto_step(state, mapping, capture)
+        if isinstance(step, Stop):
+            return Unwound(tuple(addrs), step.reason)
+        state = step
+        addrs.append(state.pc)
+
+
+def _auto_step(state: UnwindState, mapping: Mapping,
+               capture: UserStackCapture) -> UnwindState | Stop:
+    """The fp step in modules with frame pointers (except at the probe's frame), CFI
+    elsewhere; each falls back on the other when it cannot go on (the fp chain ends at
+    _start, whose CFI marks the outermost frame; a module without CFI may keep fp)."""
+    arch, window = capture.arch, capture.window
+    fp_first = not state.first and has_frame_pointers(mapping.source, mapping.build_id)
+    first = (fp_step(state, window, arch) if fp_first
+             else dwarf_step(state, mapping, window, arch))
+    if not isinstance(first, Stop) or first.reason == "end":
+        return first
+    second = (dwarf_step(state, mapping, window, arch) if fp_first
+              else fp_step(state, window, arch))
+    if isinstance(second, Stop) and not fp_first:
+        return first  # report why CFI stopped, not why the fallback did
+    return second
