@@ -36,6 +36,9 @@ from planrunner.expr.types import (
     UINT64,
     BoolType,
     IntType,
+    MAX_STACK_FRAMES,
+    StackKind,
+    StackType,
     StrType,
     Type,
     arithmetic_result,
@@ -45,7 +48,9 @@ from planrunner.expr.types import (
 
 MAX_STR_CAP = 4096  # largest constant cap in str(x, N)
 FUNCTIONS: dict[str, tuple[int, int]] = {"str": (1, 2), "contains": (2, 2),
-                                         "startswith": (2, 2)}
+                                         "startswith": (2, 2), "ustack": (0, 1),
+                                         "kstack": (0, 1)}
+STACKS: dict[str, StackKind] = {"ustack": "user", "kstack": "kernel"}
 ARITHMETIC = ("+", "-", "*", "/", "%")
 SHIFTS = ("<<", ">>")
 BITWISE = ("&", "|", "^")
@@ -98,6 +103,8 @@ def _desc(t: T.TExpr) -> str:
 
 
 def _kind(t: Type) -> str:
+    if isinstance(t, StackType):
+        return "a stack"
     return "an integer" if isinstance(t, IntType) else "a string" if isinstance(
         t, StrType) else "a bool"
 
@@ -120,7 +127,10 @@ class _Checker:
         return result
 
     def want(self, t: T.TExpr, want: str | None) -> None:
-        if want == "condition" and isinstance(t.type, StrType):
+        if want == "condition" and isinstance(t.type, StackType):
+            self.error(f"a condition must be a bool or an integer, got {t.type}", t.span,
+                       "a stack can be printed or be a `by` key")
+        elif want == "condition" and isinstance(t.type, StrType):
             self.error(f"a condition must be a bool or an integer, got {t.type}", t.span,
                        'compare the string (== "...") or test it with contains()/startswith()')
         elif want == "value" and not isinstance(t.type, IntType):
@@ -199,7 +209,7 @@ class _Checker:
             return operand
         t = operand.type
         if e.op == "!":
-            if isinstance(t, StrType):
+            if isinstance(t, StrType | StackType):
                 return self.error(f"operator '!' needs a bool or an integer, got {t}",
                                   operand.span)
             return T.TUnary("!", operand, BOOL, e.span)
@@ -218,7 +228,7 @@ class _Checker:
         op = e.op
         if op in LOGICAL:
             for side, t in (("left", left), ("right", right)):
-                if isinstance(t.type, StrType):
+                if isinstance(t.type, StrType | StackType):
                     return self.error(f"operator '{op}' needs bools or integers, but its "
                                       f"{side} operand is a {t.type}", t.span)
             return T.TBinary(op, left, right, BOOL, None, e.span)
@@ -327,7 +337,23 @@ class _Checker:
         typed = [a for a in args if not isinstance(a, _Failed)]
         if e.func == "str":
             return self.str_call(e, typed)
+        if e.func in STACKS:
+            return self.stack_call(e, typed)
         return self.str_test(e, typed)
+
+    def stack_call(self, e: A.Call, args: list[T.TExpr]) -> T.TExpr | _Failed:
+        """`ustack(N)` / `kstack(N)`: the stack the scope offers, cut to N frames."""
+        sym = self.scope.lookup(e.func)
+        if sym is None or sym.ref is None or not isinstance(sym.type, StackType):
+            return self.error(f"{e.func} is not available here", e.func_span or e.span)
+        limit = sym.type.limit
+        if args:
+            n = args[0]
+            if not isinstance(n, T.TIntConst) or not 1 <= n.value <= MAX_STACK_FRAMES:
+                return self.error(f"the frame count of {e.func}() must be a constant in "
+                                  f"1..{MAX_STACK_FRAMES}", n.span)
+            limit = n.value
+        return T.TRef(e.func, sym.ref, StackType(sym.type.kind, limit), e.span)
 
     def str_call(self, e: A.Call, args: list[T.TExpr]) -> T.TExpr | _Failed:
         addr = args[0]
@@ -368,6 +394,8 @@ class _Checker:
 
 
 _USAGE = {
+    "ustack": "ustack or ustack(FRAMES)",
+    "kstack": "kstack or kstack(FRAMES)",
     "str": "str(ADDRESS) or str(ADDRESS, LENGTH)",
     "contains": 'contains(STRING, "literal")',
     "startswith": 'startswith(STRING, "literal")',

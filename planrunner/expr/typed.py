@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from planrunner.diagnostics import Span
-from planrunner.expr.types import BOOL, BoolType, IntType, StrType, Type
+from planrunner.expr.types import BOOL, BoolType, IntType, StackKind, StrType, Type
 
 Builtin = Literal["pid", "tid", "uid", "gid", "cpu", "ts", "comm"]
 
@@ -56,7 +56,14 @@ class DepthRef:
     span: str
 
 
-Ref = ArgRef | BuiltinRef | LatencyRef | CaptureRef | DepthRef
+@dataclass(frozen=True, slots=True)
+class StackRef:
+    """The user or kernel call stack at the event (how many frames is in the type)."""
+
+    kind: StackKind
+
+
+Ref = ArgRef | BuiltinRef | LatencyRef | CaptureRef | DepthRef | StackRef
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,24 @@ class BoolType:
         return "bool"
 
 
-Type = IntType | StrType | BoolType
+StackKind = Literal["user", "kernel"]
+MAX_STACK_FRAMES = 127  # what the kernel's stack walk keeps (PERF_MAX_STACK_DEPTH)
+DEFAULT_FRAMES: dict[StackKind, int] = {"user": 64, "kernel": 32}
+
+
+@dataclass(frozen=True, slots=True)
+class StackType:
+    """The call stack at the event (`ustack`, `kstack(N)`): its innermost `limit` frames.
+    A stack can be printed and be a `by` key; no operator takes one."""
+
+    kind: StackKind
+    limit: int
+
+    def __str__(self) -> str:
+        return f"{self.kind} stack (up to {self.limit} frames)"
+
+
+Type = IntType | StrType | BoolType | StackType
 
 INT8, INT16, INT32, INT64 = (IntType(b, True) for b in (8, 16, 32, 64))
 UINT8, UINT16, UINT32, UINT64 = (IntType(b, False) for b in (8, 16, 32, 64))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Names an expression gives a meaning of its own; an argument may not take them.
 BUILTINS = frozenset({"pid", "tid", "uid", "gid", "comm", "cpu", "ts", "latency", "retval",
-                      "probe", "time", "ts_ns", "begin", "end"})
+                      "probe", "time", "ts_ns", "begin", "end", "ustack", "kstack"})
 
 
 @dataclass

@@ -12,9 +12,17 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from planrunner.expr.check import Symbol
-from planrunner.expr.typed import ArgRef, Builtin, BuiltinRef, DepthRef
-from planrunner.expr.types import DURATION, BoolType, IntType, StrType, Type
+from planrunner.expr.check import STACKS, Symbol
+from planrunner.expr.typed import ArgRef, Builtin, BuiltinRef, DepthRef, StackRef
+from planrunner.expr.types import (
+    DEFAULT_FRAMES,
+    DURATION,
+    BoolType,
+    IntType,
+    StackType,
+    StrType,
+    Type,
+)
 from planrunner.plan.model import Plan
 
 COMM_SIZE = 16
@@ -87,13 +95,16 @@ class ProbeScope:
             return Symbol(typ, ArgRef(index))
         if name in BUILTINS:
             return builtin_symbol(name)
+        if name in STACKS:
+            kind = STACKS[name]
+            return Symbol(StackType(kind, DEFAULT_FRAMES[kind]), StackRef(kind))
         if name == "depth" and len(self.nested_spans) == 1:
             return Symbol(DEPTH_TYPE, DepthRef(self.nested_spans[0]))
         return self.constants.lookup(name)
 
     def names(self) -> Iterable[str]:
         depth = ["depth"] if len(self.nested_spans) == 1 else []
-        return [*self.args, *BUILTINS, *depth, *self.constants.values]
+        return [*self.args, *BUILTINS, *STACKS, *depth, *self.constants.values]
 
     def type_of(self, index: int) -> Type:
         """The type of argument `index`."""

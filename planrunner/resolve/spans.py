@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from planrunner.errors import PlanError, ResolveError, raise_collected
-from planrunner.expr.check import Symbol, check, check_condition
+from planrunner.expr.check import STACKS, Symbol, check, check_condition
 from planrunner.expr.typed import CaptureRef, DepthRef, LatencyRef, TExpr, TRef
-from planrunner.expr.types import DURATION, StrType
+from planrunner.expr.types import DURATION, StackType, StrType
 from planrunner.plan.model import ProbeSpec
 from planrunner.resolve.scope import BUILTINS, DEPTH_TYPE, ProbeScope
 
@@ -33,8 +33,8 @@ class SpanScope:
             return self._capture(name[len("begin."):])
         if name.startswith("end."):
             return self.end.lookup(name[len("end."):])
-        if name in BUILTINS:  # the end event's (a tracepoint field of that name first)
-            return self.end.lookup(name)
+        if name in BUILTINS or name in STACKS:  # the end event's (a tracepoint field of
+            return self.end.lookup(name)          # that name first)
         if name == "depth":
             return Symbol(DEPTH_TYPE, DepthRef(self.spec.name)) if self.spec.nested else None
         return self.end.constants.lookup(name)
@@ -43,7 +43,8 @@ class SpanScope:
         begin = [f"begin.{n}" for n in self.begin.args]
         end = [f"end.{n}" for n in self.end.args]
         depth = ["depth"] if self.spec.nested else []
-        return ["latency", *begin, *end, *BUILTINS, *depth, *self.end.constants.values]
+        return ["latency", *begin, *end, *BUILTINS, *STACKS, *depth,
+                *self.end.constants.values]
 
     def explain_unknown(self, name: str) -> str | None:
         if name == "depth" and not self.spec.nested:
@@ -68,8 +69,8 @@ class SpanScope:
         for scope in (self.begin, self.end):
             try:
                 texpr = check(key, scope, string_size=size)
-                if isinstance(texpr.type, StrType):
-                    raise ResolveError("a span key must be an integer, not a string",
+                if isinstance(texpr.type, StrType | StackType):
+                    raise ResolveError(f"a span key must be an integer, not a {texpr.type}",
                                        self.spec.spec_span)
                 sides.append(texpr)
             except PlanError as err:
