@@ -16,7 +16,7 @@ from planrunner.commands.common import add_plan_parser, overrides, plan_path
 from planrunner.errors import UsageError
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = add_plan_parser(sub, name, help="trace with a plan")
     parser.add_argument("-c", "--command", metavar="'CMD ARGS'",
                         help="start CMD with everything attached; end when it exits "

@@ -40,6 +40,7 @@ from planrunner.render.model import AggregateOutput, Counter, RenderedProgram
 from planrunner.runtime.backend import MapSource
 
 _MASK64 = (1 << 64) - 1
+RowKey = tuple[tuple[str, object], ...]  # a row's `by` values, named, in order
 
 
 def _wrap(value: int, signed: bool) -> int:
@@ -75,8 +76,8 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[A
     """AggRows from (key, per-CPU value) pairs of one map (not yet sorted or cut)."""
     kind = agg.kind
     if kind in ("hist", "lhist"):
-        buckets: dict[tuple, dict[int, int]] = defaultdict(dict)
-        sums: dict[tuple, int] = defaultdict(int)
+        buckets: dict[RowKey, dict[int, int]] = defaultdict(dict)
+        sums: dict[RowKey, int] = defaultdict(int)
         for key, value in items:
             cpus = _cpu_values(value)
             total = sum(int(c.n) for c in cpus)

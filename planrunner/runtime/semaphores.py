@@ -101,7 +101,7 @@ def _add(pid: int, start: int, addr: int, delta: int) -> int | None:
     try:
         if start_time(pid) != start:  # the pid was reused: not our process
             return None
-        value = _U16.unpack(os.pread(fd, 2, addr))[0]
+        value = int(_U16.unpack(os.pread(fd, 2, addr))[0])
         new = max(0, min(0xFFFF, value + delta))
         os.pwrite(fd, _U16.pack(new), addr)
         return new
@@ -115,7 +115,7 @@ def read_semaphore(pid: int, addr: int) -> int | None:
     try:
         with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
             mem.seek(addr)
-            return _U16.unpack(mem.read(2))[0]
+            return int(_U16.unpack(mem.read(2))[0])
     except (OSError, struct.error, ValueError):
         return None
 
