@@ -139,7 +139,7 @@ class Exporter:
     """A running /metrics server; `close()` stops it (idempotent)."""
 
     def __init__(self, server: _Server, display: str) -> None:
-        self._server = server
+        self._server: _Server | None = server
         self.display = display
         self.url = f"http://{display}/metrics"
         self._thread = threading.Thread(target=server.serve_forever, args=(POLL_S,),
@@ -147,12 +147,12 @@ class Exporter:
         self._thread.start()
 
     def close(self) -> None:
-        if self._server is None:
+        server, self._server = self._server, None
+        if server is None:
             return
-        self._server.shutdown()
-        self._server.server_close()
+        server.shutdown()
+        server.server_close()
         self._thread.join()
-        self._server = None  # type: ignore[assignment]
 
 
 def serve(registry: CollectorRegistry, host: str, port: int, display: str) -> Exporter:

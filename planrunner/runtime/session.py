@@ -26,7 +26,8 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from types import FrameType
+from typing import Any, TextIO
 
 from planrunner.output.base import LiveView, View
 from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
@@ -39,6 +40,8 @@ from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.upkeep import Upkeep, recover
 
 POLL_MS = 50
+# What signal.signal takes and returns (typeshed's private _HANDLER).
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,7 @@ class _Stop:
 
     def __init__(self) -> None:
         self.reason: str | None = None
-        self._old: dict[int, object] = {}
+        self._old: dict[int, _Handler] = {}
 
     def install(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -62,9 +65,9 @@ class _Stop:
 
     def restore(self) -> None:
         for sig, old in self._old.items():
-            signal.signal(sig, old)  # type: ignore[arg-type]
+            signal.signal(sig, old)
 
-    def _handler(self, signum: int, _frame: object) -> None:
+    def _handler(self, signum: int, _frame: FrameType | None) -> None:
         self.reason = signal.Signals(signum).name
 
 
