@@ -11,7 +11,9 @@ Imports render/model.py, errors.py and runtime/ modules; nothing of plan/ or res
 from __future__ import annotations
 
 import ctypes as ct
+import inspect
 import os
+from dataclasses import replace
 from typing import Any
 
 from planrunner.errors import BackendError, BackendUnavailable
@@ -77,6 +79,16 @@ def _cpu_sum(value: Any) -> int:
         return int(value)
 
 
+def _loads_for_links(bcc: Any) -> bool:
+    """This bcc can load a program for uprobe_multi links (`load_func(attach_type=)`);
+    an older one cannot, and its uprobes go through perf events like a kernel without
+    links."""
+    try:
+        return "attach_type" in inspect.signature(bcc.BPF.load_func).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 class BccBackend:
     """A compiled, loaded program. Construction is cheap (nothing is checked or
     compiled before `load`); use as a context manager: `close` on exit."""
@@ -95,7 +107,10 @@ class BccBackend:
     @property
     def features(self) -> KernelFeatures:
         if self._features is None:
-            self._features = detect()
+            found = detect()
+            if found.uprobe_multi and not _loads_for_links(_import_bcc()):
+                found = replace(found, uprobe_multi=False)
+            self._features = found
         return self._features
 
     def load(self, program: RenderedProgram) -> None:
