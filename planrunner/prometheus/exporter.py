@@ -19,6 +19,8 @@ runs, so counters only grow) and the exporter's own metrics:
 
 The server runs in a daemon thread (one thread per request) and never logs requests.
 `close()` stops it and waits for it; a scrape that fails answers 500 with the error.
+Imports prometheus_client (only once --prometheus starts the view), records.py and
+prometheus/ modules; never planrunner.runtime.
 """
 
 from __future__ import annotations
