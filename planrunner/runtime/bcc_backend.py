@@ -23,7 +23,9 @@ from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.ringbuf import RingReader
 
-MAX_BATCH = 65536  # records per read_ring at most (the rest waits in the ring buffer)
+# Records per read_ring at most: bounds memory and keeps the session's stop checks
+# frequent when the kernel produces faster than we print (the rest waits in the ring).
+MAX_BATCH = 65536
 
 
 def _import_bcc() -> Any:
