@@ -14,6 +14,8 @@ Contract (the runtime decoder produces these, `planrunner/output/` consumes them
 - `AggSnapshot` is one reading of one aggregation map: its rows are already sorted and
   cut to ``top`` (`top_rows`). Histogram rows carry *dense* buckets (`log2_buckets`,
   `lhist_buckets`): every bucket from the first to the last one present, zeros included.
+- `SnapshotSource` is how a view that serves live state (Prometheus) pulls cumulative
+  snapshots and the loss counter while the session runs, without knowing the runtime.
 
 Bucketing (the BPF C computes the index, these functions give its bounds):
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 # The keys every print record starts with, in order (field keys follow).
 RECORD_HEAD = ("time", "ts_ns", "pid", "tid", "comm", "probe", "output")
@@ -94,6 +97,19 @@ class AggSnapshot:
     interval_end: float
     rows: tuple[AggRow, ...]
     dropped: int = 0  # updates that found the map full (their keys are missing)
+
+
+class SnapshotSource(Protocol):
+    """Aggregations as they stand now, for a view that pulls them (from any thread)."""
+
+    def cumulative(self, output: str) -> AggSnapshot:
+        """Every key output `output`'s map holds now (no reset, no `top` cut), with
+        `dropped` counted since the start."""
+        ...
+
+    def events_lost(self) -> int:
+        """Print records the full ring buffer refused since the start."""
+        ...
 
 
 # -- top-N ---------------------------------------------------------------------------
