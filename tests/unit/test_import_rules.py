@@ -164,3 +164,25 @@ def test_no_import_cycle_between_packages() -> None:
 
 def test_the_cycle_finder_finds_cycles() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# The other stages: a package never imports a later stage nor the CLI
+# (docs/architecture.md, "Who may import whom").
+LATER = {
+    "plan": ("resolve", "render", "runtime", "output", "prometheus", "stacks"),
+    "expr": ("plan", "resolve", "render", "runtime", "output", "prometheus"),
+    "elf": ("plan", "expr", "resolve", "render", "runtime", "output", "prometheus"),
+    "usdt": ("plan", "resolve", "render", "runtime", "output", "prometheus"),
+    "stacks": ("plan", "expr", "resolve", "render", "runtime", "output", "prometheus"),
+    "resolve": ("render", "runtime", "output", "prometheus"),
+    "render": ("runtime", "output", "prometheus"),
+    "output": ("plan", "resolve", "render", "runtime", "prometheus"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in IMPORTS if package_of(m) in LATER))
+def test_no_stage_imports_a_later_one(module: str) -> None:
+    later = tuple(f"planrunner.{p}" for p in (*LATER[package_of(module)], "commands",
+                                               "pipeline", "cli"))
+    bad = [n for n in ours(IMPORTS[module]) if within(n, *later)]
+    assert not bad, f"{module} imports {bad}"
