@@ -20,10 +20,12 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from planrunner.diagnostics import Diagnostic, Span, did_you_mean
 from planrunner.errors import PlanSchemaError
+from planrunner.plan.kernel_probes import KINDS as KERNEL_KINDS
 from planrunner.plan.source import JsonPath, LoadedPlan, describe
 from planrunner.resources import data_dir
 
 SCHEMA_FILE = "plan.schema.json"
+PROBE_KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "span")
 
 
 @functools.cache
@@ -106,6 +108,9 @@ class _Translator:
         for key in err.instance:
             if key in allowed or any(re.search(p, str(key)) for p in patterns):
                 continue
+            if len(jpath) == 2 and jpath[0] == "probes" and key in KERNEL_KINDS:
+                out.append(self._kernel_function(jpath, str(key)))
+                continue
             where = "top-level key" if not jpath else "key"
             suffix = "" if not jpath else f" in {describe(jpath)}"
             guess = did_you_mean(str(key), allowed)
@@ -117,6 +122,15 @@ class _Translator:
             out.append(Diagnostic(f"unknown {where} '{key}'{suffix}",
                                   self.spans.key(jpath + (key,)), (hint,)))
         return out
+
+    def _kernel_function(self, jpath: JsonPath, kind: str) -> Diagnostic:
+        """`kprobe:` in a probe: not offered, and why (not "did you mean 'uprobe'?")."""
+        from planrunner.plan.kernel_probes import kernel_function_message
+
+        # The probe then has no kind of ours: this diagnostic says all there is to say.
+        self.suggested.setdefault(jpath, set()).update(PROBE_KINDS)
+        message, hints = kernel_function_message(kind)
+        return Diagnostic(message, self.spans.key(jpath + (kind,)), hints)
 
     def _required(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
         props = err.schema.get("properties", {})
