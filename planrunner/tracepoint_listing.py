@@ -76,11 +76,11 @@ def json_items(root: str, events: Sequence[tuple[str, str]]) -> list[dict]:
     } for category, event, fmt in formats(root, events)]
 
 
-def nothing_found(root: str, patterns: Sequence[str | None]) -> str:
-    """What to say on stderr when no event matches: the patterns, and a guess."""
+def nothing_found(root: str, patterns: Sequence[str | None]) -> tuple[str, tuple[str, ...]]:
+    """(message, hints) when no event matches: the patterns, and a guess."""
     shown = ", ".join(f"'{p}'" for p in patterns if p)
-    line = f"planrunner: no tracepoints matching {shown}" if shown else \
-        "planrunner: no tracepoints"
+    message = f"no tracepoints matching {shown}" if shown else "no tracepoints"
+    hints = []
     for pattern in patterns:
         if pattern and ":" in pattern:
             category = pattern.split(":", 1)[0]
@@ -88,7 +88,7 @@ def nothing_found(root: str, patterns: Sequence[str | None]) -> str:
                 known = categories(root)
                 if category not in known:
                     guess = did_you_mean(category, known)
-                    line += (f"\n  hint: no category '{category}'"
-                             + (f": did you mean '{guess}'?" if guess else
-                                "; `planrunner list --tracepoints` lists them all"))
-    return line
+                    hints.append(f"no category '{category}'"
+                                 + (f": did you mean '{guess}'?" if guess else
+                                    "; `planrunner list --tracepoints` lists them all"))
+    return message, tuple(hints)

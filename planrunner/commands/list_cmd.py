@@ -102,7 +102,10 @@ def _list_tracepoints(args: argparse.Namespace, patterns: list[str], stdout: Tex
         for line in tpl.text_lines(root, events, args.verbose):
             stdout.write(line + "\n")
     if not events:
-        print(tpl.nothing_found(root, pats), file=stderr)
+        message, hints = tpl.nothing_found(root, pats)
+        print(f"planrunner: {message}", file=stderr)
+        for hint in hints:
+            print(f"  hint: {hint}", file=stderr)
     return 0
 
 
