@@ -5,8 +5,10 @@ One stream holds one CSV table, so `--format csv` with several outputs writes on
 per output: `-o DIR/` (an existing directory, or a path ending in '/') gives
 `DIR/OUTPUT.csv`, `-o BASE.csv` (or `-o BASE`) gives `BASE.OUTPUT.csv`, and losses go
 to `BASE.lost.csv` if there are any. To stdout, CSV with several outputs is refused
-(a usage error) instead of a second header row in the middle of the stream. Every view
-is wrapped in PlanOrderView (aggregations in plan order, with their interval's start).
+(a usage error) instead of a second header row in the middle of the stream. With one
+output, `-o FILE.csv` is that output's file (losses in `FILE.lost.csv`); on stdout the
+losses are left to stderr, where the session reports them anyway. Every view is
+wrapped in PlanOrderView (aggregations in plan order, with their interval's start).
 """
 
 from __future__ import annotations
@@ -46,14 +48,24 @@ def open_view(fmt: str, path: str | None, stdout: TextIO, schemas: Sequence[Prin
         if stderr is not None:
             stderr.write(f"planrunner: CSV, one file per output: {', '.join(files.values())}\n")
         return PlanOrderView(view, outputs)
+    if fmt == "csv" and not to_stdout:  # one output: -o FILE.csv is its file
+        files = csv_paths(str(path), outputs) if _is_dir(str(path)) else \
+            {o: str(path) for o in outputs}
+        return PlanOrderView(CsvFilesView(str(path), files, schemas), outputs)
     stream = stdout if to_stdout else _open(str(path))
     inner = make_view(fmt, stream, schemas, **options)
+    if fmt == "csv":
+        inner = _TableOnly(inner)
     return PlanOrderView(_Closing(inner, None if to_stdout else stream), outputs)
+
+
+def _is_dir(path: str) -> bool:
+    return path.endswith("/") or os.path.isdir(path)
 
 
 def csv_paths(path: str, outputs: Sequence[str]) -> dict[str, str]:
     """Output name -> file, for `-o DIR/` or `-o BASE[.csv]`."""
-    if path.endswith("/") or os.path.isdir(path):
+    if _is_dir(path):
         return {o: os.path.join(path, f"{_safe(o)}.csv") for o in outputs}
     base = path[:-4] if path.endswith(".csv") else path
     return {o: f"{base}.{_safe(o)}.csv" for o in outputs}
@@ -98,6 +110,20 @@ class _Closing:
         self.inner.close()
         if self.stream is not None and not self.stream.closed:
             self.stream.close()
+
+
+class _TableOnly(_Closing):
+    """A single CSV stream on stdout: its one table only, never a `lost` table after it
+    (the session reports losses and full maps on stderr)."""
+
+    def __init__(self, inner: View) -> None:
+        super().__init__(inner, None)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self.inner.aggregate(replace(snap, dropped=0))
+
+    def lost(self, count: int, reason: str) -> None:
+        pass
 
 
 class CsvFilesView:

@@ -73,3 +73,36 @@ def test_validate_lists_uprobe_registers_once(tmp_path: Path) -> None:
     assert lines == [
         "arguments arg1/size: uint64 (read), the other 11 of arg1..arg12: int64 (registers)",
         "arguments arg1..arg12: int64 (registers; declare the ones you use)"]
+
+
+def _agg(name: str, dropped: int = 0) -> AggSnapshot:
+    return AggSnapshot(name, "count", "count", None, (), 1.0, 2.0, (AggRow((), count=5),),
+                       dropped=dropped)
+
+
+def test_csv_one_output_to_a_file_keeps_losses_apart(tmp_path: Path) -> None:
+    from planrunner.output.destination import open_view
+
+    path = tmp_path / "c.csv"
+    view = open_view("csv", str(path), io.StringIO(), [], ["calls"])
+    view.aggregate(_agg("calls", dropped=3))
+    view.lost(7, "ringbuf full")
+    view.close()
+    assert path.read_text().splitlines() == [
+        "output,interval_start,interval_end,count",
+        "calls,1970-01-01T00:00:01.000000Z,1970-01-01T00:00:02.000000Z,5"]
+    assert (tmp_path / "c.lost.csv").read_text().splitlines() == [
+        "lost,reason,output", "3,map full,calls", "7,ringbuf full,"]
+
+
+def test_csv_one_output_on_stdout_is_one_table() -> None:
+    from planrunner.output.destination import open_view
+
+    out = io.StringIO()
+    view = open_view("csv", None, out, [], ["calls"])
+    view.aggregate(_agg("calls", dropped=3))
+    view.lost(7, "ringbuf full")
+    view.close()
+    assert out.getvalue().splitlines() == [
+        "output,interval_start,interval_end,count",
+        "calls,1970-01-01T00:00:01.000000Z,1970-01-01T00:00:02.000000Z,5"]
