@@ -26,10 +26,12 @@ def register(subparsers: argparse._SubParsersAction, name: str) -> None:
     from planrunner.commands.intermixed import intermixed
 
     p = subparsers.add_parser(
-        name, help="list the USDT probes of programs and libraries",
+        name, help="list the USDT probes of programs and libraries, or kernel tracepoints",
         description="List USDT probes (SystemTap SDT notes). TARGET is a path, a program "
                     "on PATH, or a library name (c, pthread, python3.11); FILTER is a glob "
-                    "on provider:name, e.g. 'postgresql:query__*'.")
+                    "on provider:name, e.g. 'postgresql:query__*'. Kernel tracepoints: "
+                    "--tracepoints [CATEGORY:EVENT glob], or 'tracepoint:sched:*' as a "
+                    "TARGET. Options may come anywhere on the line.")
     p.add_argument("targets", nargs="*", metavar="TARGET... [FILTER]",
                    help="programs or libraries, optionally followed by a provider:name glob")
     p.add_argument("-p", "--pid", type=int,

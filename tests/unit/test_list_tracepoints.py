@@ -149,3 +149,23 @@ def test_kernel_function_probe_in_a_plan(kind: str, tmp_path: Path,
         f"      {kind}: do_sys_openat2", "      " + "^" + "~" * (len(kind) - 1)]
     assert lines[-1] == "  hint: for a function of a program or library use uprobe: TARGET:SYMBOL"
     assert "did you mean" not in err and "exactly one of" not in err
+
+
+@needs_tracefs
+def test_usdt_targets_and_tracepoints_on_one_line() -> None:
+    if not Path("/usr/bin/python3.11").exists():
+        pytest.skip("no /usr/bin/python3.11")
+    code, out, err = cli("list", "python3.11", "gc__start", "tracepoint:sched:sched_process_exe*")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["/usr/bin/python3.11 python:gc__start",
+                                "tracepoint:sched:sched_process_exec"]
+    code, out, _ = cli("list", "--format", "json", "python3.11", "gc__start",
+                       "tracepoint:sched:sched_process_exec")
+    doc = json.loads(out)
+    assert [p["name"] for p in doc["probes"]] == ["gc__start"]
+    assert [t["event"] for t in doc["tracepoints"]] == ["sched_process_exec"]
+
+
+def test_tracepoints_with_pid_is_a_usage_error() -> None:
+    code, _, err = cli("list", "--tracepoints", "--pid", "1")
+    assert code == 2 and "--pid applies to USDT probes, not to --tracepoints" in err
