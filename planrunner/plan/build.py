@@ -21,7 +21,13 @@ from planrunner.plan.build_outputs import build_outputs
 from planrunner.plan.build_probes import build_probes
 from planrunner.plan.context import BuildContext
 from planrunner.plan.model import ParamSpec, Plan, Settings, TargetSpec
-from planrunner.plan.params import DURATION_HINT, ParamValueError, check_overrides, convert
+from planrunner.plan.params import (
+    DURATION_HINT,
+    PARAM_TYPES,
+    ParamValueError,
+    check_overrides,
+    convert,
+)
 from planrunner.plan.source import JsonPath, LoadedPlan
 
 _BUILD_ID = re.compile(r"^(?:[0-9a-f]{2})+$")
@@ -73,7 +79,7 @@ def _params(ctx: BuildContext, params: dict, skip: set = frozenset()  # type: ig
         jpath = ("params", name)
         if name in skip:  # declared, so `${name}` is no "unknown param"; left unbound
             ptype = spec.get("type") if isinstance(spec, dict) else None
-            ctx.param_types[name] = ptype if isinstance(ptype, str) else "string"
+            ctx.param_types[name] = ptype if ptype in PARAM_TYPES else "string"
             continue
         ptype, required = spec["type"], spec.get("required", False)
         ctx.param_types[name] = ptype

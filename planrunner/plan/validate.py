@@ -301,6 +301,8 @@ def schema_report(loaded: LoadedPlan) -> SchemaReport:
             unknown.update(jpath + (k,) for k in err.instance if k not in allowed
                            and not any(re.search(p, str(k)) for p in patterns))
             continue
+        if "propertyNames" in err.schema_path:  # a bad name breaks its entry only
+            jpath = jpath + (err.instance,)
         part = _broken_part(jpath)
         if part is not None:
             broken.add(part)
