@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
+from itertools import repeat
 from typing import TextIO
 
 from planrunner.output.base import ViewBase
@@ -89,9 +90,11 @@ class TextView(ViewBase):
         """Widen the shared field columns (all but the last) to the values of `plain`,
         and lay out the header and the column renderers again if any grew."""
         grew = False
+        columned = self.columned
+        recs = [r for r in plain if r["output"] in columned]
         for key in self.fields[:-1]:
-            seen = max((len(str(r.get(key))) for r in plain if r["output"] in self.columned),
-                       default=0)
+            # C-level maps: this runs over every record of every batch
+            seen = max(map(len, map(str, map(dict.get, recs, repeat(key)))), default=0)
             width = min(seen, MAX_WIDTH)
             if width > self.widths[key]:
                 self.widths[key] = width
