@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--toml", action="store_true", help="write TOML instead of YAML")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="write to FILE instead of stdout (FILE.toml implies --toml)")
-    p.add_argument("-f", "--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument("--uprobe", action="store_true",
                    help="PROBEs are function names of TARGET, probed at their entry")
     p.add_argument("--max", type=int, default=DEFAULT_CAP, metavar="N",
