@@ -55,9 +55,6 @@ def split_filter(positionals: list[str], has_pid: bool) -> tuple[list[str], str 
     return positionals, None
 
 
-_KERNEL_FUNCTION_KINDS = ("kprobe:", "kretprobe:", "fentry:", "fexit:", "kfunc:", "kretfunc:")
-
-
 def split_tracepoints(positionals: list[str], all_tracepoints: bool
                       ) -> tuple[list[str], list[str]]:
     """(USDT positionals, tracepoint globs without their `tracepoint:` prefix)."""
@@ -70,11 +67,10 @@ def split_tracepoints(positionals: list[str], all_tracepoints: bool
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.errors import UsageError
+    from planrunner.kernel_probes import PREFIXES, kernel_function_message
 
     for spec in args.targets:
-        if spec.startswith(_KERNEL_FUNCTION_KINDS):
-            from planrunner.plan.kernel_probes import kernel_function_message
-
+        if spec.startswith(PREFIXES):
             message, hints = kernel_function_message(spec.split(":", 1)[0])
             raise UsageError(message, hints=hints)
     positionals, tp_patterns = split_tracepoints(list(args.targets), args.tracepoints)

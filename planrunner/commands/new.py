@@ -50,9 +50,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     command = "planrunner new " + " ".join(
         [args.target, *args.probes] + (["--uprobe"] if args.uprobe else []))
     target: str = args.target
-    if target.startswith(_KERNEL_FUNCTION_PREFIXES):
-        from planrunner.plan.kernel_probes import kernel_function_message
+    from planrunner.kernel_probes import PREFIXES, kernel_function_message
 
+    if target.startswith(PREFIXES):
         message, hints = kernel_function_message(target.split(":", 1)[0])
         raise UsageError(message, hints=hints)
     if target.startswith("tracepoint:"):
@@ -79,10 +79,6 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     print(f"planrunner: wrote {args.output} ({n} probe{'s' if n != 1 else ''}); check it "
           f"with `planrunner validate {args.output}`", file=stderr)
     return 0
-
-
-_KERNEL_FUNCTION_PREFIXES = ("kprobe:", "kretprobe:", "fentry:", "fexit:", "kfunc:",
-                             "kretfunc:")
 
 
 def _usdt(command: str, spec: str, patterns: list[str], cap: int):  # -> StarterPlan

@@ -21,7 +21,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from planrunner.diagnostics import Diagnostic, Span, did_you_mean
 from planrunner.errors import PlanSchemaError
-from planrunner.plan.kernel_probes import KINDS as KERNEL_KINDS
+from planrunner.kernel_probes import KINDS as KERNEL_KINDS
 from planrunner.plan.source import JsonPath, LoadedPlan, describe
 from planrunner.resources import data_dir
 
@@ -126,7 +126,7 @@ class _Translator:
 
     def _kernel_function(self, jpath: JsonPath, kind: str) -> Diagnostic:
         """`kprobe:` in a probe: not offered, and why (not "did you mean 'uprobe'?")."""
-        from planrunner.plan.kernel_probes import kernel_function_message
+        from planrunner.kernel_probes import kernel_function_message
 
         # The probe then has no kind of ours: this diagnostic says all there is to say.
         self.suggested.setdefault(jpath, set()).update(PROBE_KINDS)

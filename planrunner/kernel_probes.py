@@ -9,6 +9,7 @@ that this kernel has no kprobes at all.
 from __future__ import annotations
 
 KINDS = ("kprobe", "kretprobe", "fentry", "fexit", "kfunc", "kretfunc")
+PREFIXES = tuple(f"{kind}:" for kind in KINDS)  # as typed to `list` or `new`
 
 
 def kernel_function_message(kind: str, kprobes: bool | None = None
