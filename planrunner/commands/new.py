@@ -46,12 +46,11 @@ def register(sub: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner import starter
     from planrunner.errors import UsageError
+    from planrunner.kernel_probes import PREFIXES, kernel_function_message
 
     command = "planrunner new " + " ".join(
         [args.target, *args.probes] + (["--uprobe"] if args.uprobe else []))
     target: str = args.target
-    from planrunner.kernel_probes import PREFIXES, kernel_function_message
-
     if target.startswith(PREFIXES):
         message, hints = kernel_function_message(target.split(":", 1)[0])
         raise UsageError(message, hints=hints)
