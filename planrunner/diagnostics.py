@@ -61,5 +61,5 @@ def did_you_mean(word: str, candidates: list[str] | tuple[str, ...] | set[str]) 
     """The closest candidate to `word`, or None when nothing is close."""
     import difflib
 
-    matches = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
+    matches = difflib.get_close_matches(word, sorted(map(str, candidates)), n=1, cutoff=0.6)
     return matches[0] if matches else None

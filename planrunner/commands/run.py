@@ -57,8 +57,8 @@ def parse_seconds(text: str | None) -> float | None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from planrunner.output import make_view
     from planrunner.output.base import LiveView
+    from planrunner.output.destination import open_view
     from planrunner.pipeline import compile_plan
     from planrunner.prometheus import PrometheusView
     from planrunner.prometheus.config import exporter_config, parse_address
@@ -79,19 +79,17 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     prom = exporter_config(address, _plan.name, _plan.description, program) if address else None
     schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format)
                for p in program.prints]
-    out = open(args.output, "w", encoding="utf-8") if args.output else stdout  # noqa: SIM115
+    # One file per output for CSV with several outputs; aggregations in plan order.
+    view = open_view(args.format, args.output, stdout, schemas,
+                     [o.name for o in _plan.outputs], stderr)
     try:
-        view = make_view(args.format, out, schemas)
         opts = RunOptions(args.pid, command, duration, args.max_events)
         live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []
-        status = run_session(program, opts, view, stderr, BccBackend(), live)
-        view.close()
-        return status
+        return run_session(program, opts, view, stderr, BccBackend(), live)
     finally:
-        if out is not stdout:
-            out.close()
-        elif out is sys.stdout:
+        view.close()
+        if stdout is sys.stdout and args.output in (None, "-"):
             try:
-                out.flush()
+                stdout.flush()
             except BrokenPipeError:
                 pass

@@ -4,6 +4,7 @@ probe (target, build id, locations, semaphores, argument types). Nothing is load
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TextIO
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
@@ -36,6 +37,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 0
 
 
+_ARGN = re.compile(r"^arg[0-9]+$")
+
+
 def _summary(probe) -> str:  # type: ignore[no-untyped-def]
     spec = probe.spec
     if spec.kind == "span":
@@ -45,8 +49,23 @@ def _summary(probe) -> str:  # type: ignore[no-untyped-def]
     binary = probe.targets[0]
     sems = sum(1 for s in probe.sites if s.ref_ctr_offset)
     read = {s.name or f"arg{s.index}" for s in probe.slots}
+    offered = list(probe.offered)
+    registers = ""
+    if spec.kind in ("uprobe", "uretprobe"):
+        # A function's 12 register arguments are always offered: show the declared and
+        # the read ones, and the rest once.
+        declared = {f"arg{a.index}" for a in spec.args}
+        shown = [(n, t) for n, t in offered
+                 if (declared | read) & set(n.split("/")) or not _ARGN.match(n)]
+        rest = len(offered) - len(shown)
+        if rest:
+            registers = (f"arg1..arg{len(offered)}: int64 (registers; declare the ones "
+                         "you use)" if not shown else
+                         f"the other {rest} of arg1..arg{len(offered)}: int64 (registers)")
+        offered = shown
     args = ", ".join(f"{names}: {typ}{' (read)' if read & set(names.split('/')) else ''}"
-                     for names, typ in probe.offered)
+                     for names, typ in offered)
+    args = ", ".join(a for a in (args, registers) if a)
     lines = [f"  {spec.name}: {spec.kind} in {binary.display}",
              f"    build id {binary.build_id or 'none'}; {len(probe.sites)} "
              f"location{'s' if len(probe.sites) != 1 else ''}"

@@ -1,7 +1,9 @@
 """The `csv` view (RFC 4180 via the csv module, "\\r\\n" line ends).
 
 A CSV stream may hold several tables; each starts with its own header row, written
-once, just before its first data row. To split them, a header row is one whose first
+once, just before its first data row. `run` gives each output a stream of its own
+when there are several (destination.py), so a file holds one table (and losses go
+to a `lost` file). To split them, a header row is one whose first
 cell is ``output`` (records, aggregations) or ``lost`` (losses).
 
 - Print records: one table for all `print` outputs, columns ``output, time, ts_ns,
@@ -10,7 +12,8 @@ cell is ``output`` (records, aggregations) or ``lost`` (losses).
   NULL strings are empty cells, bools ``true``/``false``; time is UTC ISO 8601. A
   record of an output without a schema fills the common columns only.
 - Each aggregation output: its own table, ``output, interval_start, interval_end``
-  (ISO 8601 UTC; start empty when cumulative), the key fields, then for count/sum/min/
+  (ISO 8601 UTC; start empty if the snapshot has none: under `run` it is the run's
+  start, see ordered.py), the key fields, then for count/sum/min/
   max the statistic (avg: ``avg, count``), or for hist/lhist ``low, high, count`` with
   one row per bucket from the first to the last non-empty one (an unbounded side of an
   lhist bucket is empty).

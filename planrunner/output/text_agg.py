@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from planrunner.output.clock import Clock
 from planrunner.output.histogram import hist_lines, unit_title
+from planrunner.printable import printable
 from planrunner.records import STAT_KEYS, AggRow, AggSnapshot
 
 
@@ -27,6 +28,8 @@ def cell(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.2f}"
+    if isinstance(value, str):
+        return printable(value)  # a key string from the traced program
     return str(value)
 
 

@@ -4,7 +4,10 @@
 override or a missing required param is a UsageError, raised at once since nothing
 can be built without the values), then builds targets, probes, outputs and settings,
 collecting every mistake into one PlanSemanticError. Expression and `${param}`
-errors keep their exact columns. It assumes the data passed the schema (validate.py).
+errors keep their exact columns. It assumes the data passed the schema (validate.py),
+except for the parts named in `broken` (see validate.SchemaReport): those entries are
+skipped, though their names stay known, so that the rest of a plan with schema errors
+is still checked ("unknown probe 'x'" is not said of a probe that merely has a typo).
 """
 
 from __future__ import annotations
@@ -19,24 +22,43 @@ from planrunner.plan.build_outputs import build_outputs
 from planrunner.plan.build_probes import build_probes
 from planrunner.plan.context import BuildContext
 from planrunner.plan.model import ParamSpec, Plan, Settings, TargetSpec
-from planrunner.plan.params import DURATION_HINT, ParamValueError, check_overrides, convert
-from planrunner.plan.source import LoadedPlan
+from planrunner.plan.params import (
+    DURATION_HINT,
+    PARAM_TYPES,
+    ParamValueError,
+    check_overrides,
+    convert,
+)
+from planrunner.plan.source import JsonPath, LoadedPlan
 
 _BUILD_ID = re.compile(r"^(?:[0-9a-f]{2})+$")
 
 
 def build(loaded: LoadedPlan, overrides: dict[str, str], *,
-          require_params: bool = True) -> Plan:
+          require_params: bool = True, broken: frozenset[JsonPath] = frozenset()) -> Plan:
     """Build the Plan; raise UsageError (params) or PlanSemanticError (everything else)."""
     data = loaded.data
     assert isinstance(data, dict), "the loader guarantees a mapping"
     ctx = BuildContext(loaded)
-    params = _params(ctx, data.get("params", {}))
+
+    def section(name: str, empty: dict | list) -> dict | list:
+        value = data.get(name, empty)
+        return empty if (name,) in broken or type(value) is not type(empty) else value
+
+    def skipped(name: str) -> set:
+        return {p[1] for p in broken if len(p) == 2 and p[0] == name}
+
+    params = _params(ctx, section("params", {}), skipped("params"))
     _bind(ctx, params, overrides, require_params)
-    targets = _targets(ctx, data.get("targets", {}))
-    probes = build_probes(ctx, data["probes"], [t.name for t in targets])
-    outputs = build_outputs(ctx, data["outputs"], [p.name for p in probes])
-    settings = _settings(ctx, data.get("settings", {}))
+    target_data = section("targets", {})
+    targets = _targets(ctx, target_data, skipped("targets"))
+    probe_data = section("probes", {})
+    target_names = list(target_data) if ("targets",) not in broken else None
+    probes = build_probes(ctx, probe_data, target_names, skipped("probes"))
+    probe_names = list(probe_data) if ("probes",) not in broken and "probes" in data else None
+    outputs = build_outputs(ctx, section("outputs", []), probe_names, skipped("outputs"))
+    settings = (Settings() if any(p[:1] == ("settings",) for p in broken)
+                else _settings(ctx, data.get("settings", {})))
     if ctx.errors:
         raise PlanSemanticError(sorted(ctx.errors, key=_position))
     return Plan(
@@ -51,10 +73,15 @@ def _position(diag: Diagnostic) -> tuple[int, int]:
     return (diag.span.line, diag.span.column) if diag.span else (0, 0)
 
 
-def _params(ctx: BuildContext, params: dict) -> tuple[ParamSpec, ...]:
+def _params(ctx: BuildContext, params: dict, skip: set = frozenset()  # type: ignore[assignment]
+            ) -> tuple[ParamSpec, ...]:
     out = []
     for name, spec in params.items():
         jpath = ("params", name)
+        if name in skip:  # declared, so `${name}` is no "unknown param"; left unbound
+            ptype = spec.get("type") if isinstance(spec, dict) else None
+            ctx.param_types[name] = ptype if ptype in PARAM_TYPES else "string"
+            continue
         ptype, required = spec["type"], spec.get("required", False)
         ctx.param_types[name] = ptype
         default = None
@@ -86,10 +113,13 @@ def _bind(ctx: BuildContext, params: tuple[ParamSpec, ...], overrides: dict[str,
                           for p in missing])
 
 
-def _targets(ctx: BuildContext, targets: dict) -> tuple[TargetSpec, ...]:
+def _targets(ctx: BuildContext, targets: dict, skip: set = frozenset()  # type: ignore[assignment]
+             ) -> tuple[TargetSpec, ...]:
     out = []
     for name, spec in targets.items():
         jpath = ("targets", name)
+        if name in skip:
+            continue
         binary = ctx.sub(jpath + ("binary",), spec["binary"])
         if not binary.strip():
             ctx.error(f"target '{name}' has an empty binary", ctx.spans.value(jpath + ("binary",)),

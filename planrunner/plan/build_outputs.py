@@ -28,11 +28,15 @@ _MOVE_HINTS = {"by": "a print output lists its record's fields: [...]",
                "fields": "aggregations group with by: [...]"}
 
 
-def build_outputs(ctx: BuildContext, outputs: list, probes: list[str]
+def build_outputs(ctx: BuildContext, outputs: list, probes: list[str] | None,
+                  skip: set = frozenset()  # type: ignore[assignment]
                   ) -> tuple[OutputSpec, ...]:
-    built = tuple(_output(ctx, i, item, probes) for i, item in enumerate(outputs))
+    """OutputSpecs of `outputs` but the indexes in `skip` (schema errors); `probes`
+    None: the probes section is broken or missing, so probe names are not checked."""
+    kept = [(i, item) for i, item in enumerate(outputs) if i not in skip]
+    built = tuple(_output(ctx, i, item, probes) for i, item in kept)
     seen: dict[str, int] = {}
-    for i, (out, item) in enumerate(zip(built, outputs, strict=True)):
+    for out, (i, item) in zip(built, kept, strict=True):
         if "name" in item and out.name in seen:
             ctx.error(f"two outputs are named '{out.name}' (outputs {seen[out.name]} and {i})",
                       ctx.spans.text(("outputs", i, "name")))
@@ -40,11 +44,12 @@ def build_outputs(ctx: BuildContext, outputs: list, probes: list[str]
     return built
 
 
-def _output(ctx: BuildContext, index: int, item: dict, probes: list[str]) -> OutputSpec:
+def _output(ctx: BuildContext, index: int, item: dict, probes: list[str] | None
+            ) -> OutputSpec:
     base: JsonPath = ("outputs", index)
     kind = next(k for k in KINDS if k in item)
     probe = item[kind]
-    if probe not in probes:
+    if probes is not None and probe not in probes:
         ctx.unknown("probe", probe, probes, ctx.spans.text(base + (kind,)))
     _check_keys(ctx, base, kind, item)
     value = ctx.expr(base + ("value",), item["value"]) if "value" in item else None

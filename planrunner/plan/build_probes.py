@@ -26,13 +26,25 @@ def probe_kind(data: dict) -> str:
     return next(k for k in KINDS if k in data)
 
 
-def build_probes(ctx: BuildContext, probes: dict, targets: list[str]) -> tuple[ProbeSpec, ...]:
-    kinds = {name: probe_kind(p) for name, p in probes.items()}
-    return tuple(_probe(ctx, name, p, kinds, targets) for name, p in probes.items())
+def build_probes(ctx: BuildContext, probes: dict, targets: list[str] | None,
+                 skip: set = frozenset()  # type: ignore[assignment]
+                 ) -> tuple[ProbeSpec, ...]:
+    """ProbeSpecs of `probes` but those in `skip` (schema errors: their names stay
+    known to spans); `targets` None: the targets section is broken, names unchecked."""
+    kinds = {name: (probe_kind(p) if name not in skip else _guess_kind(p))
+             for name, p in probes.items()}
+    return tuple(_probe(ctx, name, p, kinds, targets) for name, p in probes.items()
+                 if name not in skip)
+
+
+def _guess_kind(data: object) -> str:
+    """The kind of a probe that failed the schema, as far as it can be told."""
+    present = [k for k in KINDS if isinstance(data, dict) and k in data]
+    return present[0] if len(present) == 1 else "broken"
 
 
 def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
-           targets: list[str]) -> ProbeSpec:
+           targets: list[str] | None) -> ProbeSpec:
     kind = kinds[name]
     base: JsonPath = ("probes", name)
     kpath = base + (kind,)
@@ -52,8 +64,9 @@ def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
                      **fields)  # type: ignore[arg-type]
 
 
-def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str]) -> None:
-    if target not in targets:
+def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str] | None
+                  ) -> None:
+    if targets is not None and target not in targets:
         ctx.unknown("target", target, targets, at.shifted(0, len(target)),
                     "declare it under targets:, e.g. targets: {app: {binary: /path/to/app}}")
 
@@ -77,7 +90,7 @@ def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
     if not sep or not IDENT.match(target):
         ctx.error(f"bad {kind} spec '{spec}': expected TARGET:SYMBOL", at, example)
         return None
-    if target not in targets and rest.startswith(":"):
+    if targets is not None and target not in targets and rest.startswith(":"):
         ctx.error(f"bad {kind} spec '{spec}': a C++ name needs its target first", at,
                   f"write TARGET:{spec}")
         return None
@@ -113,6 +126,8 @@ def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
     for side in ("begin", "end"):
         ref = data[side]
         at = ctx.spans.text(kpath + (side,))
+        if kinds.get(ref) == "broken":
+            continue  # that probe has a schema error of its own
         if kinds.get(ref) == "span":
             ctx.error(f"span '{name}' cannot {side} at span '{ref}'", at,
                       "begin and end must be usdt, uprobe, uretprobe or tracepoint probes")

@@ -72,7 +72,7 @@ class BuildContext:
         if guess:
             hint = f"did you mean '{guess}'?"
         elif candidates:
-            hint = f"known: {', '.join(sorted(candidates))}"
+            hint = f"known: {', '.join(sorted(map(str, candidates)))}"
         else:
             hint = none_hint
         self.error(f"unknown {what} '{name}'", span, hint)

@@ -14,16 +14,19 @@ from __future__ import annotations
 import functools
 import json
 import re
+from dataclasses import dataclass
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from planrunner.diagnostics import Diagnostic, Span, did_you_mean
 from planrunner.errors import PlanSchemaError
+from planrunner.kernel_probes import KINDS as KERNEL_KINDS
 from planrunner.plan.source import JsonPath, LoadedPlan, describe
 from planrunner.resources import data_dir
 
 SCHEMA_FILE = "plan.schema.json"
+PROBE_KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "span")
 
 
 @functools.cache
@@ -106,6 +109,9 @@ class _Translator:
         for key in err.instance:
             if key in allowed or any(re.search(p, str(key)) for p in patterns):
                 continue
+            if len(jpath) == 2 and jpath[0] == "probes" and key in KERNEL_KINDS:
+                out.append(self._kernel_function(jpath, str(key)))
+                continue
             where = "top-level key" if not jpath else "key"
             suffix = "" if not jpath else f" in {describe(jpath)}"
             guess = did_you_mean(str(key), allowed)
@@ -117,6 +123,15 @@ class _Translator:
             out.append(Diagnostic(f"unknown {where} '{key}'{suffix}",
                                   self.spans.key(jpath + (key,)), (hint,)))
         return out
+
+    def _kernel_function(self, jpath: JsonPath, kind: str) -> Diagnostic:
+        """`kprobe:` in a probe: not offered, and why (not "did you mean 'uprobe'?")."""
+        from planrunner.kernel_probes import kernel_function_message
+
+        # The probe then has no kind of ours: this diagnostic says all there is to say.
+        self.suggested.setdefault(jpath, set()).update(PROBE_KINDS)
+        message, hints = kernel_function_message(kind)
+        return Diagnostic(message, self.spans.key(jpath + (kind,)), hints)
 
     def _required(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
         props = err.schema.get("properties", {})
@@ -241,15 +256,64 @@ def _position(diag: Diagnostic) -> tuple[int, int, str]:
     return (span.line, span.column, diag.message)
 
 
-def schema_diagnostics(loaded: LoadedPlan) -> list[Diagnostic]:
-    """Every schema mistake in `loaded`, one Diagnostic each, sorted by position."""
+@dataclass(frozen=True)
+class SchemaReport:
+    """The schema's verdict on a plan: its diagnostics, and which parts they break.
+
+    `broken` holds the JSON paths of the entries that cannot be built (a probe, a
+    target, a param, an output by index, or a whole section such as ('settings',));
+    `unknown_keys` the paths of unknown keys, which the build simply leaves out.
+    Everything else passed the schema and can be checked semantically (build.py).
+    """
+
+    diagnostics: list[Diagnostic]
+    broken: frozenset[JsonPath] = frozenset()
+    unknown_keys: frozenset[JsonPath] = frozenset()
+
+
+# Sections whose entries are built one by one: an error inside one entry breaks that
+# entry only. Any other top-level key is broken as a whole.
+_ENTRY_SECTIONS = ("params", "targets", "probes", "outputs")
+
+
+def _broken_part(jpath: JsonPath) -> JsonPath | None:
+    """The part of the plan an error at `jpath` makes unbuildable (None: nothing)."""
+    if not jpath:
+        return None  # a missing section or an unknown top-level key: the rest stands
+    if jpath[0] in _ENTRY_SECTIONS and len(jpath) >= 2:
+        return jpath[:2]
+    return jpath[:1]
+
+
+def schema_report(loaded: LoadedPlan) -> SchemaReport:
+    """Every schema mistake in `loaded` (one Diagnostic each, sorted by position) and
+    the parts of the plan they break."""
     translator = _Translator(loaded)
     diags: list[Diagnostic] = []
+    broken: set[JsonPath] = set()
+    unknown: set[JsonPath] = set()
     for err in _validator().iter_errors(loaded.data):
         diags.extend(translator.translate(err))
+        jpath: JsonPath = tuple(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            allowed = err.schema.get("properties", {})
+            patterns = list(err.schema.get("patternProperties", {}))
+            unknown.update(jpath + (k,) for k in err.instance if k not in allowed
+                           and not any(re.search(p, str(k)) for p in patterns))
+            continue
+        if "propertyNames" in err.schema_path:  # a bad name breaks its entry only
+            jpath = jpath + (err.instance,)
+        part = _broken_part(jpath)
+        if part is not None:
+            broken.add(part)
     kept = [d for d in diags if not translator.explained(d)]
     unique = list(dict.fromkeys(kept))
-    return sorted(unique, key=_position)
+    return SchemaReport(sorted(unique, key=_position), frozenset(broken), frozenset(unknown))
+
+
+def schema_diagnostics(loaded: LoadedPlan) -> list[Diagnostic]:
+    """Every schema mistake in `loaded`, one Diagnostic each, sorted by position."""
+    return schema_report(loaded).diagnostics
 
 
 def validate(loaded: LoadedPlan) -> None:
