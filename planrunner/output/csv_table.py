@@ -13,7 +13,7 @@ cell is ``output`` (records, aggregations) or ``lost`` (losses).
   record of an output without a schema fills the common columns only.
 - Each aggregation output: its own table, ``output, interval_start, interval_end``
   (ISO 8601 UTC; start empty if the snapshot has none: under `run` it is the run's
-  start, see ordered.py), the key fields, then for count/sum/min/
+  start without `every`), the key fields, then for count/sum/min/
   max the statistic (avg: ``avg, count``), or for hist/lhist ``low, high, count`` with
   one row per bucket from the first to the last non-empty one (an unbounded side of an
   lhist bucket is empty).

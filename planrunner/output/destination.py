@@ -7,8 +7,7 @@ per output: `-o DIR/` (an existing directory, or a path ending in '/') gives
 to `BASE.lost.csv` if there are any. To stdout, CSV with several outputs is refused
 (a usage error) instead of a second header row in the middle of the stream. With one
 output, `-o FILE.csv` is that output's file (losses in `FILE.lost.csv`); on stdout the
-losses are left to stderr, where the session reports them anyway. Every view is
-wrapped in PlanOrderView (aggregations in plan order, with their interval's start).
+losses are left to stderr, where the session reports them anyway.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from typing import TextIO
 from planrunner.errors import PlanError, UsageError
 from planrunner.output.base import View
 from planrunner.output.csv_table import CsvView
-from planrunner.output.ordered import PlanOrderView
 from planrunner.records import AggSnapshot, PrintSchema
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -47,16 +45,16 @@ def open_view(fmt: str, path: str | None, stdout: TextIO, schemas: Sequence[Prin
         view = CsvFilesView(str(path), files, schemas)
         if stderr is not None:
             stderr.write(f"planrunner: CSV, one file per output: {', '.join(files.values())}\n")
-        return PlanOrderView(view, outputs)
+        return view
     if fmt == "csv" and not to_stdout:  # one output: -o FILE.csv is its file
         files = csv_paths(str(path), outputs) if _is_dir(str(path)) else \
             {o: str(path) for o in outputs}
-        return PlanOrderView(CsvFilesView(str(path), files, schemas), outputs)
+        return CsvFilesView(str(path), files, schemas)
     stream = stdout if to_stdout else _open(str(path))
     inner = make_view(fmt, stream, schemas, **options)
     if fmt == "csv":
         inner = _TableOnly(inner)
-    return PlanOrderView(_Closing(inner, None if to_stdout else stream), outputs)
+    return _Closing(inner, None if to_stdout else stream)
 
 
 def _is_dir(path: str) -> bool:

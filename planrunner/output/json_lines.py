@@ -5,7 +5,7 @@
   records.py; a NULL string is ``null``).
 - An aggregation snapshot gives one object per row, in the order given:
   ``{"output", "interval_start" (ISO 8601 UTC; null if the snapshot has none, which
-  `run` never passes: PlanOrderView gives it the run's start),
+  `run` never passes: without `every` it is the run's start),
   "interval_end", the key fields..., then each statistic the row carries among
   "count", "sum", "min", "max", "avg"}``; histograms carry
   ``"buckets": [{"low", "high", "count"}...]`` with the buckets from the first to the

@@ -174,7 +174,10 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         plan_only=plan_only,
     )
     sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
-    return RenderedProgram(c_source, sites, tuple(prints), tuple(acc.aggregates),
+    # in plan order (they were made probe by probe), so their snapshots print in it too
+    rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
+    aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
+    return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth)
 
 

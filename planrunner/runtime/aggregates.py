@@ -167,7 +167,7 @@ class AggregateReader:
         every = agg.name in self._due
         items = self.maps.read_map(agg.map_name, delete=every)
         end = self.clock()
-        start = self._interval_start[agg.name] if every else None
+        start = self._interval_start[agg.name] if every else self._start
         self._interval_start[agg.name] = end
         rows = top_rows(build_rows(agg, items), agg.kind, agg.top)
         return AggSnapshot(
@@ -185,7 +185,7 @@ class AggregateReader:
         items = self.maps.read_map(agg.map_name, delete=False)
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
-            key_fields=tuple(k for k, _ in agg.key_fields), interval_start=None,
+            key_fields=tuple(k for k, _ in agg.key_fields), interval_start=self._start,
             interval_end=self.clock(), rows=tuple(build_rows(agg, items)),
             dropped=self._lost_total(agg))
 

@@ -231,7 +231,8 @@ def test_without_every_one_cumulative_snapshot_at_finish_with_top_and_dropped() 
     clock.t += 3
     reader.finish(view)
     (snap,) = view.snaps
-    assert (snap.interval_start, snap.interval_end, snap.dropped) == (None, 1003.0, 7)
+    # no `every`: the interval is the run, from its start to the end
+    assert (snap.interval_start, snap.interval_end, snap.dropped) == (1000.0, 1003.0, 7)
     assert [(r.key, r.count) for r in snap.rows] == [((("id", 5),), 5), ((("id", 3),), 3)]
     assert table.calls == ["lookup_batch"]
 

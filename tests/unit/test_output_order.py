@@ -1,5 +1,5 @@
-"""PlanOrderView (aggregations in plan order, with the run's start) and `validate`'s
-summary of uprobe arguments, as a user sees them."""
+"""Aggregations in plan order, and `validate`'s summary of uprobe arguments, as a user
+sees them."""
 
 from __future__ import annotations
 
@@ -7,58 +7,22 @@ import io
 from pathlib import Path
 
 from planrunner.cli import main
-from planrunner.output import make_view
-from planrunner.output.ordered import PlanOrderView
 from planrunner.records import AggRow, AggSnapshot
 
 
-class Seen:
-    def __init__(self) -> None:
-        self.calls: list[tuple] = []
+def test_aggregations_come_in_plan_order(tmp_path: Path, monkeypatch) -> None:
+    """Render lists aggregations in the plan's order, whatever probe they read, so the
+    session emits their snapshots in it (output 1 used to come before output 0)."""
+    from planrunner.pipeline import compile_plan
 
-    def record(self, rec): self.calls.append(("record", rec))  # noqa: E704
-    def records(self, batch): self.calls.append(("records", list(batch)))  # noqa: E704
-    def aggregate(self, snap): self.calls.append(("aggregate", snap))  # noqa: E704
-    def lost(self, count, reason): self.calls.append(("lost", count))  # noqa: E704
-    def flush(self): self.calls.append(("flush",))  # noqa: E704
-    def close(self): self.calls.append(("close",))  # noqa: E704
-
-
-def snap(name: str, start: float | None = None, end: float = 200.0) -> AggSnapshot:
-    return AggSnapshot(name, "count", "count", None, (), start, end, (AggRow((), count=1),))
-
-
-def test_snapshots_in_plan_order_at_each_flush() -> None:
-    inner = Seen()
-    view = PlanOrderView(inner, ["0", "1", "2"], clock=lambda: 100.0)
-    view.flush()
-    view.aggregate(snap("2", 150.0))
-    view.aggregate(snap("1"))
-    view.aggregate(snap("0"))
-    assert [c[0] for c in inner.calls] == ["flush"]  # held until the round ends
-    view.flush()
-    got = [(c[1].output, c[1].interval_start) for c in inner.calls if c[0] == "aggregate"]
-    assert got == [("0", 100.0), ("1", 100.0), ("2", 150.0)]
-
-
-def test_start_is_the_first_record_when_it_comes_before_a_flush() -> None:
-    inner = Seen()
-    view = PlanOrderView(inner, ["a"], clock=lambda: 999.0)
-    view.records([{"time": "1970-01-01T00:00:10.500000Z", "output": "p"}])
-    view.aggregate(snap("a", end=20.0))
-    view.close()
-    [agg] = [c[1] for c in inner.calls if c[0] == "aggregate"]
-    assert (agg.interval_start, inner.calls[-1]) == (10.5, ("close",))
-
-
-def test_text_view_prints_plan_order() -> None:
-    out = io.StringIO()
-    view = PlanOrderView(make_view("text", out, []), ["first", "second"])
-    view.aggregate(snap("second"))
-    view.aggregate(snap("first"))
-    view.close()
-    titles = [ln.split("] ")[1] for ln in out.getvalue().splitlines() if ln.startswith("[")]
-    assert titles == ["first: count", "second: count"]
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    plan = tmp_path / "p.yaml"
+    plan.write_text("planrunner: 1\nname: t\ntargets:\n  a: {binary: tests/fixtures/elf/bin/agg}\n"
+                    "probes:\n  v: {usdt: a:agg:value}\n  s: {usdt: a:agg:work__start}\n"
+                    "outputs:\n  - {count: s, name: first}\n  - {count: v, name: second}\n"
+                    "  - {count: s, name: third}\n")
+    program = compile_plan(str(plan), {})[2]
+    assert [a.name for a in program.aggregates] == ["first", "second", "third"]
 
 
 def test_validate_lists_uprobe_registers_once(tmp_path: Path) -> None:

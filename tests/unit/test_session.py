@@ -326,7 +326,8 @@ def test_without_every_one_cumulative_snapshot_at_the_end() -> None:
     _status, view, _err = run(backend, RunOptions(duration_s=0.5),
                               program(aggregates=(once,)))
     ((interval_start, rows),) = [(s.interval_start, s.rows) for s in view.snaps]
-    assert (interval_start, [r.count for r in rows]) == (None, [5])
+    # without `every`, the interval is the whole run: from the start (the fake wall clock)
+    assert (interval_start, [r.count for r in rows]) == (1000.0, [5])
     assert backend.map_reads == [("pr_agg_0", False)]
 
 
@@ -364,7 +365,8 @@ def test_a_live_view_pulls_cumulative_snapshots_and_maps_are_never_reset() -> No
     assert live.events == ["start after open_ring", "close after tail"]
     assert live.source is not None
     snap = live.source.cumulative("calls")
-    assert ([r.count for r in snap.rows], snap.dropped, snap.interval_start) == ([5], 4, None)
+    assert ([r.count for r in snap.rows], snap.dropped, snap.interval_start) == ([5], 4,
+                                                                                  1000.0)
     assert live.source.events_lost() == 6
     # `every:` prints once, at exit, from a map nothing deleted from
     assert [[r.count for r in s.rows] for s in view.snaps] == [[5]]
