@@ -33,6 +33,7 @@ from planrunner.render.model import (
     TargetFile,
 )
 from planrunner.render.names import c_ident, thunk_name
+from planrunner.render.operand_c import runtime_constants
 from planrunner.render.needs import STRING_READERS, Helper
 from planrunner.render.spans import KEY_STRUCT, begin_block, do_block, end_block, span_view
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
@@ -138,8 +139,12 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size) for p in resolved.probes if p.spec.kind == "span"]
+    constants = tuple(sorted({name for p in resolved.probes for s in p.sites
+                              for arg in s.args if arg is not None
+                              for name in runtime_constants(arg)}))
     c_source = render_template(
         "program.bpf.c.j2",
+        runtime_constants=constants,
         plan_name=resolved.plan.name,
         probes=views,
         spans=spans,
@@ -154,7 +159,8 @@ def render_program(resolved: ResolvedPlan) -> RenderedProgram:
     )
     sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
     return RenderedProgram(c_source, sites, tuple(prints), tuple(acc.aggregates),
-                           resolved.plan.name, resolved.pid)
+                           resolved.plan.name, resolved.pid,
+                           runtime_constants=constants)
 
 
 def _attach_site(site: ResolvedSite) -> AttachSite:

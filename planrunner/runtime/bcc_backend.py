@@ -101,9 +101,15 @@ class BccProgram:
         self._links: list[int] = []  # uprobe_multi link fds
         self._use_links = os.environ.get("PLANRUNNER_UPROBE_ATTACH") != "perf"
         self.pending: list[bytes] = []
+        cflags = ["-Wno-macro-redefined", "-Wno-unused-function"]
+        if program.runtime_constants:  # values of the running kernel (elf/btf.py)
+            from planrunner.elf.btf import BtfError, runtime_cflags
+            try:
+                cflags += runtime_cflags(program.runtime_constants)
+            except BtfError as exc:
+                raise BackendError(str(exc)) from None
         try:
-            self.bpf = bcc.BPF(text=program.c_source.encode(),
-                               cflags=["-Wno-macro-redefined", "-Wno-unused-function"])
+            self.bpf = bcc.BPF(text=program.c_source.encode(), cflags=cflags)
         except Exception as exc:  # bcc raises bare Exception with clang's output on stderr
             raise BackendError(
                 f"bcc could not compile the plan's BPF program: {exc}",
