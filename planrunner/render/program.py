@@ -33,8 +33,8 @@ from planrunner.render.model import (
     TargetFile,
 )
 from planrunner.render.names import c_ident, thunk_name
-from planrunner.render.operand_c import runtime_constants
 from planrunner.render.needs import STRING_READERS, Helper
+from planrunner.render.operand_c import runtime_constants
 from planrunner.render.spans import KEY_STRUCT, begin_block, do_block, end_block, span_view
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
 
