@@ -30,6 +30,7 @@ FORMS = {
     ("indexed_O2", "idx:literal"): "-4@268435456(,%rdi,4)",
     ("indexed_O2", "idx:asm"): "-4@0x10000000(,%rcx,4) -4@table+4(,%rcx,4)",
     ("indexed_pie", "idx:literal"): "-4@268435456(,%rdi,4)",
+    ("indexed_pie", "idx:asm"): "-4@0x10000000(,%rcx,4) -4@table+4(,%rcx,4)",
     ("tls_O2", "tls:exe"): "-4@%fs:tv@tpoff -8@%fs:tl@tpoff+16 -8@%fs:tl@tpoff(,%rdi,8) "
                            "-1@%fs:tc@tpoff(%rdi)",
     ("tls_pie", "tls:exe"): "-4@%fs:tv@tpoff -8@%fs:16+tl@tpoff -8@%fs:tl@tpoff(,%rdi,8) "
