@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from planrunner.errors import ResolveError
 
 PT_TLS = 7
+DF_1_PIE = 0x08000000
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,7 @@ class TlsSegment:
     vaddr: int
     memsz: int
     align: int
+    executable: bool = True  # the module is a program (ET_EXEC, PIE), not a library
 
     @property
     def block_size(self) -> int:
@@ -43,12 +46,29 @@ def tls_segment(path: str) -> TlsSegment | None:
 
     try:
         with open(path, "rb") as fh:
-            for seg in ELFFile(fh).iter_segments():
-                if seg["p_type"] == "PT_TLS":
-                    return TlsSegment(seg["p_vaddr"], seg["p_memsz"], seg["p_align"])
+            elf = ELFFile(fh)
+            segs = list(elf.iter_segments())
+            tls = [s for s in segs if s["p_type"] == "PT_TLS"]
+            if not tls:
+                return None
+            return TlsSegment(tls[0]["p_vaddr"], tls[0]["p_memsz"], tls[0]["p_align"],
+                              _is_program(elf, segs))
     except (OSError, ELFError, struct.error) as exc:
         raise ResolveError(f"cannot read the program headers of {path}: {exc}") from None
-    return None
+
+
+def _is_program(elf: Any, segs: list[Any]) -> bool:
+    """ET_EXEC, or ET_DYN with an interpreter or DF_1_PIE (a PIE): the module whose TLS
+    block sits right below the thread pointer. A shared library's block is placed at
+    load time, so `var@tpoff` means nothing there."""
+    if elf["e_type"] == "ET_EXEC" or any(s["p_type"] == "PT_INTERP" for s in segs):
+        return True
+    for seg in segs:
+        if seg["p_type"] == "PT_DYNAMIC":
+            for tag in seg.iter_tags():
+                if tag.entry.d_tag == "DT_FLAGS_1" and tag.entry.d_val & DF_1_PIE:
+                    return True
+    return False
 
 
 def x86_64_tpoff(st_value: int, segment: TlsSegment) -> int:

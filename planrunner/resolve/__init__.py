@@ -298,6 +298,12 @@ def _with_address(operand: ArgOperand, path: str, errors: list[PlanError],
             f"operand '{operand.text}' of probe '{spec.name}' names thread-local '{symbol}', "
             f"but {path} has no PT_TLS segment", spec.spec_span))
         return operand
+    if not segment.executable:
+        errors.append(OperandError(
+            f"operand '{operand.text}' of probe '{spec.name}' reads thread-local '{symbol}' "
+            f"at a fixed offset from the thread pointer (@tpoff), but {path} is a shared "
+            "library, whose TLS block is placed at load time", spec.spec_span))
+        return operand
     return replace(operand, operand=replace(op, tpoff=x86_64_tpoff(value, segment)))
 
 

@@ -81,3 +81,16 @@ def test_a_stripped_binary_cannot_resolve_an_absolute_symbol(
     with pytest.raises(PlanError, match="names symbol 'table', which is not in the "
                                            "symbol table"):
         compile_plan(_plan(tmp_path, stripped, "idx:table", 2), {})
+
+
+def test_tpoff_in_a_shared_library_is_refused(tmp_path: Path) -> None:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp_path / "lib.c"
+    src.write_text('#include <sys/sdt.h>\n__thread int ltv = 3;\n'
+                   'void f(void) { __asm__ __volatile__('
+                   'STAP_PROBE_ASM(l, p, -4@%%fs:ltv@tpoff) : : : "memory"); }\n')
+    lib = tmp_path / "lib.so"
+    subprocess.run(["gcc", "-O2", "-fPIC", "-shared", "-o", str(lib), str(src)], check=True)
+    with pytest.raises(PlanError, match="is a shared library, whose TLS block is placed"):
+        compile_plan(_plan(tmp_path, lib, "l:p", 1), {})
