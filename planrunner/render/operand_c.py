@@ -20,7 +20,9 @@ current task's thread pointer, `task->thread.fsbase` (x86-64), loaded with
 `bpf_probe_read_kernel` at `PR_TASK_FSBASE_OFFSET`: a macro the C only names, because
 the offset is the running kernel's (its BTF), not a header's. `runtime_constants(arg)`
 lists the macros an operand's C needs; the loader defines them (`-DNAME=N`), so the
-rendered text stays the same on every host.
+rendered text stays the same on every host. `thread.fsbase` is what the kernel last
+saved: glibc sets the FS base with arch_prctl, which writes it; a program changing it
+itself with WRFSBASE (FSGSBASE CPUs) would be seen only after its next context switch.
 Unreadable/undecodable operands and a `RipRel`/`SymMem`/`TlsMem` without its resolved
 value raise ValueError: the resolver must have refused them with a user-facing error
 before rendering.
