@@ -273,7 +273,7 @@ def _with_address(operand: ArgOperand, path: str, errors: list[PlanError],
     symbol = _symbol_of(op)
     if symbol is None:
         return operand
-    tls = not isinstance(op, RipRel) and not (isinstance(op, SymMem) and op.reloc == "addr")
+    tls = isinstance(op, TlsMem) or (isinstance(op, SymMem) and op.reloc == "dtpoff")
     syms = [s for s in lookup_symbol(path, symbol)
             if (s.type == "STT_TLS") == tls and (s.value or tls)]
     if len({s.value for s in syms}) != 1:
