@@ -99,6 +99,9 @@ class RenderedProgram:
     events_map: str = "pr_events"  # the ring buffer of print records
     counters_map: str = "pr_counters"  # per-CPU __u64 array indexed by Counter
     config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
+    # Macros the C uses whose values only the running kernel knows (e.g.
+    # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
+    runtime_constants: tuple[str, ...] = ()
 
     @property
     def has_tracepoints(self) -> bool:

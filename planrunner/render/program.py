@@ -34,6 +34,7 @@ from planrunner.render.model import (
 )
 from planrunner.render.names import c_ident, thunk_name
 from planrunner.render.needs import STRING_READERS, Helper
+from planrunner.render.operand_c import runtime_constants
 from planrunner.render.spans import (
     KEY_STRUCT,
     LEVEL_KEY_STRUCT,
@@ -156,8 +157,12 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size) for p in resolved.probes if p.spec.kind == "span"]
+    constants = tuple(sorted({name for p in resolved.probes for s in p.sites
+                              for arg in s.args if arg is not None
+                              for name in runtime_constants(arg)}))
     c_source = render_template(
         "program.bpf.c.j2",
+        runtime_constants=constants,
         plan_name=resolved.plan.name,
         probes=views,
         spans=spans,
@@ -178,7 +183,8 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
     aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
-                           resolved.plan.name, resolved.pid, settings.span_depth)
+                           resolved.plan.name, resolved.pid, settings.span_depth,
+                           runtime_constants=constants)
 
 
 def _attach_site(site: ResolvedSite) -> AttachSite:

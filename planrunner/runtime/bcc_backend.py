@@ -119,9 +119,15 @@ class BccBackend:
         check_machine()
         self._bcc = _import_bcc()
         self.program = program
+        cflags = ["-Wno-macro-redefined", "-Wno-unused-function"]
+        if program.runtime_constants:  # values of the running kernel (elf/btf.py)
+            from planrunner.elf.btf import BtfError, runtime_cflags
+            try:
+                cflags += runtime_cflags(program.runtime_constants)
+            except BtfError as exc:
+                raise BackendError(str(exc)) from None
         try:
-            self.bpf = self._bcc.BPF(text=program.c_source.encode(),
-                                     cflags=["-Wno-macro-redefined", "-Wno-unused-function"])
+            self.bpf = self._bcc.BPF(text=program.c_source.encode(), cflags=cflags)
         except Exception as exc:  # bcc raises bare Exception with clang's output on stderr
             raise BackendError(
                 f"bcc could not compile the plan's BPF program: {exc}",
