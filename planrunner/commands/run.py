@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     parser.add_argument("--prometheus", metavar="HOST:PORT",
                         help="also serve the plan's aggregations as Prometheus metrics at "
                              "http://HOST:PORT/metrics (:PORT alone: loopback only)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile the BPF program even if this plan was compiled before "
+                             "(the cache of compiled programs is neither read nor written)")
     parser.set_defaults(func=run)
 
 
@@ -64,6 +67,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.prometheus.config import exporter_config, parse_address
     from planrunner.records import PrintSchema
     from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.compile_cache import open_cache
     from planrunner.runtime.session import RunOptions, run_session
 
     if args.pid and args.command:
@@ -85,7 +89,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         opts = RunOptions(args.pid, command, duration, args.max_events)
         live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []
-        return run_session(program, opts, view, stderr, BccBackend(), live)
+        return run_session(program, opts, view, stderr,
+                           BccBackend(cache=open_cache(stderr, not args.no_cache)), live)
     finally:
         view.close()
         if stdout is sys.stdout and args.output in (None, "-"):

@@ -5,6 +5,11 @@ Compiles the rendered C with bcc, loads each site's function for its attach stra
 by runtime/ringbuf.py where the kernel allows, else bcc's callback), maps and counters.
 bcc objects are `Any` here and nowhere else.
 
+A program compiled before is loaded from the compiled-program cache
+(runtime/compile_cache.py) without clang and without importing bcc: `_CachedBPF` stands
+where bcc's BPF object would, and builds bcc's table objects over the cached maps only
+when an aggregation is read, after attaching. `_capture` is the bcc side of storing one.
+
 Imports render/model.py, errors.py and runtime/ modules; nothing of plan/ or resolve/.
 """
 
@@ -12,12 +17,16 @@ from __future__ import annotations
 
 import ctypes as ct
 import inspect
+import json
 import os
+import struct
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.runtime import compile_cache as cc
 from planrunner.runtime.attach import AttachStrategy, Tracepoints, uprobe_strategy
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
@@ -26,6 +35,7 @@ from planrunner.runtime.ringbuf import RingReader
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
 MAX_BATCH = 65536
+BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
 
 
 def _import_bcc() -> Any:
@@ -91,12 +101,130 @@ def _loads_for_links(bcc: Any) -> bool:
         return False
 
 
+class _ModuleLib:
+    """libbcc's module introspection, declared on a handle of our own (bcc's ctypes
+    declarations are left as they are)."""
+
+    def __init__(self) -> None:
+        lib = ct.CDLL("libbcc.so.0", use_errno=True)
+        size_t, vp = ct.c_ulonglong, ct.c_void_p
+        decls: dict[str, tuple[Any, list[Any]]] = {
+            "bpf_num_tables": (size_t, [vp]),
+            "bpf_table_name": (ct.c_char_p, [vp, size_t]),
+            "bpf_table_fd_id": (ct.c_int, [vp, size_t]),
+            "bpf_table_key_desc_id": (ct.c_char_p, [vp, size_t]),
+            "bpf_table_leaf_desc_id": (ct.c_char_p, [vp, size_t]),
+            "bpf_num_functions": (size_t, [vp]),
+            "bpf_function_name": (ct.c_char_p, [vp, size_t]),
+            "bpf_function_start": (vp, [vp, ct.c_char_p]),
+            "bpf_function_size": (size_t, [vp, ct.c_char_p]),
+            "bpf_module_license": (ct.c_char_p, [vp]),
+            "bpf_module_kern_version": (ct.c_uint, [vp]),
+        }
+        for name, (restype, argtypes) in decls.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+            setattr(self, name, fn)
+
+
+@cache
+def _module_lib() -> _ModuleLib:
+    return _ModuleLib()
+
+
+def _capture(bpf: Any) -> cc.CompiledProgram:
+    """What the cache keeps of a module bcc just compiled (maps created, fds patched
+    into the instructions, nothing loaded yet). Raises cc.Uncacheable."""
+    lib: Any = _module_lib()
+    mod = bpf.module
+    maps, index_of_fd = [], {}
+    for i in range(lib.bpf_num_tables(mod)):
+        fd = lib.bpf_table_fd_id(mod, i)
+        name = (lib.bpf_table_name(mod, i) or b"").decode()
+        if fd < 0 or not name:
+            raise cc.Uncacheable(f"table {i} has no map")
+        # the definition as the kernel has it, whatever bcc's bookkeeping says
+        mtype, ksize, vsize, entries, flags = cc.map_info(fd)
+        maps.append(cc.MapDef(name, mtype, ksize, vsize, entries, flags,
+                              (lib.bpf_table_key_desc_id(mod, i) or b"").decode(),
+                              (lib.bpf_table_leaf_desc_id(mod, i) or b"").decode()))
+        index_of_fd[fd] = i
+    funcs = []
+    for i in range(lib.bpf_num_functions(mod)):
+        name = lib.bpf_function_name(mod, i)
+        start, size = lib.bpf_function_start(mod, name), lib.bpf_function_size(mod, name)
+        if not start or not size:
+            raise cc.Uncacheable(f"function {name.decode()} has no instructions")
+        insns, relocs = cc.find_relocs(ct.string_at(start, size), index_of_fd)
+        funcs.append(cc.FuncDef(name.decode(), insns, relocs))
+    return cc.CompiledProgram((lib.bpf_module_license(mod) or b"GPL").decode(),
+                              int(lib.bpf_module_kern_version(mod)), tuple(maps), tuple(funcs))
+
+
+# bcc.table class for each map type (bcc's own Table() asks the module, which a cached
+# program has not got)
+_TABLE_CLASSES = {1: "HashTable", 2: "Array", 3: "ProgArray", 4: "PerfEventArray",
+                  5: "PerCpuHash", 6: "PerCpuArray", 7: "StackTrace", 8: "CgroupArray",
+                  9: "LruHash", 10: "LruPerCpuHash", 11: "LpmTrie", 27: "RingBuf"}
+_NAMED_TABLES = {"PerfEventArray", "RingBuf"}
+
+
+class _Func:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+
+class _CachedBPF:
+    """Where bcc's BPF object stands, for a program loaded from the cache: the maps
+    and functions of runtime/compile_cache.LoadedProgram, bcc tables on demand."""
+
+    module = None  # bcc's table classes ask libbcc about it: NULL answers -1, overwritten
+
+    def __init__(self, loaded: cc.LoadedProgram) -> None:
+        self.loaded = loaded
+        self.tables: dict[str, Any] = {}
+
+    def load_func(self, name: str, prog_type: int, attach_type: int = -1) -> _Func:
+        return _Func(self.loaded.load_func(name, prog_type,
+                                           None if attach_type == -1 else attach_type))
+
+    def __getitem__(self, name: str) -> Any:
+        table = self.tables.get(name)
+        if table is None:
+            table = self.tables[name] = self._table(name)
+        return table
+
+    def _table(self, name: str) -> Any:
+        bcc = _import_bcc()  # only now: reading aggregations, after "Tracing"
+        m = self.loaded.map_def(name)
+        cls_name = _TABLE_CLASSES.get(m.map_type)
+        if cls_name is None:
+            raise BackendError(f"map {name}: type {m.map_type} is not readable from a "
+                               "cached program", hints=("run with --no-cache",))
+        decode = bcc.BPF._decode_table_type
+        key = decode(json.loads(m.key_desc)) if m.key_desc else ct.c_int
+        leaf = decode(json.loads(m.leaf_desc)) if m.leaf_desc else ct.c_int
+        cls = getattr(bcc.table, cls_name)
+        args = (self, self.loaded.program.map_index(name), self.loaded.map_fd(name),
+                key, leaf)
+        table = cls(*args, name.encode()) if cls_name in _NAMED_TABLES else cls(*args)
+        table.ttype, table.flags, table.max_entries = m.map_type, m.flags, m.max_entries
+        return table
+
+    def cleanup(self) -> None:
+        self.tables.clear()
+        self.loaded.close()
+
+
 class BccBackend:
     """A compiled, loaded program. Construction is cheap (nothing is checked or
     compiled before `load`); use as a context manager: `close` on exit."""
 
-    def __init__(self, features: KernelFeatures | None = None) -> None:
-        self._features = features
+    def __init__(self, features: KernelFeatures | None = None,
+                 cache: cc.ProgramCache | None = None) -> None:
+        self._features = self._given_features = features
+        self._cache = cache  # None: compile every time (--no-cache, tests)
+        self.from_cache = False
         self.bpf: Any = None
         self.program: RenderedProgram | None = None
         self._bcc: Any = None
@@ -110,22 +238,27 @@ class BccBackend:
     def features(self) -> KernelFeatures:
         if self._features is None:
             found = detect()
-            if found.uprobe_multi and not _loads_for_links(_import_bcc()):
+            # a cached program is loaded by our own syscall, whatever bcc can do
+            if found.uprobe_multi and not self.from_cache and \
+                    not _loads_for_links(_import_bcc()):
                 found = replace(found, uprobe_multi=False)
             self._features = found
         return self._features
 
     def load(self, program: RenderedProgram) -> None:
         check_machine()
-        self._bcc = _import_bcc()
         self.program = program
-        cflags = ["-Wno-macro-redefined", "-Wno-unused-function"]
+        cflags = list(BASE_CFLAGS)
         if program.runtime_constants:  # values of the running kernel (elf/btf.py)
             from planrunner.elf.btf import BtfError, runtime_cflags
             try:
                 cflags += runtime_cflags(program.runtime_constants)
             except BtfError as exc:
                 raise BackendError(str(exc)) from None
+        key = self._load_cached(program, cflags)
+        if self.bpf is not None:
+            return
+        self._bcc = _import_bcc()
         try:
             self.bpf = self._bcc.BPF(text=program.c_source.encode(), cflags=cflags)
         except Exception as exc:  # bcc raises bare Exception with clang's output on stderr
@@ -133,6 +266,37 @@ class BccBackend:
                 f"bcc could not compile the plan's BPF program: {exc}",
                 hints=("this is a planrunner bug: `planrunner render` shows the C; please "
                        "report it with the plan",)) from None
+        if self._cache is not None and key is not None:
+            try:
+                self._cache.put(key, _capture(self.bpf))
+            except cc.Uncacheable as exc:
+                self._cache.note(f"not stored: {exc}")
+
+    def _load_cached(self, program: RenderedProgram, cflags: list[str]) -> str | None:
+        """Load `program` from the cache when it holds it (self.bpf set); the key to
+        store it under otherwise (None: no cache)."""
+        cache_ = self._cache
+        if cache_ is None or not detect().ringbuf_mmap:  # bcc's ring callback needs bcc
+            return None
+        key = cc.cache_key(program.c_source, cflags)
+        compiled = cache_.get(key)
+        if compiled is None:
+            return key
+        loaded: cc.LoadedProgram | None = None
+        try:
+            loaded = cc.LoadedProgram(compiled)
+            self.bpf, self.from_cache = _CachedBPF(loaded), True
+            # every function now, so that a refusal still falls back to the compile
+            for site in program.sites:
+                self._load_func(site, self._strategy(site))
+        except (cc.CacheLoadError, KeyError) as exc:
+            if loaded is not None:
+                loaded.close()
+            self.bpf, self.from_cache = None, False
+            self._uprobes = self._tracepoints = None
+            self._features = self._given_features  # asked again, bcc's abilities included
+            cache_.discard(key, f"was refused ({exc})")
+        return key
 
     def _loaded(self) -> RenderedProgram:
         if self.program is None or self.bpf is None:
@@ -140,28 +304,33 @@ class BccBackend:
         return self.program
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
-        config = self.bpf[self._loaded().config_map]
+        name = self._loaded().config_map
+        if isinstance(self.bpf, _CachedBPF):  # without importing bcc
+            self.bpf.loaded.update(name, struct.pack("i", int(slot)), struct.pack("I", value))
+            return
+        config = self.bpf[name]
         config[ct.c_int(int(slot))] = ct.c_uint32(value)
 
     # --- attach / detach ------------------------------------------------------------
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         self._loaded()
-        strategy: AttachStrategy
+        strategy = self._strategy(site)
+        strategy.attach(self._load_func(site, strategy), site, pid, ref_ctr)
+
+    def _strategy(self, site: AttachSite) -> AttachStrategy:
         if site.kind == "tracepoint":
             if self._tracepoints is None:
                 self._tracepoints = Tracepoints()
-            strategy = self._tracepoints
-        else:
-            if self._uprobes is None:
-                self._uprobes = uprobe_strategy(self.features)
-            strategy = self._uprobes
-        strategy.attach(self._load_func(site, strategy), site, pid, ref_ctr)
+            return self._tracepoints
+        if self._uprobes is None:
+            self._uprobes = uprobe_strategy(self.features)
+        return self._uprobes
 
     def _load_func(self, site: AttachSite, strategy: AttachStrategy) -> int:
-        bpf_cls = self._bcc.BPF
-        prog_type = bpf_cls.TRACEPOINT if strategy.prog_kind == "tracepoint" else \
-            bpf_cls.KPROBE
+        # bcc's BPF.TRACEPOINT and BPF.KPROBE, spelled here so a cached load needs no bcc
+        prog_type = cc.BPF_PROG_TYPE_TRACEPOINT if strategy.prog_kind == "tracepoint" \
+            else cc.BPF_PROG_TYPE_KPROBE
         if strategy.attach_type is None:
             return int(self.bpf.load_func(site.fn_name, prog_type).fd)
         return int(self.bpf.load_func(site.fn_name, prog_type,
@@ -195,7 +364,12 @@ class BccBackend:
     def open_ring(self) -> None:
         """Read print records by mapping the ring buffer (runtime/ringbuf.py) where the
         kernel allows it, else through bcc's per-record callback."""
-        table = self.bpf[self._loaded().events_map]
+        name = self._loaded().events_map
+        if isinstance(self.bpf, _CachedBPF):  # loaded only where the kernel mmaps rings
+            self._reader = RingReader(self.bpf.loaded.map_fd(name),
+                                      self.bpf.loaded.map_def(name).max_entries)
+            return
+        table = self.bpf[name]
         if self.features.ringbuf_mmap:
             try:
                 self._reader = RingReader(table.map_fd, table.max_entries)
