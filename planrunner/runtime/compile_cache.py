@@ -270,6 +270,21 @@ def default_dir() -> Path:
     return base / "planrunner" / "programs"
 
 
+def _makedirs_private(path: Path) -> None:
+    """mkdir -p with 0700 at every level created (os.makedirs gives the parents the
+    umask's mode); a umask can only narrow it."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+
+
 def _private(st: os.stat_result) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
@@ -300,8 +315,7 @@ class ProgramCache:
             if not create:
                 return False
             try:
-                # 0700 at every level we create (umask cannot widen it)
-                os.makedirs(self.dir, mode=0o700, exist_ok=True)
+                _makedirs_private(self.dir)
                 st = os.lstat(self.dir)
             except OSError as exc:
                 self.warn(f"cannot create the program cache {self.dir}: {exc.strerror}")

@@ -1,0 +1,230 @@
+"""runtime/compile_cache.py without root or bcc: the key, the relocations, the file
+format, permissions, corruption (rebuilt with a warning) and --no-cache."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planrunner.cli import build_parser
+from planrunner.runtime import compile_cache as cc
+from planrunner.runtime.bcc_backend import BccBackend
+from planrunner.runtime.features import KernelFeatures
+
+INSN = struct.Struct("<BBhi")
+
+
+def ld_map(fd: int, dst: int = 1) -> bytes:
+    """ld_imm64 rDST = map fd (two slots)."""
+    return INSN.pack(0x18, (cc.BPF_PSEUDO_MAP_FD << 4) | dst, 0, fd) + INSN.pack(0, 0, 0, 0)
+
+
+EXIT = INSN.pack(0xB7, 0, 0, 0) + INSN.pack(0x95, 0, 0, 0)  # r0 = 0; exit
+
+
+def program() -> cc.CompiledProgram:
+    insns = ld_map(7) + ld_map(4, 2) + INSN.pack(0x18, 0, 0, 99) + INSN.pack(0, 0, 0, 1) + EXIT
+    clean, relocs = cc.find_relocs(insns, {4: 0, 7: 1})
+    maps = (cc.MapDef("pr_config", 2, 4, 4, 2, 0, '"int"', '"unsigned int"'),
+            cc.MapDef("pr_events", 27, 0, 0, 1 << 20, 0, '"int"', '"int"'))
+    return cc.CompiledProgram("GPL", 393664, maps, (cc.FuncDef("pr_tick_s0", clean, relocs),))
+
+
+def cache(tmp_path: Path) -> tuple[cc.ProgramCache, io.StringIO]:
+    err = io.StringIO()
+    return cc.ProgramCache(tmp_path / "c" / "programs", err), err
+
+
+# --- the key ----------------------------------------------------------------------------
+
+def test_the_key_changes_with_every_input_and_only_then() -> None:
+    base: dict[str, Any] = dict(c_source="int x;", cflags=["-DA=1"], kernel="6.18|#1",
+                                bcc="bcc:0.26", version="0.1.0")
+    key = cc.cache_key(**base)
+    assert key == cc.cache_key(**base)
+    for field, other in [("c_source", "int y;"), ("cflags", ["-DA=2"]),
+                         ("kernel", "6.19|#1"), ("kernel", "6.18|#2"), ("bcc", "bcc:0.27"),
+                         ("version", "0.2.0")]:
+        assert cc.cache_key(**{**base, field: other}) != key, field
+    # parts are length-prefixed: moving text from one part to the next is another key
+    assert cc.cache_key(**{**base, "cflags": ["-DA=1", "x"]}) != \
+        cc.cache_key(**{**base, "cflags": ["-DA=1x"]})
+
+
+def test_the_default_key_reads_the_kernel_and_bcc_without_importing_bcc() -> None:
+    import sys
+    had = "bcc" in sys.modules
+    key = cc.cache_key("int x;", [])
+    assert len(key) == 64 and key == cc.cache_key("int x;", [])
+    assert os.uname().release in cc.kernel_identity()
+    assert cc.bcc_identity().startswith("bcc:")
+    assert ("bcc" in sys.modules) == had
+
+
+# --- relocations --------------------------------------------------------------------------
+
+def test_map_fds_are_recorded_zeroed_and_patched_back() -> None:
+    prog = program()
+    func = prog.funcs[0]
+    assert func.relocs == ((0, 1), (2, 0))
+    assert INSN.unpack_from(func.insns, 0)[3] == 0 and INSN.unpack_from(func.insns, 16)[3] == 0
+    out = cc.relocate(func, [30, 31])
+    assert INSN.unpack_from(out, 0)[3] == 31 and INSN.unpack_from(out, 16)[3] == 30
+    assert INSN.unpack_from(out, 32)[3] == 99  # a plain 64-bit constant is left alone
+    assert out[48:] == EXIT
+
+
+def test_unknown_fds_and_other_relocations_are_not_cached() -> None:
+    with pytest.raises(cc.Uncacheable, match="not one of the maps"):
+        cc.find_relocs(ld_map(9), {4: 0})
+    map_value = INSN.pack(0x18, 2 << 4, 0, 4) + INSN.pack(0, 0, 0, 0)  # BPF_PSEUDO_MAP_VALUE
+    with pytest.raises(cc.Uncacheable, match="kind 2"):
+        cc.find_relocs(map_value, {4: 0})
+    with pytest.raises(cc.Uncacheable):
+        cc.find_relocs(b"\0" * 12, {})
+
+
+# --- storing and reading ------------------------------------------------------------------
+
+def test_round_trip_with_private_permissions(tmp_path: Path) -> None:
+    c, err = cache(tmp_path)
+    old = os.umask(0)  # a permissive umask must not widen anything
+    try:
+        c.put("k1", program())
+    finally:
+        os.umask(old)
+    assert c.get("k1") == program()
+    assert err.getvalue() == ""
+    assert (c.dir.stat().st_mode & 0o777) == 0o700
+    assert (c.dir.parent.stat().st_mode & 0o777) == 0o700
+    assert (c.path("k1").stat().st_mode & 0o777) == 0o600
+    assert [p.name for p in c.dir.iterdir()] == ["k1.bpf"]  # no temporary left
+
+
+def test_a_miss_is_none_and_the_log_says_so(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cc.LOG_ENV, "1")
+    c, err = cache(tmp_path)
+    assert c.get("nope") is None
+    c.put("k1", program())
+    assert c.get("k1") is not None
+    log = err.getvalue()
+    assert "cache: miss" in log and "cache: stored" in log and "cache: hit" in log
+
+
+def test_an_entry_under_another_key_is_not_loaded(tmp_path: Path) -> None:
+    c, err = cache(tmp_path)
+    c.put("k1", program())
+    os.rename(c.path("k1"), c.path("k2"))
+    assert c.get("k2") is None
+    assert "corrupt" in err.getvalue() and "another key" in err.getvalue()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "truncate-header", "flip-body", "flip-magic",
+                                    "flip-digest", "version", "empty", "json"])
+def test_corrupt_entries_are_reported_removed_and_rebuilt(tmp_path: Path, damage: str) -> None:
+    c, err = cache(tmp_path)
+    c.put("k1", program())
+    path = c.path("k1")
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        data = data[:-5]
+    elif damage == "truncate-header":
+        data = data[:20]
+    elif damage == "flip-body":
+        data[-10] ^= 0x01
+    elif damage == "flip-magic":
+        data[0] ^= 0x01
+    elif damage == "flip-digest":
+        data[20] ^= 0x80
+    elif damage == "version":
+        data[8:12] = struct.pack("<I", cc.FORMAT_VERSION + 1)
+    elif damage == "empty":
+        data = bytearray()
+    elif damage == "json":  # a valid checksum over a body that is not ours
+        import hashlib
+        body = b'{"key": "k1", "maps": 3}'
+        data = bytearray(struct.pack("<8sI32s", cc.MAGIC, cc.FORMAT_VERSION,
+                                     hashlib.sha256(body).digest()) + body)
+    path.write_bytes(bytes(data))
+    assert c.get("k1") is None
+    assert "warning: compiled-program cache entry" in err.getvalue()
+    assert "corrupt" in err.getvalue()
+    assert not path.exists()
+    c.put("k1", program())  # what the compile does next
+    assert c.get("k1") == program()
+
+
+def test_a_directory_open_to_others_is_not_used(tmp_path: Path) -> None:
+    c, err = cache(tmp_path)
+    c.put("k1", program())
+    c.dir.chmod(0o755)
+    assert c.get("k1") is None
+    assert "not using the program cache" in err.getvalue()
+    c.put("k2", program())
+    assert not c.path("k2").exists()
+
+
+def test_a_file_open_to_others_is_ignored(tmp_path: Path) -> None:
+    c, err = cache(tmp_path)
+    c.put("k1", program())
+    c.path("k1").chmod(0o644)
+    assert c.get("k1") is None
+    assert "not a private file" in err.getvalue()
+
+
+def test_a_symlinked_entry_is_not_followed(tmp_path: Path) -> None:
+    c, err = cache(tmp_path)
+    c.put("k1", program())
+    os.rename(c.path("k1"), tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", c.path("k1"))
+    assert c.get("k1") is None
+    assert "cannot read" in err.getvalue()
+
+
+def test_old_entries_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cc, "MAX_ENTRIES", 2)
+    c, _err = cache(tmp_path)
+    for i, key in enumerate(("a", "b", "c")):
+        c.put(key, program())
+        os.utime(c.path(key), ns=(i * 10**9, i * 10**9))
+    c.put("d", program())
+    assert sorted(p.name for p in c.dir.iterdir()) == ["c.bpf", "d.bpf"]
+
+
+def test_where_the_cache_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(cc.DIR_ENV, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cc.default_dir() == tmp_path / ".cache" / "planrunner" / "programs"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cc.default_dir() == tmp_path / "xdg" / "planrunner" / "programs"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")  # the spec says: ignore it
+    assert cc.default_dir() == tmp_path / ".cache" / "planrunner" / "programs"
+    monkeypatch.setenv(cc.DIR_ENV, str(tmp_path / "mine"))
+    assert cc.default_dir() == tmp_path / "mine"
+
+
+# --- --no-cache -------------------------------------------------------------------------------
+
+def test_no_cache_flag_turns_the_cache_off() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["run", "p.yaml"]).no_cache is False
+    assert parser.parse_args(["run", "p.yaml", "--no-cache"]).no_cache is True
+    assert cc.open_cache(io.StringIO(), enabled=False) is None
+    assert isinstance(cc.open_cache(io.StringIO()), cc.ProgramCache)
+
+
+def test_a_backend_without_a_cache_never_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*_a: object, **_k: object) -> str:
+        raise AssertionError("keyed without a cache")
+
+    monkeypatch.setattr(cc, "cache_key", boom)
+    backend = BccBackend(KernelFeatures(True, True, True, True), cache=None)
+    from planrunner.render.model import RenderedProgram
+    assert backend._load_cached(RenderedProgram("", (), (), (), "plan"), []) is None
