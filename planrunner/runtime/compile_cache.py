@@ -28,12 +28,15 @@ Safety:
 - The key is a SHA-256 of the rendered C, the cflags (BTF constants of the running
   kernel are among them), the kernel release and build, the kernel headers bcc used,
   bcc's version and install, the planrunner version and this file's format: a change of
-  plan, params, target build (its offsets are in the C), kernel or bcc never loads a
-  stale program.
-- Entries live in $PLANRUNNER_CACHE_DIR, else $XDG_CACHE_HOME/planrunner/programs,
-  else ~/.cache/planrunner/programs; directories 0700, files 0600, written to a
-  temporary file and renamed. A directory or file not owned by the user, or open to
-  others, is not trusted (warning; the run compiles).
+  plan, params, kernel or bcc never loads a stale program, nor does a new target
+  build (what of it the program reads, USDT operands and struct offsets, is in the C;
+  attach offsets are resolved afresh every run and never cached).
+- Entries live in $PLANRUNNER_CACHE_DIR, else $XDG_CACHE_HOME/planrunner/programs
+  (when that directory is the user's), else ~/.cache/planrunner/programs with ~ the
+  effective user's home (root's is /root, even under a sudo that kept $HOME);
+  directories 0700, files 0600, written to a temporary file and renamed. A directory
+  or file not owned by the user, or open to others, is not trusted (warning; the run
+  compiles).
 - Each file carries a magic, a format version and a SHA-256 of its body: a truncated,
   flipped or foreign entry is reported on stderr, removed and rebuilt by the compile.
 - A cached program the kernel refuses (map or program load) is dropped the same way.
@@ -261,12 +264,30 @@ def decode(key: str, blob: bytes) -> CompiledProgram:
 
 # --- the directory --------------------------------------------------------------------
 
+def _home() -> Path:
+    """The effective user's home from the password database: under sudo, $HOME may
+    still be the invoking user's, and root must not write its cache there."""
+    import pwd
+
+    try:
+        return Path(pwd.getpwuid(os.geteuid()).pw_dir)
+    except KeyError:
+        return Path.home()
+
+
 def default_dir() -> Path:
     env = os.environ.get(DIR_ENV)
     if env:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    base = _home() / ".cache"
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is ignored
+        try:
+            mine = os.stat(xdg).st_uid == os.geteuid()
+        except OSError:
+            mine = False
+        if mine:  # another user's (sudo kept the variable): ours instead
+            base = Path(xdg)
     return base / "planrunner" / "programs"
 
 

@@ -199,13 +199,31 @@ def test_old_entries_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_where_the_cache_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(cc.DIR_ENV, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", "/home/someone-else")  # sudo may keep it: not used
+    import pwd
+    home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
+    assert cc.default_dir() == home / ".cache" / "planrunner" / "programs"
+    monkeypatch.setattr(cc, "_home", lambda: tmp_path)
     assert cc.default_dir() == tmp_path / ".cache" / "planrunner" / "programs"
+    (tmp_path / "xdg").mkdir()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cc.default_dir() == tmp_path / "xdg" / "planrunner" / "programs"
     monkeypatch.setenv("XDG_CACHE_HOME", "relative")  # the spec says: ignore it
     assert cc.default_dir() == tmp_path / ".cache" / "planrunner" / "programs"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    real_stat = os.stat
+
+    def other_owner(path: object, *a: object, **k: object) -> os.stat_result:
+        st = real_stat(path, *a, **k)  # type: ignore[arg-type]
+        if str(path) == str(tmp_path / "xdg"):
+            return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink,
+                                   os.geteuid() + 1, *st[5:10]))
+        return st
+
+    monkeypatch.setattr(os, "stat", other_owner)
+    assert cc.default_dir() == tmp_path / ".cache" / "planrunner" / "programs"
+    monkeypatch.setattr(os, "stat", real_stat)
     monkeypatch.setenv(cc.DIR_ENV, str(tmp_path / "mine"))
     assert cc.default_dir() == tmp_path / "mine"
 
