@@ -9,6 +9,8 @@ stderr on a pipe, as bench/phases.py `startup`):
   planrunner-cold     an empty cache directory each run: compile, then store
   planrunner-nocache  --no-cache (what every run did before the cache)
   bpftrace, trace-bpfcc  the references
+Beside the wall time, the CPU time the tool's process tree used by then (from
+/proc, 10 ms ticks): on a machine shared with other work it moves much less.
 Then where a planrunner run's time goes, in-process (fresh process per sample):
 interpreter start (`python -c pass`), imports of `run`, load/resolve/render of the
 plan, the backend's load (warm: cache; cold: bcc + clang) and the attach.
@@ -67,7 +69,25 @@ def med(xs: list[float]) -> str:
     return f"{statistics.median(xs):.3f} ({min(xs):.3f}..{max(xs):.3f})"
 
 
-def launch(argv: list[str], ready: str, env: dict[str, str]) -> float | None:
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + sys) used so far by `pid` and its descendants: less at the
+    mercy of other load on the machine than wall time."""
+    total = 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / TICK
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            kids = [int(k) for k in fh.read().split()]
+    except (OSError, ValueError, IndexError):
+        return total
+    return total + sum(tree_cpu(k) for k in kids)
+
+
+def launch(argv: list[str], ready: str, env: dict[str, str]) -> tuple[float, float] | None:
     t0 = mono()
     old = dict(os.environ)
     os.environ.update(env)
@@ -77,10 +97,11 @@ def launch(argv: list[str], ready: str, env: dict[str, str]) -> float | None:
         os.environ.clear()
         os.environ.update(old)
     at = lines.wait_for(re.compile(ready.encode(), re.M), 45, c)
+    cpu = tree_cpu(c.p.pid)  # a few ms after the line: it waits in the loop by then
     c.stop()
     lines.drain(0.05)
     _close(lines)
-    return None if at is None else at - t0
+    return None if at is None else (at - t0, cpu)
 
 
 def main() -> int:
@@ -110,6 +131,7 @@ def main() -> int:
         "trace-bpfcc": (TOOLS["trace-bpfcc"].command(subst), TOOLS["trace-bpfcc"].ready, {}),
     }
     results: dict[str, list[float]] = {k: [] for k in tools}
+    cpus: dict[str, list[float]] = {k: [] for k in tools}
     breakdown: dict[str, list[list[float]]] = {"warm": [], "cold": []}
     try:
         # prime the warm cache once
@@ -124,7 +146,8 @@ def main() -> int:
                     env = {"PLANRUNNER_CACHE_DIR": str(cold)}
                 t = launch(argv, ready, env)
                 if t is not None:
-                    results[name].append(t)
+                    results[name].append(t[0])
+                    cpus[name].append(t[1])
                 print(f"[{rnd}] {name}: {t}", file=sys.stderr, flush=True)
             for kind in ("warm", "cold"):
                 d = warm_dir if kind == "warm" else Path(tempfile.mkdtemp(dir=work))
@@ -146,11 +169,16 @@ def main() -> int:
     print(f"Machine: {machine()}\n")
     print(f"Command: `sudo .venv/bin/python bench/startup_cache.py -n {args.n}` "
           f"(medians of {args.n} interleaved rounds)\n")
-    print("| tool | launch -> attached s | vs bpftrace | vs trace-bpfcc |")
-    print("|---|---|---|---|")
+    cbt = statistics.median(cpus["bpftrace"]) if cpus["bpftrace"] else float("nan")
+    ctr = statistics.median(cpus["trace-bpfcc"]) if cpus["trace-bpfcc"] else float("nan")
+    print("| tool | launch -> attached s | vs bpftrace | vs trace-bpfcc | CPU s to attached "
+          "| CPU vs bpftrace | CPU vs trace-bpfcc |")
+    print("|---|---|---|---|---|---|---|")
     for name, xs in results.items():
         m = statistics.median(xs) if xs else float("nan")
-        print(f"| {name} | {med(xs)} | {m / bt:.2f}x | {m / tr:.2f}x |")
+        c = statistics.median(cpus[name]) if cpus[name] else float("nan")
+        print(f"| {name} | {med(xs)} | {m / bt:.2f}x | {m / tr:.2f}x | {med(cpus[name])} "
+              f"| {c / cbt:.2f}x | {c / ctr:.2f}x |")
     print("\nWhere a planrunner run's time goes (s, medians; in-process, fresh process each):\n")
     print("| run | python start | imports | load+resolve+render | backend load | attach | "
           "from cache |")
@@ -161,7 +189,8 @@ def main() -> int:
             print(f"| {kind} | " + " | ".join(f"{statistics.median(c):.3f}" for c in cols[:5])
                   + f" | {int(min(cols[5]))}..{int(max(cols[5]))} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"launch": results, "breakdown": breakdown},
+        Path(args.json).write_text(json.dumps({"launch": results, "cpu": cpus,
+                                               "breakdown": breakdown},
                                               indent=1))
     return 0
 
