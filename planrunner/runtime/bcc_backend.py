@@ -405,11 +405,19 @@ class BccBackend:
     # --- maps -------------------------------------------------------------------------
 
     def counter(self, which: Counter) -> int:
-        table = self.bpf[self._loaded().counters_map]
+        name = self._loaded().counters_map
+        if isinstance(self.bpf, _CachedBPF):  # at exit too: no bcc import for it
+            return sum(self.bpf.loaded.lookup_u64s(name, struct.pack("i", int(which))) or ())
+        table = self.bpf[name]
         return _cpu_sum(table[ct.c_int(int(which))])
 
     def read_map(self, name: str, delete: bool) -> MapItems:
         return read_table(self.bpf[name], delete)
 
     def map_total(self, name: str) -> int:
+        if isinstance(self.bpf, _CachedBPF):
+            m = self.bpf.loaded.map_def(name)
+            if m.map_type in (2, 6) and m.key_size == 4 and m.value_size == 8:  # u64 arrays
+                return sum(sum(self.bpf.loaded.lookup_u64s(name, struct.pack("I", i)) or ())
+                           for i in range(m.max_entries))
         return sum(_cpu_sum(value) for _key, value in self.bpf[name].items())

@@ -73,7 +73,9 @@ MAX_ENTRIES = 64  # entries kept; the oldest (by last use) go first
 DIR_ENV = "PLANRUNNER_CACHE_DIR"
 LOG_ENV = "PLANRUNNER_CACHE_LOG"
 
-BPF_MAP_CREATE, BPF_MAP_UPDATE_ELEM, BPF_PROG_LOAD, BPF_OBJ_GET_INFO_BY_FD = 0, 2, 5, 15
+BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM = 0, 1, 2
+BPF_PROG_LOAD, BPF_OBJ_GET_INFO_BY_FD = 5, 15
+PERCPU_MAP_TYPES = frozenset({5, 6, 10, 21})  # percpu hash, array, lru hash, cgroup
 BPF_LD_IMM64 = 0x18  # BPF_LD | BPF_DW | BPF_IMM: two instruction slots
 BPF_PSEUDO_MAP_FD = 1
 BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT = 2, 5
@@ -504,6 +506,20 @@ def _create_map(m: MapDef) -> int:
     return fd
 
 
+def possible_cpus() -> int:
+    """How many values a per-CPU map holds per key (the kernel's possible CPUs)."""
+    try:
+        with open("/sys/devices/system/cpu/possible", encoding="ascii") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return os.cpu_count() or 1
+    n = 0
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        n += int(hi or lo) - int(lo) + 1
+    return n
+
+
 class LoadedProgram:
     """A cached program's maps, created now, and its functions, loaded on demand."""
 
@@ -568,6 +584,25 @@ class LoadedProgram:
         ret, err = bpf_syscall(BPF_MAP_UPDATE_ELEM, attr)
         if ret < 0:
             raise OSError(err, f"update of map {name}: {os.strerror(err)}")
+
+    def lookup_u64s(self, name: str, key: bytes) -> list[int] | None:
+        """The value at `key` as u64s (one per possible CPU for a per-CPU map of u64
+        values); None when the key is absent."""
+        m = self.map_def(name)
+        if len(key) != m.key_size:
+            raise ValueError(f"map {name}: key of {len(key)} bytes, expected {m.key_size}")
+        per_cpu = m.map_type in PERCPU_MAP_TYPES
+        width = (m.value_size + 7) // 8 * 8 if per_cpu else m.value_size
+        size = width * (possible_cpus() if per_cpu else 1)
+        kbuf, vbuf = ct.create_string_buffer(key, len(key)), ct.create_string_buffer(size)
+        attr = _MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
+                        value=ct.addressof(vbuf))
+        ret, err = bpf_syscall(BPF_MAP_LOOKUP_ELEM, attr)
+        if ret < 0:
+            if err == errno.ENOENT:
+                return None
+            raise OSError(err, f"lookup in map {name}: {os.strerror(err)}")
+        return [v for (v,) in struct.iter_unpack("Q", vbuf.raw[:size - size % 8])]
 
     def close(self) -> None:
         fds: list[Any] = [*self.prog_fds.values(), *self.map_fds]

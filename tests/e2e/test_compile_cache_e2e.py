@@ -136,3 +136,38 @@ def test_no_cache_neither_reads_nor_writes(tmp_path, fixtures_built, cache_dir):
     again, err = _run(plan, command, "--no-cache")
     assert "cache:" not in err, err
     assert again == out
+
+
+def test_counters_config_and_totals_read_without_bcc_agree_with_bcc_tables(
+        tmp_path, fixtures_built, cache_dir):
+    """A cached program's counters, config and per-CPU totals are read and written by
+    raw syscalls (no bcc import before or after "Tracing"): the same values bcc's
+    table objects see over the same maps."""
+    import ctypes as ct
+    import io
+
+    from planrunner.pipeline import compile_plan
+    from planrunner.render.model import ConfigSlot, Counter
+    from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.compile_cache import open_cache
+
+    plan, _command = _cases(tmp_path, fixtures_built)[0]
+    _p, _r, program = compile_plan(plan, {})
+    with BccBackend(cache=open_cache(io.StringIO())) as cold:
+        cold.load(program)
+        assert not cold.from_cache
+    with BccBackend(cache=open_cache(io.StringIO())) as warm:
+        warm.load(program)
+        assert warm.from_cache
+        warm.set_config(ConfigSlot.SELF, 4242)
+        counters = warm.bpf[program.counters_map]  # bcc's table over the cached map
+        config = warm.bpf[program.config_map]
+        assert config[ct.c_int(int(ConfigSlot.SELF))].value == 4242
+        per_cpu = [7 * (i + 1) for i in range(len(counters.Leaf()))]
+        counters[ct.c_int(int(Counter.SPAN_REPLACED))] = counters.Leaf(*per_cpu)
+        assert warm.counter(Counter.SPAN_REPLACED) == sum(per_cpu)
+        assert warm.counter(Counter.LOST_RINGBUF) == 0
+        lost_map = program.aggregates[0].lost_map
+        lost = warm.bpf[lost_map]
+        lost[ct.c_int(0)] = lost.Leaf(*per_cpu)
+        assert warm.map_total(lost_map) == sum(per_cpu)
