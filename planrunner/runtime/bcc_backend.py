@@ -145,6 +145,8 @@ def _capture(bpf: Any) -> cc.CompiledProgram:
             raise cc.Uncacheable(f"table {i} has no map")
         # the definition as the kernel has it, whatever bcc's bookkeeping says
         mtype, ksize, vsize, entries, flags = cc.map_info(fd)
+        if mtype not in _TABLE_CLASSES:  # a cached run could not read it back
+            raise cc.Uncacheable(f"map {name} has type {mtype}")
         maps.append(cc.MapDef(name, mtype, ksize, vsize, entries, flags,
                               (lib.bpf_table_key_desc_id(mod, i) or b"").decode(),
                               (lib.bpf_table_leaf_desc_id(mod, i) or b"").decode()))
