@@ -24,7 +24,8 @@ BENCHMARKS.md "Issue 17 (round two)"): the backend's load of the bench plan fall
   and the kernel refuses a program that uses one on a map without BTF, so such a
   program would fail its cached load and be recompiled (below), never run wrong.
 - Only programs whose ld_imm64 are plain map fds (BPF_PSEUDO_MAP_FD) are stored; one
-  with anything else (map values of global data, BTF ids) is not cached.
+  with anything else (map values of global data, BTF ids), or with a map the cached
+  path cannot read back (map-in-map, ...: runtime/bcc_backend.py), is not cached.
 
 Safety:
 - The key is a SHA-256 of the rendered C, the cflags (BTF constants of the running
