@@ -25,7 +25,11 @@ Bucketing (the BPF C computes the index, these functions give its bounds):
   ``min + (i-1)*step <= v < min(min + i*step, max)``, index n+1 the overflow (v >= max).
   An unbounded side is ``None`` (underflow low, overflow high).
 
-Pure; imports nothing of ours.
+A stack value (`ustack`, `kstack` in a record or an aggregation key) is a `Stack`: its
+frames innermost first (planrunner.stacks.frame.Frame: address, symbol or None, offset,
+module); `json()` is what the JSON view writes.
+
+Pure; imports nothing of ours but the Frame type.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from planrunner.stacks.frame import Frame
 
 # The keys every print record starts with, in order (field keys follow).
 RECORD_HEAD = ("time", "ts_ns", "pid", "tid", "comm", "probe", "output")
@@ -44,12 +50,33 @@ LOG2_MAX_INDEX = 64
 
 @dataclass(frozen=True, slots=True)
 class PrintSchema:
-    """The columns of one `print` output; `format` is its text template, if any."""
+    """The columns of one `print` output; `format` is its text template, if any.
+    `stacks` are the fields that hold a Stack (printed under the line)."""
 
     output: str
     probe: str
     fields: tuple[str, ...]
     format: str | None = None
+    stacks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """A symbolized call stack; `lost`: it could not be captured or unwound."""
+
+    kind: str  # "user" | "kernel"
+    frames: tuple[Frame, ...]
+    lost: bool = False
+
+    def json(self) -> list[dict[str, object]]:
+        return [{"address": f.address, "symbol": f.symbol, "offset": f.offset,
+                 "module": f.module} for f in self.frames]
+
+    def __str__(self) -> str:
+        """One line, innermost first: `inner+0x12 [fx_stack];middle+0x8 [fx_stack]`."""
+        from planrunner.stacks.formats import text_line
+
+        return ";".join(text_line(f, 0) for f in self.frames)
 
 
 @dataclass(frozen=True, slots=True)

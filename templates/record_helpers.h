@@ -4,13 +4,14 @@
 /* Per-CPU counters (render/model.py Counter): [0] records lost (ring buffer full),
    [1] aggregation keys dropped (map full), [2] bytes submitted since the last forced
    wakeup, [3] span begins that replaced an open begin of their key, [4] nested span
-   begins deeper than settings.span_depth (not timed). */
+   begins deeper than settings.span_depth (not timed), [5] stacks not captured. */
 #define PR_LOST_RINGBUF 0
 #define PR_LOST_MAPFULL 1
 #define PR_SUBMITS 2
 #define PR_SPAN_REPLACED 3
 #define PR_SPAN_OVERFLOW 4
-BPF_PERCPU_ARRAY(pr_counters, __u64, 5);
+#define PR_STACK_LOST 5
+BPF_PERCPU_ARRAY(pr_counters, __u64, 6);
 
 static __always_inline void pr_count(__u32 which)
 {

@@ -69,7 +69,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                                             command)
     print_diagnostics(resolved.warnings, stderr)
     prom = exporter_config(address, _plan.name, _plan.description, program) if address else None
-    schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format)
+    schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format,
+                           tuple(f.key for f in p.layout.fields
+                                 if f.kind in ("stack", "ucopy")))
                for p in program.prints]
     out = open(args.output, "w", encoding="utf-8") if args.output else stdout  # noqa: SIM115
     try:

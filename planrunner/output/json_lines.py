@@ -2,7 +2,9 @@
 "\n" and only there: a reader must not split on U+2028 or U+0085, which JSON keeps raw).
 
 - A print record is written as it is (its keys already follow the contract in
-  records.py; a NULL string is ``null``).
+  records.py; a NULL string is ``null``); a stack is a list of frames, innermost first:
+  ``[{"address", "symbol" (null when unknown), "offset", "module"}, ...]`` (so is a stack
+  key of an aggregation row).
 - An aggregation snapshot gives one object per row, in the order given:
   ``{"output", "interval_start" (ISO 8601 UTC or null when cumulative from the start),
   "interval_end", the key fields..., then each statistic the row carries among
@@ -27,14 +29,21 @@ from typing import TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
-from planrunner.records import STAT_KEYS, AggRow, AggSnapshot, PrintSchema, iso_utc
+from planrunner.records import STAT_KEYS, AggRow, AggSnapshot, PrintSchema, Stack, iso_utc
+
+
+def _default(obj: object) -> object:
+    if isinstance(obj, Stack):
+        return obj.json()
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
 class JsonView(ViewBase):
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema]) -> None:
         super().__init__(stream, schemas)
         # One encoder, built once: json.dumps with options builds a new one per call.
-        encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+        encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
+                                   default=_default)
         self.encode = encoder.encode
         self._records_line = _flat_encoder(encoder)
 
@@ -56,7 +65,7 @@ class JsonView(ViewBase):
 def _flat_encoder(encoder: json.JSONEncoder):  # type: ignore[no-untyped-def]
     """encoder.encode for print records, without its per-call set-up: JSONEncoder.encode
     builds a new C encoder for every object (1.4x slower on records). Print records hold
-    only str/int/bool/None and a list of keys, so no cycle check is needed."""
+    only str/int/bool/None, stacks and a list of keys, so no cycle check is needed."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # not CPython's C accelerator: the plain way
         return encoder.encode

@@ -12,6 +12,10 @@ Print records. One header line, written before the first record, then one line e
 - NULL strings read ``(null)``, bools ``true``/``false``; a truncated string ends ``…``.
   Line breaks inside values are shown as ``\\n``/``\\r``, so a record stays one line.
 
+Stacks (`ustack`, `kstack` fields) are not columns: their frames follow the line, one
+per line, indented like bcc's `trace -U` (``    inner+0x12 [fx_stack]``), innermost
+first; a stack that could not be captured reads ``    [stack lost]``.
+
 Aggregations: see text_agg.py. Losses: ``N events lost (REASON)``. The view prints
 only what it is given; the runtime reports losses on stderr itself.
 """
@@ -26,7 +30,8 @@ from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
 from planrunner.output.template import compile_template, readable
 from planrunner.output.text_agg import snapshot_text
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema
+from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Stack
+from planrunner.stacks.formats import text_lines
 
 Render = Callable[[dict], str]
 TIME_WIDTH = 15  # HH:MM:SS.ffffff
@@ -53,9 +58,10 @@ class TextView(ViewBase):
         super().__init__(stream, schemas)
         self.clock = Clock(tz)
         columned = [s for s in self.schemas if s.format is None]
-        self.uniform = len({s.fields for s in columned}) <= 1
+        self.uniform = len({_columns_of(s) for s in columned}) <= 1
         self.probe_width = max([5, *(len(s.probe) for s in self.schemas)])
-        fields = columned[0].fields if columned and self.uniform else ()
+        fields = _columns_of(columned[0]) if columned and self.uniform else ()
+        self.multiline: set[str] = {s.output for s in self.schemas if s.stacks}
         self.header = self._header(fields)
         self.header_done = False
         self.renderers: dict[str, Render] = {}
@@ -88,8 +94,10 @@ class TextView(ViewBase):
 
     def _renderer(self, schema: PrintSchema) -> Render:
         if schema.format is not None:
-            return compile_template(schema.format, (*RECORD_HEAD, *schema.fields, "truncated"))
-        return self._columns(schema.fields, as_pairs=not self.uniform)
+            line = compile_template(schema.format, (*RECORD_HEAD, *schema.fields, "truncated"))
+        else:
+            line = self._columns(_columns_of(schema), as_pairs=not self.uniform)
+        return _with_stacks(line, schema.stacks) if schema.stacks else line
 
     def _columns(self, fields: Sequence[str], as_pairs: bool) -> Render:
         if any(")" in f for f in fields):  # not a %(name) key: the slow, general way
@@ -130,9 +138,12 @@ class TextView(ViewBase):
                 r["output"] not in self.renderers for r in batch
             ):
                 out.append(self.header.rstrip("\n"))
-        renderers = self.renderers
+        renderers, multiline = self.renderers, self.multiline
         for rec in batch:
             line = (renderers.get(rec["output"]) or self._unknown(rec))(rec)
+            if rec["output"] in multiline:
+                out.append(line)  # _with_stacks made the record's own line safe
+                continue
             if "\n" in line or "\r" in line:  # a multi-line value must not split the record
                 line = line.replace("\r", "\\r").replace("\n", "\\n")
             out.append(line)
@@ -144,3 +155,25 @@ class TextView(ViewBase):
 
     def lost(self, count: int, reason: str) -> None:
         self.stream.write(f"{count} events lost ({reason})\n")
+
+
+def _columns_of(schema: PrintSchema) -> tuple[str, ...]:
+    return tuple(f for f in schema.fields if f not in schema.stacks)
+
+
+def stack_text(stack: object, indent: int = 4) -> list[str]:
+    """The frames of a stack value, one line each (see the module docstring)."""
+    if not isinstance(stack, Stack):
+        return []
+    if stack.lost:
+        return [" " * indent + "[stack lost]"]
+    return text_lines(stack.frames, indent)
+
+
+def _with_stacks(line: Render, stacks: Sequence[str]) -> Render:
+    def render(rec: dict) -> str:
+        text = line(rec).replace("\r", "\\r").replace("\n", "\\n")
+        frames = [t for key in stacks for t in stack_text(rec.get(key))]
+        return "\n".join([text, *frames])
+
+    return render

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from planrunner.diagnostics import Diagnostic
 from planrunner.errors import PlanSemanticError, UsageError
 from planrunner.plan.build_outputs import build_outputs
-from planrunner.plan.build_probes import build_probes
+from planrunner.plan.build_probes import build_probes, build_stack
 from planrunner.plan.context import BuildContext
 from planrunner.plan.model import ParamSpec, Plan, Settings, TargetSpec
 from planrunner.plan.params import DURATION_HINT, ParamValueError, check_overrides, convert
@@ -44,7 +44,8 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
         name=data.get("name", Path(loaded.path).stem),
         description=data.get("description", ""),
         params=params, param_values=MappingProxyType(dict(ctx.param_values)), targets=targets,
-        probes=probes, outputs=outputs, settings=settings)
+        probes=probes, outputs=outputs, settings=settings,
+        stack=build_stack(data["stack"]) if "stack" in data else build_stack({}))
 
 
 def _position(diag: Diagnostic) -> tuple[int, int]:

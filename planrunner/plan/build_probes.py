@@ -5,6 +5,8 @@ or `TARGET:SYMBOL+OFFSET` (decimal or 0x hex). A symbol may itself hold ':' (a
 demangled `ns::f(int)`), so only the text before the FIRST ':' is the target, and it
 must name one of the plan's targets. tracepoint `CATEGORY:EVENT`. A span's begin/end
 name usdt/uprobe/uretprobe/tracepoint probes of this plan (never another span).
+profile `{hz: N}` samples every CPU; interval `D` (a duration) fires on one CPU.
+`stack: {unwind, bytes}` (here or plan-wide, build_stack) says how `ustack` is captured.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import re
 
 from planrunner.diagnostics import Span
 from planrunner.plan.context import BUILTINS, IDENT, BuildContext
-from planrunner.plan.model import ArgSpec, ProbeSpec
+from planrunner.plan.model import ArgSpec, ProbeSpec, StackSpec
+from planrunner.plan.params import parse_duration
 from planrunner.plan.source import JsonPath
 
-KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "span")
+KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval", "span")
+SAMPLING = ("profile", "interval")
 _OFFSET = re.compile(r"^(.*?)\+(0[xX][0-9a-fA-F]+|[0-9]+)$")
 _TP_PART = re.compile(r"^[A-Za-z0-9_]+$")
 _ARGN = re.compile(r"^arg[0-9]+$")
@@ -39,6 +43,10 @@ def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
     fields: dict[str, object] = {}
     if kind == "span":
         fields = _span(ctx, name, data["span"], kpath, kinds)
+    elif kind == "profile":
+        fields = {"hz": data["profile"]["hz"]}
+    elif kind == "interval":
+        fields = _interval(ctx, data["interval"], kpath)
     else:
         spec = ctx.sub(kpath, data[kind])
         at = ctx.spans.text(kpath)
@@ -47,9 +55,31 @@ def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
     args = _args(ctx, base, kind, data.get("args"))
     retval = _retval(ctx, base, kind, data.get("retval"))
     where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
+    stack = build_stack(data["stack"]) if "stack" in data else None
     return ProbeSpec(name=name, kind=kind, span=ctx.spans.key(base),  # type: ignore[arg-type]
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
-                     **fields)  # type: ignore[arg-type]
+                     stack=stack, **fields)  # type: ignore[arg-type]
+
+
+def build_stack(data: dict) -> StackSpec:
+    """`stack:` (the schema checked its values)."""
+    default = StackSpec()
+    return StackSpec(unwind=data.get("unwind", default.unwind),
+                     bytes=data.get("bytes", default.bytes))
+
+
+def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> dict:
+    at = ctx.spans.text(kpath)
+    try:
+        ns = parse_duration(ctx.sub(kpath, str(value)))
+    except ValueError as exc:
+        ctx.error(f"bad interval '{value}': {exc}", at, "e.g. interval: 1s or interval: 500ms")
+        return {}
+    if ns < 1_000_000:
+        ctx.error(f"interval {value} is shorter than 1ms", at,
+                  "sample with profile: {hz: N} instead")
+        return {}
+    return {"period_ns": ns}
 
 
 def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str]) -> None:
@@ -109,13 +139,17 @@ def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
 
 def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
           kinds: dict[str, str]) -> dict:
-    plain = [n for n, k in kinds.items() if k != "span"]
+    plain = [n for n, k in kinds.items() if k != "span" and k not in SAMPLING]
     for side in ("begin", "end"):
         ref = data[side]
         at = ctx.spans.text(kpath + (side,))
         if kinds.get(ref) == "span":
             ctx.error(f"span '{name}' cannot {side} at span '{ref}'", at,
                       "begin and end must be usdt, uprobe, uretprobe or tracepoint probes")
+        elif kinds.get(ref) in SAMPLING:
+            ctx.error(f"span '{name}' cannot {side} at {kinds[ref]} probe '{ref}'", at,
+                      "a sample is no event of the program: pair usdt, uprobe, uretprobe "
+                      "or tracepoint probes")
         elif ref not in kinds:
             ctx.unknown(f"{side} probe", ref, plain, at, "define it under probes:")
     key = ctx.expr(kpath + ("key",), data["key"]) if "key" in data else None
@@ -127,8 +161,10 @@ def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list | None
           ) -> tuple[ArgSpec, ...]:
     if items is None:
         return ()
-    if kind in ("tracepoint", "span"):
+    if kind in ("tracepoint", "span", *SAMPLING):
         why = ("a tracepoint's fields are used by name" if kind == "tracepoint"
+               else "a sample has no arguments: use pid, comm, ustack, kstack..."
+               if kind in SAMPLING
                else "declare args on the span's begin and end probes; use begin.X / end.X")
         ctx.error(f"a {kind} probe takes no args", ctx.spans.key(base + ("args",)), why)
         return ()

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 ParamType = Literal["int", "number", "string", "duration", "bool"]
 SpanScope = Literal["process", "global"]
-ProbeKind = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "span"]
+ProbeKind = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval",
+                    "span"]
+UnwindMode = Literal["auto", "fp", "dwarf"]
 OutputKind = Literal["print", "count", "sum", "min", "max", "avg", "hist", "lhist"]
 ValueType = Literal["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                     "pointer", "bool", "string"]
@@ -54,6 +56,14 @@ class ArgSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class StackSpec:
+    """`stack:` of a plan or a probe: how `ustack` is captured and unwound."""
+
+    unwind: UnwindMode = "auto"
+    bytes: int = 16384  # dwarf/auto: user stack copied per event
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeSpec:
     name: str
     kind: ProbeKind
@@ -74,6 +84,9 @@ class ProbeSpec:
     args: tuple[ArgSpec, ...] = ()
     retval: ArgSpec | None = None  # uretprobe
     where: Expr | None = None
+    hz: int | None = None  # profile: samples per second per CPU
+    period_ns: int | None = None  # interval
+    stack: StackSpec | None = None  # None: the plan's
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +137,11 @@ class Plan:
     probes: tuple[ProbeSpec, ...]
     outputs: tuple[OutputSpec, ...]
     settings: Settings = field(default_factory=Settings)
+    stack: StackSpec = field(default_factory=StackSpec)
+
+    def stack_of(self, probe: ProbeSpec) -> StackSpec:
+        """The stack capture a probe uses: its own `stack:`, else the plan's."""
+        return probe.stack or self.stack
 
     def probe(self, name: str) -> ProbeSpec:
         return next(p for p in self.probes if p.name == name)

@@ -23,16 +23,19 @@ from planrunner.expr.typed import (
     DepthRef,
     LatencyRef,
     Ref,
+    StackRef,
     TExpr,
     TRef,
     TStrRead,
 )
-from planrunner.expr.types import BoolType, IntType, StrType
+from planrunner.expr.types import BoolType, IntType, StackType, StrType
+from planrunner.plan.model import StackSpec
 from planrunner.render.expr_c import lower
 from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.names import c_ident
 from planrunner.render.needs import Helper
 from planrunner.render.operand_c import lower_operand
+from planrunner.render.stacks import copied, ustack_copy_lines
 from planrunner.resolve.model import ArgSlot, ResolvedProbe, ResolvedSite
 
 # Builtins the prologue can compute, in prologue order; the body computes only what it
@@ -66,6 +69,8 @@ class Body:
     builtins: set[Builtin] = field(default_factory=lambda: {"pid", "tid"})
     helpers: set[Helper] = field(default_factory=set)
     captures: dict[CaptureRef, str] = field(default_factory=dict)  # the span being ended
+    stack: StackSpec = field(default_factory=StackSpec)  # how the probe captures ustack
+    ucopy_bytes: int = 0  # the largest stack copy an aggregation key hashes (pr_ucopies)
     _tmp: int = 0
 
     # -- LoweringContext (render/expr_c.py) ------------------------------------------
@@ -86,6 +91,9 @@ class Body:
             return "pr_latency"
         if isinstance(ref, DepthRef):
             return f"pr_depth_{c_ident(ref.span)}"  # set by render/spans.nested_prologue
+        if isinstance(ref, StackRef):  # a stack id, taken by the thunk (render/stacks.py)
+            assert ref.kind == "kernel" or not copied(self.stack), "a copy has no id"
+            return "a->kstack" if ref.kind == "kernel" else "a->ustack"
         return self.captures[ref]
 
     def need(self, helper: Helper) -> None:
@@ -185,11 +193,24 @@ def condition(texpr: TExpr | None, body: Body) -> list[str]:
     return [*low.prelude, f"if (!({low.c})) break;"]
 
 
-def layout_for(output_id: int, fields: list[tuple[str, TExpr]]) -> RecordLayout:
+def stack_copied(texpr: TExpr, spec: StackSpec) -> bool:
+    """A user stack of this probe that the body copies (dwarf, auto), not an id."""
+    return (isinstance(texpr, TRef) and isinstance(texpr.ref, StackRef)
+            and texpr.ref.kind == "user" and copied(spec))
+
+
+def layout_for(output_id: int, fields: list[tuple[str, TExpr]],
+               stack: StackSpec | None = None) -> RecordLayout:
+    spec = stack or StackSpec()
     out = []
     for i, (key, texpr) in enumerate(fields):
         typ = texpr.type
-        if isinstance(typ, StrType):
+        if isinstance(typ, StackType) and stack_copied(texpr, spec):
+            out.append(LayoutField(key, "ucopy", f"f{i}", spec.bytes, typ.kind, typ.limit,
+                                   spec.unwind))
+        elif isinstance(typ, StackType):
+            out.append(LayoutField(key, "stack", f"f{i}", 8, typ.kind, typ.limit))
+        elif isinstance(typ, StrType):
             out.append(LayoutField(key, "str", f"f{i}", typ.size))
         elif isinstance(typ, BoolType):
             out.append(LayoutField(key, "bool", f"f{i}"))
@@ -233,6 +254,9 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
     lines = condition(where, body)
     fills: list[str] = []
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
+        if lf.kind == "ucopy":
+            fills += ustack_copy_lines(f"ev->{lf.member}_", lf.size)
+            continue
         if lf.kind == "str" and isinstance(texpr, TStrRead):
             src = str_field_read(texpr, body, lines)
             dst = f"ev->{lf.member}"
@@ -248,8 +272,10 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
             fills.append(f"{dst}_st = {source.status if source else 'PR_STR_OK'};")
             fills.append(f"bpf_probe_read_kernel_str({dst}, {lf.size}, {low.c});")
         else:
-            ctype = "__s64" if lf.kind == "int" else "__u64"
+            ctype = "__s64" if lf.kind in ("int", "stack") else "__u64"
             fills.append(f"{dst} = ({ctype})({low.c});")
+            if lf.kind == "stack":
+                fills.append(f"if ({dst} < 0 && {dst} != -EFAULT) pr_count(PR_STACK_LOST);")
     lines.append(f"struct {layout.c_name} *ev = pr_events.ringbuf_reserve("
                  f"sizeof(struct {layout.c_name}));")
     lines.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")

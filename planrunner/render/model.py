@@ -22,6 +22,7 @@ class Counter(IntEnum):
     SUBMITS = 2  # bytes submitted since this CPU's last forced wakeup (not a loss)
     SPAN_REPLACED = 3  # span begins that replaced an open begin of their key
     SPAN_OVERFLOW = 4  # nested span begins past settings.span_depth (not timed)
+    STACK_LOST = 5  # stacks not captured (stack map collision or full, copy map full)
 
 
 class ConfigSlot(IntEnum):
@@ -43,9 +44,10 @@ class TargetFile:
 @dataclass(frozen=True, slots=True)
 class AttachSite:
     """One thunk and where the kernel attaches it: a uprobe or uretprobe at a file
-    offset of `binary`, or a tracepoint."""
+    offset of `binary`, a tracepoint, or a software cpu-clock perf event (`sample_hz`
+    on every CPU, or every `sample_period_ns` on CPU 0)."""
 
-    kind: Literal["uprobe", "uretprobe", "tracepoint"]
+    kind: Literal["uprobe", "uretprobe", "tracepoint", "perf"]
     fn_name: str  # the C function to load
     probe: str  # plan probe name (for messages)
     index: int  # site number within the probe
@@ -55,6 +57,8 @@ class AttachSite:
     semaphore: int = 0  # semaphore vaddr (for the /proc/PID/mem fallback)
     category: str = ""  # tracepoint
     event: str = ""
+    sample_hz: int = 0  # perf
+    sample_period_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,17 @@ class AggregateOutput:
 
 
 @dataclass(frozen=True, slots=True)
+class StackMaps:
+    """The stack maps a program declares (render/stacks.py), for the runtime: kernel and
+    user (build-id frames) stack-id maps as (name, frames per stack), the user stack
+    copies map as (name, bytes); None when the program has no such map."""
+
+    kernel: tuple[str, int] | None = None
+    user: tuple[str, int] | None = None
+    copies: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RenderedProgram:
     c_source: str
     sites: tuple[AttachSite, ...]
@@ -99,7 +114,9 @@ class RenderedProgram:
     events_map: str = "pr_events"  # the ring buffer of print records
     counters_map: str = "pr_counters"  # per-CPU __u64 array indexed by Counter
     config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
+    stack_maps: StackMaps = StackMaps()  # render/stacks.py
 
     @property
     def has_tracepoints(self) -> bool:
-        return any(s.kind == "tracepoint" for s in self.sites)
+        """Sites the kernel does not filter by process: the pid filter is in the C."""
+        return any(s.kind in ("tracepoint", "perf") for s in self.sites)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planrunner.expr.typed import Builtin
+from planrunner.expr.types import StackType
 from planrunner.render import aggregates
 from planrunner.render.bodies import (
     PROLOGUE,
@@ -30,6 +31,7 @@ from planrunner.render.model import (
     AttachSite,
     PrintOutput,
     RenderedProgram,
+    StackMaps,
     TargetFile,
 )
 from planrunner.render.names import c_ident, thunk_name
@@ -43,7 +45,17 @@ from planrunner.render.spans import (
     nested_prologue,
     span_view,
 )
+from planrunner.render.stacks import (
+    KSTACK_MAP,
+    UCOPY_MAP,
+    USTACK_MAP,
+    copied,
+    map_decls,
+)
+from planrunner.render.stacks import arg_members as stack_members
+from planrunner.render.stacks import thunk_lines as stack_thunk_lines
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
+from planrunner.resolve.usage import output_exprs
 
 # A CPU forces a consumer wakeup once it has submitted this share of the ring buffer
 # since its last one (a watermark in bytes); the consumer also drains every POLL_MS, so
@@ -76,6 +88,7 @@ class _Outputs:
     prints: list[PrintOutput] = field(default_factory=list)
     aggregates: list[AggregateOutput] = field(default_factory=list)
     maps: list[str] = field(default_factory=list)
+    ucopy_bytes: int = 0  # pr_ucopies' stack bytes (0: no such map)
 
 
 def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
@@ -87,7 +100,7 @@ def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
         spec = out.spec
         if spec.kind == "print":
             fields = [(f.key, f.expr) for f in out.fields]
-            layout = layout_for(spec.index, fields)
+            layout = layout_for(spec.index, fields, body.stack)
             acc.prints.append(PrintOutput(spec.name, probe, layout, spec.format))
             inner = print_block(layout, fields, out.where, body)
         else:
@@ -119,7 +132,7 @@ def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 helpers: set[Helper]) -> ProbeView:
     c_name = c_ident(probe.spec.name)
-    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots})
+    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots}, stack=probe.stack)
     lines = string_reads(probe, body)
     for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
         if span.spec.kind == "span" and span.spec.nested:
@@ -131,18 +144,52 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     lines += _output_blocks(resolved, probe.spec.name, body, acc)
     lines += _span_blocks(resolved, probe, body, acc)
     helpers |= body.helpers
-    view = ProbeView(probe.spec.name, c_name, [slot_member(s) for s in probe.slots],
+    acc.ucopy_bytes = max(acc.ucopy_bytes, body.ucopy_bytes)
+    members = [slot_member(s) for s in probe.slots] + stack_members(probe.stacks, probe.stack)
+    view = ProbeView(probe.spec.name, c_name, members,
                      body.scratch_name, body.members, lines,
                      [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind)
     for site in probe.sites:
         if site.kind == "tracepoint":
             reads = tracepoint_reads(probe)
+        elif site.kind == "perf":
+            reads = []
         else:
             machine = site.binary.machine if site.binary else "EM_X86_64"
             reads = thunk_reads(site, probe, machine)
+        reads += stack_thunk_lines(probe.stacks, probe.stack, site.kind == "perf")
         view.thunks.append({"fn": thunk_name(site.probe, site.kind, site.index),
-                            "reads": reads, "kind": site.kind})
+                            "reads": reads, "kind": site.kind,
+                            # interval: whatever runs on its CPU; never filtered
+                            "skip": None if site.sample_period_ns else
+                            int(site.kind in ("tracepoint", "perf"))})
     return view
+
+
+def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int) -> StackMaps:
+    """The stack maps the probes' captures need, each as deep as the deepest stack of
+    its kind in an output."""
+    limits = {"user": 0, "kernel": 0}
+    for e in output_exprs(resolved.outputs):
+        if isinstance(e.type, StackType):
+            limits[e.type.kind] = max(limits[e.type.kind], e.type.limit)
+    probes = [p for p in resolved.probes if p.spec.kind != "span"]
+    kernel = any("kernel" in p.stacks for p in probes)
+    user_ids = any("user" in p.stacks and not copied(p.stack) for p in probes)
+    return StackMaps(
+        kernel=(KSTACK_MAP, limits["kernel"] or 32) if kernel else None,
+        user=(USTACK_MAP, limits["user"] or 64) if user_ids else None,
+        copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None)
+
+
+def _ring_pages(resolved: ResolvedPlan, prints: list[PrintOutput]) -> int:
+    """settings.ringbuf_pages, raised so that a plan printing copied stacks (16 KiB
+    records) still holds 256 records."""
+    pages = resolved.plan.settings.ringbuf_pages
+    biggest = max((p.layout.size for p in prints), default=0)
+    while pages * 4096 < biggest * 256:
+        pages *= 2
+    return pages
 
 
 def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
@@ -156,6 +203,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size) for p in resolved.probes if p.spec.kind == "span"]
+    stack_maps = _stack_maps(resolved, acc.ucopy_bytes)
     c_source = render_template(
         "program.bpf.c.j2",
         plan_name=resolved.plan.name,
@@ -166,8 +214,10 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         level_key_struct=LEVEL_KEY_STRUCT if any(s.depth_map for s in spans) else None,
         layouts=[p.layout for p in prints],
         maps=acc.maps,
+        stack_maps=map_decls(stack_maps),
+        perf=any(s.kind == "perf" for p in resolved.probes for s in p.sites),
         prologue=PROLOGUE,
-        ringbuf_pages=settings.ringbuf_pages,
+        ringbuf_pages=_ring_pages(resolved, prints),
         wakeup_share=WAKEUP_SHARE,
         expr_helpers=Helper.EXPR in helpers,
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
@@ -175,7 +225,8 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     )
     sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
     return RenderedProgram(c_source, sites, tuple(prints), tuple(acc.aggregates),
-                           resolved.plan.name, resolved.pid, settings.span_depth)
+                           resolved.plan.name, resolved.pid, settings.span_depth,
+                           stack_maps=stack_maps)
 
 
 def _attach_site(site: ResolvedSite) -> AttachSite:
@@ -184,4 +235,5 @@ def _attach_site(site: ResolvedSite) -> AttachSite:
     target = TargetFile(binary.path, binary.display, binary.build_id) if binary else None
     return AttachSite(site.kind, thunk_name(site.probe, site.kind, site.index), site.probe,
                       site.index, target, site.file_offset, site.ref_ctr_offset,
-                      site.semaphore, site.category, site.event)
+                      site.semaphore, site.category, site.event, site.sample_hz,
+                      site.sample_period_ns)

@@ -24,7 +24,7 @@ from planrunner.errors import OperandError, PlanError, ResolveError, attempt, ra
 from planrunner.expr.check import Scope, check_condition, check_value
 from planrunner.expr.typed import TExpr
 from planrunner.expr.types import BoolType, IntType, StrType, Type
-from planrunner.plan.model import Plan, ProbeSpec
+from planrunner.plan.model import Plan, ProbeSpec, StackSpec
 from planrunner.resolve import sites as S
 from planrunner.resolve.locate import LOCATORS, Located
 from planrunner.resolve.model import (
@@ -39,7 +39,7 @@ from planrunner.resolve.outputs import check_outputs
 from planrunner.resolve.preflight import Process, warnings_for
 from planrunner.resolve.scope import Constants
 from planrunner.resolve.spans import SpanScope
-from planrunner.resolve.usage import arg_indexes, captures, output_exprs
+from planrunner.resolve.usage import arg_indexes, captures, output_exprs, stack_kinds
 from planrunner.targets import resolve_target
 from planrunner.usdt.model import ArgOperand, RipRel
 from planrunner.usdt.operands import operand_error
@@ -92,7 +92,8 @@ def resolve_plan(plan: Plan, pid: int | None = None,
         if spec.kind == "span":
             resolved.append(_span_probe(spans[spec.name], outputs))
         else:
-            probe = attempt(errors, _finish, checked[spec.name], spans, outputs)
+            probe = attempt(errors, _finish, checked[spec.name], spans, outputs,
+                            plan.stack_of(spec))
             if probe is not None:
                 resolved.append(probe)
     raise_collected(errors, ResolveError)
@@ -124,7 +125,7 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
             size: int, errors: list[PlanError]) -> Located | None:
     """The probe located by its kind's locator; None when it, or its target, failed."""
     binary = None
-    if spec.kind != "tracepoint":
+    if spec.kind not in ("tracepoint", "profile", "interval"):
         if spec.target is None or spec.target not in binaries:
             return None  # the target's own error was reported
         binary = binaries[spec.target]
@@ -182,9 +183,10 @@ def _span_probe(span: _Span, outputs: list[ResolvedOutput]) -> ResolvedProbe:
                          key_end=span.key_end, captures=captures(_span_exprs(span, outputs)))
 
 
-def _used_args(c: _Checked, spans: Mapping[str, _Span],
-               outputs: list[ResolvedOutput]) -> set[int]:
-    """Every argument an expression running in this probe refers to (resolve/usage.py)."""
+def _probe_exprs(c: _Checked, spans: Mapping[str, _Span],
+                 outputs: list[ResolvedOutput]) -> list[TExpr | None]:
+    """Every expression that runs in this probe: its own, its outputs', and those of the
+    spans it begins (key, captures) or ends (key, filter, outputs)."""
     name = c.located.spec.name
     exprs: list[TExpr | None] = [c.where, *c.lengths.values(),
                                  *output_exprs(_outputs_of(name, outputs))]
@@ -196,21 +198,26 @@ def _used_args(c: _Checked, spans: Mapping[str, _Span],
         if spec.end == name:
             exprs.append(span.key_end)
             exprs += _span_exprs(span, outputs)
-    return arg_indexes(exprs) | set(c.lengths)
+    return exprs
 
 
-def _finish(c: _Checked, spans: Mapping[str, _Span],
-            outputs: list[ResolvedOutput]) -> ResolvedProbe:
+def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutput],
+            stack: StackSpec) -> ResolvedProbe:
     """Slots for the arguments the plan uses, and one ResolvedSite per location."""
     loc = c.located
     spec, scope = loc.spec, loc.scope
     # Names the plan or a tracepoint gave (not argN: a tracepoint field may be `argv`).
     names = {i: n for n, (i, _t) in scope.args.items()
              if not (n.startswith("arg") and n[3:].isdigit())}
+    exprs = _probe_exprs(c, spans, outputs)
     slots = [_slot(index, names.get(index), scope.type_of(index), c.lengths.get(index))
-             for index in sorted(_used_args(c, spans, outputs))]
+             for index in sorted(arg_indexes(exprs) | set(c.lengths))]
     sites: list[ResolvedSite] = []
-    if spec.kind == "tracepoint":
+    if spec.kind == "profile":
+        sites.append(ResolvedSite("perf", spec.name, 0, sample_hz=spec.hz or 0))
+    elif spec.kind == "interval":
+        sites.append(ResolvedSite("perf", spec.name, 0, sample_period_ns=spec.period_ns or 0))
+    elif spec.kind == "tracepoint":
         sites.append(ResolvedSite("tracepoint", spec.name, 0, category=spec.category or "",
                                   event=spec.event or ""))
     elif spec.kind == "usdt":
@@ -230,7 +237,8 @@ def _finish(c: _Checked, spans: Mapping[str, _Span],
     targets = (loc.binary,) if loc.binary else ()
     return ResolvedProbe(spec, tuple(sites), tuple(slots), c.where, targets,
                          tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
-                         notes=loc.notes)
+                         notes=loc.notes, stacks=stack_kinds(exprs),
+                         stack=stack)
 
 
 def _slot(index: int, name: str | None, typ: Type, length: TExpr | None) -> ArgSlot:

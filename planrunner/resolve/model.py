@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from planrunner.diagnostics import Diagnostic, Span
-from planrunner.expr.types import IntType
-from planrunner.plan.model import OutputSpec, Plan, ProbeSpec
+from planrunner.expr.types import IntType, StackKind
+from planrunner.plan.model import OutputSpec, Plan, ProbeSpec, StackSpec
 from planrunner.usdt.model import ArgOperand
 
 if TYPE_CHECKING:
@@ -38,9 +38,11 @@ class TracepointField:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedSite:
-    """One place a probe fires: a uprobe/uretprobe at a file offset, or a tracepoint."""
+    """One place a probe fires: a uprobe/uretprobe at a file offset, a tracepoint, or a
+    software cpu-clock perf event (profile: `sample_hz` on every CPU; interval:
+    `sample_period_ns` on one CPU)."""
 
-    kind: Literal["uprobe", "uretprobe", "tracepoint"]
+    kind: Literal["uprobe", "uretprobe", "tracepoint", "perf"]
     probe: str  # plan probe name
     index: int  # site number within the probe
     binary: BinaryRef | None = None
@@ -51,6 +53,8 @@ class ResolvedSite:
     args: tuple[ArgOperand | None, ...] = ()  # by argument index (0 = retval); None = unused
     category: str = ""
     event: str = ""
+    sample_hz: int = 0
+    sample_period_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,10 @@ class ResolvedProbe:
     # Every argument the probe offers, for summaries: (name, type) in argument order.
     offered: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()  # what resolution did that the plan does not say
+    # The stacks the thunks capture (from the StackRefs of every expression that runs
+    # in this probe), and how a user stack is captured.
+    stacks: tuple[StackKind, ...] = ()
+    stack: StackSpec = StackSpec()
 
 
 @dataclass(frozen=True, slots=True)

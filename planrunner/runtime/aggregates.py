@@ -22,6 +22,11 @@ update per key per interval at most, accepted instead of swapping maps.
 
 `dropped` is the number of updates refused because the map was full during the
 interval (from the per-output counter; the session prints the total on stderr).
+
+Stacks: a stack key member is an id or a hash (render/aggregates.py key_fields), turned
+into a `Stack` by runtime/stacks.py (user stacks with the process of the hidden `_pid`
+member, cut to the key's frames); rows whose keys are equal after that (one stack
+in two processes, two copies that unwind alike) are merged.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 from planrunner.output.base import View
 from planrunner.records import AggRow, AggSnapshot, lhist_buckets, log2_buckets, top_rows
 from planrunner.render.model import AggregateOutput, RenderedProgram
+from planrunner.runtime.stacks import StackResolver
 
 _MASK64 = (1 << 64) - 1
 
@@ -44,12 +50,16 @@ def _wrap(value: int, signed: bool) -> int:
     return value - (1 << 64) if signed and value >> 63 else value
 
 
-def decode_key(key: Any, fields: tuple[tuple[str, str], ...]) -> tuple[tuple[str, object], ...]:
+def decode_key(key: Any, fields: tuple[tuple[str, str], ...],
+               stacks: StackResolver | None = None,
+               program: RenderedProgram | None = None) -> tuple[tuple[str, object], ...]:
     """The `by` values of a ctypes key struct, named and in order."""
     out: list[tuple[str, object]] = []
     for i, (name, kind) in enumerate(fields):
         raw = getattr(key, f"k{i}")
-        if kind.startswith("str:"):
+        if kind.startswith(("kstack:", "ustack:", "ucopy:")):
+            out.append((name, _stack(key, i, kind, stacks, program)))
+        elif kind.startswith("str:"):
             data = bytes(raw) if not isinstance(raw, bytes) else raw
             out.append((name, data.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")))
         elif kind == "bool":
@@ -57,6 +67,20 @@ def decode_key(key: Any, fields: tuple[tuple[str, str], ...]) -> tuple[tuple[str
         else:
             out.append((name, int(raw)))
     return tuple(out)
+
+
+def _stack(key: Any, i: int, kind: str, stacks: StackResolver | None,
+           program: RenderedProgram | None) -> object:
+    resolver = stacks or StackResolver(None)
+    maps = program.stack_maps if program else None
+    parts = kind.split(":")
+    limit, raw = int(parts[1]), int(getattr(key, f"k{i}"))
+    if parts[0] == "kstack":
+        return resolver.kernel(maps.kernel[0] if maps and maps.kernel else "", raw, limit)
+    pid = int(getattr(key, f"k{i}_pid"))
+    if parts[0] == "ustack":
+        return resolver.user_ids(maps.user[0] if maps and maps.user else "", pid, raw, limit)
+    return resolver.user_hash(raw, limit, parts[2])
 
 
 def _cpu_values(value: Any) -> list[Any]:
@@ -67,8 +91,11 @@ def _cpu_values(value: Any) -> list[Any]:
         return [value]
 
 
-def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[AggRow]:
-    """AggRows from (key, per-CPU value) pairs of one map (not yet sorted or cut)."""
+def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]],
+               stacks: StackResolver | None = None,
+               program: RenderedProgram | None = None) -> list[AggRow]:
+    """AggRows from (key, per-CPU value) pairs of one map (not yet sorted or cut); keys
+    equal once decoded (stacks) are one row."""
     kind = agg.kind
     if kind in ("hist", "lhist"):
         buckets: dict[tuple, dict[int, int]] = defaultdict(dict)
@@ -77,7 +104,7 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[A
             cpus = _cpu_values(value)
             total = sum(int(c.n) for c in cpus)
             if total:
-                k = decode_key(key, agg.key_fields)
+                k = decode_key(key, agg.key_fields, stacks, program)
                 slots = buckets[k]
                 slots[int(key.slot)] = slots.get(int(key.slot), 0) + total
                 sums[k] += sum(int(c.sum) for c in cpus)
@@ -88,9 +115,13 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[A
         assert agg.lhist is not None
         return [AggRow(k, sum=_wrap(sums[k], signed), buckets=lhist_buckets(c, *agg.lhist))
                 for k, c in buckets.items()]
-    rows = []
+    merged: dict[tuple[tuple[str, object], ...], list[Any]] = {}
     for key, value in items:
-        row = _stat_row(agg, decode_key(key, agg.key_fields), _cpu_values(value))
+        merged.setdefault(decode_key(key, agg.key_fields, stacks, program),
+                          []).extend(_cpu_values(value))
+    rows = []
+    for k, cpus in merged.items():
+        row = _stat_row(agg, k, cpus)
         if row is not None:
             rows.append(row)
     return rows
@@ -141,11 +172,12 @@ def _copy(obj: Any) -> Any:
 class AggregateReader:
     def __init__(self, program: RenderedProgram, prog: Any,
                  clock: Any = time.time, monotonic: Any = time.monotonic,
-                 reset: bool = True) -> None:
+                 reset: bool = True, stacks: StackResolver | None = None) -> None:
         # reset=False (--prometheus): maps are never cleared, `every:` outputs print
         # once at exit like the others, so the exporter's counters only grow.
         self.program = program
         self.prog = prog
+        self.stacks = stacks
         self.clock, self.monotonic = clock, monotonic
         now, mono = clock(), monotonic()
         self._start = now
@@ -160,6 +192,7 @@ class AggregateReader:
 
     def tick(self, view: View) -> None:
         """Print and reset the aggregations whose interval has elapsed."""
+        self.drain_stacks()
         mono = self.monotonic()
         for agg in self.program.aggregates:
             due = self._due.get(agg.name)
@@ -173,8 +206,15 @@ class AggregateReader:
 
     def finish(self, view: View) -> None:
         """Print what the aggregations hold at the end of the run."""
+        self.drain_stacks()
         for agg in self.program.aggregates:
             self._emit(agg, view, force=agg.name not in self._due)
+
+    def drain_stacks(self) -> None:
+        """Take the user stack copies BPF left since the last turn (runtime/stacks.py)."""
+        copies = self.program.stack_maps.copies
+        if copies and self.stacks is not None:
+            self.stacks.drain(copies[0])
 
     def snapshot(self, agg: AggregateOutput) -> AggSnapshot:
         """Read (and for `every:` outputs reset) one map now."""
@@ -183,7 +223,7 @@ class AggregateReader:
         end = self.clock()
         start = self._interval_start[agg.name] if every else None
         self._interval_start[agg.name] = end
-        rows = top_rows(build_rows(agg, items), agg.kind, agg.top)
+        rows = top_rows(build_rows(agg, items, self.stacks, self.program), agg.kind, agg.top)
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
             key_fields=tuple(k for k, _ in agg.key_fields), interval_start=start,
@@ -196,7 +236,8 @@ class AggregateReader:
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
             key_fields=tuple(k for k, _ in agg.key_fields), interval_start=None,
-            interval_end=self.clock(), rows=tuple(build_rows(agg, items)),
+            interval_end=self.clock(),
+            rows=tuple(build_rows(agg, items, self.stacks, self.program)),
             dropped=self._lost_total(agg))
 
     def _emit(self, agg: AggregateOutput, view: View, force: bool) -> None:

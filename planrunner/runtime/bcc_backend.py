@@ -28,6 +28,7 @@ from planrunner.runtime.uprobe_links import (
 )
 
 BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
 
 
 def _import_bcc() -> Any:
@@ -82,6 +83,10 @@ class _Libbcc:
         self.attach_tracepoint = lib.bpf_attach_tracepoint
         self.attach_tracepoint.restype = ct.c_int
         self.attach_tracepoint.argtypes = [ct.c_int, ct.c_char_p, ct.c_char_p]
+        self.attach_perf_event = lib.bpf_attach_perf_event
+        self.attach_perf_event.restype = ct.c_int
+        self.attach_perf_event.argtypes = [ct.c_int, ct.c_uint32, ct.c_uint32, ct.c_uint64,
+                                           ct.c_uint64, ct.c_int, ct.c_int, ct.c_int]
         self.close_perf_event_fd = lib.bpf_close_perf_event_fd
         self.close_perf_event_fd.restype = ct.c_int
         self.close_perf_event_fd.argtypes = [ct.c_int]
@@ -139,10 +144,30 @@ class BccProgram:
         return len(self._attached) + len(self._links)
 
     def _has_tracepoints(self) -> bool:
-        return any(s.kind == "tracepoint" for s in self.program.sites)
+        return self.program.has_tracepoints
+
+    def _attach_perf(self, site: AttachSite) -> None:
+        """A software cpu-clock event per CPU (profile: `sample_hz` on each online CPU),
+        or one on CPU 0 every `sample_period_ns` (interval). The process filter is in the
+        C (pr_config), as for tracepoints."""
+        fd = self.bpf.load_func(site.fn_name, self._bcc.BPF.PERF_EVENT).fd
+        from bcc.utils import get_online_cpus  # noqa: PLC0415 - bcc's, like the import above
+
+        cpus = [0] if site.sample_period_ns else get_online_cpus()
+        for cpu in cpus:
+            pfd = self._lib.attach_perf_event(fd, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK,
+                                              site.sample_period_ns, site.sample_hz, -1, cpu,
+                                              -1)
+            what = (f"every {site.sample_period_ns} ns" if site.sample_period_ns
+                    else f"{site.sample_hz} Hz")
+            self._check(pfd, site, f"cpu-clock {what} on CPU {cpu}")
+            self._attached.append((pfd, None))
 
     def _attach(self, site: AttachSite, pid: int | None, n: int, ref_ctr: bool) -> None:
         bpf_cls = self._bcc.BPF
+        if site.kind == "perf":
+            self._attach_perf(site)
+            return
         if site.kind == "tracepoint":
             fd = self.bpf.load_func(site.fn_name, bpf_cls.TRACEPOINT).fd
             pfd = self._lib.attach_tracepoint(fd, site.category.encode(), site.event.encode())
@@ -270,3 +295,45 @@ class BccProgram:
 
     def table(self, name: str) -> Any:
         return self.bpf[name]
+
+    # --- stacks (runtime/stacks.py StackSource) --------------------------------------
+
+    def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
+        table = self.bpf[map_name]
+        try:
+            value = table[table.Key(stack_id)]
+        except KeyError:
+            return None
+        return [int(ip) for ip in value.ip]
+
+    def stack_build_ids(self, map_name: str,
+                        stack_id: int) -> list[tuple[int, str, int]] | None:
+        """(status, build-id hex, file offset or ip) per frame, innermost first."""
+        table = self.bpf[map_name]
+        try:
+            value = table[table.Key(stack_id)]
+        except KeyError:
+            return None
+        out = []
+        for f in value.f:
+            if f.status == 0:  # BPF_STACK_BUILD_ID_EMPTY: the end
+                break
+            out.append((int(f.status), bytes(f.build_id).hex(), int(f.offset)))
+        return out
+
+    def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
+        """Every (hash, struct pr_ustack bytes) waiting in the copies map, deleting each
+        after reading it (BPF stores a hash only when it is absent)."""
+        table = self.bpf[map_name]
+        out = []
+        for key in list(table.keys()):
+            try:
+                value = table[key]
+            except KeyError:
+                continue
+            out.append((int(key.value), ct.string_at(ct.addressof(value), ct.sizeof(value))))
+            try:
+                del table[key]
+            except KeyError:
+                pass
+        return out

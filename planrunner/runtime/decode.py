@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, RecordLayout
-from planrunner.render.model import PrintOutput
+from planrunner.render.model import PrintOutput, StackMaps
+from planrunner.runtime.stacks import StackResolver
 
 Record = dict[str, object]
 _OUTPUT_ID = struct.Struct("<I")
@@ -70,7 +71,13 @@ def _source(layout: RecordLayout) -> str:
         names += [f"p{n}", f"s{n}", f"b{n}"] if f.kind == "str" else [f"v{n}"]
     for n, f in enumerate(layout.fields):
         key = repr(f.key)
-        if f.kind == "str":
+        if f.kind == "stack" and f.stack_kind == "kernel":
+            entries.append(f"{key}: kstack(kmap, v{n}, {f.limit})")
+        elif f.kind == "stack":
+            entries.append(f"{key}: ustack(umap, pid, v{n}, {f.limit})")
+        elif f.kind == "ucopy":
+            entries.append(f"{key}: ucopy(v{n}, {f.limit}, {f.unwind!r})")
+        elif f.kind == "str":
             entries.append(f"{key}: (b{n}.split(b'\\0', 1)[0].decode('utf-8', "
                            f"'backslashreplace') if s{n} == STR_OK else "
                            f"slow_string(pid, p{n}, s{n}, b{n}))")
@@ -95,10 +102,13 @@ def _source(layout: RecordLayout) -> str:
 class Decoder:
     """Turns raw record bytes into print records for every print output of a program."""
 
-    def __init__(self, prints: Iterable[PrintOutput]) -> None:
+    def __init__(self, prints: Iterable[PrintOutput], stacks: StackResolver | None = None,
+                 stack_maps: StackMaps | None = None) -> None:
         # monotonic -> wall clock offset, taken once (bpf_ktime_get_ns is CLOCK_MONOTONIC)
         self.offset_ns = time.time_ns() - time.monotonic_ns()
         self.unreadable = 0
+        self.stacks = stacks or StackResolver(None)
+        self.stack_maps = stack_maps or StackMaps()
         self._caches = _Caches()
         self._by_id: dict[int, Callable[[bytes], Record]] = {
             p.layout.output_id: self._decoder(p) for p in prints}
@@ -131,6 +141,10 @@ class Decoder:
             "comms_get": caches.comms.get, "comm": caches.comm,
             "STR_OK": STR_OK, "STR_TRUNCATED": STR_TRUNCATED,
             "slow_string": self._slow_string,
+            "kstack": self.stacks.kernel, "ustack": self.stacks.user_ids,
+            "ucopy": self.stacks.user_copy,
+            "kmap": (self.stack_maps.kernel or ("", 0))[0],
+            "umap": (self.stack_maps.user or ("", 0))[0],
         }
         exec(compile(_source(out.layout), f"<decode {out.name}>", "exec"), namespace)  # noqa: S102
         return namespace["decode"]  # type: ignore[return-value]

@@ -14,6 +14,7 @@ The loop never blocks for more than POLL_MS, so stopping is prompt at any event 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from planrunner.runtime.aggregates import AggregateReader
 from planrunner.runtime.child import Child
 from planrunner.runtime.decode import Decoder
 from planrunner.runtime.semaphores import semaphore_mode
+from planrunner.runtime.stacks import StackResolver
 from planrunner.runtime.upkeep import Turns, Upkeep, recover
 
 POLL_MS = 50
@@ -85,7 +87,13 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 upkeep.start()
                 prog.open_events()
                 exporter = maybe_start(opts.prometheus, program, prog, n, mode, stderr)
-                aggs = AggregateReader(program, prog, reset=exporter is None)
+                known = [s.binary.path for s in program.sites if s.binary is not None]
+                if child is not None and opts.command:
+                    known.append(shutil.which(opts.command[0]) or opts.command[0])
+                stacks = StackResolver(prog, known)
+                if opts.pid:  # its maps now, before it can exit (a -c child has not
+                    stacks.observe(opts.pid)  # exec'd yet: its first record does it)
+                aggs = AggregateReader(program, prog, reset=exporter is None, stacks=stacks)
                 what = f"process {pid}" if pid else "all processes"
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
                              "Hit Ctrl-C to end.\n")
@@ -115,12 +123,16 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
 
 def _loop(prog, program: RenderedProgram, opts: RunOptions, view: View, stderr: TextIO,  # type: ignore[no-untyped-def]
           stop: _Stop, child: Child | None, aggs: AggregateReader) -> int:
-    decoder = Decoder(program.prints)
+    decoder = Decoder(program.prints, aggs.stacks, program.stack_maps)
     deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
     remaining = opts.max_events
     exit_status = 0
+    seen_child = False
     while True:
         batch = prog.poll(POLL_MS)
+        if child is not None and not seen_child:  # exec'd by now: its maps, early
+            seen_child = True
+            aggs.stacks.observe(child.pid)
         if batch:
             if remaining is not None:
                 batch = batch[:remaining]
@@ -148,6 +160,11 @@ def _loop(prog, program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     view.flush()
     if decoder.unreadable:
         stderr.write(f"{decoder.unreadable} strings could not be read (shown as null)\n")
+    unwound = decoder.stacks.lost
+    if unwound:
+        stderr.write(f"{unwound} stacks could not be shown (not captured, or their process "
+                     "had exited before planrunner saw it: see `stack:` in "
+                     "docs/plan-format.md)\n")
     return exit_status
 
 
@@ -166,6 +183,10 @@ def _report_losses(prog, program: RenderedProgram, view: View,  # type: ignore[n
     if replaced:
         stderr.write(f"{replaced} span begins replaced an open begin of their key: nested "
                      "calls? use nested: true\n")
+    lost_stacks = prog.counter(Counter.STACK_LOST)
+    if lost_stacks:
+        stderr.write(f"{lost_stacks} stacks were not captured (a stack map was full, or two "
+                     "stacks collided in it; they show as lost)\n")
     deep = prog.counter(Counter.SPAN_OVERFLOW)
     if deep:
         stderr.write(f"{deep} nested span begins deeper than settings.span_depth "
