@@ -16,8 +16,13 @@ def register(sub: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument("-c", "--command", metavar="'CMD ARGS'",
                         help="start CMD with everything attached; end when it exits "
                              "(its exit status becomes planrunner's)")
-    parser.add_argument("-f", "--format", default="text", choices=("text", "json", "csv"),
-                        help="output view (default: text)")
+    parser.add_argument("-f", "--format", default="text",
+                        choices=("text", "json", "csv", "folded"),
+                        help="output view (default: text; folded: stacks only, "
+                             "`comm;outer;...;inner COUNT` per stack)")
+    parser.add_argument("--flamegraph", metavar="FILE.svg",
+                        help="also write a flame graph of the plan's stacks to FILE.svg "
+                             "(open it in a browser: hover, search, click to zoom)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write records to FILE")
     parser.add_argument("-d", "--duration", metavar="D",
                         help="stop after D (e.g. 10s, 500ms; a bare number is seconds)")
@@ -76,6 +81,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     out = open(args.output, "w", encoding="utf-8") if args.output else stdout  # noqa: SIM115
     try:
         view = make_view(args.format, out, schemas)
+        if args.flamegraph:
+            from planrunner.output.folded import FlameGraphTap
+
+            view = FlameGraphTap(view, args.flamegraph, _plan.name)
         opts = RunOptions(args.pid, command, duration, args.max_events, prometheus=prom)
         status = run_session(program, opts, view, stderr)
         view.close()

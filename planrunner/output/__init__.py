@@ -3,7 +3,8 @@
 `VIEWS` maps a `--format` name to its view class; `make_view(name, stream, schemas)`
 builds one. Every view implements `planrunner.output.base.View` and writes only to the
 stream it is given. One module per view: text.py (+ text_agg.py, histogram.py,
-clock.py, template.py), json_lines.py, csv_table.py.
+clock.py, template.py), json_lines.py, csv_table.py, folded.py (stacks only; also the
+flame graph tap of `run --flamegraph`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from planrunner.diagnostics import did_you_mean
 from planrunner.errors import UsageError
 from planrunner.output.base import View
 from planrunner.output.csv_table import CsvView
+from planrunner.output.folded import FoldedView
 from planrunner.output.json_lines import JsonView
 from planrunner.output.template import check_format
 from planrunner.output.text import TextView
 from planrunner.records import PrintSchema
 
-VIEWS: dict[str, type] = {"text": TextView, "json": JsonView, "csv": CsvView}
+VIEWS: dict[str, type] = {"text": TextView, "json": JsonView, "csv": CsvView,
+                          "folded": FoldedView}
 
 __all__ = ["VIEWS", "View", "check_format", "make_view"]
 
