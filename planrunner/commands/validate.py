@@ -36,12 +36,25 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 0
 
 
+def _stacks(probe) -> str:  # type: ignore[no-untyped-def]
+    """How the probe captures stacks, when it does."""
+    kinds = [("user stacks by " + ("frame pointers" if probe.stack.unwind == "fp" else
+                                  f"{probe.stack.unwind} unwinding ({probe.stack.bytes} "
+                                  "bytes copied)")) if k == "user" else "kernel stacks"
+             for k in probe.stacks]
+    return f"; {', '.join(kinds)}" if kinds else ""
+
+
 def _summary(probe) -> str:  # type: ignore[no-untyped-def]
     spec = probe.spec
     if spec.kind == "span":
         return f"  {spec.name}: span {spec.begin} -> {spec.end}"
     if spec.kind == "tracepoint":
         return f"  {spec.name}: tracepoint {spec.category}:{spec.event}"
+    if spec.kind == "profile":
+        return f"  {spec.name}: profile {spec.hz} Hz on every CPU{_stacks(probe)}"
+    if spec.kind == "interval":
+        return f"  {spec.name}: interval every {spec.period_ns / 1e9:g}s on one CPU"
     binary = probe.targets[0]
     sems = sum(1 for s in probe.sites if s.ref_ctr_offset)
     read = {s.name or f"arg{s.index}" for s in probe.slots}
@@ -53,6 +66,8 @@ def _summary(probe) -> str:  # type: ignore[no-untyped-def]
              + (f", {sems} with a semaphore" if sems else "")]
     if args:
         lines.append(f"    arguments {args}")
+    if probe.stacks:
+        lines.append(f"    captures {_stacks(probe)[2:]}")
     lines += [f"    note: {note}" for note in probe.notes]
     return "\n".join(lines)
 

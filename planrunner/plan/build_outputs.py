@@ -21,6 +21,8 @@ KINDS = ("print", "count", "sum", "min", "max", "avg", "hist", "lhist")
 VALUE_KINDS = ("sum", "min", "max", "avg", "hist", "lhist")
 MAX_LHIST_BUCKETS = 1000
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+# `ustack(N)` and `kstack(N)` are fields of their own, keyed ustack and kstack
+_STACK_FIELD = re.compile(r"^([uk]stack)\s*\(\s*[0-9]+\s*\)$")
 # Only for print: the record keys, or only for aggregations: group keys and intervals.
 _PRINT_ONLY = ("fields", "format")
 _AGG_ONLY = ("by", "every", "top")
@@ -146,6 +148,10 @@ def _field(ctx: BuildContext, jpath: JsonPath, item: str | dict) -> FieldSpec | 
         expr = ctx.expr(jpath + (key,), text)
         return FieldSpec(key, expr, ctx.spans.key(jpath + (key,))) if expr is not None else None
     at = ctx.spans.text(jpath)
+    stack = _STACK_FIELD.match(item.strip())
+    if stack:
+        expr = ctx.expr(jpath, item)
+        return FieldSpec(stack.group(1), expr, at) if expr is not None else None
     if not _FIELD_NAME.match(item):
         ctx.error(f"field '{item}' is not a name", at,
                   f"give a computed field a key: {{NAME: \"{item}\"}}")

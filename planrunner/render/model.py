@@ -99,6 +99,10 @@ class StackMaps:
     kernel: tuple[str, int] | None = None
     user: tuple[str, int] | None = None
     copies: tuple[str, int] | None = None
+    notices: bool = False  # "new process" records (output NEWPID_OUTPUT) in the ring
+
+
+NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines
 
 
 @dataclass(frozen=True, slots=True)

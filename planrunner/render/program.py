@@ -51,6 +51,7 @@ from planrunner.render.stacks import (
     USTACK_MAP,
     copied,
     map_decls,
+    pid_notice_lines,
 )
 from planrunner.render.stacks import arg_members as stack_members
 from planrunner.render.stacks import thunk_lines as stack_thunk_lines
@@ -140,6 +141,8 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 lines += nested_prologue(span, True, body)
             if span.spec.end == probe.spec.name:
                 lines += nested_prologue(span, False, body)
+    if "user" in probe.stacks and copied(probe.stack):
+        lines = pid_notice_lines() + lines
     lines += condition(probe.where, body)
     lines += _output_blocks(resolved, probe.spec.name, body, acc)
     lines += _span_blocks(resolved, probe, body, acc)
@@ -179,7 +182,8 @@ def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int) -> StackMaps:
     return StackMaps(
         kernel=(KSTACK_MAP, limits["kernel"] or 32) if kernel else None,
         user=(USTACK_MAP, limits["user"] or 64) if user_ids else None,
-        copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None)
+        copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None,
+        notices=any("user" in p.stacks and copied(p.stack) for p in probes))
 
 
 def _ring_pages(resolved: ResolvedPlan, prints: list[PrintOutput]) -> int:

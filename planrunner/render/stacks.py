@@ -19,14 +19,18 @@ from __future__ import annotations
 
 from planrunner.expr.types import StackKind, StackType
 from planrunner.plan.model import StackSpec
-from planrunner.render.model import StackMaps
+from planrunner.render.model import NEWPID_OUTPUT, StackMaps
 from planrunner.render.names import c_ident
 
 # Entries of each stack-id map; a full map (a hash collision, the kernel's stack maps
 # keep one stack per bucket) makes get_stackid fail: counted, shown as an empty stack.
 STACK_MAP_ENTRIES = 4096
 # Copies waiting in pr_ucopies between two reader turns (about 50 ms).
-UCOPY_ENTRIES = 1024
+UCOPY_ENTRIES = 2048
+# Processes already announced to the reader (see pid_notice_lines).
+SEEN_MAP = "pr_seen"
+SEEN_ENTRIES = 16384
+
 KSTACK_MAP = "pr_kstacks"
 USTACK_MAP = "pr_ustacks"
 UCOPY_MAP = "pr_ucopies"
@@ -88,12 +92,32 @@ def map_decls(maps: StackMaps) -> list[str]:
                    f"struct {name}_val {{\n    struct bpf_stack_build_id f[{frames}];\n}};\n"
                    f'BPF_F_TABLE("stacktrace", int, struct {name}_val, {name}, '
                    f"{STACK_MAP_ENTRIES}, BPF_F_STACK_BUILD_ID);")
+    if maps.notices:
+        out.append(f'BPF_TABLE("lru_hash", __u32, __u8, {SEEN_MAP}, {SEEN_ENTRIES});')
     if maps.copies:
         name, size = maps.copies
         out.append(f"struct {name}_val {{\n    __u32 pid;\n    __u32 len;\n"
                    f"    __u64 start_time;\n    __u64 regs[4];\n    char data[{size}];\n}};\n"
                    f"BPF_HASH({name}, __u64, struct {name}_val, {UCOPY_ENTRIES});")
     return out
+
+
+def pid_notice_lines() -> list[str]:
+    """At the top of a body that copies user stacks: the first event of a process sends
+    a notice with a forced wakeup, so that the reader snapshots the process's maps
+    before it can exit (a copy is unwound over them, runtime/stacks.py)."""
+    return ["{  /* a process seen for the first time: wake the reader now */",
+            "    __u32 pr_tgid = pr_id >> 32;",
+            f"    if (!{SEEN_MAP}.lookup(&pr_tgid)) {{",
+            "        __u8 pr_one = 1;",
+            f"        {SEEN_MAP}.update(&pr_tgid, &pr_one);",
+            "        struct pr_hdr *pr_n = pr_events.ringbuf_reserve(sizeof(struct pr_hdr));",
+            "        if (pr_n) {",
+            f"            pr_fill_hdr(pr_n, {NEWPID_OUTPUT:#x}, pr_id, 0);",
+            "            pr_events.ringbuf_submit(pr_n, BPF_RB_FORCE_WAKEUP);",
+            "        }",
+            "    }",
+            "}"]
 
 
 def ustack_copy_lines(dst: str, size: int) -> list[str]:
@@ -116,15 +140,19 @@ def ustack_copy_lines(dst: str, size: int) -> list[str]:
 
 
 def ustack_hash_lines(src: str, size: int, out: str) -> list[str]:
-    """`out` = an FNV-1a-style hash of the copy in `src` (regs and the bytes copied)."""
+    """`out` = an FNV-1a-style hash of the copy in `src` (regs, length and the bytes
+    copied, 64 at a time: one loop turn per word made the verifier walk 2048 turns per
+    path; the last len % 64 bytes, the outermost frames' top, are left out)."""
+    words = [f"    {out} = ({out} ^ pr_w[{k}]) * 0x100000001b3ULL;" for k in range(8)]
     return [f"__u64 {out} = 0xcbf29ce484222325ULL ^ {src}len;",
             f"{out} = ({out} ^ {src}regs[0]) * 0x100000001b3ULL;",
             f"{out} = ({out} ^ {src}regs[1]) * 0x100000001b3ULL;",
             f"{out} = ({out} ^ {src}regs[2]) * 0x100000001b3ULL;",
-            f"for (__u32 pr_i = 0; pr_i < {size // 8}; pr_i++) {{",
-            f"    if (pr_i * 8 >= {src}len)",
+            f"for (__u32 pr_i = 0; pr_i < {size // 64}; pr_i++) {{",
+            f"    if (pr_i * 64 + 64 > {src}len)",
             "        break;",
-            f"    {out} = ({out} ^ *(__u64 *)({src}data + pr_i * 8)) * 0x100000001b3ULL;",
+            f"    __u64 *pr_w = (__u64 *)({src}data + pr_i * 64);",
+            *words,
             "}",
             f"if (!{out})",
             f"    {out} = 1;  /* 0 means: no stack */"]

@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, RecordLayout
-from planrunner.render.model import PrintOutput, StackMaps
+from planrunner.render.model import NEWPID_OUTPUT, PrintOutput, StackMaps
 from planrunner.runtime.stacks import StackResolver
 
 Record = dict[str, object]
 _OUTPUT_ID = struct.Struct("<I")
+_PID = struct.Struct("<I")  # struct pr_hdr's pid, at offset 12
 _CACHE_MAX = 4096
 
 
@@ -110,26 +111,32 @@ class Decoder:
         self.stacks = stacks or StackResolver(None)
         self.stack_maps = stack_maps or StackMaps()
         self._caches = _Caches()
-        self._by_id: dict[int, Callable[[bytes], Record]] = {
+        self._by_id: dict[int, Callable[[bytes], Record | None]] = {
             p.layout.output_id: self._decoder(p) for p in prints}
-        self._only = next(iter(self._by_id.values())) if len(self._by_id) == 1 else None
+        if self.stack_maps.notices:  # a process to snapshot now, before it exits
+            self._by_id[NEWPID_OUTPUT] = self._new_process
+        self._only = (next(iter(self._by_id.values()))
+                      if len(self._by_id) == 1 and not self.stack_maps.notices else None)
 
     def decode(self, raw: bytes) -> Record | None:
         (output_id,) = _OUTPUT_ID.unpack_from(raw, 8)
         fn = self._by_id.get(output_id)
         return fn(raw) if fn else None
 
+    def _new_process(self, raw: bytes) -> None:
+        self.stacks.observe(_PID.unpack_from(raw, 12)[0])
+
     def decode_batch(self, batch: Sequence[bytes]) -> list[Record]:
         only = self._only
         if only is not None:  # one print output: every record is its (the common case)
-            return list(map(only, batch))
+            return list(map(only, batch))  # type: ignore[arg-type]
         by_id = self._by_id
         unpack_id = _OUTPUT_ID.unpack_from
         out = []
         for raw in batch:
             fn = by_id.get(unpack_id(raw, 8)[0])
-            if fn is not None:
-                out.append(fn(raw))
+            if fn is not None and (rec := fn(raw)) is not None:
+                out.append(rec)
         return out
 
     def _decoder(self, out: PrintOutput) -> Callable[[bytes], Record]:
