@@ -141,9 +141,9 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 lines += nested_prologue(span, True, body)
             if span.spec.end == probe.spec.name:
                 lines += nested_prologue(span, False, body)
-    if "user" in probe.stacks and copied(probe.stack):
-        lines = pid_notice_lines() + lines
     lines += condition(probe.where, body)
+    if "user" in probe.stacks and copied(probe.stack):
+        lines += pid_notice_lines()
     lines += _output_blocks(resolved, probe.spec.name, body, acc)
     lines += _span_blocks(resolved, probe, body, acc)
     helpers |= body.helpers

@@ -23,7 +23,7 @@ from planrunner.diagnostics import Diagnostic, Span
 from planrunner.errors import OperandError, PlanError, ResolveError, attempt, raise_collected
 from planrunner.expr.check import Scope, check_condition, check_value
 from planrunner.expr.typed import TExpr
-from planrunner.expr.types import BoolType, IntType, StrType, Type
+from planrunner.expr.types import BoolType, IntType, StackType, StrType, Type
 from planrunner.plan.model import Plan, ProbeSpec, StackSpec
 from planrunner.resolve import sites as S
 from planrunner.resolve.locate import LOCATORS, Located
@@ -206,6 +206,7 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
     """Slots for the arguments the plan uses, and one ResolvedSite per location."""
     loc = c.located
     spec, scope = loc.spec, loc.scope
+    _check_stack_captures(spec, spans, outputs, stack)
     # Names the plan or a tracepoint gave (not argN: a tracepoint field may be `argv`).
     names = {i: n for n, (i, _t) in scope.args.items()
              if not (n.startswith("arg") and n[3:].isdigit())}
@@ -239,6 +240,26 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
                          tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
                          notes=loc.notes, stacks=stack_kinds(exprs),
                          stack=stack)
+
+
+def _check_stack_captures(spec: ProbeSpec, spans: Mapping[str, _Span],
+                          outputs: list[ResolvedOutput], stack: StackSpec) -> None:
+    """`begin.ustack` keeps a stack id in the span's map: a copied stack (16 KiB) has
+    none, so the begin probe must walk frame pointers."""
+    if stack.unwind == "fp":
+        return
+    for span in spans.values():
+        if span.scope.spec.begin != spec.name:
+            continue
+        for cap in captures(_span_exprs(span, outputs)):
+            typ = cap.expr.type
+            if isinstance(typ, StackType) and typ.kind == "user":
+                raise ResolveError(
+                    f"span '{span.scope.spec.name}' keeps the user stack of its begin "
+                    f"probe '{spec.name}', which copies stacks (unwind: {stack.unwind})",
+                    cap.expr.span,
+                    hints=(f"give probe '{spec.name}' stack: {{unwind: fp}} (a stack id "
+                           "is kept), or print `ustack` of the end probe",))
 
 
 def _slot(index: int, name: str | None, typ: Type, length: TExpr | None) -> ArgSlot:

@@ -184,6 +184,7 @@ class AggregateReader:
         self._interval_start: dict[str, float] = {}
         self._due: dict[str, float] = {}
         self._lost_seen: dict[str, int] = {}
+        self._expire_due = monotonic() + 1.0
         for agg in program.aggregates:
             self._interval_start[agg.name] = now
             self._lost_seen[agg.name] = 0
@@ -211,10 +212,21 @@ class AggregateReader:
             self._emit(agg, view, force=agg.name not in self._due)
 
     def drain_stacks(self) -> None:
-        """Take the user stack copies BPF left since the last turn (runtime/stacks.py)."""
-        copies = self.program.stack_maps.copies
-        if copies and self.stacks is not None:
-            self.stacks.drain(copies[0])
+        """Take the user stack copies BPF left since the last turn, and every second
+        let the BPF side announce again the pids of processes that are gone
+        (runtime/stacks.py)."""
+        maps, stacks = self.program.stack_maps, self.stacks
+        if stacks is None:
+            return
+        if maps.copies:
+            stacks.drain(maps.copies[0])
+        if maps.notices and self.monotonic() >= self._expire_due:
+            self._expire_due = self.monotonic() + 1.0
+            gone = stacks.expire()
+            if gone:
+                forget = getattr(self.prog, "forget_pids", None)
+                if forget is not None:
+                    forget(gone)
 
     def snapshot(self, agg: AggregateOutput) -> AggSnapshot:
         """Read (and for `every:` outputs reset) one map now."""

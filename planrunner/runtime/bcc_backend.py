@@ -321,6 +321,15 @@ class BccProgram:
             out.append((int(f.status), bytes(f.build_id).hex(), int(f.offset)))
         return out
 
+    def forget_pids(self, pids: list[int], map_name: str = "pr_seen") -> None:
+        """Drop pids from the announced processes (render/stacks.py pid_notice_lines)."""
+        table = self.bpf[map_name]
+        for pid in pids:
+            try:
+                del table[table.Key(pid)]
+            except KeyError:
+                pass
+
     def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
         """Every (hash, struct pr_ustack bytes) waiting in the copies map, deleting each
         after reading it (BPF stores a hash only when it is absent)."""

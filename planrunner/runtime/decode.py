@@ -124,7 +124,7 @@ class Decoder:
         return fn(raw) if fn else None
 
     def _new_process(self, raw: bytes) -> None:
-        self.stacks.observe(_PID.unpack_from(raw, 12)[0])
+        self.stacks.announced(_PID.unpack_from(raw, 12)[0])
 
     def decode_batch(self, batch: Sequence[bytes]) -> list[Record]:
         only = self._only

@@ -14,9 +14,14 @@ What the BPF side hands over (render/stacks.py):
   process's maps snapshot (ProcessRegistry: taken on the first record of each process,
   never read again once the pid names another process).
 The registry is keyed by (pid, start time); the start time is read when a pid is first
-seen (BPF does not send it). A stack copied from a process that exited before the reader
-saw any of its records cannot be unwound (its frames are lost; use `unwind: fp` for
-programs that live less than ~50 ms).
+seen (BPF does not send it: reading it in BPF needs the kernel's task_struct, and its
+headers cost clang more than the rest of a plan). When copies are taken, the first event
+of each process sends a notice that wakes the reader at once (render/stacks.py), so its
+maps are read before it can exit; `expire()` (every second) forgets the processes that
+have gone from the BPF side's list, so a pid reused later is announced, and read, again.
+A stack copied from a process that exited before the reader read its maps (within
+microseconds of its first event) cannot be unwound: it is counted as lost (use
+`unwind: fp` for such programs).
 """
 
 from __future__ import annotations
@@ -117,6 +122,7 @@ class StackResolver:
         for path in targets:
             self.index.add_file(path)
         self._starts: dict[int, int | None] = {}
+        self._expired: set[int] = set()  # gone, and dropped from the BPF side's list
         self._kernel: KernelSymbols | None = None
         self._ids: dict[tuple[str, int], tuple[Frame, ...]] = {}  # kernel ids: never reused
         self._copies: dict[int, UserStackCapture] = {}  # hash -> drained copy
@@ -141,6 +147,21 @@ class StackResolver:
                 if m.executable and m.build_id and m.path.startswith("/"):
                     self.index.add(m.build_id, m.source)
         return start
+
+    def announced(self, pid: int) -> None:
+        """The BPF side saw `pid` for the first time (since it was last expired)."""
+        if pid in self._starts and read_start_time(pid) != self._starts[pid]:
+            del self._starts[pid]  # another process under a reused pid
+        self._expired.discard(pid)
+        self.observe(pid)
+
+    def expire(self) -> list[int]:
+        """Pids whose process is gone or replaced: the caller drops them from the BPF
+        side's list of announced processes (their snapshots stay for late records)."""
+        gone = [pid for pid, start in self._starts.items() if pid not in self._expired
+                and (start is None or read_start_time(pid) != start)]
+        self._expired.update(gone)
+        return gone
 
     # -- kernel stacks ----------------------------------------------------------------
 

@@ -19,12 +19,14 @@ def test_golden_compiles_and_verifies(golden: Path) -> None:
     from bcc import BPF
 
     text = from_golden(golden.read_text())
-    thunks = re.findall(r"^int (pr_\w+)\((?:struct pt_regs \*ctx|void \*ctx)\)$", text, re.M)
+    thunks = re.findall(r"^int (pr_\w+)\((?:struct pt_regs \*ctx|void \*ctx|"
+                        r"struct bpf_perf_event_data \*ctx)\)$", text, re.M)
     assert thunks, "a program without thunks"
     bpf = BPF(text=text.encode(), cflags=["-Wno-macro-redefined", "-Wno-unused-function"])
     try:
         for fn in thunks:
-            kind = BPF.TRACEPOINT if fn.endswith("_tp") else BPF.KPROBE
+            kind = (BPF.TRACEPOINT if fn.endswith("_tp") else
+                    BPF.PERF_EVENT if fn.endswith("_perf") else BPF.KPROBE)
             assert bpf.load_func(fn.encode(), kind).fd >= 0
     finally:
         bpf.cleanup()
