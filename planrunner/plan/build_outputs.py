@@ -11,11 +11,13 @@ error asking for a {NAME: EXPRESSION} mapping.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 from planrunner.plan.context import BuildContext
 from planrunner.plan.model import FieldSpec, OutputSpec
 from planrunner.plan.params import DURATION_HINT, ParamValueError, parse_duration
-from planrunner.plan.source import JsonPath
+from planrunner.plan.source import JsonObj, JsonPath
 
 KINDS = ("print", "count", "sum", "min", "max", "avg", "hist", "lhist")
 VALUE_KINDS = ("sum", "min", "max", "avg", "hist", "lhist")
@@ -28,8 +30,8 @@ _MOVE_HINTS = {"by": "a print output lists its record's fields: [...]",
                "fields": "aggregations group with by: [...]"}
 
 
-def build_outputs(ctx: BuildContext, outputs: list, probes: list[str] | None,
-                  skip: set = frozenset()  # type: ignore[assignment]
+def build_outputs(ctx: BuildContext, outputs: list[Any], probes: list[str] | None,
+                  skip: AbstractSet[object] = frozenset()
                   ) -> tuple[OutputSpec, ...]:
     """OutputSpecs of `outputs` but the indexes in `skip` (schema errors); `probes`
     None: the probes section is broken or missing, so probe names are not checked."""
@@ -44,7 +46,7 @@ def build_outputs(ctx: BuildContext, outputs: list, probes: list[str] | None,
     return built
 
 
-def _output(ctx: BuildContext, index: int, item: dict, probes: list[str] | None
+def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | None
             ) -> OutputSpec:
     base: JsonPath = ("outputs", index)
     kind = next(k for k in KINDS if k in item)
@@ -67,7 +69,7 @@ def _output(ctx: BuildContext, index: int, item: dict, probes: list[str] | None
         lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2])
 
 
-def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> None:
+def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj) -> None:
     if kind in VALUE_KINDS and "value" not in item:
         ctx.error(f"a {kind} output needs 'value' (what to aggregate)",
                   ctx.spans.key(base + (kind,)), "e.g. value: latency, or value: arg2")
@@ -87,7 +89,7 @@ def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> Non
                   ctx.spans.key(base + (kind,)), "or use hist: for log2 buckets")
 
 
-def _every(ctx: BuildContext, base: JsonPath, item: dict) -> int | None:
+def _every(ctx: BuildContext, base: JsonPath, item: JsonObj) -> int | None:
     if "every" not in item:
         return None
     at = ctx.spans.text(base + ("every",))
@@ -104,7 +106,7 @@ def _every(ctx: BuildContext, base: JsonPath, item: dict) -> int | None:
     return ns
 
 
-def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
+def _range(ctx: BuildContext, base: JsonPath, rng: JsonObj | None
            ) -> tuple[int | None, int | None, int | None]:
     if rng is None:
         return None, None, None
@@ -125,7 +127,7 @@ def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
     return None, None, None
 
 
-def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec, ...]:
+def _fields(ctx: BuildContext, lpath: JsonPath, items: list[Any]) -> tuple[FieldSpec, ...]:
     out: list[FieldSpec] = []
     seen: dict[str, str] = {}
     for i, item in enumerate(items):
@@ -145,7 +147,7 @@ def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec,
     return tuple(out)
 
 
-def _field(ctx: BuildContext, jpath: JsonPath, item: str | dict) -> FieldSpec | None:
+def _field(ctx: BuildContext, jpath: JsonPath, item: str | JsonObj) -> FieldSpec | None:
     if isinstance(item, dict):
         (key, text), = item.items()
         expr = ctx.expr(jpath + (key,), text)
