@@ -30,10 +30,10 @@ from typing import TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, iso_utc
+from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Record, iso_utc
 
 HEAD = ("output", *(k for k in RECORD_HEAD if k != "output"))
-Row = Callable[[dict], Sequence[object]]
+Row = Callable[[Record], Sequence[object]]
 
 
 def _cell(value: object) -> object:
@@ -42,7 +42,7 @@ def _cell(value: object) -> object:
     return value
 
 
-def _fix_bools(values: tuple) -> tuple:
+def _fix_bools(values: tuple[object, ...]) -> tuple[object, ...]:
     # `True in values` also matches the int 1: check the types before copying.
     if (True in values or False in values) and any(type(v) is bool for v in values):
         return tuple(map(_cell, values))
@@ -69,7 +69,7 @@ class CsvView(ViewBase):
         if keys == self.columns[:-1]:  # the output has every column in order: C getter
             get = itemgetter(*keys)
 
-            def row(rec: dict) -> Sequence[object]:
+            def row(rec: Record) -> Sequence[object]:
                 trunc = rec.get("truncated")
                 return (*_fix_bools(get(rec)), ";".join(trunc) if trunc else None)
 
@@ -78,7 +78,7 @@ class CsvView(ViewBase):
         # Only this output's keys: another output's columns stay empty.
         cols = [k if k in keys else None for k in self.columns[:-1]]
 
-        def row_general(rec: dict) -> Sequence[object]:
+        def row_general(rec: Record) -> Sequence[object]:
             trunc = rec.get("truncated")
             cells = (_cell(rec.get(k)) if k else None for k in cols)
             return (*cells, ";".join(trunc) if trunc else None)
@@ -90,7 +90,7 @@ class CsvView(ViewBase):
             self.tables.add(name)
             self.writer.writerow(header)
 
-    def records(self, batch: Sequence[dict]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
         self._table("\0records", self.columns)

@@ -17,13 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from string import Formatter
 
+from planrunner.records import Record
+
 DERIVED = {"latency_us": 1_000, "latency_ms": 1_000_000}
 ELLIPSIS = "…"
 # Values a spec is tried on when the field's type is unknown: the spec is accepted when
 # one of them formats (".3f" suits numbers, ">20" everything, "z" nothing).
 _SAMPLES: tuple[object, ...] = (0, 0.5, "")
 # A bool is shown as "true"/"false", so its spec must suit a string.
-_TYPE_SAMPLES: dict[str, object] = {"int": 0, "float": 0.5, "str": "", "bool": ""}
+_TYPE_SAMPLES: Record = {"int": 0, "float": 0.5, "str": "", "bool": ""}
 
 
 def template_names(names: Iterable[str]) -> set[str]:
@@ -52,7 +54,7 @@ def check_format(template: str, names: Iterable[str] | Mapping[str, str]) -> str
     except ValueError as exc:
         return f"bad format template: {exc} (write '{{{{' and '}}}}' for literal braces)"
     for name, spec, _conv in fields:
-        if name == "" or name.isdigit():
+        if not name or name.isdigit():
             return "format template fields need a name, e.g. '{pid}'"
         if "." in name or "[" in name:
             return (f"format template field '{{{name}}}': attribute and index access are "
@@ -86,7 +88,7 @@ def _check_spec(name: str, spec: str, types: Mapping[str, str]) -> str | None:
     return f"format template field '{{{name}}}': bad format spec '{spec}'"
 
 
-def compile_template(template: str, names: Iterable[str]) -> Callable[[dict], str]:
+def compile_template(template: str, names: Iterable[str]) -> Callable[[Record], str]:
     """A function record -> text line (no newline). Raises ValueError when
     `check_format` rejects the template (the plan validator should have said so)."""
     keys = tuple(names)
@@ -97,7 +99,7 @@ def compile_template(template: str, names: Iterable[str]) -> Callable[[dict], st
     derived = tuple((n, div) for n, div in DERIVED.items() if n in used)
     fmt = template.format_map
 
-    def render(rec: dict) -> str:
+    def render(rec: Record) -> str:
         vals = rec.values()
         if derived or "truncated" in rec or None in vals or True in vals or False in vals:
             rec = readable(rec)
@@ -109,7 +111,7 @@ def compile_template(template: str, names: Iterable[str]) -> Callable[[dict], st
     return render
 
 
-def readable(rec: dict) -> dict:
+def readable(rec: Record) -> Record:
     """A copy of `rec` with NULL strings as '(null)', bools as 'true'/'false' and
     truncated strings ending in '…' (the text view's spelling of each)."""
     out = {}

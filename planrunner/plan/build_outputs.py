@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, cast
 
 from planrunner.plan.context import BuildContext
-from planrunner.plan.model import FieldSpec, OutputSpec
+from planrunner.plan.model import FieldSpec, OutputKind, OutputSpec
 from planrunner.plan.params import DURATION_HINT, ParamValueError, parse_duration
 from planrunner.plan.source import JsonObj, JsonPath
 
@@ -62,7 +62,7 @@ def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | No
     name = ctx.sub(base + ("name",), item["name"]) if "name" in item else str(index)
     fmt = ctx.sub(base + ("format",), item["format"]) if "format" in item else None
     return OutputSpec(
-        index=index, name=name, kind=kind, probe=probe,  # type: ignore[arg-type]
+        index=index, name=name, kind=cast(OutputKind, kind), probe=probe,
         span=ctx.spans.value(base), probe_span=ctx.spans.text(base + (kind,)),
         fields=fields, by=by, value=value, where=where, every_ns=_every(ctx, base, item),
         top=item.get("top"), format=fmt,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from planrunner.diagnostics import Span
 from planrunner.plan.context import BUILTINS, IDENT, BuildContext
-from planrunner.plan.model import ArgSpec, ProbeSpec
+from planrunner.plan.model import ArgSpec, ProbeKind, ProbeSpec
 from planrunner.plan.source import JsonObj, JsonPath
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: dict[str, str],
     kind = kinds[name]
     base: JsonPath = ("probes", name)
     kpath = base + (kind,)
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}  # the kind's own ProbeSpec fields, checked by each parser
     if kind == "span":
         fields = _span(ctx, name, data["span"], kpath, kinds)
     else:
@@ -64,9 +64,9 @@ def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: dict[str, str],
     args = _args(ctx, base, kind, data.get("args"))
     retval = _retval(ctx, base, kind, data.get("retval"))
     where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
-    return ProbeSpec(name=name, kind=kind, span=ctx.spans.key(base),  # type: ignore[arg-type]
+    return ProbeSpec(name=name, kind=cast(ProbeKind, kind), span=ctx.spans.key(base),
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
-                     **fields)  # type: ignore[arg-type]
+                     **fields)
 
 
 def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str] | None
