@@ -76,6 +76,9 @@ def test_python_flow_entries_and_returns_in_order():
     assert [(p, f) for p, f, _ in got[-2:]] == [("return", "run_flow"), ("return", "<module>")]
     assert all(r["file"] == str(PY_WORKLOAD) for r in recs)
     assert len({r["tid"] for r in recs}) == 1
+    # depth from the nested span: top 0, middle 1, leaf 2; returns never entered at 0
+    want = {"top": 0, "middle": 1, "leaf": 2}
+    assert [r["depth"] for r in recs] == [want.get(r["func"], 0) for r in recs]
 
 
 def test_python_calls_counts_by_file_and_function():
