@@ -1,0 +1,126 @@
+"""The ruby-* and php-* plans against Debian's Ruby 3.1 (libruby-3.1.so) and PHP 8.2
+CLI, driven by workloads that know their own ground truth (tests/e2e/workloads/
+rb_workload.rb and php_workload.php): call counts and depths exact, latencies within a
+stated tolerance of what the workload measured itself."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import json_records, run_planrunner
+
+MS = 1_000_000
+RUBY = "/usr/bin/ruby3.1"
+LIBRUBY = "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1"
+PHP = "/usr/bin/php8.2"
+WORKLOADS = Path(__file__).resolve().parent / "workloads"
+RB_WORKLOAD = WORKLOADS / "rb_workload.rb"
+PHP_WORKLOAD = WORKLOADS / "php_workload.php"
+
+
+def need(*paths: str) -> None:
+    for path in paths:
+        if not os.path.exists(path):
+            pytest.skip(f"{path} is not installed (scripts/setup.sh installs ruby3.1 and "
+                        "php8.2-cli)")
+
+
+def run_plan(name: str, command: str, *sets: str) -> tuple[list[dict], str]:
+    args = ["run", name, "-f", "json", "-c", command]
+    for s in sets:
+        args += ["--set", s]
+    proc = run_planrunner(args, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # the workload's own lines share stdout with the records
+    records = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("{"))
+    return json_records(records), proc.stdout
+
+
+def ruby(mode: str) -> str:
+    return f"{RUBY} {RB_WORKLOAD} {mode}"
+
+
+def rb_line(text: str) -> int:
+    return next(i for i, line in enumerate(RB_WORKLOAD.read_text().splitlines(), 1)
+                if text in line)
+
+
+def truth_lines(stdout: str, tag: str) -> list[list[int]]:
+    """The workload's own lines `TAG N N...` (it prints them; records are JSON)."""
+    return [[int(x) for x in line.split()[1:]] for line in stdout.splitlines()
+            if line.startswith(tag + " ")]
+
+
+def test_ruby_calls_counts_methods_by_class():
+    need(RUBY, LIBRUBY)
+    recs, _ = run_plan("ruby-calls", ruby("calls"))
+    counts: dict[tuple[str, str], int] = {}
+    for r in recs:
+        assert r["output"] == "methods"
+        counts[(r["class"], r["method"])] = counts.get((r["class"], r["method"]), 0) + r["count"]
+    # fib(15) calls fib 1973 times; the rest as the workload says
+    assert counts[("Object", "fib")] == 1973
+    assert counts[("Greeter", "hello")] == 300
+    assert counts[("Greeter", "wave")] == 200
+
+
+def test_ruby_latency_recursive_calls_each_timed():
+    need(RUBY, LIBRUBY)
+    recs, out = run_plan("ruby-latency", ruby("latency"))
+    naps = truth_lines(out, "nap")  # depth, ns as measured inside each call
+    assert sorted(d for d, _ in naps) == [0, 1, 2, 3, 4]
+    (nap,) = [r for r in recs if r.get("method") == "nap"]
+    assert nap["class"] == "Object" and nap["count"] == 5
+    mean = sum(ns for _, ns in naps) / len(naps)
+    # the span brackets the workload's own clock: a little longer, never shorter
+    assert mean <= nap["avg"] <= mean + 2 * MS, (nap, naps)
+    # a plain span would have kept one begin per thread: ~10 ms (the innermost), not ~30
+    assert nap["avg"] > 25 * MS
+    fib = run_plan("ruby-latency", ruby("calls"), "class_match=Object")[0]
+    assert [(r["class"], r["method"], r["count"]) for r in fib] == [("Object", "fib", 1973)]
+
+
+def test_ruby_flow_indents_by_depth():
+    need(RUBY, LIBRUBY)
+    recs, _ = run_plan("ruby-flow", ruby("flow"), "file_match=rb_workload")
+    got = [(r["probe"], r["method"], r["depth"]) for r in recs]
+    leaf = [("entry", "leaf", 2), ("return", "leaf", 2)] * 2
+    middle = [("entry", "middle", 1), *leaf, ("return", "middle", 1)]
+    assert got == [("entry", "top", 0), *middle, *middle, ("return", "top", 0)]
+    assert all(r["class"] == "Object" and r["file"] == str(RB_WORKLOAD) for r in recs)
+    assert [r["line"] for r in recs if r["method"] == "leaf"] == [rb_line("def leaf")] * 8
+    assert len({r["tid"] for r in recs}) == 1
+    text = run_planrunner(["run", "ruby-flow", "--set", "file_match=rb_workload",
+                           "-c", ruby("flow")], timeout=120)
+    assert text.returncode == 0, text.stderr
+    lines = [line for line in text.stdout.splitlines() if "Object#" in line]
+    assert lines[:3] == [
+        f"-> Object#top ({RB_WORKLOAD}:{rb_line('def top')})",
+        f"  -> Object#middle ({RB_WORKLOAD}:{rb_line('def middle')})",
+        f"    -> Object#leaf ({RB_WORKLOAD}:{rb_line('def leaf')})"]
+
+
+def test_ruby_gc_one_mark_per_collection():
+    need(RUBY, LIBRUBY)
+    recs, out = run_plan("ruby-gc", ruby("gc"))
+    (gcs,) = truth_lines(out, "gc")  # GC.count at the end: every collection of the run
+    marks = [r for r in recs if r.get("probe") == "mark"]
+    assert len(marks) == gcs[0] >= 3
+    assert all(0 < r["latency_ns"] < 1000 * MS for r in marks)
+    (sweeps,) = [r for r in recs if r.get("output") == "sweeps"]
+    assert sweeps["count"] >= gcs[0] and sweeps["avg"] > 0
+
+
+def test_ruby_objnew_by_class_and_literal_sizes():
+    need(RUBY, LIBRUBY)
+    recs, _ = run_plan("ruby-objnew", ruby("objnew"))
+    objects = {r["class"]: r["count"] for r in recs if r["output"] == "objects"}
+    assert objects["Widget"] == 1000
+    ours = {(r["output"], r["line"]): r["sum"] for r in recs
+            if r["output"] != "objects" and r["file"] == str(RB_WORKLOAD)}
+    assert ours[("arrays", rb_line("kept << [i, i, i]"))] == 300 * 3
+    assert ours[("hashes", rb_line("kept << { a: i, b: i }"))] == 200 * 4  # keys + values
+    assert ours[("strings", rb_line('kept << "1234567890'))] == 4000 * 100
