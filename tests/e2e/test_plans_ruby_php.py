@@ -124,3 +124,70 @@ def test_ruby_objnew_by_class_and_literal_sizes():
     assert ours[("arrays", rb_line("kept << [i, i, i]"))] == 300 * 3
     assert ours[("hashes", rb_line("kept << { a: i, b: i }"))] == 200 * 4  # keys + values
     assert ours[("strings", rb_line('kept << "1234567890'))] == 4000 * 100
+
+
+def php(mode: str) -> str:
+    return f"{PHP} {PHP_WORKLOAD} {mode}"
+
+
+def run_php_plan(name: str, mode: str, *sets: str) -> tuple[list[dict], str]:
+    """PHP fires its probes only with USE_ZEND_DTRACE=1; `-c` passes planrunner's
+    environment on to the command."""
+    need(PHP)
+    args = ["run", name, "-f", "json", "-c", php(mode)]
+    for s in sets:
+        args += ["--set", s]
+    proc = run_planrunner(args, timeout=120, env={**os.environ, "USE_ZEND_DTRACE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "USE_ZEND_DTRACE" not in proc.stderr  # no preflight warning: it is set
+    records = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("{"))
+    return json_records(records), proc.stdout
+
+
+def php_line(text: str) -> int:
+    return next(i for i, line in enumerate(PHP_WORKLOAD.read_text().splitlines(), 1)
+                if text in line)
+
+
+def test_php_calls_counts_functions_and_methods():
+    recs, _ = run_php_plan("php-calls", "calls", "file_match=php_workload")
+    counts: dict[tuple[str, str], int] = {}
+    for r in recs:
+        counts[(r["class"], r["func"])] = counts.get((r["class"], r["func"]), 0) + r["count"]
+    assert counts == {("", "fib"): 1973, ("Greeter", "hello"): 300,
+                      ("Greeter", "wave"): 200, ("", "main"): 1}
+    assert {r["scope"] for r in recs if r["class"] == "Greeter"} == {"::"}
+
+
+def test_php_calls_says_why_nothing_fires_without_use_zend_dtrace():
+    need(PHP)
+    env = {k: v for k, v in os.environ.items() if k != "USE_ZEND_DTRACE"}
+    proc = run_planrunner(["run", "php-calls", "-f", "json", "-c", php("calls")],
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "only with USE_ZEND_DTRACE=1 in its environment: this process lacks it" in proc.stderr
+    assert json_records(proc.stdout) == []
+
+
+def test_php_latency_recursive_calls_each_timed():
+    recs, out = run_php_plan("php-latency", "latency")
+    naps = truth_lines(out, "nap")
+    assert sorted(d for d, _ in naps) == [0, 1, 2, 3, 4]
+    (nap,) = [r for r in recs if r["func"] == "nap"]
+    assert nap["class"] == "" and nap["count"] == 5
+    mean = sum(ns for _, ns in naps) / len(naps)
+    assert mean <= nap["avg"] <= mean + 2 * MS, (nap, naps)
+    fib = run_php_plan("php-latency", "calls")[0]
+    assert {(r["class"], r["func"]): r["count"] for r in fib} == {
+        ("", "fib"): 1973, ("Greeter", "hello"): 300, ("Greeter", "wave"): 200, ("", "main"): 1}
+
+
+def test_php_flow_indents_by_depth():
+    recs, out = run_php_plan("php-flow", "flow", "file_match=php_workload")
+    got = [(r["probe"], r["func"], r["depth"]) for r in recs]
+    leaf = [("entry", "leaf", 3), ("return", "leaf", 3)] * 2
+    middle = [("entry", "middle", 2), *leaf, ("return", "middle", 2)]
+    assert got == [("entry", "main", 0), ("entry", "top", 1), *middle, *middle,
+                   ("return", "top", 1), ("return", "main", 0)]
+    assert [r["line"] for r in recs if r["func"] == "leaf"] == [php_line("function leaf")] * 8
+    assert all(r["file"] == str(PHP_WORKLOAD) for r in recs)
