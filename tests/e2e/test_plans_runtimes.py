@@ -1,6 +1,8 @@
 """The language-runtime and shell plans against the real programs: python-gc,
-python-flow, python-calls on /usr/bin/python3.11; java-gc, java-threads, java-classes on
-OpenJDK 17's libjvm.so; bash-readline on /bin/bash fed lines through a pty."""
+python-flow, python-calls, python-latency, python-threads on /usr/bin/python3.11;
+java-gc, java-threads, java-classes, java-latency, java-flow, java-objnew on OpenJDK
+17's libjvm.so; c-threads, c-allocs on glibc; bash-readline on /bin/bash fed lines
+through a pty."""
 
 from __future__ import annotations
 
@@ -32,12 +34,23 @@ def need_python() -> None:
 
 
 def run_plan(name: str, command: str, *sets: str) -> list[dict]:
+    return run_plan_out(name, command, *sets)[0]
+
+
+def run_plan_out(name: str, command: str, *sets: str) -> tuple[list[dict], str]:
+    """Records, and the whole stdout (the workload's own lines share it)."""
     args = ["run", name, "-f", "json", "-c", command]
     for s in sets:
         args += ["--set", s]
     proc = run_planrunner(args, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    return json_records(proc.stdout)
+    records = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("{"))
+    return json_records(records), proc.stdout
+
+
+def truth_lines(stdout: str, tag: str) -> list[list[str]]:
+    """The workload's own lines `TAG A B...`, split."""
+    return [line.split()[1:] for line in stdout.splitlines() if line.startswith(tag + " ")]
 
 
 def def_line(name: str) -> int:
@@ -97,6 +110,55 @@ def test_python_calls_counts_by_file_and_function():
     assert ours == {"alpha": 500, "beta": 300, "gamma": 200}
     # start-up code ran too (importlib, site...), counted under its own files
     assert any(file.startswith("<frozen importlib") for file, _ in counts)
+
+
+def test_python_latency_recursive_calls_each_timed():
+    need_python()
+    recs, out = run_plan_out("python-latency", f"{PYTHON} {PY_WORKLOAD} latency",
+                             "file_match=py_workload")
+    naps = [(int(d), int(ns)) for d, ns in truth_lines(out, "nap")]
+    assert sorted(d for d, _ in naps) == [0, 1, 2, 3, 4]
+    by_func = {r["func"]: r for r in recs}
+    assert by_func["fib"]["count"] == 1973  # fib(15), every recursive call paired
+    nap = by_func["nap"]
+    assert nap["count"] == 5
+    mean = sum(ns for _, ns in naps) / len(naps)
+    # the span brackets the workload's own clock: a little longer, never shorter
+    assert mean <= nap["avg"] <= mean + 2 * MS, (nap, naps)
+    assert set(by_func) == {"fib", "nap"}  # entered before the hook: no entry, not timed
+
+
+def _threads_checked(recs: list[dict], out: str, prefix: str) -> list[dict]:
+    """The plan's records of the workload's threads, checked against its own list."""
+    want = {int(tid) for _name, tid in (line[:2] for line in truth_lines(out, "thread"))
+            if _name.startswith(prefix)}
+    assert len(want) == 3
+    ours = [r for r in recs if r["new_tid"] in want]
+    assert sorted(r["new_tid"] for r in ours) == sorted(want)
+    assert len({r["pid"] for r in ours}) == 1
+    assert len({r["start"] for r in ours}) == 1  # one start routine for the three
+    assert all(0 < r["latency_ns"] < 100 * MS for r in ours)
+    return ours
+
+
+def test_python_threads_created_with_their_native_ids():
+    need_python()
+    recs, out = run_plan_out("python-threads", f"{PYTHON} {PY_WORKLOAD} threads")
+    ours = _threads_checked(recs, out, "planrunner-py-")
+    assert all(r["comm"] == "python3.11" and r["tid"] == r["pid"] for r in ours)
+    # python3.11 is not position-independent: thread_run lies in its first LOAD segment
+    start = ours[0]["start"]
+    assert 0x400000 <= start < 0x400000 + os.path.getsize(PYTHON)
+
+
+def test_c_threads_start_routine_and_argument(fixtures_built):
+    recurse = fixtures_built / "recurse"  # main starts THREADS workers: worker(t) for t
+    recs = run_plan("c-threads", f"{recurse} 3 2")
+    assert len(recs) == 3
+    assert [r["arg"] for r in recs] == [0, 1, 2]  # (void *)t, in creation order
+    assert len({r["start"] for r in recs}) == 1
+    assert len({r["new_tid"] for r in recs} | {recs[0]["pid"]}) == 4
+    assert all(r["comm"] == "recurse" and r["tid"] == r["pid"] for r in recs)
 
 
 @pytest.fixture(scope="module")
