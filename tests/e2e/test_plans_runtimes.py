@@ -167,7 +167,8 @@ def jvm_workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"needs OpenJDK 17 at {JDK} (apt-get install openjdk-17-jdk-headless)")
     out = tmp_path_factory.mktemp("jvm")
     subprocess.run([str(JDK / "bin" / "javac"), "-d", str(out),
-                    str(WORKLOADS / "JvmWorkload.java")], check=True, timeout=120)
+                    str(WORKLOADS / "JvmWorkload.java"), str(WORKLOADS / "JvmCalls.java")],
+                   check=True, timeout=120)
     return out
 
 
@@ -215,6 +216,60 @@ def test_java_classes_loaded_with_a_prefix(jvm_workload):
     every = run_plan("java-classes", java(jvm_workload, "0", "0"), f"libjvm={LIBJVM}")
     assert any(r["class"] == "java/lang/Object" for r in every)
     assert len(every) > 300
+
+
+EXTENDED = "-XX:+ExtendedDTraceProbes"
+
+
+def java_calls(classes: Path, mode: str, *flags: str) -> str:
+    return f"{JDK / 'bin' / 'java'} {' '.join(flags)} -cp {classes} JvmCalls {mode}"
+
+
+def test_java_latency_recursive_calls_each_timed(jvm_workload):
+    recs, out = run_plan_out("java-latency", java_calls(jvm_workload, "latency", EXTENDED),
+                             f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    naps = [(int(d), int(ns)) for d, ns in truth_lines(out, "nap")]
+    assert sorted(d for d, _ in naps) == [0, 1, 2, 3, 4]
+    by_method = {r["method"]: r for r in recs}
+    assert by_method["nap"]["count"] == 5 and by_method["nap"]["class"] == "JvmCalls"
+    mean = sum(ns for _, ns in naps) / len(naps)
+    assert mean <= by_method["nap"]["avg"] <= mean + 2 * MS, (by_method["nap"], naps)
+    assert by_method["main"]["count"] == 1
+    calls = run_plan("java-latency", java_calls(jvm_workload, "calls", EXTENDED),
+                     f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    assert {r["method"]: r["count"] for r in calls} == {"fib": 1973, "main": 1, "<clinit>": 1}
+
+
+def test_java_flow_indented_by_depth(jvm_workload):
+    recs = run_plan("java-flow", java_calls(jvm_workload, "flow", EXTENDED),
+                    f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    got = [(r["probe"], r["method"], r["depth"]) for r in recs]
+    leaf = [("entry", "leaf", 3), ("return", "leaf", 3)] * 2
+    middle = [("entry", "middle", 2), *leaf, ("return", "middle", 2)]
+    assert got == [("entry", "<clinit>", 0), ("return", "<clinit>", 0), ("entry", "main", 0),
+                   ("entry", "top", 1), *middle, *middle, ("return", "top", 1),
+                   ("return", "main", 0)]
+    assert {r["signature"] for r in recs if r["method"] == "leaf"} == {"(I)I"}
+
+
+def test_java_method_probes_need_the_flag_and_say_so(jvm_workload):
+    proc = run_planrunner(["run", "java-flow", "-f", "json", "--set", f"libjvm={LIBJVM}",
+                           "--set", "class_prefix=JvmCalls", "-c",
+                           java_calls(jvm_workload, "flow")], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "this JVM was started without it" in proc.stderr
+    assert json_records(proc.stdout) == []
+
+
+def test_java_objnew_counts_by_class(jvm_workload):
+    recs = run_plan("java-objnew", java_calls(jvm_workload, "objnew", EXTENDED),
+                    f"libjvm={LIBJVM}")
+    counts = {r["class"]: r["count"] for r in recs if "count" in r}
+    assert counts["JvmCalls$Widget"] == 1000
+    assert counts["[I"] >= 300  # the workload's int[10] x300, and the JDK's own
+    ours = run_plan("java-objnew", java_calls(jvm_workload, "objnew", EXTENDED),
+                    f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    assert [(r["class"], r["count"]) for r in ours] == [("JvmCalls$Widget", 1000)]
 
 
 def drive_bash(lines: list[str]) -> None:
