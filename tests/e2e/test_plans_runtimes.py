@@ -161,6 +161,23 @@ def test_c_threads_start_routine_and_argument(fixtures_built):
     assert all(r["comm"] == "recurse" and r["tid"] == r["pid"] for r in recs)
 
 
+def test_c_allocs_bytes_by_function_and_malloc_sizes(tmp_path):
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build tests/e2e/workloads/allocs.c")
+    prog = tmp_path / "allocs"
+    subprocess.run(["gcc", "-O0", "-o", str(prog), str(WORKLOADS / "allocs.c")], check=True,
+                   timeout=60)
+    recs = run_plan("c-allocs", str(prog))
+    assert {r["comm"] for r in recs} == {"allocs"}  # the program alone, no stdio buffers
+    by_output = {r["output"]: r for r in recs}
+    assert by_output["malloc"]["sum"] == 100 * 1000 + 20 * 16
+    assert by_output["calloc"]["sum"] == 50 * 10 * 24
+    assert by_output["realloc"]["sum"] == 20 * 4096
+    buckets = {(b["low"], b["high"]): b["count"]
+               for b in by_output["malloc_sizes"]["buckets"] if b["count"]}
+    assert buckets == {(16, 32): 20, (512, 1024): 100}
+
+
 @pytest.fixture(scope="module")
 def jvm_workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not LIBJVM.exists() or not (JDK / "bin" / "javac").exists():
