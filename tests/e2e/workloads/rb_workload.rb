@@ -7,6 +7,7 @@
 #   ruby3.1 rb_workload.rb gc       # GC disabled, GC.start x3; prints "gc COUNT" (GC.count)
 #   ruby3.1 rb_workload.rb objnew   # Widget.new x1000, [i, i, i] x300, {a: i, b: i} x200,
 #                                   # a 100-byte string literal x4000
+#   ruby3.1 rb_workload.rb threads  # 3 threads named rb-worker-1..3; prints "thread NAME TID"
 #
 # Ruby 3.1 fires ruby:method__entry/return only while a TracePoint is active: every mode
 # but gc and objnew enables one (its block is a block, not a method: it fires nothing).
@@ -80,6 +81,17 @@ def run_objnew
   200.times { |i| kept << { a: i, b: i } }
   4000.times { kept << "1234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890" }
   kept.size
+end
+
+def run_threads
+  gate = Queue.new
+  threads = (1..3).map do |i|
+    t = Thread.new { gate.pop && Thread.current.native_thread_id }
+    t.name = "rb-worker-#{i}" # an OS thread name too (pthread_setname_np)
+    t
+  end
+  3.times { gate << :go }
+  threads.each { |t| puts "thread #{t.name} #{t.value}" }
 end
 
 send("run_#{ARGV[0]}")
