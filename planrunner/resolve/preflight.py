@@ -112,6 +112,7 @@ def warnings_for(spec: ProbeSpec, provider: str, name: str,
         return [Diagnostic(
             f"Ruby fires ruby:{name} only while a TracePoint is active",
             at, ("enable a TracePoint in the program (e.g. TracePoint.new(:call) {}.enable "
-                 "or a profiler); ruby:object__create and the gc probes fire without one",),
+                 "or a profiler); ruby:cmethod__*, object__create and the gc probes fire "
+                 "without one",),
             severity="warning")]
     return []
