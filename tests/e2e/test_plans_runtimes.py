@@ -1,8 +1,8 @@
 """The language-runtime and shell plans against the real programs: python-gc,
 python-flow, python-calls, python-latency, python-threads on /usr/bin/python3.11;
-java-gc, java-threads, java-classes, java-latency, java-flow, java-objnew on OpenJDK
-17's libjvm.so; c-threads, c-allocs on glibc; bash-readline on /bin/bash fed lines
-through a pty."""
+java-gc, java-threads, java-classes, java-calls, java-latency, java-flow, java-objnew
+on OpenJDK 17's libjvm.so; c-threads, c-allocs on glibc; bash-readline on /bin/bash
+fed lines through a pty."""
 
 from __future__ import annotations
 
@@ -255,6 +255,20 @@ def test_java_latency_recursive_calls_each_timed(jvm_workload):
     calls = run_plan("java-latency", java_calls(jvm_workload, "calls", EXTENDED),
                      f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
     assert {r["method"]: r["count"] for r in calls} == {"fib": 1973, "main": 1, "<clinit>": 1}
+
+
+def test_java_calls_counts_methods(jvm_workload):
+    recs = run_plan("java-calls", java_calls(jvm_workload, "calls", EXTENDED),
+                    f"libjvm={LIBJVM}", "interval=1s")
+    counts: Counter[tuple[str, str]] = Counter()
+    for r in recs:
+        counts[(r["class"], r["method"])] += r["count"]
+    assert counts[("JvmCalls", "fib")] == 1973
+    assert counts[("java/lang/Object", "<init>")] > 0  # the JDK's own calls too
+    ours = run_plan("java-calls", java_calls(jvm_workload, "calls", EXTENDED),
+                    f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    assert sorted((r["method"], r["count"]) for r in ours) == [
+        ("<clinit>", 1), ("fib", 1973), ("main", 1)]
 
 
 def test_java_flow_indented_by_depth(jvm_workload):
