@@ -151,4 +151,5 @@ def _settings(ctx: BuildContext, data: JsonObj) -> Settings:
                   f"e.g. {1 << (pages.bit_length() - 1)} or {1 << pages.bit_length()}")
     return Settings(string_size=data.get("string_size", defaults.string_size),
                     map_size=data.get("map_size", defaults.map_size), ringbuf_pages=pages,
-                    span_depth=data.get("span_depth", defaults.span_depth))
+                    span_depth=data.get("span_depth", defaults.span_depth),
+                    max_sites=data.get("max_sites", defaults.max_sites))
