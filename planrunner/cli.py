@@ -21,6 +21,7 @@ from planrunner.errors import PlanError
 # run(args, stdout, stderr) -> int. Imported lazily so `list` never pays for jinja2.
 COMMANDS = {
     "list": "list_cmd",
+    "new": "new",
     "doctor": "doctor",
     "validate": "validate",
     "render": "render",

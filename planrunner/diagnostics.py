@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -57,9 +58,9 @@ def render(diag: Diagnostic, source_text: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def did_you_mean(word: str, candidates: list[str] | tuple[str, ...] | set[str]) -> str | None:
+def did_you_mean(word: str, candidates: Iterable[object]) -> str | None:
     """The closest candidate to `word`, or None when nothing is close."""
     import difflib
 
-    matches = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
+    matches = difflib.get_close_matches(word, sorted(map(str, candidates)), n=1, cutoff=0.6)
     return matches[0] if matches else None

@@ -74,10 +74,12 @@ class CommandNotFound(UsageError):
 
 
 def collect(errors: Iterable[PlanError], cls: type[PlanError] = PlanError) -> PlanError | None:
-    """Merge several PlanErrors into one of class `cls` (None when there are none)."""
+    """Merge several PlanErrors into one of class `cls` (None when there are none);
+    a diagnostic raised twice (the same check on a span's begin and end) is kept once."""
     diags: list[Diagnostic] = []
     for err in errors:
         diags.extend(err.diagnostics)
+    diags = list(dict.fromkeys(diags))
     return cls(diags) if diags else None
 
 

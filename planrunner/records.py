@@ -14,6 +14,8 @@ Contract (the runtime decoder produces these, `planrunner/output/` consumes them
 - `AggSnapshot` is one reading of one aggregation map: its rows are already sorted and
   cut to ``top`` (`top_rows`). Histogram rows carry *dense* buckets (`log2_buckets`,
   `lhist_buckets`): every bucket from the first to the last one present, zeros included.
+- `SnapshotSource` is how a view that serves live state (Prometheus) pulls cumulative
+  snapshots and the loss counter while the session runs, without knowing the runtime.
 
 Bucketing (the BPF C computes the index, these functions give its bounds):
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from planrunner.stacks.frame import Frame
 
@@ -46,6 +49,11 @@ AGG_KINDS = ("count", "sum", "min", "max", "avg", "hist", "lhist")
 # The per-row statistics, in the order views print them.
 STAT_KEYS = ("count", "sum", "min", "max", "avg")
 LOG2_MAX_INDEX = 64
+
+
+# A print record as views receive it: record key -> value (int, str, bool, None, a list
+# of truncated keys...), JSON-like, so values are read as they come.
+Record = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +129,19 @@ class AggSnapshot:
     interval_end: float
     rows: tuple[AggRow, ...]
     dropped: int = 0  # updates that found the map full (their keys are missing)
+
+
+class SnapshotSource(Protocol):
+    """Aggregations as they stand now, for a view that pulls them (from any thread)."""
+
+    def cumulative(self, output: str) -> AggSnapshot:
+        """Every key output `output`'s map holds now (no reset, no `top` cut), with
+        `dropped` counted since the start."""
+        ...
+
+    def events_lost(self) -> int:
+        """Print records the full ring buffer refused since the start."""
+        ...
 
 
 # -- top-N ---------------------------------------------------------------------------

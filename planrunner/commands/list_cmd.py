@@ -1,4 +1,5 @@
-"""`planrunner list TARGET... [--pid PID] [-v|-vv] [--format text|json] [FILTER]`.
+"""`planrunner list TARGET... [--pid PID] [-v|-vv] [--format text|json] [FILTER]`
+and `planrunner list --tracepoints [PATTERN...]` (or `list 'tracepoint:CAT:EVENT'`).
 
 Lists the USDT probes of programs and libraries, like bcc's `tplist -l`/`-p`: one line per
 probe (`PATH provider:name`); `-v` adds location and argument counts and the semaphore
@@ -7,6 +8,9 @@ prints all of it as one JSON document. With `--pid` and no target, every executa
 object mapped in that process is listed. The last positional is a FILTER (an fnmatch glob
 on `provider:name`, or on the name alone) when it contains `*?[:` and is not the only
 target; a plain trailing name that resolves to no target is a FILTER too.
+Kernel tracepoints come from tracefs (planrunner/tracefs.py): with `--tracepoints` every
+positional is a CATEGORY:EVENT glob; without it, a positional starting `tracepoint:` is
+one. Options may come anywhere on the line (commands/intermixed.py).
 Imports only the ELF reader and the USDT model: startup time matters here.
 """
 
@@ -18,12 +22,16 @@ from typing import TextIO
 _GLOB_CHARS = set("*?[:")
 
 
-def register(subparsers: argparse._SubParsersAction, name: str) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    from planrunner.commands.intermixed import intermixed
+
     p = subparsers.add_parser(
-        name, help="list the USDT probes of programs and libraries",
+        name, help="list the USDT probes of programs and libraries, or kernel tracepoints",
         description="List USDT probes (SystemTap SDT notes). TARGET is a path, a program "
                     "on PATH, or a library name (c, pthread, python3.11); FILTER is a glob "
-                    "on provider:name, e.g. 'postgresql:query__*'.")
+                    "on provider:name, e.g. 'postgresql:query__*'. Kernel tracepoints: "
+                    "--tracepoints [CATEGORY:EVENT glob], or 'tracepoint:sched:*' as a "
+                    "TARGET. Options may come anywhere on the line.")
     p.add_argument("targets", nargs="*", metavar="TARGET... [FILTER]",
                    help="programs or libraries, optionally followed by a provider:name glob")
     from planrunner.commands.pids import pid_arg
@@ -33,7 +41,12 @@ def register(subparsers: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="-v: counts and semaphores; -vv: every location and argument")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("-t", "--tracepoints", action="store_true",
+                   help="list kernel tracepoints instead (positionals are CATEGORY:EVENT "
+                        "globs, e.g. 'syscalls:sys_enter_open*', 'sched:*'); -v shows "
+                        "their fields with C types")
     p.set_defaults(func=run)
+    intermixed(p)
 
 
 def split_filter(positionals: list[str], has_pid: bool) -> tuple[list[str], str | None]:
@@ -44,12 +57,65 @@ def split_filter(positionals: list[str], has_pid: bool) -> tuple[list[str], str 
     return positionals, None
 
 
+def split_tracepoints(positionals: list[str], all_tracepoints: bool
+                      ) -> tuple[list[str], list[str]]:
+    """(USDT positionals, tracepoint globs without their `tracepoint:` prefix)."""
+    if all_tracepoints:
+        return [], [p.removeprefix("tracepoint:") for p in positionals]
+    usdt = [p for p in positionals if not p.startswith("tracepoint:")]
+    tps = [p.removeprefix("tracepoint:") for p in positionals if p.startswith("tracepoint:")]
+    return usdt, tps
+
+
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.errors import UsageError
+    from planrunner.kernel_probes import PREFIXES, kernel_function_message
+
+    for spec in args.targets:
+        if spec.startswith(PREFIXES):
+            message, hints = kernel_function_message(spec.split(":", 1)[0])
+            raise UsageError(message, hints=hints)
+    positionals, tp_patterns = split_tracepoints(list(args.targets), args.tracepoints)
+    if args.tracepoints and args.pid is not None:
+        raise UsageError("--pid applies to USDT probes, not to --tracepoints",
+                         hints=("kernel tracepoints are the same for every process",))
+    if positionals or args.pid is not None or not (args.tracepoints or tp_patterns):
+        return _list_usdt(args, positionals, stdout, stderr, tp_patterns)
+    return _list_tracepoints(args, tp_patterns, stdout, stderr)
+
+
+def _list_tracepoints(args: argparse.Namespace, patterns: list[str], stdout: TextIO,
+                      stderr: TextIO, document: dict[str, object] | None = None) -> int:
+    from planrunner import tracepoint_listing as tpl
+
+    root = tpl.root_or_error()
+    pats: list[str | None] = list(patterns) or [None]
+    events = tpl.names(root, pats)
+    if args.format == "json":
+        import json
+
+        doc = dict(document or {})
+        doc["tracepoints"] = tpl.json_items(root, events)
+        json.dump(doc, stdout, indent=2)
+        stdout.write("\n")
+    else:
+        for line in tpl.text_lines(root, events, args.verbose):
+            stdout.write(line + "\n")
+    if not events:
+        message, hints = tpl.nothing_found(root, pats)
+        print(f"planrunner: {message}", file=stderr)
+        for hint in hints:
+            print(f"  hint: {hint}", file=stderr)
+    return 0
+
+
+def _list_usdt(args: argparse.Namespace, positionals: list[str], stdout: TextIO,
+               stderr: TextIO, extra_tracepoints: list[str] | None = None) -> int:
     from planrunner.errors import UsageError
     from planrunner.targets import resolve_target
     from planrunner.usdt import listing
 
-    specs, pattern = split_filter(list(args.targets), args.pid is not None)
+    specs, pattern = split_filter(positionals, args.pid is not None)
     if not specs and args.pid is None:
         raise UsageError("give at least one TARGET, or --pid PID",
                          hints=("e.g. `planrunner list /usr/lib/postgresql/15/bin/postgres`",))
@@ -59,31 +125,35 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             # `list python3.11 gc__done`: a trailing plain name that is no target is
             # a probe name (reported on stderr if nothing matches).
             specs, pattern, paths = specs[:-1], specs[-1], paths[:-1]
-        paths = list(dict.fromkeys(p or resolve_target(s, args.pid)
-                                   for s, p in zip(specs, paths, strict=True)))
+        found: list[str] = list(dict.fromkeys(p or resolve_target(s, args.pid)
+                                              for s, p in zip(specs, paths, strict=True)))
     else:
         from planrunner.elf.procmaps import executable_objects
 
-        paths = _readable(executable_objects(args.pid), stderr)
+        found = _readable(executable_objects(args.pid), stderr)
     if args.format == "json":
         import json
 
-        json.dump(listing.json_document(listing.probe_details(paths, pattern)), stdout,
-                  indent=2)
+        doc = listing.json_document(listing.probe_details(found, pattern))
+        if extra_tracepoints:
+            return _list_tracepoints(args, extra_tracepoints, stdout, stderr, doc)
+        json.dump(doc, stdout, indent=2)
         stdout.write("\n")
         return 0
     if args.verbose:
-        lines = listing.text_lines(listing.probe_details(paths, pattern), args.verbose)
+        lines = listing.text_lines(listing.probe_details(found, pattern), args.verbose)
     else:
-        lines = listing.name_lines(listing.probe_names(paths, pattern))
+        lines = listing.name_lines(listing.probe_names(found, pattern))
     count = 0
     for line in lines:
         stdout.write(line + "\n")
         count += 1
     if not count:
-        where = ", ".join(paths) if specs else f"process {args.pid}"
+        where = ", ".join(found) if specs else f"process {args.pid}"
         what = f" matching '{pattern}'" if pattern else ""
         print(f"planrunner: no USDT probes{what} in {where}", file=stderr)
+    if extra_tracepoints:
+        return _list_tracepoints(args, extra_tracepoints, stdout, stderr)
     return 0
 
 

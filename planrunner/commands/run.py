@@ -1,4 +1,9 @@
-"""`planrunner run PLAN`: validate, compile, attach, print records until told to stop."""
+"""`planrunner run PLAN`: validate, compile, attach, print records until told to stop.
+
+Wires the pieces together: the compiled program, the output view, the bcc backend
+(runtime/bcc_backend.py) and, with --prometheus, the Prometheus live view; the
+session (runtime/session.py) knows none of them by name.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from planrunner.commands.common import add_plan_parser, overrides, plan_path, pr
 from planrunner.errors import UsageError
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = add_plan_parser(sub, name, help="trace with a plan")
     parser.add_argument("-c", "--command", metavar="'CMD ARGS'",
                         help="start CMD with everything attached; end when it exits "
@@ -57,10 +62,13 @@ def parse_seconds(text: str | None) -> float | None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from planrunner.output import make_view
+    from planrunner.output.base import LiveView
+    from planrunner.output.destination import open_view
     from planrunner.pipeline import compile_plan
+    from planrunner.prometheus import PrometheusView
     from planrunner.prometheus.config import exporter_config, parse_address
     from planrunner.records import PrintSchema
+    from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.session import RunOptions, run_session
 
     if args.pid and args.command:
@@ -78,22 +86,21 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                            tuple(f.key for f in p.layout.fields
                                  if f.kind in ("stack", "ucopy")))
                for p in program.prints]
-    out = open(args.output, "w", encoding="utf-8") if args.output else stdout  # noqa: SIM115
+    # One file per output for CSV with several outputs; aggregations in plan order.
+    view = open_view(args.format, args.output, stdout, schemas,
+                     [o.name for o in _plan.outputs], stderr)
     try:
-        view = make_view(args.format, out, schemas)
         if args.flamegraph:
             from planrunner.output.folded import FlameGraphTap
 
             view = FlameGraphTap(view, args.flamegraph, _plan.name)
-        opts = RunOptions(args.pid, command, duration, args.max_events, prometheus=prom)
-        status = run_session(program, opts, view, stderr)
-        view.close()
-        return status
+        opts = RunOptions(args.pid, command, duration, args.max_events)
+        live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []
+        return run_session(program, opts, view, stderr, BccBackend(), live)
     finally:
-        if out is not stdout:
-            out.close()
-        elif out is sys.stdout:
+        view.close()
+        if stdout is sys.stdout and args.output in (None, "-"):
             try:
-                out.flush()
+                stdout.flush()
             except BrokenPipeError:
                 pass

@@ -4,12 +4,16 @@ probe (target, build id, locations, semaphores, argument types). Nothing is load
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+import re
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from planrunner.resolve.model import ResolvedProbe
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = add_plan_parser(
         sub, name, help="check a plan against the real binaries (nothing attached)")
     parser.add_argument("--schema-only", action="store_true",
@@ -36,7 +40,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 0
 
 
-def _stacks(probe) -> str:  # type: ignore[no-untyped-def]
+_ARGN = re.compile(r"^arg[0-9]+$")
+
+
+def _stacks(probe: ResolvedProbe) -> str:
     """How the probe captures stacks, when it does."""
     kinds = [("user stacks by " + ("frame pointers" if probe.stack.unwind == "fp" else
                                   f"{probe.stack.unwind} unwinding ({probe.stack.bytes} "
@@ -45,7 +52,7 @@ def _stacks(probe) -> str:  # type: ignore[no-untyped-def]
     return f"; {', '.join(kinds)}" if kinds else ""
 
 
-def _summary(probe) -> str:  # type: ignore[no-untyped-def]
+def _summary(probe: ResolvedProbe) -> str:
     spec = probe.spec
     if spec.kind == "span":
         return f"  {spec.name}: span {spec.begin} -> {spec.end}"
@@ -54,12 +61,27 @@ def _summary(probe) -> str:  # type: ignore[no-untyped-def]
     if spec.kind == "profile":
         return f"  {spec.name}: profile {spec.hz} Hz on every CPU{_stacks(probe)}"
     if spec.kind == "interval":
-        return f"  {spec.name}: interval every {spec.period_ns / 1e9:g}s on one CPU"
+        return f"  {spec.name}: interval every {(spec.period_ns or 0) / 1e9:g}s on one CPU"
     binary = probe.targets[0]
     sems = sum(1 for s in probe.sites if s.ref_ctr_offset)
     read = {s.name or f"arg{s.index}" for s in probe.slots}
+    offered = list(probe.offered)
+    registers = ""
+    if spec.kind in ("uprobe", "uretprobe"):
+        # A function's 12 register arguments are always offered: show the declared and
+        # the read ones, and the rest once.
+        declared = {f"arg{a.index}" for a in spec.args}
+        shown = [(n, t) for n, t in offered
+                 if (declared | read) & set(n.split("/")) or not _ARGN.match(n)]
+        rest = len(offered) - len(shown)
+        if rest:
+            registers = (f"arg1..arg{len(offered)}: int64 (registers; declare the ones "
+                         "you use)" if not shown else
+                         f"the other {rest} of arg1..arg{len(offered)}: int64 (registers)")
+        offered = shown
     args = ", ".join(f"{names}: {typ}{' (read)' if read & set(names.split('/')) else ''}"
-                     for names, typ in probe.offered)
+                     for names, typ in offered)
+    args = ", ".join(a for a in (args, registers) if a)
     lines = [f"  {spec.name}: {spec.kind} in {binary.display}",
              f"    build id {binary.build_id or 'none'}; {len(probe.sites)} "
              f"location{'s' if len(probe.sites) != 1 else ''}"

@@ -6,6 +6,11 @@ for each aggregation snapshot, `lost(count, reason)` for losses it wants in the 
 (it reports them on stderr itself; views never write to stderr), `flush()` after each
 batch and `close()` once at the end. `close()` flushes but never closes the stream: the
 caller owns it (it may be sys.stdout).
+
+A `LiveView` (Prometheus) is not handed records: it pulls aggregation snapshots through
+a `SnapshotSource` (records.py) while the session runs. The session starts it once
+everything is attached and closes it after detaching; while one runs, aggregation maps
+are never reset, so what it serves only grows.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TextIO, runtime_checkable
 
-from planrunner.records import AggSnapshot, PrintSchema
+from planrunner.records import AggSnapshot, PrintSchema, SnapshotSource
 
 
 @runtime_checkable
@@ -27,6 +32,13 @@ class View(Protocol):
     def lost(self, count: int, reason: str) -> None: ...
 
     def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LiveView(Protocol):
+    def start(self, source: SnapshotSource, probes_attached: int,
+              semaphore_mode: str) -> None: ...
 
     def close(self) -> None: ...
 

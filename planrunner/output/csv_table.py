@@ -1,7 +1,9 @@
 """The `csv` view (RFC 4180 via the csv module, "\\r\\n" line ends).
 
 A CSV stream may hold several tables; each starts with its own header row, written
-once, just before its first data row. To split them, a header row is one whose first
+once, just before its first data row. `run` gives each output a stream of its own
+when there are several (destination.py), so a file holds one table (and losses go
+to a `lost` file). To split them, a header row is one whose first
 cell is ``output`` (records, aggregations) or ``lost`` (losses).
 
 - Print records: one table for all `print` outputs, columns ``output, time, ts_ns,
@@ -10,7 +12,8 @@ cell is ``output`` (records, aggregations) or ``lost`` (losses).
   NULL strings are empty cells, bools ``true``/``false``; time is UTC ISO 8601. A
   record of an output without a schema fills the common columns only.
 - Each aggregation output: its own table, ``output, interval_start, interval_end``
-  (ISO 8601 UTC; start empty when cumulative), the key fields, then for count/sum/min/
+  (ISO 8601 UTC; start empty if the snapshot has none: under `run` it is the run's
+  start without `every`), the key fields, then for count/sum/min/
   max the statistic (avg: ``avg, count``), or for hist/lhist ``low, high, count`` with
   one row per bucket from the first to the last non-empty one (an unbounded side of an
   lhist bucket is empty).
@@ -27,10 +30,10 @@ from typing import TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, iso_utc
+from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Record, iso_utc
 
 HEAD = ("output", *(k for k in RECORD_HEAD if k != "output"))
-Row = Callable[[dict], Sequence[object]]
+Row = Callable[[Record], Sequence[object]]
 
 
 def _cell(value: object) -> object:
@@ -39,7 +42,7 @@ def _cell(value: object) -> object:
     return value
 
 
-def _fix_bools(values: tuple) -> tuple:
+def _fix_bools(values: tuple[object, ...]) -> tuple[object, ...]:
     # `True in values` also matches the int 1: check the types before copying.
     if (True in values or False in values) and any(type(v) is bool for v in values):
         return tuple(map(_cell, values))
@@ -66,7 +69,7 @@ class CsvView(ViewBase):
         if keys == self.columns[:-1]:  # the output has every column in order: C getter
             get = itemgetter(*keys)
 
-            def row(rec: dict) -> Sequence[object]:
+            def row(rec: Record) -> Sequence[object]:
                 trunc = rec.get("truncated")
                 return (*_fix_bools(get(rec)), ";".join(trunc) if trunc else None)
 
@@ -75,7 +78,7 @@ class CsvView(ViewBase):
         # Only this output's keys: another output's columns stay empty.
         cols = [k if k in keys else None for k in self.columns[:-1]]
 
-        def row_general(rec: dict) -> Sequence[object]:
+        def row_general(rec: Record) -> Sequence[object]:
             trunc = rec.get("truncated")
             cells = (_cell(rec.get(k)) if k else None for k in cols)
             return (*cells, ";".join(trunc) if trunc else None)
@@ -87,7 +90,7 @@ class CsvView(ViewBase):
             self.tables.add(name)
             self.writer.writerow(header)
 
-    def records(self, batch: Sequence[dict]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
         self._table("\0records", self.columns)

@@ -6,7 +6,8 @@
   ``[{"address", "symbol" (null when unknown), "offset", "module"}, ...]`` (so is a stack
   key of an aggregation row).
 - An aggregation snapshot gives one object per row, in the order given:
-  ``{"output", "interval_start" (ISO 8601 UTC or null when cumulative from the start),
+  ``{"output", "interval_start" (ISO 8601 UTC; null if the snapshot has none, which
+  `run` never passes: without `every` it is the run's start),
   "interval_end", the key fields..., then each statistic the row carries among
   "count", "sum", "min", "max", "avg"}``; histograms carry
   ``"buckets": [{"low", "high", "count"}...]`` with the buckets from the first to the
@@ -24,12 +25,20 @@ runtime's, after each batch.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
-from planrunner.records import STAT_KEYS, AggRow, AggSnapshot, PrintSchema, Stack, iso_utc
+from planrunner.records import (
+    STAT_KEYS,
+    AggRow,
+    AggSnapshot,
+    PrintSchema,
+    Record,
+    Stack,
+    iso_utc,
+)
 
 
 def _default(obj: object) -> object:
@@ -47,7 +56,7 @@ class JsonView(ViewBase):
         self.encode = encoder.encode
         self._records_line = _flat_encoder(encoder)
 
-    def records(self, batch: Sequence[dict]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if batch:
             self.stream.write("\n".join(map(self._records_line, batch)) + "\n")
 
@@ -62,7 +71,7 @@ class JsonView(ViewBase):
         self.stream.write(self.encode({"lost": count, "reason": reason}) + "\n")
 
 
-def _flat_encoder(encoder: json.JSONEncoder):  # type: ignore[no-untyped-def]
+def _flat_encoder(encoder: json.JSONEncoder) -> Callable[[Record], str]:
     """encoder.encode for print records, without its per-call set-up: JSONEncoder.encode
     builds a new C encoder for every object (1.4x slower on records). Print records hold
     only str/int/bool/None, stacks and a list of keys, so no cycle check is needed."""
@@ -71,11 +80,11 @@ def _flat_encoder(encoder: json.JSONEncoder):  # type: ignore[no-untyped-def]
         return encoder.encode
     encode = make(None, encoder.default, json.encoder.encode_basestring, None,
                   encoder.key_separator, encoder.item_separator, False, False, True)
-    return lambda rec: "".join(encode(rec, 0))
+    return lambda rec: "".join(encode(rec, 0))  # noqa: E731 - the encoder is closed over
 
 
-def row_object(snap: AggSnapshot, row: AggRow) -> dict[str, object]:
-    obj: dict[str, object] = {
+def row_object(snap: AggSnapshot, row: AggRow) -> Record:
+    obj: Record = {
         "output": snap.output,
         "interval_start": None if snap.interval_start is None else iso_utc(snap.interval_start),
         "interval_end": iso_utc(snap.interval_end),

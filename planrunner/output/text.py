@@ -3,14 +3,18 @@ aggregations, in the manner of bcc's tools.
 
 Print records. One header line, written before the first record, then one line each:
 ``TIME PID TID COMM PROBE`` and the output's fields, each column padded to its header
-(longer values push the line; nothing is cut). TIME is local wall-clock time
+or to the widest value seen so far (the header is laid out for the first batch; a
+column widens, up to MAX_WIDTH, when a later value is longer; a longer value still
+pushes the line: nothing is cut). TIME is local wall-clock time
 ``HH:MM:SS.ffffff`` (bcc shows local time too; JSON/CSV keep UTC), or in `tz` if given.
 - When every `print` output without a `format` has the same fields, the header names
   them. When they differ, the header stops at PROBE and each line shows its fields as
   ``key=value`` (a record's output is then clear from its keys and PROBE).
 - An output with a `format` template prints the template instead (see template.py).
 - NULL strings read ``(null)``, bools ``true``/``false``; a truncated string ends ``…``.
-  Line breaks inside values are shown as ``\\n``/``\\r``, so a record stays one line.
+  Line breaks inside values are shown as ``\\n``/``\\r``, so a record stays one line,
+  and every other control character as ``\\xNN`` (printable.py, as `list` does), so a
+  traced program's strings cannot move the cursor or forge lines.
 
 Stacks (`ustack`, `kstack` fields) are not columns: their frames follow the line, one
 per line, indented like bcc's `trace -U` (``    inner+0x12 [fx_stack]``), innermost
@@ -22,27 +26,31 @@ only what it is given; the runtime reports losses on stderr itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import tzinfo
+from itertools import repeat
 from typing import TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
 from planrunner.output.template import compile_template, readable
 from planrunner.output.text_agg import snapshot_text
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Stack
+from planrunner.printable import printable
+from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Record, Stack
 from planrunner.stacks.formats import text_lines
 
-Render = Callable[[dict], str]
+Render = Callable[[Record], str]
 TIME_WIDTH = 15  # HH:MM:SS.ffffff
 FIELD_MIN_WIDTH = 8
+MAX_WIDTH = 40  # a column widens to the values seen up to this; longer values push
+_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})
 
 
-def _has_bool(values) -> bool:
+def _has_bool(values: Iterable[object]) -> bool:
     return any(type(v) is bool for v in values)
 
 
-def _plain(rec: dict) -> dict:
+def _plain(rec: Record) -> Record:
     """`rec` itself, or its readable copy when it holds None, bools or truncation."""
     vals = rec.values()
     if None in vals or "truncated" in rec or (
@@ -60,10 +68,15 @@ class TextView(ViewBase):
         columned = [s for s in self.schemas if s.format is None]
         self.uniform = len({_columns_of(s) for s in columned}) <= 1
         self.probe_width = max([5, *(len(s.probe) for s in self.schemas)])
-        fields = _columns_of(columned[0]) if columned and self.uniform else ()
+        # The shared columns' fields (uniform case) and the outputs printed in them.
+        self.fields: tuple[str, ...] = (_columns_of(columned[0]) if columned and self.uniform
+                                        else ())
         self.multiline: set[str] = {s.output for s in self.schemas if s.stacks}
-        self.header = self._header(fields)
+        self.columned = {s.output for s in columned} if self.uniform else set()
+        self.widths: dict[str, int] = {f: max(FIELD_MIN_WIDTH, len(f)) for f in self.fields}
+        self.header = self._header(self.fields)
         self.header_done = False
+        self.templated = {s.output for s in self.schemas if s.format is not None}
         self.renderers: dict[str, Render] = {}
         for schema in self.schemas:
             self.renderers[schema.output] = self._renderer(schema)
@@ -76,15 +89,34 @@ class TextView(ViewBase):
 
     def _header(self, fields: Sequence[str]) -> str:
         cols = [("TIME", TIME_WIDTH), *((k.upper(), w) for k, w in self._head_keys())]
-        cols += [(f, max(FIELD_MIN_WIDTH, len(f))) for f in fields]
+        cols += [(f, self.widths.get(f, max(FIELD_MIN_WIDTH, len(f)))) for f in fields]
         names = [f"{name:<{w}}" for name, w in cols[:-1]] + [cols[-1][0]]
         return " ".join(names) + "\n"
+
+    def _widen(self, plain: Sequence[Record]) -> None:
+        """Widen the shared field columns (all but the last) to the values of `plain`,
+        and lay out the header and the column renderers again if any grew."""
+        grew = False
+        columned = self.columned
+        recs = [r for r in plain if r["output"] in columned]
+        for key in self.fields[:-1]:
+            # C-level maps: this runs over every record of every batch
+            seen = max(map(len, map(str, map(dict.get, recs, repeat(key)))), default=0)
+            width = min(seen, MAX_WIDTH)
+            if width > self.widths[key]:
+                self.widths[key] = width
+                grew = True
+        if grew:
+            self.header = self._header(self.fields)
+            for schema in self.schemas:
+                if schema.output in self.columned:
+                    self.renderers[schema.output] = self._renderer(schema)
 
     def _column_format(self, fields: Sequence[str], as_pairs: bool) -> str:
         """A %-format over the record for everything after TIME (TIME is converted)."""
         keys = self._head_keys()
         if not as_pairs:
-            keys += [(f, max(FIELD_MIN_WIDTH, len(f))) for f in fields]
+            keys += [(f, self.widths.get(f, max(FIELD_MIN_WIDTH, len(f)))) for f in fields]
         cells = [f"%({k})-{w}s" for k, w in keys]
         pairs = [f"{f.replace('%', '%%')}=%({f})s" for f in fields] if as_pairs else []
         if not pairs:  # the last column is not padded (PROBE is, when pairs follow it)
@@ -104,22 +136,21 @@ class TextView(ViewBase):
             return self._pairs_renderer(fields)
         fmt = self._column_format(fields, as_pairs)
         time_of = self.clock.record_time
-        # Here is the hot path: one C-level %-format over the record dict.
-        return lambda rec: time_of(rec["time"]) + fmt % _plain(rec)
+        # Here is the hot path: one C-level %-format over the (plain) record dict.
+        return lambda rec: time_of(rec["time"]) + fmt % rec
 
     def _pairs_renderer(self, fields: Sequence[str]) -> Render:
         base = " " + " ".join(f"%({k})-{w}s" for k, w in self._head_keys())
         time_of = self.clock.record_time
 
-        def render(rec: dict) -> str:
-            rec = _plain(rec)
+        def render(rec: Record) -> str:
             pairs = "".join(f" {f}={rec.get(f)}" for f in fields)
             head = time_of(str(rec["time"])) + base % rec
             return head + pairs if pairs else head.rstrip(" ")
 
         return render
 
-    def _unknown(self, rec: dict) -> Render:
+    def _unknown(self, rec: Record) -> Render:
         """A record of an output without a schema: its fields as key=value."""
         skip = {*RECORD_HEAD, "truncated"}
         render = self._pairs_renderer([k for k in rec if k not in skip])
@@ -128,9 +159,13 @@ class TextView(ViewBase):
 
     # -- View ----------------------------------------------------------------------------
 
-    def records(self, batch: Sequence[dict]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
+        templated = self.templated  # a template makes its own readable copy
+        batch = [rec if rec["output"] in templated else _plain(rec) for rec in batch]
+        if self.columned and len(self.fields) > 1:
+            self._widen(batch)
         out = []
         if not self.header_done:
             self.header_done = True
@@ -144,8 +179,8 @@ class TextView(ViewBase):
             if rec["output"] in multiline:
                 out.append(line)  # _with_stacks made the record's own line safe
                 continue
-            if "\n" in line or "\r" in line:  # a multi-line value must not split the record
-                line = line.replace("\r", "\\r").replace("\n", "\\n")
+            if not line.isprintable():  # a control character from the traced program
+                line = printable(line.translate(_LINE_BREAKS))
             out.append(line)
         out.append("")
         self.stream.write("\n".join(out))
@@ -167,12 +202,15 @@ def stack_text(stack: object, indent: int = 4) -> list[str]:
         return []
     if stack.lost:
         return [" " * indent + "[stack lost]"]
-    return text_lines(stack.frames, indent)
+    return [printable(t) if not t.isprintable() else t
+            for t in text_lines(stack.frames, indent)]
 
 
 def _with_stacks(line: Render, stacks: Sequence[str]) -> Render:
-    def render(rec: dict) -> str:
-        text = line(rec).replace("\r", "\\r").replace("\n", "\\n")
+    def render(rec: Record) -> str:
+        text = line(rec)
+        if not text.isprintable():
+            text = printable(text.translate(_LINE_BREAKS))
         frames = [t for key in stacks for t in stack_text(rec.get(key))]
         return "\n".join([text, *frames])
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from planrunner.output.clock import Clock
 from planrunner.output.histogram import hist_lines, unit_title
+from planrunner.printable import printable
 from planrunner.records import STAT_KEYS, AggRow, AggSnapshot, Stack
 
 
@@ -29,6 +30,8 @@ def cell(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.2f}"
+    if isinstance(value, str):
+        return printable(value)  # a key string from the traced program
     return str(value)
 
 
@@ -73,7 +76,8 @@ def stats_lines(snap: AggSnapshot) -> list[str]:
 def _key_line(row: AggRow) -> str:
     line = ", ".join(f"{name} = {cell(value)}" for name, value in row.key
                      if not isinstance(value, Stack))
-    return "\n".join([line, *_stacks_of(row)]) if _stacks_of(row) else line
+    frames = _stacks_of(row)
+    return "\n".join([line, *frames]) if frames else line
 
 
 def hist_block(snap: AggSnapshot) -> list[str]:

@@ -6,17 +6,26 @@
 
 Each stage raises one PlanError subclass carrying all of its Diagnostics:
 PlanSyntaxError (load), PlanSchemaError (schema), UsageError (params from --set),
-PlanSemanticError (build). A later stage runs only when the earlier one passed.
+PlanSemanticError (build). A plan with schema errors is still built, without the
+entries the schema broke (validate.SchemaReport), and the PlanSchemaError raised then
+carries the schema and the semantic diagnostics together, in file order, each once.
 """
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from planrunner.errors import PlanError, UsageError
+from planrunner.diagnostics import Diagnostic
+from planrunner.errors import PlanError, PlanSchemaError, UsageError
 from planrunner.plan.model import Plan
 from planrunner.plan.params import parse_overrides
-from planrunner.plan.source import LoadedPlan
+from planrunner.plan.source import JsonPath, LoadedPlan
+
+if TYPE_CHECKING:
+    from planrunner.plan.validate import SchemaReport
 
 SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml"}
 
@@ -66,6 +75,51 @@ def load_plan(path: str | Path, overrides: dict[str, str] | None = None, *,
     `param_values` instead of being a UsageError (for `validate` of a library plan).
     """
     from planrunner.plan.build import build
+    from planrunner.plan.validate import schema_report
 
-    loaded = validate_schema_only(path)
+    loaded = load_source(path)
+    report = schema_report(loaded)
+    if report.diagnostics:
+        raise PlanSchemaError(_with_semantic(loaded, report, dict(overrides or {})))
     return build(loaded, dict(overrides or {}), require_params=require_params)
+
+
+def _with_semantic(loaded: LoadedPlan, report: SchemaReport, overrides: dict[str, str]
+                   ) -> list[Diagnostic]:
+    """The schema's diagnostics and those of building the parts the schema accepted,
+    in file order, each once."""
+    from planrunner.plan.build import build
+
+    partial = replace(loaded, data=_without(loaded.data, report.unknown_keys))
+    try:
+        build(partial, overrides, require_params=False, broken=report.broken)
+        semantic: tuple[Diagnostic, ...] = ()
+    except PlanError as err:
+        semantic = err.diagnostics
+    except (KeyError, TypeError, AttributeError, ValueError, StopIteration):
+        # A schema hole the pruning did not foresee: the schema errors still stand.
+        semantic = ()
+    merged = list(dict.fromkeys([*report.diagnostics, *semantic]))
+    return sorted(merged, key=_position)
+
+
+def _position(diag: Diagnostic) -> tuple[int, int]:
+    return (diag.span.line, diag.span.column) if diag.span else (0, 0)
+
+
+def _without(data: object, paths: frozenset[JsonPath]) -> object:
+    """A copy of `data` without the keys at `paths` (the schema's unknown keys)."""
+    if not paths:
+        return data
+    data = copy.deepcopy(data)
+    for path in paths:
+        node: Any = data  # a mapping or list of the loaded plan, or None once lost
+        for part in path[:-1]:
+            try:
+                node = node[part]
+            except (KeyError, IndexError, TypeError):
+                node = None
+                break
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return data

@@ -4,12 +4,16 @@
 override or a missing required param is a UsageError, raised at once since nothing
 can be built without the values), then builds targets, probes, outputs and settings,
 collecting every mistake into one PlanSemanticError. Expression and `${param}`
-errors keep their exact columns. It assumes the data passed the schema (validate.py).
+errors keep their exact columns. It assumes the data passed the schema (validate.py),
+except for the parts named in `broken` (see validate.SchemaReport): those entries are
+skipped, though their names stay known, so that the rest of a plan with schema errors
+is still checked ("unknown probe 'x'" is not said of a probe that merely has a typo).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from types import MappingProxyType
 
@@ -19,24 +23,46 @@ from planrunner.plan.build_outputs import build_outputs
 from planrunner.plan.build_probes import build_probes, build_stack
 from planrunner.plan.context import BuildContext
 from planrunner.plan.model import ParamSpec, Plan, Settings, TargetSpec
-from planrunner.plan.params import DURATION_HINT, ParamValueError, check_overrides, convert
-from planrunner.plan.source import LoadedPlan
+from planrunner.plan.params import (
+    DURATION_HINT,
+    PARAM_TYPES,
+    ParamValueError,
+    check_overrides,
+    convert,
+)
+from planrunner.plan.source import JsonObj, JsonPath, LoadedPlan
 
 _BUILD_ID = re.compile(r"^(?:[0-9a-f]{2})+$")
 
 
 def build(loaded: LoadedPlan, overrides: dict[str, str], *,
-          require_params: bool = True) -> Plan:
+          require_params: bool = True, broken: frozenset[JsonPath] = frozenset()) -> Plan:
     """Build the Plan; raise UsageError (params) or PlanSemanticError (everything else)."""
     data = loaded.data
     assert isinstance(data, dict), "the loader guarantees a mapping"
     ctx = BuildContext(loaded)
-    params = _params(ctx, data.get("params", {}))
+
+    def section(name: str) -> JsonObj:
+        value = data.get(name, {})
+        return {} if (name,) in broken or not isinstance(value, dict) else value
+
+    def skipped(name: str) -> set[object]:
+        return {p[1] for p in broken if len(p) == 2 and p[0] == name}
+
+    params = _params(ctx, section("params"), skipped("params"))
     _bind(ctx, params, overrides, require_params)
-    targets = _targets(ctx, data.get("targets", {}))
-    probes = build_probes(ctx, data["probes"], [t.name for t in targets])
-    outputs = build_outputs(ctx, data["outputs"], [p.name for p in probes])
-    settings = _settings(ctx, data.get("settings", {}))
+    target_data = section("targets")
+    targets = _targets(ctx, target_data, skipped("targets"))
+    probe_data = section("probes")
+    target_names = list(target_data) if ("targets",) not in broken else None
+    probes = build_probes(ctx, probe_data, target_names, skipped("probes"))
+    probe_names = list(probe_data) if ("probes",) not in broken and "probes" in data else None
+    output_data = data.get("outputs", [])
+    if ("outputs",) in broken or not isinstance(output_data, list):
+        output_data = []
+    outputs = build_outputs(ctx, output_data, probe_names, skipped("outputs"))
+    settings = (Settings() if any(p[:1] == ("settings",) for p in broken)
+                else _settings(ctx, data.get("settings", {})))
     if ctx.errors:
         raise PlanSemanticError(sorted(ctx.errors, key=_position))
     return Plan(
@@ -52,10 +78,15 @@ def _position(diag: Diagnostic) -> tuple[int, int]:
     return (diag.span.line, diag.span.column) if diag.span else (0, 0)
 
 
-def _params(ctx: BuildContext, params: dict) -> tuple[ParamSpec, ...]:
+def _params(ctx: BuildContext, params: JsonObj, skip: AbstractSet[object] = frozenset()
+            ) -> tuple[ParamSpec, ...]:
     out = []
     for name, spec in params.items():
         jpath = ("params", name)
+        if name in skip:  # declared, so `${name}` is no "unknown param"; left unbound
+            ptype = spec.get("type") if isinstance(spec, dict) else None
+            ctx.param_types[name] = ptype if ptype in PARAM_TYPES else "string"
+            continue
         ptype, required = spec["type"], spec.get("required", False)
         ctx.param_types[name] = ptype
         default = None
@@ -87,10 +118,13 @@ def _bind(ctx: BuildContext, params: tuple[ParamSpec, ...], overrides: dict[str,
                           for p in missing])
 
 
-def _targets(ctx: BuildContext, targets: dict) -> tuple[TargetSpec, ...]:
+def _targets(ctx: BuildContext, targets: JsonObj, skip: AbstractSet[object] = frozenset()
+             ) -> tuple[TargetSpec, ...]:
     out = []
     for name, spec in targets.items():
         jpath = ("targets", name)
+        if name in skip:
+            continue
         binary = ctx.sub(jpath + ("binary",), spec["binary"])
         if not binary.strip():
             ctx.error(f"target '{name}' has an empty binary", ctx.spans.value(jpath + ("binary",)),
@@ -109,7 +143,7 @@ def _targets(ctx: BuildContext, targets: dict) -> tuple[TargetSpec, ...]:
     return tuple(out)
 
 
-def _settings(ctx: BuildContext, data: dict) -> Settings:
+def _settings(ctx: BuildContext, data: JsonObj) -> Settings:
     defaults = Settings()
     pages = data.get("ringbuf_pages", defaults.ringbuf_pages)
     if pages & (pages - 1):
@@ -118,4 +152,5 @@ def _settings(ctx: BuildContext, data: dict) -> Settings:
                   f"e.g. {1 << (pages.bit_length() - 1)} or {1 << pages.bit_length()}")
     return Settings(string_size=data.get("string_size", defaults.string_size),
                     map_size=data.get("map_size", defaults.map_size), ringbuf_pages=pages,
-                    span_depth=data.get("span_depth", defaults.span_depth))
+                    span_depth=data.get("span_depth", defaults.span_depth),
+                    max_sites=data.get("max_sites", defaults.max_sites))

@@ -11,11 +11,13 @@ error asking for a {NAME: EXPRESSION} mapping.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
+from typing import Any, cast
 
 from planrunner.plan.context import BuildContext
-from planrunner.plan.model import FieldSpec, OutputSpec
+from planrunner.plan.model import FieldSpec, OutputKind, OutputSpec
 from planrunner.plan.params import DURATION_HINT, ParamValueError, parse_duration
-from planrunner.plan.source import JsonPath
+from planrunner.plan.source import JsonObj, JsonPath
 
 KINDS = ("print", "count", "sum", "min", "max", "avg", "hist", "lhist")
 VALUE_KINDS = ("sum", "min", "max", "avg", "hist", "lhist")
@@ -30,11 +32,15 @@ _MOVE_HINTS = {"by": "a print output lists its record's fields: [...]",
                "fields": "aggregations group with by: [...]"}
 
 
-def build_outputs(ctx: BuildContext, outputs: list, probes: list[str]
+def build_outputs(ctx: BuildContext, outputs: list[Any], probes: list[str] | None,
+                  skip: AbstractSet[object] = frozenset()
                   ) -> tuple[OutputSpec, ...]:
-    built = tuple(_output(ctx, i, item, probes) for i, item in enumerate(outputs))
+    """OutputSpecs of `outputs` but the indexes in `skip` (schema errors); `probes`
+    None: the probes section is broken or missing, so probe names are not checked."""
+    kept = [(i, item) for i, item in enumerate(outputs) if i not in skip]
+    built = tuple(_output(ctx, i, item, probes) for i, item in kept)
     seen: dict[str, int] = {}
-    for i, (out, item) in enumerate(zip(built, outputs, strict=True)):
+    for out, (i, item) in zip(built, kept, strict=True):
         if "name" in item and out.name in seen:
             ctx.error(f"two outputs are named '{out.name}' (outputs {seen[out.name]} and {i})",
                       ctx.spans.text(("outputs", i, "name")))
@@ -42,11 +48,12 @@ def build_outputs(ctx: BuildContext, outputs: list, probes: list[str]
     return built
 
 
-def _output(ctx: BuildContext, index: int, item: dict, probes: list[str]) -> OutputSpec:
+def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | None
+            ) -> OutputSpec:
     base: JsonPath = ("outputs", index)
     kind = next(k for k in KINDS if k in item)
     probe = item[kind]
-    if probe not in probes:
+    if probes is not None and probe not in probes:
         ctx.unknown("probe", probe, probes, ctx.spans.text(base + (kind,)))
     _check_keys(ctx, base, kind, item)
     value = ctx.expr(base + ("value",), item["value"]) if "value" in item else None
@@ -57,14 +64,14 @@ def _output(ctx: BuildContext, index: int, item: dict, probes: list[str]) -> Out
     name = ctx.sub(base + ("name",), item["name"]) if "name" in item else str(index)
     fmt = ctx.sub(base + ("format",), item["format"]) if "format" in item else None
     return OutputSpec(
-        index=index, name=name, kind=kind, probe=probe,  # type: ignore[arg-type]
+        index=index, name=name, kind=cast(OutputKind, kind), probe=probe,
         span=ctx.spans.value(base), probe_span=ctx.spans.text(base + (kind,)),
         fields=fields, by=by, value=value, where=where, every_ns=_every(ctx, base, item),
         top=item.get("top"), format=fmt,
         lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2])
 
 
-def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> None:
+def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj) -> None:
     if kind in VALUE_KINDS and "value" not in item:
         ctx.error(f"a {kind} output needs 'value' (what to aggregate)",
                   ctx.spans.key(base + (kind,)), "e.g. value: latency, or value: arg2")
@@ -84,7 +91,7 @@ def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> Non
                   ctx.spans.key(base + (kind,)), "or use hist: for log2 buckets")
 
 
-def _every(ctx: BuildContext, base: JsonPath, item: dict) -> int | None:
+def _every(ctx: BuildContext, base: JsonPath, item: JsonObj) -> int | None:
     if "every" not in item:
         return None
     at = ctx.spans.text(base + ("every",))
@@ -101,7 +108,7 @@ def _every(ctx: BuildContext, base: JsonPath, item: dict) -> int | None:
     return ns
 
 
-def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
+def _range(ctx: BuildContext, base: JsonPath, rng: JsonObj | None
            ) -> tuple[int | None, int | None, int | None]:
     if rng is None:
         return None, None, None
@@ -122,7 +129,7 @@ def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
     return None, None, None
 
 
-def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec, ...]:
+def _fields(ctx: BuildContext, lpath: JsonPath, items: list[Any]) -> tuple[FieldSpec, ...]:
     out: list[FieldSpec] = []
     seen: dict[str, str] = {}
     for i, item in enumerate(items):
@@ -142,7 +149,7 @@ def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec,
     return tuple(out)
 
 
-def _field(ctx: BuildContext, jpath: JsonPath, item: str | dict) -> FieldSpec | None:
+def _field(ctx: BuildContext, jpath: JsonPath, item: str | JsonObj) -> FieldSpec | None:
     if isinstance(item, dict):
         (key, text), = item.items()
         expr = ctx.expr(jpath + (key,), text)

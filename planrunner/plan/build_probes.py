@@ -12,12 +12,17 @@ profile `{hz: N}` samples every CPU; interval `D` (a duration) fires on one CPU.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any, cast
 
 from planrunner.diagnostics import Span
 from planrunner.plan.context import BUILTINS, IDENT, BuildContext
-from planrunner.plan.model import ArgSpec, ProbeSpec, StackSpec
+from planrunner.plan.model import ArgSpec, ProbeKind, ProbeSpec, StackSpec
 from planrunner.plan.params import parse_duration
-from planrunner.plan.source import JsonPath
+from planrunner.plan.source import JsonObj, JsonPath
+
+if TYPE_CHECKING:
+    from planrunner.expr.ast import Expr
 
 KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval", "span")
 SAMPLING = ("profile", "interval")
@@ -26,21 +31,33 @@ _TP_PART = re.compile(r"^[A-Za-z0-9_]+$")
 _ARGN = re.compile(r"^arg[0-9]+$")
 
 
-def probe_kind(data: dict) -> str:
+def probe_kind(data: JsonObj) -> str:
     return next(k for k in KINDS if k in data)
 
 
-def build_probes(ctx: BuildContext, probes: dict, targets: list[str]) -> tuple[ProbeSpec, ...]:
-    kinds = {name: probe_kind(p) for name, p in probes.items()}
-    return tuple(_probe(ctx, name, p, kinds, targets) for name, p in probes.items())
+def build_probes(ctx: BuildContext, probes: JsonObj, targets: list[str] | None,
+                 skip: AbstractSet[object] = frozenset()
+                 ) -> tuple[ProbeSpec, ...]:
+    """ProbeSpecs of `probes` but those in `skip` (schema errors: their names stay
+    known to spans); `targets` None: the targets section is broken, names unchecked."""
+    kinds = {name: (probe_kind(p) if name not in skip else _guess_kind(p))
+             for name, p in probes.items()}
+    return tuple(_probe(ctx, name, p, kinds, targets) for name, p in probes.items()
+                 if name not in skip)
 
 
-def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
-           targets: list[str]) -> ProbeSpec:
+def _guess_kind(data: object) -> str:
+    """The kind of a probe that failed the schema, as far as it can be told."""
+    present = [k for k in KINDS if isinstance(data, dict) and k in data]
+    return present[0] if len(present) == 1 else "broken"
+
+
+def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: dict[str, str],
+           targets: list[str] | None) -> ProbeSpec:
     kind = kinds[name]
     base: JsonPath = ("probes", name)
     kpath = base + (kind,)
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}  # the kind's own ProbeSpec fields, checked by each parser
     if kind == "span":
         fields = _span(ctx, name, data["span"], kpath, kinds)
     elif kind == "profile":
@@ -56,19 +73,19 @@ def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
     retval = _retval(ctx, base, kind, data.get("retval"))
     where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
     stack = build_stack(data["stack"]) if "stack" in data else None
-    return ProbeSpec(name=name, kind=kind, span=ctx.spans.key(base),  # type: ignore[arg-type]
+    return ProbeSpec(name=name, kind=cast(ProbeKind, kind), span=ctx.spans.key(base),
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
-                     stack=stack, **fields)  # type: ignore[arg-type]
+                     stack=stack, **fields)
 
 
-def build_stack(data: dict) -> StackSpec:
+def build_stack(data: JsonObj) -> StackSpec:
     """`stack:` (the schema checked its values)."""
     default = StackSpec()
     return StackSpec(unwind=data.get("unwind", default.unwind),
                      bytes=data.get("bytes", default.bytes))
 
 
-def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> dict:
+def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> JsonObj:
     at = ctx.spans.text(kpath)
     try:
         ns = parse_duration(ctx.sub(kpath, str(value)))
@@ -82,14 +99,15 @@ def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> dict:
     return {"period_ns": ns}
 
 
-def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str]) -> None:
-    if target not in targets:
+def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str] | None
+                  ) -> None:
+    if targets is not None and target not in targets:
         ctx.unknown("target", target, targets, at.shifted(0, len(target)),
                     "declare it under targets:, e.g. targets: {app: {binary: /path/to/app}}")
 
 
 def _usdt(ctx: BuildContext, kind: str, spec: str, at: Span,
-          targets: list[str]) -> dict | None:
+          targets: list[str] | None) -> JsonObj | None:
     parts = spec.split(":")
     if len(parts) not in (2, 3) or not all(IDENT.match(p) for p in parts):
         ctx.error(f"bad usdt spec '{spec}': expected TARGET:PROVIDER:NAME or TARGET:NAME", at,
@@ -101,13 +119,13 @@ def _usdt(ctx: BuildContext, kind: str, spec: str, at: Span,
 
 
 def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
-            targets: list[str]) -> dict | None:
+            targets: list[str] | None) -> JsonObj | None:
     target, sep, rest = spec.partition(":")
     example = f"e.g. {kind}: app:main, {kind}: app:ns::f(int) or uprobe: app:main+0x10"
     if not sep or not IDENT.match(target):
         ctx.error(f"bad {kind} spec '{spec}': expected TARGET:SYMBOL", at, example)
         return None
-    if target not in targets and rest.startswith(":"):
+    if targets is not None and target not in targets and rest.startswith(":"):
         ctx.error(f"bad {kind} spec '{spec}': a C++ name needs its target first", at,
                   f"write TARGET:{spec}")
         return None
@@ -128,7 +146,7 @@ def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
 
 
 def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
-                targets: list[str]) -> dict | None:
+                targets: list[str] | None) -> JsonObj | None:
     parts = spec.split(":")
     if len(parts) != 2 or not all(_TP_PART.match(p) for p in parts):
         ctx.error(f"bad tracepoint spec '{spec}': expected CATEGORY:EVENT", at,
@@ -137,12 +155,14 @@ def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
     return {"category": parts[0], "event": parts[1]}
 
 
-def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
-          kinds: dict[str, str]) -> dict:
+def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
+          kinds: dict[str, str]) -> JsonObj:
     plain = [n for n, k in kinds.items() if k != "span" and k not in SAMPLING]
     for side in ("begin", "end"):
         ref = data[side]
         at = ctx.spans.text(kpath + (side,))
+        if kinds.get(ref) == "broken":
+            continue  # that probe has a schema error of its own
         if kinds.get(ref) == "span":
             ctx.error(f"span '{name}' cannot {side} at span '{ref}'", at,
                       "begin and end must be usdt, uprobe, uretprobe or tracepoint probes")
@@ -157,7 +177,7 @@ def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
             "span_scope": data.get("scope", "process"), "nested": data.get("nested", False)}
 
 
-def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list | None
+def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list[Any] | None
           ) -> tuple[ArgSpec, ...]:
     if items is None:
         return ()
@@ -182,7 +202,7 @@ def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list | None
     return tuple(out)
 
 
-def _arg(ctx: BuildContext, jpath: JsonPath, index: int, item: dict,
+def _arg(ctx: BuildContext, jpath: JsonPath, index: int, item: JsonObj,
          seen: dict[str, int]) -> ArgSpec:
     name = item.get("name")
     if name is not None:
@@ -203,7 +223,7 @@ def _arg(ctx: BuildContext, jpath: JsonPath, index: int, item: dict,
                    length=length, span=ctx.spans.value(jpath), type_span=type_span)
 
 
-def _string_opts(ctx: BuildContext, jpath: JsonPath, item: dict):  # -> Expr | None
+def _string_opts(ctx: BuildContext, jpath: JsonPath, item: JsonObj) -> Expr | None:
     for opt in ("size", "length"):
         if opt in item and item.get("type") != "string":
             ctx.error(f"'{opt}' applies to strings only", ctx.spans.key(jpath + (opt,)),
@@ -211,7 +231,7 @@ def _string_opts(ctx: BuildContext, jpath: JsonPath, item: dict):  # -> Expr | N
     return ctx.expr(jpath + ("length",), item["length"]) if "length" in item else None
 
 
-def _retval(ctx: BuildContext, base: JsonPath, kind: str, item: dict | None) -> ArgSpec | None:
+def _retval(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj | None) -> ArgSpec | None:
     if item is None:
         return None
     jpath = base + ("retval",)

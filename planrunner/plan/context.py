@@ -69,10 +69,11 @@ class BuildContext:
                 none_hint: str | None = None) -> None:
         """Report `unknown WHAT 'name'` with did-you-mean among `candidates`."""
         guess = did_you_mean(name, candidates)
+        hint: str | None
         if guess:
             hint = f"did you mean '{guess}'?"
         elif candidates:
-            hint = f"known: {', '.join(sorted(candidates))}"
+            hint = f"known: {', '.join(sorted(map(str, candidates)))}"
         else:
             hint = none_hint
         self.error(f"unknown {what} '{name}'", span, hint)

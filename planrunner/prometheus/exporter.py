@@ -1,9 +1,9 @@
 """The HTTP server behind `run --prometheus`: ``GET /metrics`` in the Prometheus text
 format (0.0.4), built by prometheus_client from a custom Collector.
 
-Each scrape reads every aggregation map now (AggregateReader.cumulative: no reset, no
-state; maps are never cleared in this mode, so counters only grow) and the exporter's
-own metrics:
+Each scrape pulls every aggregation as it stands now through a SnapshotSource
+(records.py; `cumulative`: no reset, no state; maps are never cleared while a live view
+runs, so counters only grow) and the exporter's own metrics:
 
 - ``planrunner_build_info{version, plan, python}`` 1
 - ``planrunner_events_lost_total``: print records the full ring buffer refused
@@ -19,6 +19,8 @@ own metrics:
 
 The server runs in a daemon thread (one thread per request) and never logs requests.
 `close()` stops it and waits for it; a scrape that fails answers 500 with the error.
+Imports prometheus_client (only once --prometheus starts the view), records.py and
+prometheus/ modules; never planrunner.runtime.
 """
 
 from __future__ import annotations
@@ -34,34 +36,32 @@ from typing import Any, TextIO
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 
 from planrunner import __version__
 from planrunner.errors import BackendError
 from planrunner.prometheus.config import ExporterConfig
 from planrunner.prometheus.convert import to_metric
-from planrunner.render.model import RenderedProgram
-from planrunner.runtime.aggregates import AggregateReader
+from planrunner.records import SnapshotSource
 
 POLL_S = 0.05  # how often serve_forever checks for close(): bounds the stop delay
 
 
-class PlanCollector:
-    """A prometheus_client Collector over one running program."""
+class PlanCollector(Collector):
+    """A prometheus_client Collector over one running session's snapshots."""
 
-    def __init__(self, config: ExporterConfig, program: RenderedProgram, prog: Any,
+    def __init__(self, config: ExporterConfig, source: SnapshotSource,
                  probes_attached: int, semaphore_mode: str) -> None:
         self.config = config
-        self.program = program
-        self.prog = prog
-        self.reader = AggregateReader(program, prog)
+        self.source = source
         self.probes_attached = probes_attached
         self.semaphore_mode = semaphore_mode
 
     def collect(self) -> Iterator[Metric]:
         keys, drops = {}, {}
-        for fam, agg in zip(self.config.families, self.program.aggregates, strict=True):
-            snap = self.reader.cumulative(agg)
-            keys[agg.name], drops[agg.name] = len(snap.rows), snap.dropped
+        for fam in self.config.families:
+            snap = self.source.cumulative(fam.output)
+            keys[fam.output], drops[fam.output] = len(snap.rows), snap.dropped
             yield to_metric(fam, snap)
         yield from self._self_metrics(keys, drops)
 
@@ -73,7 +73,7 @@ class PlanCollector:
         yield info
         yield CounterMetricFamily("planrunner_events_lost",
                                   "print records lost because the ring buffer was full",
-                                  value=self.prog.counter(0))
+                                  value=self.source.events_lost())
         dropped = CounterMetricFamily(
             "planrunner_map_full_drops", "aggregation updates refused because the "
             "output's map was full (raise settings.map_size)", labels=("output",))
@@ -88,9 +88,9 @@ class PlanCollector:
         yield GaugeMetricFamily("planrunner_probes_attached",
                                 "probe sites attached (perf events)",
                                 value=self.probes_attached)
+        # attaching is all-or-nothing: a failure ends `run` before this server starts
         yield CounterMetricFamily("planrunner_attach_failures",
-                                  "probe sites that could not be attached",
-                                  value=getattr(self.prog, "attach_failures", 0))
+                                  "probe sites that could not be attached", value=0)
         mode = GaugeMetricFamily("planrunner_semaphore_mode", "how USDT semaphores are "
                                  "raised: refctr (kernel reference counter) or poke "
                                  "(by hand); always 1", labels=("mode",))
@@ -142,7 +142,7 @@ class Exporter:
     """A running /metrics server; `close()` stops it (idempotent)."""
 
     def __init__(self, server: _Server, display: str) -> None:
-        self._server = server
+        self._server: _Server | None = server
         self.display = display
         self.url = f"http://{display}/metrics"
         self._thread = threading.Thread(target=server.serve_forever, args=(POLL_S,),
@@ -150,12 +150,12 @@ class Exporter:
         self._thread.start()
 
     def close(self) -> None:
-        if self._server is None:
+        server, self._server = self._server, None
+        if server is None:
             return
-        self._server.shutdown()
-        self._server.server_close()
+        server.shutdown()
+        server.server_close()
         self._thread.join()
-        self._server = None  # type: ignore[assignment]
 
 
 def serve(registry: CollectorRegistry, host: str, port: int, display: str) -> Exporter:
@@ -173,11 +173,11 @@ def serve(registry: CollectorRegistry, host: str, port: int, display: str) -> Ex
     return Exporter(server, display)
 
 
-def start_exporter(config: ExporterConfig, program: RenderedProgram, prog: Any,
-                   probes_attached: int, semaphore_mode: str, stderr: TextIO) -> Exporter:
-    """Serve `program`'s aggregations on config's address; say where on stderr."""
+def start_exporter(config: ExporterConfig, source: SnapshotSource, probes_attached: int,
+                   semaphore_mode: str, stderr: TextIO) -> Exporter:
+    """Serve the aggregations of `source` on config's address; say where on stderr."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(PlanCollector(config, program, prog, probes_attached, semaphore_mode))
+    registry.register(PlanCollector(config, source, probes_attached, semaphore_mode))
     ProcessCollector(registry=registry)
     exporter = serve(registry, config.host, config.port, config.display)
     n = len(config.families)

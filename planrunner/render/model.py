@@ -99,7 +99,7 @@ class StackMaps:
     kernel: tuple[str, int] | None = None
     user: tuple[str, int] | None = None
     copies: tuple[str, int] | None = None
-    notices: bool = False  # "new process" records (output NEWPID_OUTPUT) in the ring
+    seen: str = ""  # the announced-processes map: "new process" records in the ring
 
 
 NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines
@@ -118,6 +118,9 @@ class RenderedProgram:
     events_map: str = "pr_events"  # the ring buffer of print records
     counters_map: str = "pr_counters"  # per-CPU __u64 array indexed by Counter
     config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
+    # Macros the C uses whose values only the running kernel knows (e.g.
+    # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
+    runtime_constants: tuple[str, ...] = ()
     stack_maps: StackMaps = StackMaps()  # render/stacks.py
 
     @property

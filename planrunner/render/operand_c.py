@@ -13,15 +13,26 @@ integers are formatted here, and operand text is never emitted. Memory is read w
 `bpf_probe_read_user` into a temporary of exactly SIZE bytes. A rip-relative global is read
 at `ctx->ip - SITE_PC + ADDRESS`: in a uprobe handler `ctx->ip` is the probe's runtime
 address, so the difference is the load bias (works for PIE and shared libraries, no pid).
-Unreadable/undecodable operands and a `RipRel` without an address raise ValueError: the
-resolver must have refused them with a user-facing error before rendering.
+A global named without %rip (`SymMem`, non-PIC code: `table(,%rax,4)`) is rebased the
+same way; a local-dynamic `var@dtpoff(%rax)` adds the variable's offset in its module's
+TLS block to the registers. Thread-local memory (`TlsMem`, `%fs:...`) is read at the
+current task's thread pointer, `task->thread.fsbase` (x86-64), loaded with
+`bpf_probe_read_kernel` at `PR_TASK_FSBASE_OFFSET`: a macro the C only names, because
+the offset is the running kernel's (its BTF), not a header's. `runtime_constants(arg)`
+lists the macros an operand's C needs; the loader defines them (`-DNAME=N`), so the
+rendered text stays the same on every host. `thread.fsbase` is what the kernel last
+saved: glibc sets the FS base with arch_prctl, which writes it; a program changing it
+itself with WRFSBASE (FSGSBASE CPUs) would be seen only after its next context switch.
+Unreadable/undecodable operands and a `RipRel`/`SymMem`/`TlsMem` without its resolved
+value raise ValueError: the resolver must have refused them with a user-facing error
+before rendering.
 """
 
 from __future__ import annotations
 
 import re
 
-from planrunner.usdt.model import ArgOperand, Const, Mem, Reg, RipRel
+from planrunner.usdt.model import ArgOperand, Const, Mem, Reg, RipRel, SymMem, TlsMem
 from planrunner.usdt.operands import aarch64, const_value, x86_64
 
 # machine -> (allowed pt_regs members, instruction-pointer member)
@@ -31,6 +42,8 @@ _ARCH: dict[str, tuple[frozenset[str], str]] = {
 }
 _DEST = re.compile(r"[A-Za-z_]\w*((->|\.)[A-Za-z_]\w*|\[\d+\])*")
 _TMP = "_pr_v"
+_TP = "_pr_tp"
+TASK_FSBASE_OFFSET = "PR_TASK_FSBASE_OFFSET"  # byte offset of thread.fsbase in task_struct
 _INT64_MIN = -(1 << 63)
 
 
@@ -43,6 +56,11 @@ def _ctype(size: int, signed: bool) -> str:
     if size not in (1, 2, 4, 8):
         raise ValueError(f"unsupported operand size {size}")
     return f"__{'s' if signed else 'u'}{size * 8}"
+
+
+def runtime_constants(arg: ArgOperand) -> tuple[str, ...]:
+    """The macros the C of `arg` uses whose values only the running kernel knows."""
+    return (TASK_FSBASE_OFFSET,) if isinstance(arg.operand, TlsMem) else ()
 
 
 def lower_operand(arg: ArgOperand, site_pc: int, machine: str, dest: str) -> list[str]:
@@ -63,6 +81,10 @@ def lower_operand(arg: ArgOperand, site_pc: int, machine: str, dest: str) -> lis
         return _load(_mem_address(op, machine), arg.size, signed, dest)
     if isinstance(op, RipRel):
         return _load(_rip_address(op, site_pc, machine), arg.size, signed, dest)
+    if isinstance(op, SymMem):
+        return _load(_sym_address(op, site_pc, machine), arg.size, signed, dest)
+    if isinstance(op, TlsMem):
+        return _tls_load(op, machine, arg.size, signed, dest)
     raise ValueError(f"unknown operand kind {type(op).__name__}")
 
 
@@ -102,23 +124,67 @@ def _uint(value: int) -> str:
     return f"{value}ULL"
 
 
-def _mem_address(mem: Mem, machine: str) -> str:
+def _register_terms(base: Reg | None, index: Reg | None, scale: int,
+                    machine: str) -> list[str]:
     terms: list[str] = []
-    if mem.base is not None:
-        terms.append(f"(__u64){_field(mem.base, machine)}")
-    if mem.index is not None:
-        if mem.scale not in (1, 2, 4, 8):
-            raise ValueError(f"unsupported scale {mem.scale}")
-        index = f"(__u64){_field(mem.index, machine)}"
-        terms.append(index if mem.scale == 1 else f"{index} * {mem.scale}")
-    if not terms:
-        raise ValueError("memory operand without a register")
-    expr = " + ".join(terms)
-    if mem.disp > 0:
-        expr += f" + {_uint(mem.disp)}"
-    elif mem.disp < 0:
-        expr += f" - {_uint(-mem.disp)}"
+    if base is not None:
+        terms.append(f"(__u64){_field(base, machine)}")
+    if index is not None:
+        if scale not in (1, 2, 4, 8):
+            raise ValueError(f"unsupported scale {scale}")
+        reg = f"(__u64){_field(index, machine)}"
+        terms.append(reg if scale == 1 else f"{reg} * {scale}")
+    return terms
+
+
+def _plus(expr: str, disp: int) -> str:
+    """`expr + N` / `expr - N` as unsigned 64-bit arithmetic (nothing for 0)."""
+    if not expr:
+        return _uint(disp & ((1 << 64) - 1))
+    if disp > 0:
+        return f"{expr} + {_uint(disp)}"
+    if disp < 0:
+        return f"{expr} - {_uint(-disp)}"
     return expr
+
+
+def _mem_address(mem: Mem, machine: str) -> str:
+    """base + index*scale + disp; with no register, `disp` is an absolute address."""
+    expr = " + ".join(_register_terms(mem.base, mem.index, mem.scale, machine))
+    return _plus(expr, mem.disp)
+
+
+def _sym_address(sym: SymMem, site_pc: int, machine: str) -> str:
+    if sym.value is None:
+        raise ValueError(f"operand symbol {sym.symbol!r} has no resolved value")
+    terms = _register_terms(sym.base, sym.index, sym.scale, machine)
+    if sym.reloc == "dtpoff":  # an offset in the TLS block whose address is in a register
+        if not terms:
+            raise ValueError("a @dtpoff operand needs a register")
+        return _plus(" + ".join(terms), sym.value)
+    if site_pc < 0 or sym.value < 0:
+        raise ValueError("addresses must be non-negative")
+    _, ip = _ARCH[machine]
+    return " + ".join([f"(__u64)ctx->{ip} - {site_pc:#x}ULL + {sym.value:#x}ULL", *terms])
+
+
+def _tls_load(tls: TlsMem, machine: str, size: int, signed: bool, dest: str) -> list[str]:
+    if machine != "EM_X86_64":
+        raise ValueError(f"no thread-pointer read for {machine}")
+    if tls.symbol is not None and tls.tpoff is None:
+        raise ValueError(f"thread-local operand {tls.symbol!r} has no resolved offset")
+    offset = tls.disp + (tls.tpoff or 0)
+    address = _plus(" + ".join([_TP, *_register_terms(tls.base, tls.index, tls.scale,
+                                                       machine)]), offset)
+    body = _load(address, size, signed, dest)
+    return [
+        "{",
+        f"    __u64 {_TP} = 0;  /* the thread pointer: current->thread.fsbase */",
+        f"    bpf_probe_read_kernel(&{_TP}, sizeof({_TP}),",
+        f"                          (void *)(bpf_get_current_task() + {TASK_FSBASE_OFFSET}));",
+        *["    " + line for line in body],
+        "}",
+    ]
 
 
 def _rip_address(rip: RipRel, site_pc: int, machine: str) -> str:

@@ -36,6 +36,7 @@ from planrunner.render.model import (
 )
 from planrunner.render.names import c_ident, thunk_name
 from planrunner.render.needs import STRING_READERS, Helper
+from planrunner.render.operand_c import runtime_constants
 from planrunner.render.spans import (
     KEY_STRUCT,
     LEVEL_KEY_STRUCT,
@@ -47,6 +48,7 @@ from planrunner.render.spans import (
 )
 from planrunner.render.stacks import (
     KSTACK_MAP,
+    SEEN_MAP,
     UCOPY_MAP,
     USTACK_MAP,
     copied,
@@ -183,7 +185,8 @@ def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int) -> StackMaps:
         kernel=(KSTACK_MAP, limits["kernel"] or 32) if kernel else None,
         user=(USTACK_MAP, limits["user"] or 64) if user_ids else None,
         copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None,
-        notices=any("user" in p.stacks and copied(p.stack) for p in probes))
+        seen=SEEN_MAP if any("user" in p.stacks and copied(p.stack) for p in probes)
+        else "")
 
 
 def _ring_pages(resolved: ResolvedPlan, prints: list[PrintOutput]) -> int:
@@ -207,9 +210,13 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size) for p in resolved.probes if p.spec.kind == "span"]
+    constants = tuple(sorted({name for p in resolved.probes for s in p.sites
+                              for arg in s.args if arg is not None
+                              for name in runtime_constants(arg)}))
     stack_maps = _stack_maps(resolved, acc.ucopy_bytes)
     c_source = render_template(
         "program.bpf.c.j2",
+        runtime_constants=constants,
         plan_name=resolved.plan.name,
         probes=views,
         spans=spans,
@@ -228,8 +235,12 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         plan_only=plan_only,
     )
     sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
-    return RenderedProgram(c_source, sites, tuple(prints), tuple(acc.aggregates),
+    # in plan order (they were made probe by probe), so their snapshots print in it too
+    rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
+    aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
+    return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth,
+                           runtime_constants=constants,
                            stack_maps=stack_maps)
 
 

@@ -92,7 +92,7 @@ def map_decls(maps: StackMaps) -> list[str]:
                    f"struct {name}_val {{\n    struct bpf_stack_build_id f[{frames}];\n}};\n"
                    f'BPF_F_TABLE("stacktrace", int, struct {name}_val, {name}, '
                    f"{STACK_MAP_ENTRIES}, BPF_F_STACK_BUILD_ID);")
-    if maps.notices:
+    if maps.seen:
         out.append(f'BPF_TABLE("lru_hash", __u32, __u8, {SEEN_MAP}, {SEEN_ENTRIES});')
     if maps.copies:
         name, size = maps.copies

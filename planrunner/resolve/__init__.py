@@ -41,7 +41,7 @@ from planrunner.resolve.scope import Constants
 from planrunner.resolve.spans import SpanScope
 from planrunner.resolve.usage import arg_indexes, captures, output_exprs, stack_kinds
 from planrunner.targets import resolve_target
-from planrunner.usdt.model import ArgOperand, RipRel
+from planrunner.usdt.model import ArgOperand, RipRel, SymMem, TlsMem
 from planrunner.usdt.operands import operand_error
 
 
@@ -97,6 +97,7 @@ def resolve_plan(plan: Plan, pid: int | None = None,
             if probe is not None:
                 resolved.append(probe)
     raise_collected(errors, ResolveError)
+    _check_size(plan, resolved)
     proc = (Process.of_pid(pid) if pid else Process.of_command(command) if command
             else None)
     warnings = [w for loc in located.values() for w in _warnings(loc, proc)]
@@ -108,6 +109,31 @@ def _warnings(loc: Located, proc: Process | None) -> list[Diagnostic]:
     if loc.usdt is not None:
         out += warnings_for(loc.spec, *loc.usdt, proc)
     return out
+
+
+# What one site costs to start, measured (bench/many_probes.py, BENCHMARKS.md): clang
+# compiles and the kernel loads one BPF function per site.
+SECONDS_PER_SITE = 0.03
+
+
+def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:
+    """Refuse a plan with more sites than settings.max_sites (see its description)."""
+    sites = sum(len(p.sites) for p in probes)
+    limit = plan.settings.max_sites
+    if sites <= limit:
+        return
+    biggest = max((p for p in probes if p.sites), key=lambda p: len(p.sites))
+    raise ResolveError(
+        f"this plan has {sites} probe sites, more than settings.max_sites ({limit}): "
+        f"each is a BPF function to compile and load, ~{SECONDS_PER_SITE * 1000:.0f} ms "
+        f"each, so it would take about {_about(sites * SECONDS_PER_SITE)} to start",
+        biggest.spec.spec_span,
+        hints=(f"the most sites: probe '{biggest.spec.name}' ({len(biggest.sites)})",
+               "trace fewer functions, or raise settings.max_sites knowingly"))
+
+
+def _about(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError]) -> dict[str, BinaryRef]:
@@ -286,6 +312,7 @@ def _usdt_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
     binary, spec = loc.binary, loc.spec
     assert binary is not None
     errors: list[PlanError] = []
+    no_thread_pointer: set[int] = set()
     out = []
     for n, site in enumerate(loc.usdt_sites):
         args: list[ArgOperand | None] = [None] * (max([s.index for s in slots], default=0) + 1)
@@ -300,6 +327,12 @@ def _usdt_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
                     notes=tuple(operand_error(operand, spec.name, site.pc)
                                 .splitlines()))]))
                 continue
+            tp_errors = _thread_pointer_errors(operand, spec, slot.index)
+            if tp_errors:
+                if slot.index not in no_thread_pointer:  # once per argument, not per site
+                    no_thread_pointer.add(slot.index)
+                    errors += tp_errors
+                continue
             args[slot.index] = _with_address(operand, binary.path, errors, spec)
         out.append(ResolvedSite("uprobe", spec.name, n, binary, site.pc, site.file_offset,
                                 site.semaphore_offset, site.semaphore, tuple(args)))
@@ -309,21 +342,76 @@ def _usdt_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
 
 def _with_address(operand: ArgOperand, path: str, errors: list[PlanError],
                   spec: ProbeSpec) -> ArgOperand:
-    """Fill a rip-relative operand's link-time address from the symbol table."""
+    """Fill a symbolic operand's value from the symbol table: a rip-relative or absolute
+    global's link-time address, a thread-local variable's offset (elf/tls.py)."""
     from planrunner.elf.symbols import lookup_symbol
 
     op = operand.operand
-    if not isinstance(op, RipRel) or op.address is not None:
+    symbol = _symbol_of(op)
+    if symbol is None:
         return operand
-    syms = [s for s in lookup_symbol(path, op.symbol) if s.value]
+    tls = isinstance(op, TlsMem) or (isinstance(op, SymMem) and op.reloc == "dtpoff")
+    syms = [s for s in lookup_symbol(path, symbol)
+            if (s.type == "STT_TLS") == tls and (s.value or tls)]
     if len({s.value for s in syms}) != 1:
+        what = "thread-local symbol" if tls else "symbol"
         errors.append(OperandError(
-            f"operand '{operand.text}' of probe '{spec.name}' names symbol '{op.symbol}', "
+            f"operand '{operand.text}' of probe '{spec.name}' names {what} '{symbol}', "
             f"which {'is ambiguous' if syms else 'is not'} in the symbol table of {path}",
             spec.spec_span,
-            hints=("a stripped binary cannot resolve rip-relative operands",)))
+            hints=("a stripped binary cannot resolve symbolic operands",)))
         return operand
-    return replace(operand, operand=replace(op, address=syms[0].value + op.offset))
+    value = syms[0].value
+    if isinstance(op, RipRel):
+        return replace(operand, operand=replace(op, address=value + op.offset))
+    if isinstance(op, SymMem):
+        return replace(operand, operand=replace(op, value=value + op.offset))
+    assert isinstance(op, TlsMem)
+    from planrunner.elf.tls import tls_segment, x86_64_tpoff
+
+    segment = tls_segment(path)
+    if segment is None:
+        errors.append(OperandError(
+            f"operand '{operand.text}' of probe '{spec.name}' names thread-local '{symbol}', "
+            f"but {path} has no PT_TLS segment", spec.spec_span))
+        return operand
+    if not segment.executable:
+        errors.append(OperandError(
+            f"operand '{operand.text}' of probe '{spec.name}' reads thread-local '{symbol}' "
+            f"at a fixed offset from the thread pointer (@tpoff), but {path} is a shared "
+            "library, whose TLS block is placed at load time", spec.spec_span))
+        return operand
+    return replace(operand, operand=replace(op, tpoff=x86_64_tpoff(value, segment)))
+
+
+def _symbol_of(op: object) -> str | None:
+    """The symbol a still unresolved operand names (None: nothing to resolve)."""
+    if isinstance(op, RipRel):
+        return op.symbol if op.address is None else None
+    if isinstance(op, SymMem):
+        return op.symbol if op.value is None else None
+    if isinstance(op, TlsMem):
+        return op.symbol if op.tpoff is None else None
+    return None
+
+
+def _thread_pointer_errors(operand: ArgOperand, spec: ProbeSpec, index: int) -> list[PlanError]:
+    """A `%fs:` operand is read at the task's thread pointer, whose offset in task_struct
+    only the running kernel's BTF gives: refuse here, at the argument, when it has none."""
+    if not isinstance(operand.operand, TlsMem):
+        return []
+    from planrunner.elf.btf import BtfError, runtime_constant
+
+    try:
+        runtime_constant("PR_TASK_FSBASE_OFFSET")
+    except BtfError as exc:
+        return [OperandError([Diagnostic(
+            f"argument {index} of probe '{spec.name}' is thread-local ('{operand.text}'), "
+            f"and the thread pointer cannot be found: {exc}", _span_of(spec, index),
+            hints=("the offset of thread.fsbase in task_struct is read from the running "
+                   "kernel's BTF (/sys/kernel/btf/vmlinux)",
+                   "the probe can still be traced: read only its other arguments"))])]
+    return []
 
 
 def _span_of(spec: ProbeSpec, index: int) -> Span:

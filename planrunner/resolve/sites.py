@@ -7,10 +7,9 @@ files and tracefs format files.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from planrunner.diagnostics import did_you_mean
+from planrunner.diagnostics import Span, did_you_mean
 from planrunner.elf.reader import open_binary, vaddr_to_offset
 from planrunner.elf.symbols import lookup_symbol
 from planrunner.errors import ResolveError
@@ -171,79 +170,53 @@ def return_value(size: int, signed: bool, machine: str) -> ArgOperand:
 
 
 def binary_ref(path: str, display: str, build_id_wanted: str | None,
-               span: object) -> BinaryRef:
+               span: Span) -> BinaryRef:
     info = open_binary(path)
     if info.elfclass != 2:  # 32-bit: another ABI for arguments, registers and operands
         raise ResolveError(
             f"{display} is a 32-bit ELF file ({info.machine}): planrunner traces 64-bit "
-            "programs only (x86-64, aarch64)", span,  # type: ignore[arg-type]
+            "programs only (x86-64, aarch64)", span,
             hints=("point the target at the 64-bit build of the program or library",))
     if build_id_wanted and (info.build_id or "").lower() != build_id_wanted.lower():
         raise ResolveError(
             f"build id mismatch for {display}: the plan pins {build_id_wanted}, "
-            f"the file has {info.build_id or 'no build id'}", span,  # type: ignore[arg-type]
+            f"the file has {info.build_id or 'no build id'}", span,
             hints=("the binary changed since the plan was written: check the probes "
                    "still match, then update build_id",))
     return BinaryRef(path, display, info.build_id, info.machine)
 
 
-TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-
-
 def tracepoint_fields(spec: ProbeSpec) -> tuple[TracepointField, ...]:
-    """Parse `events/CATEGORY/EVENT/format` from tracefs (common_ fields skipped)."""
-    text = None
-    for root in TRACEFS:
-        try:
-            with open(f"{root}/events/{spec.category}/{spec.event}/format") as fh:
-                text = fh.read()
-            break
-        except OSError:
-            continue
-    if text is None:
-        raise ResolveError(
-            f"tracepoint '{spec.category}:{spec.event}' does not exist on this kernel",
-            spec.spec_span, hints=_tracepoint_hints(str(spec.category), str(spec.event)))
-    return parse_format(text)
+    """The fields of tracepoint CATEGORY:EVENT (planrunner/tracefs.py reads its format;
+    the common_ header every event shares is left out)."""
+    from planrunner import tracefs
+
+    root = tracefs.find_root()
+    category, event = str(spec.category), str(spec.event)
+    try:
+        if root is None:
+            raise OSError("tracefs is not mounted")
+        fmt = tracefs.read_format(root, category, event)
+    except OSError:
+        raise ResolveError(f"tracepoint '{category}:{event}' does not exist on this kernel",
+                           spec.spec_span, hints=_tracepoint_hints(root, category, event)
+                           ) from None
+    return tuple(TracepointField(f.name, f.offset, f.size, f.signed, f.is_string,
+                                 f.array_len) for f in fmt.own_fields)
 
 
-def _tracepoint_hints(category: str, event: str) -> tuple[str, ...]:
+def _tracepoint_hints(root: str | None, category: str, event: str) -> tuple[str, ...]:
     import os
 
-    for root in TRACEFS:
-        events = f"{root}/events"
-        if not os.path.isdir(events):
-            continue
-        if os.path.isdir(f"{events}/{category}"):
-            guess = did_you_mean(event, os.listdir(f"{events}/{category}"))
-            if guess:
-                return (f"did you mean '{category}:{guess}'?",)
-            return (f"`ls {events}/{category}` lists its events",)
-        guess = did_you_mean(category, os.listdir(events))
+    if root is None:
+        return ("tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing",)
+    events = f"{root}/events"
+    if os.path.isdir(f"{events}/{category}"):
+        guess = did_you_mean(event, os.listdir(f"{events}/{category}"))
         if guess:
-            return (f"no category '{category}': did you mean '{guess}'?",)
-        return (f"no category '{category}': `ls {events}` lists them",)
-    return ("tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing",)
-
-
-def parse_format(text: str) -> tuple[TracepointField, ...]:
-    fields = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("field:"):
-            continue
-        parts = dict(p.strip().split(":", 1) for p in line.split(";") if ":" in p)
-        decl = parts["field"].strip()
-        if "common_" in decl:
-            continue
-        offset, size = int(parts["offset"]), int(parts["size"])
-        signed = parts.get("signed", "0").strip() == "1"
-        # The name is the last word once array brackets are gone: `char comm[16]`,
-        # `__data_loc char[] filename`, `const char * filename`.
-        name = re.sub(r"\[[^\]]*\]", " ", decl).split()[-1].lstrip("*")
-        is_loc = decl.startswith("__data_loc")
-        is_char_array = "char" in decl and "[" in decl and not is_loc
-        array_len = size if is_char_array else 0
-        fields.append(TracepointField(name, offset, size, signed,
-                                      is_loc or is_char_array, array_len))
-    return tuple(fields)
+            return (f"did you mean '{category}:{guess}'?",)
+        return (f"`planrunner list --tracepoints '{category}:*'` lists its events",)
+    guess = did_you_mean(category, os.listdir(events))
+    if guess:
+        return (f"no category '{category}': did you mean '{guess}'?",)
+    return (f"no category '{category}': `planrunner list --tracepoints` lists them",)

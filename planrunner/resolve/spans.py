@@ -71,7 +71,7 @@ class SpanScope:
                 texpr = check(key, scope, string_size=size)
                 if isinstance(texpr.type, StrType | StackType):
                     raise ResolveError(f"a span key must be an integer, not a {texpr.type}",
-                                       self.spec.spec_span)
+                                       key.span)
                 sides.append(texpr)
             except PlanError as err:
                 errs.append(err)

@@ -1,11 +1,11 @@
 """Reading in-kernel aggregation maps into AggSnapshots (per interval or at exit).
 
 Contract: the maps are those of render/aggregates.py (per-CPU hashes keyed by
-`k0, k1, ...` and, for histograms, `slot`). The reader
+`k0, k1, ...` and, for histograms, `slot`), read through a MapSource
+(runtime/backend.py: the backend, or a test's fake). The reader
 
-- reads a map in one batch syscall (BPF_MAP_LOOKUP_BATCH, or LOOKUP_AND_DELETE_BATCH
-  for `every:` outputs: each entry is returned and deleted together), falling back to
-  iterating keys where the kernel or map refuses batches;
+- reads a map whole (`read_map`; with delete for `every:` outputs, so that each entry
+  is returned and deleted together: the bcc backend does it in one batch syscall);
 - sums the per-CPU slots (count, sum, avg, buckets) or combines them (min/max over the
   CPUs whose slot saw a value), decodes keys to `((name, value), ...)` in `by` order
   (strings utf-8 with backslashreplace, up to the NUL; bools as bool);
@@ -27,21 +27,27 @@ Stacks: a stack key member is an id or a hash (render/aggregates.py key_fields),
 into a `Stack` by runtime/stacks.py (user stacks with the process of the hidden `_pid`
 member, cut to the key's frames); rows whose keys are equal after that (one stack
 in two processes, two copies that unwind alike) are merged.
+
+`AggregateReader` is also the SnapshotSource (records.py) a live view pulls from.
+Imports records.py, output/base.py, render/model.py, runtime/backend.py and
+runtime/stacks.py only.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from planrunner.output.base import View
 from planrunner.records import AggRow, AggSnapshot, lhist_buckets, log2_buckets, top_rows
-from planrunner.render.model import AggregateOutput, RenderedProgram
+from planrunner.render.model import AggregateOutput, Counter, RenderedProgram
+from planrunner.runtime.backend import MapSource
 from planrunner.runtime.stacks import StackResolver
 
 _MASK64 = (1 << 64) - 1
+RowKey = tuple[tuple[str, object], ...]  # a row's `by` values, named, in order
 
 
 def _wrap(value: int, signed: bool) -> int:
@@ -98,8 +104,8 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]],
     equal once decoded (stacks) are one row."""
     kind = agg.kind
     if kind in ("hist", "lhist"):
-        buckets: dict[tuple, dict[int, int]] = defaultdict(dict)
-        sums: dict[tuple, int] = defaultdict(int)
+        buckets: dict[RowKey, dict[int, int]] = defaultdict(dict)
+        sums: dict[RowKey, int] = defaultdict(int)
         for key, value in items:
             cpus = _cpu_values(value)
             total = sum(int(c.n) for c in cpus)
@@ -148,39 +154,20 @@ def _stat_row(agg: AggregateOutput, key: tuple[tuple[str, object], ...],
     return AggRow(key, max=max(values))
 
 
-def read_map(table: Any, delete: bool) -> list[tuple[Any, Any]]:
-    """Every (key, value) of a bcc table, in one batch syscall where the kernel allows
-    (deleting what it returns when `delete`), else key by key."""
-    try:
-        batch = table.items_lookup_and_delete_batch if delete else table.items_lookup_batch
-        return [(_copy(k), _copy(v)) for k, v in batch()]
-    except Exception:  # noqa: BLE001 - bcc raises bare Exception; old kernels lack batches
-        items = [(_copy(k), _copy(v)) for k, v in table.items()]
-        if delete:
-            table.clear()
-        return items
-
-
-def _copy(obj: Any) -> Any:
-    """Batch results are views into one reused buffer: copy each before the next call."""
-    try:
-        return type(obj).from_buffer_copy(obj)
-    except (TypeError, AttributeError):  # a plain int already is a copy
-        return obj
-
-
 class AggregateReader:
-    def __init__(self, program: RenderedProgram, prog: Any,
-                 clock: Any = time.time, monotonic: Any = time.monotonic,
+    def __init__(self, program: RenderedProgram, maps: MapSource,
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic,
                  reset: bool = True, stacks: StackResolver | None = None) -> None:
-        # reset=False (--prometheus): maps are never cleared, `every:` outputs print
-        # once at exit like the others, so the exporter's counters only grow.
+        # reset=False (a live view runs): maps are never cleared, `every:` outputs print
+        # once at exit like the others, so what the live view serves only grows.
         self.program = program
-        self.prog = prog
+        self.maps = maps
         self.stacks = stacks
         self.clock, self.monotonic = clock, monotonic
         now, mono = clock(), monotonic()
         self._start = now
+        self._by_name = {agg.name: agg for agg in program.aggregates}
         self._interval_start: dict[str, float] = {}
         self._due: dict[str, float] = {}
         self._lost_seen: dict[str, int] = {}
@@ -197,9 +184,9 @@ class AggregateReader:
         mono = self.monotonic()
         for agg in self.program.aggregates:
             due = self._due.get(agg.name)
-            if due is None or mono < due:
+            if due is None or mono < due or agg.every_ns is None:
                 continue
-            step = agg.every_ns / 1e9  # type: ignore[operator]
+            step = agg.every_ns / 1e9
             # Late by more than an interval (a stalled loop): restart the cadence.
             self._due[agg.name] = due + step if mono < due + step else mono + step
             self._emit(agg, view, force=True)
@@ -220,20 +207,16 @@ class AggregateReader:
             return
         if maps.copies:
             stacks.drain(maps.copies[0])
-        if maps.notices and self.monotonic() >= self._expire_due:
+        if maps.seen and self.monotonic() >= self._expire_due:
             self._expire_due = self.monotonic() + 1.0
-            gone = stacks.expire()
-            if gone:
-                forget = getattr(self.prog, "forget_pids", None)
-                if forget is not None:
-                    forget(gone)
+            stacks.expire(maps.seen)
 
     def snapshot(self, agg: AggregateOutput) -> AggSnapshot:
         """Read (and for `every:` outputs reset) one map now."""
         every = agg.name in self._due
-        items = read_map(self.prog.table(agg.map_name), delete=every)
+        items = self.maps.read_map(agg.map_name, delete=every)
         end = self.clock()
-        start = self._interval_start[agg.name] if every else None
+        start = self._interval_start[agg.name] if every else self._start
         self._interval_start[agg.name] = end
         rows = top_rows(build_rows(agg, items, self.stacks, self.program), agg.kind, agg.top)
         return AggSnapshot(
@@ -241,16 +224,25 @@ class AggregateReader:
             key_fields=tuple(k for k, _ in agg.key_fields), interval_start=start,
             interval_end=end, rows=rows, dropped=self._dropped(agg))
 
-    def cumulative(self, agg: AggregateOutput) -> AggSnapshot:
-        """Every key one map holds now (no reset, no `top` cut) with `dropped` since the
-        start. Changes no state: safe from another thread (the Prometheus exporter)."""
-        items = read_map(self.prog.table(agg.map_name), delete=False)
+    # --- SnapshotSource (records.py) ------------------------------------------------
+
+    def cumulative(self, output: str) -> AggSnapshot:
+        """Every key output `output`'s map holds now (no reset, no `top` cut) with
+        `dropped` since the start. Changes no state: safe from another thread (a live
+        view serving scrapes)."""
+        agg = self._by_name[output]
+        items = self.maps.read_map(agg.map_name, delete=False)
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
-            key_fields=tuple(k for k, _ in agg.key_fields), interval_start=None,
+            key_fields=tuple(k for k, _ in agg.key_fields), interval_start=self._start,
             interval_end=self.clock(),
             rows=tuple(build_rows(agg, items, self.stacks, self.program)),
             dropped=self._lost_total(agg))
+
+    def events_lost(self) -> int:
+        return self.maps.counter(Counter.LOST_RINGBUF)
+
+    # --------------------------------------------------------------------------------
 
     def _emit(self, agg: AggregateOutput, view: View, force: bool) -> None:
         snap = self.snapshot(agg)
@@ -265,7 +257,4 @@ class AggregateReader:
         return new
 
     def _lost_total(self, agg: AggregateOutput) -> int:
-        if not agg.lost_map:
-            return 0
-        table = self.prog.table(agg.lost_map)
-        return sum(sum(int(v) for v in _cpu_values(val)) for _k, val in table.items())
+        return self.maps.map_total(agg.lost_map) if agg.lost_map else 0

@@ -17,12 +17,13 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import cast
 
+from planrunner.records import Record
 from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import NEWPID_OUTPUT, PrintOutput, StackMaps
 from planrunner.runtime.stacks import StackResolver
 
-Record = dict[str, object]
 _OUTPUT_ID = struct.Struct("<I")
 _PID = struct.Struct("<I")  # struct pr_hdr's pid, at offset 12
 _CACHE_MAX = 4096
@@ -113,10 +114,10 @@ class Decoder:
         self._caches = _Caches()
         self._by_id: dict[int, Callable[[bytes], Record | None]] = {
             p.layout.output_id: self._decoder(p) for p in prints}
-        if self.stack_maps.notices:  # a process to snapshot now, before it exits
+        if self.stack_maps.seen:  # a process to snapshot now, before it exits
             self._by_id[NEWPID_OUTPUT] = self._new_process
         self._only = (next(iter(self._by_id.values()))
-                      if len(self._by_id) == 1 and not self.stack_maps.notices else None)
+                      if len(self._by_id) == 1 and not self.stack_maps.seen else None)
 
     def decode(self, raw: bytes) -> Record | None:
         (output_id,) = _OUTPUT_ID.unpack_from(raw, 8)
@@ -154,7 +155,7 @@ class Decoder:
             "umap": (self.stack_maps.user or ("", 0))[0],
         }
         exec(compile(_source(out.layout), f"<decode {out.name}>", "exec"), namespace)  # noqa: S102
-        return namespace["decode"]  # type: ignore[return-value]
+        return cast(Callable[[bytes], Record], namespace["decode"])  # defined by _source
 
     def _slow_string(self, pid: int, ptr: int, status: int, data: bytes) -> str | None:
         """A string that is NULL, unreadable in the kernel, or truncated."""

@@ -1,7 +1,7 @@
 """USDT semaphores: the kernel's reference counter, or raising them by hand with --pid.
 
 Mode (`semaphore_mode()`): "refctr" when the kernel has uprobe reference counters
-(/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset): every uprobe is attached
+(KernelFeatures.ref_ctr, runtime/features.py): every uprobe is attached
 with its site's semaphore offset and the kernel raises and drops the count in every
 process mapping the binary. "poke" otherwise, or when PLANRUNNER_SEMAPHORE_MODE=poke
 (a switch for tests: this kernel has reference counters): uprobes are attached with
@@ -34,22 +34,20 @@ from dataclasses import asdict, dataclass
 
 from planrunner.elf.procmaps import MappedObject, read_maps
 from planrunner.errors import PlanError
+from planrunner.runtime.features import KernelFeatures, kernel_has_ref_ctr
 
-REF_CTR_FORMAT = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset"
 MODE_ENV = "PLANRUNNER_SEMAPHORE_MODE"
 _U16 = struct.Struct("<H")
 
 
-def kernel_has_ref_ctr() -> bool:
-    return os.path.exists(REF_CTR_FORMAT)
-
-
-def semaphore_mode() -> str:
-    """"refctr" or "poke" (see the module docstring)."""
+def semaphore_mode(features: KernelFeatures | None = None) -> str:
+    """"refctr" or "poke" (see the module docstring); without `features`, the sysfs
+    file is checked directly."""
     forced = os.environ.get(MODE_ENV, "").strip().lower()
     if forced in ("poke", "refctr"):
         return forced
-    return "refctr" if kernel_has_ref_ctr() else "poke"
+    has = features.ref_ctr if features is not None else kernel_has_ref_ctr()
+    return "refctr" if has else "poke"
 
 
 def state_dir(create: bool = True) -> str:
@@ -139,7 +137,7 @@ def _add(pid: int, start: int, addr: int, delta: int, mapping: Mapping | None) -
         # After the open: an exec() from now on leaves this fd on the old, dead memory.
         if _mapping_now(pid, addr) != mapping:  # another program (exec) or file there
             return None
-        value = _U16.unpack(os.pread(fd, 2, addr))[0]
+        value = int(_U16.unpack(os.pread(fd, 2, addr))[0])
         new = max(0, min(0xFFFF, value + delta))
         os.pwrite(fd, _U16.pack(new), addr)
         return new
@@ -153,7 +151,7 @@ def read_semaphore(pid: int, addr: int) -> int | None:
     try:
         with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
             mem.seek(addr)
-            return _U16.unpack(mem.read(2))[0]
+            return int(_U16.unpack(mem.read(2))[0])
     except (OSError, struct.error, ValueError):
         return None
 

@@ -29,11 +29,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from planrunner.elf.reader import open_binary
 from planrunner.errors import ResolveError
 from planrunner.records import Stack
+from planrunner.runtime.backend import StackSource
 from planrunner.stacks.capture import X86_64, UserStackCapture, parse_ustack_record
 from planrunner.stacks.demangle import demangle
 from planrunner.stacks.frame import Frame
@@ -47,17 +47,6 @@ LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/us
             "/usr/local/lib")
 MAX_FRAMES = 127
 EFAULT = 14  # get_stackid: the event has no such stack (a kstack in user mode): empty
-
-
-class StackSource(Protocol):
-    """The backend's stack maps (runtime/bcc_backend.py implements it)."""
-
-    def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None: ...
-
-    def stack_build_ids(self, map_name: str,
-                        stack_id: int) -> list[tuple[int, str, int]] | None: ...
-
-    def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]: ...
 
 
 @dataclass
@@ -155,12 +144,14 @@ class StackResolver:
         self._expired.discard(pid)
         self.observe(pid)
 
-    def expire(self) -> list[int]:
-        """Pids whose process is gone or replaced: the caller drops them from the BPF
-        side's list of announced processes (their snapshots stay for late records)."""
+    def expire(self, seen_map: str) -> list[int]:
+        """Drop the pids whose process is gone or replaced from the BPF side's list of
+        announced processes (`seen_map`); their snapshots stay for late records."""
         gone = [pid for pid, start in self._starts.items() if pid not in self._expired
                 and (start is None or read_start_time(pid) != start)]
         self._expired.update(gone)
+        if gone and self.source is not None:
+            self.source.forget_pids(seen_map, gone)
         return gone
 
     # -- kernel stacks ----------------------------------------------------------------

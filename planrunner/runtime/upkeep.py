@@ -1,25 +1,18 @@
-"""What a session does besides reading records, once at start and once per loop turn:
-semaphores raised by hand (poke mode), libraries the --pid process maps late, and the
-test hook that simulates a crash inside planrunner.
+"""What a session does besides reading records, once at start (`start`), once per loop
+turn (`turn`, an explicit step of runtime/session.py's loop) and at the end (`finish`):
+semaphores raised by hand (poke mode) and libraries the --pid process maps late.
 
-Test hook: PLANRUNNER_TEST_CRASH_AFTER_ATTACH=SECONDS makes the loop raise RuntimeError
-that long after everything is attached (0 = on the first turn). It exists so tests can
-prove that a crash still detaches every probe and restores every semaphore; it does
-nothing when unset.
+Imports render/model.py and runtime/ modules only.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterable
 from typing import TextIO
 
 from planrunner.render.model import AttachSite
 from planrunner.runtime.late_libraries import DevIno, MapsWatcher, file_key
 from planrunner.runtime.semaphores import Poker, recover_stale
-
-CRASH_ENV = "PLANRUNNER_TEST_CRASH_AFTER_ATTACH"
 
 
 class Upkeep:
@@ -44,7 +37,6 @@ class Upkeep:
         self.poker = Poker(pid) if mode == "poke" and pid and self.semaphores else None
         self.unraised = mode == "poke" and not pid and bool(self.semaphores)
         self.watcher = MapsWatcher(pid, self.names) if pid and self.names else None
-        self._crash_at: float | None = None
         self._seen_at_start: set[DevIno] = set()
 
     def start(self) -> None:
@@ -58,13 +50,8 @@ class Upkeep:
             for m in self.watcher.poll():
                 self._seen_at_start.add(m.key)
                 self._raise(m.key)
-        delay = os.environ.get(CRASH_ENV)
-        if delay:
-            self._crash_at = time.monotonic() + float(delay)
 
     def turn(self) -> None:
-        if self._crash_at is not None and time.monotonic() >= self._crash_at:
-            raise RuntimeError(f"simulated crash inside the loop ({CRASH_ENV} test hook)")
         if self.watcher is None:
             return
         for m in self.watcher.poll():
@@ -84,6 +71,8 @@ class Upkeep:
         return self.poker.raise_sites((key, off) for off in sorted(self.semaphores[key]))
 
     def finish(self) -> None:
+        """Lower what was raised by hand (idempotent). Call it while the probes are
+        still on, so that no hit in between is missed."""
         if self.poker is not None:
             self.poker.restore()
 
@@ -94,29 +83,3 @@ def recover(stderr: TextIO) -> None:
     if lowered:
         stderr.write(f"restored {lowered} semaphore{'s' if lowered != 1 else ''} a previous "
                      "planrunner run left raised\n")
-
-
-class Turns:
-    """The backend as the session loop sees it: each poll first does a turn of upkeep."""
-
-    def __init__(self, prog: object, upkeep: Upkeep) -> None:
-        self._prog = prog
-        self._upkeep = upkeep
-        self._detached = False
-
-    def poll(self, timeout_ms: int) -> object:
-        if not self._detached:
-            self._upkeep.turn()
-        return self._prog.poll(timeout_ms)  # type: ignore[attr-defined]
-
-    def detach_all(self) -> None:
-        """Semaphores raised by hand go down while the probes are still on (no hit is
-        missed), then every probe goes; what fired is all in the ring buffer then."""
-        self._detached = True
-        try:
-            self._upkeep.finish()
-        finally:
-            self._prog.detach_all()  # type: ignore[attr-defined]
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._prog, name)

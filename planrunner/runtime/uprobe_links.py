@@ -10,9 +10,9 @@ links closed from several threads share the wait (13 sites: 1.1 s -> 0.09 s).
 
 The link carries the site's ref_ctr_offset like bpf_attach_uprobe does, so semaphores
 behave the same: raised in every process mapping the file, dropped on close or death.
-`create_link` returns (-1, errno) when the kernel refuses; an errno in UNSUPPORTED on
-the first link means it lacks the link type: the caller (bcc_backend) then uses
-libbcc's bpf_attach_uprobe (perf events).
+Whether the kernel has the link type is decided once, up front (runtime/features.py
+probes it with `create_link`); runtime/attach.py uses libbcc's bpf_attach_uprobe (perf
+events) where it has not. Raw syscalls through ctypes; no bcc.
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ import errno
 import os
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 BPF_LINK_CREATE = 28
 BPF_TRACE_UPROBE_MULTI = 48
 BPF_F_UPROBE_MULTI_RETURN = 1
 _SYS_BPF = {"x86_64": 321, "aarch64": 280}
-# Errors that mean "this kernel has no uprobe_multi links", not "this site is wrong".
-UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.E2BIG}
 
 
 class _LinkCreate(ct.Structure):
@@ -46,6 +45,17 @@ _libc = ct.CDLL(None, use_errno=True)
 _libc.syscall.restype = ct.c_long
 
 
+def bpf_syscall(cmd: int, attr: Any) -> tuple[int, int]:
+    """bpf(cmd, &attr, sizeof attr) for a ctypes structure: (fd or 0, 0) or (-1, errno)."""
+    nr = _SYS_BPF.get(os.uname().machine)
+    if nr is None:
+        return -1, errno.ENOSYS
+    ret = _libc.syscall(nr, cmd, ct.byref(attr), ct.sizeof(attr))
+    if ret < 0:
+        return -1, ct.get_errno()
+    return int(ret), 0
+
+
 def create_link(prog_fd: int, path: str, offset: int, ref_ctr_offset: int,
                 retprobe: bool, pid: int | None) -> tuple[int, int]:
     """Attach BPF program `prog_fd` (loaded with attach type BPF_TRACE_UPROBE_MULTI) at
@@ -54,12 +64,7 @@ def create_link(prog_fd: int, path: str, offset: int, ref_ctr_offset: int,
     link lives; `pid` limits it to one process (None: every process mapping the file).
 
     Returns (link fd, 0), the link lasting until the fd is closed, or (-1, errno): never
-    raises and never returns None. ENOSYS on a machine with no known bpf(2) number; an
-    errno in UNSUPPORTED for the first link means this kernel has no uprobe_multi links
-    and the caller falls back to perf events; any other errno is this site's failure."""
-    nr = _SYS_BPF.get(os.uname().machine)
-    if nr is None:
-        return -1, errno.ENOSYS
+    raises. ENOSYS on a machine with no known bpf(2) number."""
     cpath = ct.create_string_buffer(os.fsencode(path))
     offsets = (ct.c_uint64 * 1)(offset)
     refs = (ct.c_uint64 * 1)(ref_ctr_offset)
@@ -68,10 +73,7 @@ def create_link(prog_fd: int, path: str, offset: int, ref_ctr_offset: int,
                        ref_ctr_offsets=ct.addressof(refs), cnt=1,
                        multi_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0,
                        pid=pid or 0)
-    fd = _libc.syscall(nr, BPF_LINK_CREATE, ct.byref(attr), ct.sizeof(attr))
-    if fd < 0:
-        return -1, ct.get_errno()
-    return int(fd), 0
+    return bpf_syscall(BPF_LINK_CREATE, attr)
 
 
 def close_all(fds: Iterable[int], workers: int = 64) -> None:

@@ -14,6 +14,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from planrunner.elf.reader import read_notes
+from planrunner.printable import printable as _printable
 from planrunner.usdt.probes import group_notes
 
 if TYPE_CHECKING:
@@ -122,8 +123,3 @@ def _semaphore(site: ProbeSite) -> str:
         return "no semaphore"
     return f"semaphore {site.semaphore:#x} (file offset {site.semaphore_offset:#x})"
 
-
-def _printable(text: str) -> str:
-    if text.isprintable():  # the usual case, checked in C: listings print thousands
-        return text
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)

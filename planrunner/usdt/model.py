@@ -7,6 +7,7 @@ produces `NoteRecord`s (elf/stapsdt.py); resolution groups them into `UsdtProbe`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 # --- operands ---------------------------------------------------------------------------
 
@@ -51,8 +52,52 @@ class RipRel:
 
 
 @dataclass(frozen=True, slots=True)
+class SymMem:
+    """Memory at `symbol + offset + base + index*scale` without %rip: what non-PIC code
+    writes for a global indexed by registers (`table(,%rax,4)`, `stab+16(,%rcx,8)`,
+    `ctab(%rdi)`, `big-8(,%rdi,8)`), and, with `reloc="dtpoff"`, a local-dynamic
+    thread-local in a shared library (`sarr@dtpoff(%rax,%rbx,8)`: %rax holds the
+    module's TLS block, the symbol is its offset there).
+
+    `value` is filled in at resolve time from the symbol table: for `reloc="addr"` the
+    symbol's link-time vaddr + offset, rebased at run time like `RipRel` (`ctx->ip -
+    site_pc`, 0 in non-PIE code); for `reloc="dtpoff"` the symbol's offset in its
+    module's TLS block + offset, used as is. A literal base (`0x404040(,%rcx,4)`) is a
+    plain `Mem` with no base register: an absolute address, never rebased."""
+
+    symbol: str
+    offset: int = 0
+    base: Reg | None = None
+    index: Reg | None = None
+    scale: int = 1
+    reloc: Literal["addr", "dtpoff"] = "addr"
+    value: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TlsMem:
+    """Thread-local memory: `%fs:` on x86-64, at `thread pointer + tpoff(symbol) + disp
+    + base + index*scale` (`%fs:tv@tpoff`, `%fs:0xfffffffffffffffc`, `%fs:16(%rax)`,
+    `%fs:(%rax,%rdi,8)`, `%fs:sarr@tpoff(,%rdi,8)`).
+
+    `disp` is the literal displacement as a signed 64-bit value (gas prints -4 as
+    `0xfffffffffffffffc`). `symbol` names a local-exec variable (`var@tpoff`); its
+    `tpoff` (the variable's offset from the thread pointer, negative on x86-64) is
+    filled in at resolve time from the symbol table and the PT_TLS header
+    (elf/tls.py). The thread pointer is the task's `thread.fsbase`, read in BPF at an
+    offset taken from the running kernel's BTF (elf/btf.py)."""
+
+    disp: int = 0
+    base: Reg | None = None
+    index: Reg | None = None
+    scale: int = 1
+    symbol: str | None = None
+    tpoff: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Unreadable:
-    """A decoded operand that BPF cannot read from pt_regs (`%xmm0`, `%fs:`, `%st0`, `v0`)."""
+    """A decoded operand that BPF cannot read (`%xmm0`, `%gs:`, `%st0`, `v0`)."""
 
     reason: str
 
@@ -65,7 +110,7 @@ class Undecodable:
     column: int = 0  # 0-based position in `ArgOperand.text` where decoding failed
 
 
-Operand = Const | Reg | Mem | RipRel | Unreadable | Undecodable
+Operand = Const | Reg | Mem | RipRel | SymMem | TlsMem | Unreadable | Undecodable
 
 
 @dataclass(frozen=True, slots=True)

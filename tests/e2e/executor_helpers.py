@@ -67,9 +67,11 @@ def probe_byte(pid: int, binary: Path, qualified: str) -> int:
 
 
 def start_tracer(plan: str, *extra: str, env: dict[str, str] | None = None,
-                 stdout: int | None = subprocess.PIPE) -> subprocess.Popen:
-    """Start `planrunner run` and wait until it says everything is attached."""
-    proc = subprocess.Popen([*PLANRUNNER, "run", plan, *extra], cwd=ROOT, stdout=stdout,
+                 stdout: int | None = subprocess.PIPE,
+                 entry: list[str] = PLANRUNNER) -> subprocess.Popen:
+    """Start `planrunner run` (through `entry`: the CLI, or a test wrapper of it) and
+    wait until it says everything is attached."""
+    proc = subprocess.Popen([*entry, "run", plan, *extra], cwd=ROOT, stdout=stdout,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
     assert proc.stderr is not None

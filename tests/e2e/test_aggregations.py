@@ -67,7 +67,9 @@ def test_count_sum_min_max_avg_are_exact(tmp_path, fixtures_built) -> None:
     assert (one["avg"]["count"], one["avg"]["avg"]) == (1000, 500.5)
     assert one["neg"]["sum"] == -sum(v for v in VALUES if v % 2 == 0)
     assert one["negmin"]["min"] == 500 - 1000  # negative: the first value set it, not 0
-    assert one["count"]["interval_start"] is None  # once at exit, cumulative
+    # once at exit, cumulative: the interval is the run, from its start to its end
+    assert one["count"]["interval_start"] is not None
+    assert one["count"]["interval_start"] < one["count"]["interval_end"]
 
 
 def test_log2_and_linear_histograms_count_every_bucket_exactly(tmp_path, fixtures_built) -> None:

@@ -1,7 +1,8 @@
 """Clean exit whatever happens. For each way a run can end — its --duration, SIGINT,
-SIGTERM, SIGHUP, stdout closed by the reader, a crash inside planrunner (the
-PLANRUNNER_TEST_CRASH_AFTER_ATTACH test hook) — and for both semaphore modes (the
-kernel's reference counter system-wide, and poke mode with --pid), a long-running
+SIGTERM, SIGHUP, stdout closed by the reader, a crash inside planrunner (its backend
+made to raise in the loop by the tests/e2e/crash_after.py wrapper) — and for both
+semaphore modes (the kernel's reference counter system-wide, and poke mode with
+--pid), a long-running
 semaphore fixture started by the test is checked before, during and after:
 tracefs uprobe_events unchanged, no int3 (0xcc) left at either probe site in its
 memory, its semaphores back to 0, no state file left, and sem:hit stops firing."""
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import write_plan
+from tests.e2e.conftest import PLANRUNNER, write_plan
 from tests.e2e.executor_helpers import (
     kill,
     probe_byte,
@@ -27,6 +28,8 @@ from tests.e2e.executor_helpers import (
     wait_for,
 )
 
+# planrunner's CLI with its backend raising RuntimeError 1 s into the loop
+CRASHING = [PLANRUNNER[0], "-m", "tests.e2e.crash_after", "1"]
 WAYS = ["duration", "SIGINT", "SIGTERM", "SIGHUP", "closed-stdout", "crash"]
 PROBES = ("sem:hit", "sem:tick")
 
@@ -82,9 +85,8 @@ def test_every_way_of_ending_leaves_the_target_as_it_was(way, mode, fixtures_bui
             env["PLANRUNNER_SEMAPHORE_MODE"] = "poke"
         if way == "duration":
             extra += ["-d", "1.5"]
-        if way == "crash":
-            env["PLANRUNNER_TEST_CRASH_AFTER_ATTACH"] = "1"
-        tracer = start_tracer(_plan(tmp_path, b), *extra, env=env)
+        tracer = start_tracer(_plan(tmp_path, b), *extra, env=env,
+                              entry=CRASHING if way == "crash" else PLANRUNNER)
         try:
             # attached: int3 at both sites, both semaphores raised
             assert wait_for(lambda: all(semaphore_value(target.pid, b, p) == 1

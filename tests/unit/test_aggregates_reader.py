@@ -10,8 +10,10 @@ import ctypes as ct
 import pytest
 
 from planrunner.records import AggSnapshot, Bucket
-from planrunner.render.model import AggregateOutput, RenderedProgram
-from planrunner.runtime.aggregates import AggregateReader, build_rows, decode_key, read_map
+from planrunner.render.model import AggregateOutput, Counter, RenderedProgram
+from planrunner.runtime.aggregates import AggregateReader, build_rows, decode_key
+from planrunner.runtime.backend import MapItems
+from planrunner.runtime.bcc_backend import read_table
 
 NCPU = 2
 
@@ -140,19 +142,27 @@ class Table:
         self.items_ = []
 
 
-def test_read_map_falls_back_to_items_and_clear() -> None:
+def test_read_table_falls_back_to_items_and_clear() -> None:
     t = Table([(NoKey(0), per_cpu(ct.c_uint64, 1, 2))], batch=False)
-    got = read_map(t, delete=True)
+    got = read_table(t, delete=True)
     assert [list(v) for _k, v in got] == [[1, 2]]
     assert t.calls == ["delete_batch", "items", "clear"] and t.items_ == []
 
 
 class Prog:
+    """A MapSource over bcc-like tables, read the way the bcc backend reads them."""
+
     def __init__(self, tables: dict[str, Table]) -> None:
         self.tables = tables
 
-    def table(self, name: str) -> Table:
-        return self.tables[name]
+    def read_map(self, name: str, delete: bool) -> MapItems:
+        return read_table(self.tables[name], delete)
+
+    def map_total(self, name: str) -> int:
+        return sum(sum(int(v) for v in value) for _k, value in self.tables[name].items())
+
+    def counter(self, which: Counter) -> int:
+        return 0
 
 
 class View:
@@ -221,7 +231,8 @@ def test_without_every_one_cumulative_snapshot_at_finish_with_top_and_dropped() 
     clock.t += 3
     reader.finish(view)
     (snap,) = view.snaps
-    assert (snap.interval_start, snap.interval_end, snap.dropped) == (None, 1003.0, 7)
+    # no `every`: the interval is the run, from its start to the end
+    assert (snap.interval_start, snap.interval_end, snap.dropped) == (1000.0, 1003.0, 7)
     assert [(r.key, r.count) for r in snap.rows] == [((("id", 5),), 5), ((("id", 3),), 3)]
     assert table.calls == ["lookup_batch"]
 

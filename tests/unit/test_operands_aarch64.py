@@ -82,6 +82,19 @@ def test_readable(text: str, size: int, signed: bool, is_float: bool, operand: o
         text, size, signed, is_float, operand)
 
 
+@pytest.mark.parametrize(("text", "reason"), [
+    ("-4@[x0, #:tprel_lo12_nc:tv]", "thread-local variable 'tv' (:tprel_lo12_nc: offset "
+                                    "from the thread pointer tpidr_el0)"),
+    ("-4@[x1, :tprel_lo12:tv]", "thread-local variable 'tv'"),
+    ("-8@[x2, #:dtprel_lo12_nc:sarr]", "thread-local variable 'sarr'"),
+    ("8@[x3, #:lo12:counter]", "symbol-relative offset (:lo12:counter)"),
+])
+def test_relocated_offsets_are_unreadable_with_a_reason(text: str, reason: str) -> None:
+    op = parse_operand(text, A).operand
+    assert isinstance(op, Unreadable)
+    assert reason in op.reason
+
+
 @pytest.mark.parametrize("text", UNREADABLE)
 def test_simd_registers_are_unreadable(text: str) -> None:
     op = parse_operand(text, A).operand

@@ -15,7 +15,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planrunner.usdt.model import Const, Mem, Reg, RipRel, Undecodable, Unreadable
+from planrunner.usdt.model import (
+    Const,
+    Mem,
+    Reg,
+    RipRel,
+    SymMem,
+    TlsMem,
+    Undecodable,
+    Unreadable,
+)
 from planrunner.usdt.operands import (
     const_value,
     describe_operand,
@@ -109,6 +118,41 @@ READABLE = [
     ("8@0x10(%rax)", 8, False, False, Mem(R("ax", "rax"), 16)),
     ("8@-0x10(%rax)", 8, False, False, Mem(R("ax", "rax"), -16)),
     ("8@010(%rax)", 8, False, False, Mem(R("ax", "rax"), 8)),
+    # absolute indexed (non-PIC code: a global plus registers, no %rip), as gcc -O2
+    # -fno-PIE writes them (tests/fixtures/elf/indexed.c)
+    ("-4@table(,%rax,4)", 4, True, False, SymMem("table", 0, None, R("ax", "rax"), 4)),
+    ("-4@table(,%rdi,4)", 4, True, False, SymMem("table", 0, None, R("di", "rdi"), 4)),
+    ("8@table+16(,%rdx,8)", 8, False, False, SymMem("table", 16, None, R("dx", "rdx"), 8)),
+    ("-8@stab+16(,%rax,8)", 8, True, False, SymMem("stab", 16, None, R("ax", "rax"), 8)),
+    ("-1@ctab(%rdi)", 1, True, False, SymMem("ctab", 0, R("di", "rdi"))),
+    ("-1@ctab+3(%rdi)", 1, True, False, SymMem("ctab", 3, R("di", "rdi"))),
+    ("-2@htab(%rdi,%rdi)", 2, True, False,
+     SymMem("htab", 0, R("di", "rdi"), R("di", "rdi"), 1)),
+    ("-8@big-8(,%rdi,8)", 8, True, False, SymMem("big", -8, None, R("di", "rdi"), 8)),
+    ("-4@global_var", 4, True, False, SymMem("global_var")),
+    # ... with a literal base: an absolute address, never rebased
+    ("-4@0x404040(,%rcx,4)", 4, True, False, Mem(None, 0x404040, R("cx", "rcx"), 4)),
+    ("-4@268435456(,%rdi,4)", 4, True, False, Mem(None, 268435456, R("di", "rdi"), 4)),
+    ("4@1234", 4, False, False, Mem(None, 1234)),
+    # local-dynamic thread-local in a shared library: %rax holds the module's TLS block
+    ("-8@sarr@dtpoff(%rax,%rbx,8)", 8, True, False,
+     SymMem("sarr", 0, R("ax", "rax"), R("bx", "rbx"), 8, "dtpoff")),
+    # thread-local: %fs: is the thread pointer (tests/fixtures/elf/tls.c, libtls.c)
+    ("-4@%fs:tv@tpoff", 4, True, False, TlsMem(symbol="tv")),
+    ("-4@%fs:var@tpoff", 4, True, False, TlsMem(symbol="var")),
+    ("-8@%fs:tl@tpoff+16", 8, True, False, TlsMem(16, symbol="tl")),
+    ("-8@%fs:16+tl@tpoff", 8, True, False, TlsMem(16, symbol="tl")),
+    ("-8@%fs:tl@tpoff(,%rdi,8)", 8, True, False,
+     TlsMem(0, None, R("di", "rdi"), 8, symbol="tl")),
+    ("-1@%fs:tc@tpoff(%rdi)", 1, True, False, TlsMem(0, R("di", "rdi"), symbol="tc")),
+    ("-4@%fs:0xfffffffffffffffc", 4, True, False, TlsMem(-4)),
+    ("-4@%fs:-4", 4, True, False, TlsMem(-4)),
+    ("8@%fs:0", 8, False, False, TlsMem(0)),
+    ("8@%fs:40", 8, False, False, TlsMem(40)),
+    ("-8@%fs:16(%rax)", 8, True, False, TlsMem(16, R("ax", "rax"))),
+    ("-4@%fs:(%rcx)", 4, True, False, TlsMem(0, R("cx", "rcx"))),
+    ("8@%fs:(%rax)", 8, False, False, TlsMem(0, R("ax", "rax"))),
+    ("-8@%fs:(%rdx,%rbx,8)", 8, True, False, TlsMem(0, R("dx", "rdx"), R("bx", "rbx"), 8)),
 ]
 
 UNREADABLE = [
@@ -122,9 +166,8 @@ UNREADABLE = [
     ("8@%st(1)", "x87 register"),
     ("8@%mm0", "MMX register"),
     ("8@%cs", "segment register"),
-    ("-4@%fs:var@tpoff", "segment-relative memory"),
-    ("8@%fs:40", "segment-relative memory"),
-    ("8@%gs:0x28", "segment-relative memory"),
+    ("8@%gs:0x28", "segment-relative memory (%gs:): only %fs:"),
+    ("8@%es:(%rax)", "segment-relative memory"),
 ]
 
 UNDECODABLE = [
@@ -135,12 +178,17 @@ UNDECODABLE = [
     ("3@%rax", "unsupported argument size 3", 0),
     ("8x@%rax", "malformed size prefix", 0),
     ("4@%foo", "unknown register %foo", 2),
-    ("-4@global_var", "absolute address", 3),
-    ("4@1234", "absolute address", 2),
     ("8@$sym", "symbol's address as an immediate", 2),
     ("8@$", "expected an integer", 3),
     ("8@16(%rip)", "rip-relative operand without a symbol", 2),
-    ("8@sym(%rax)", "symbolic displacement", 2),
+    ("8@%fs:tv@dtpoff", "@dtpoff cannot be used with %fs:", 6),
+    ("8@%fs:tv", "must be a thread-local offset (var@tpoff)", 6),
+    ("8@tv@tpoff(%rax)", "@tpoff is only meaningful after %fs:", 2),
+    ("8@tv@dtpoff", "needs the module's TLS block in a base register", 2),
+    ("8@tv@gotpoff(%rax)", "malformed displacement", 2),
+    ("8@%fs:(%rip)", "%rip cannot be used as an address register", 7),
+    ("8@%fs:", "empty operand", 6),
+    ("8@%fs:%rax", "expected $CONST", 6),
     ("8@(%rax,%rbx,3)", "scale must be 1, 2, 4 or 8", 13),
     ("8@(%eax)", "%eax cannot be used as an address register", 3),
     ("8@(%rax,%rip)", "%rip cannot be used", 8),

@@ -260,3 +260,49 @@ def test_line_breaks_inside_values_keep_one_line_per_record():
     assert lines[1].endswith("201234567  SELECT 1\\nFROM t\\r\\n")
     templated = PrintSchema("0", "query", ("query",), "{query}")
     assert render([templated], records=[rec(query="a\nb")]) == "a\\nb\n"
+
+
+def test_columns_widen_to_the_values_seen():
+    schema = PrintSchema("0", "request", ("id", "path", "status", "latency_ns"))
+
+    def r(i, path, status, lat):
+        return rec(probe="request", id=i, path=path, status=status, latency_ns=lat)
+
+    out = io.StringIO()
+    view = make_view("text", out, [schema], tz=UTC)
+    view.records([r(1, "/index.html", 200, 10127163), r(2, "/api/users", 200, 16098464)])
+    view.records([r(3, "/static/app.js", 404, 20150891)])
+    view.records([r(4, "/" + "x" * 60, 500, 5127837)])
+    lines = out.getvalue().splitlines()
+    assert lines[:3] == [
+        "TIME            PID     TID     COMM             PROBE   id       path        "
+        "status   latency_ns",
+        "02:41:07.123456 4242    4243    postgres         request 1        /index.html "
+        "200      10127163",
+        "02:41:07.123456 4242    4243    postgres         request 2        /api/users  "
+        "200      16098464",
+    ]
+    # a later, longer value widens its column for the lines after it
+    assert lines[3].endswith("request 3        /static/app.js 404      20150891")
+    # beyond MAX_WIDTH (40) a value pushes the line instead of widening the column
+    assert lines[4].endswith("request 4        /" + "x" * 60 + " 500      5127837")
+
+
+def test_header_aligned_with_every_column():
+    schema = PrintSchema("0", "request", ("id", "path", "status"))
+    text = render([schema], records=[rec(probe="request", id=123456789012, path="/p",
+                                         status=200)])
+    head, line = text.splitlines()
+    for name in ("PID", "TID", "COMM", "PROBE", "id", "path", "status"):
+        col = head.index(name)
+        assert line[col - 1] == " " and line[col] != " ", name
+
+
+def test_control_characters_of_user_strings_are_escaped():
+    text = render([SCHEMA], records=[rec(query="a\x1b[2Jb\x07\tc\nd")])
+    assert text.splitlines()[1].endswith("201234567  a\\x1b[2Jb\\x07\\x09c\\nd")
+    snap = AggSnapshot("c", "count", "count", None, ("comm",), None, T_END,
+                       (AggRow((("comm", "ev\x1bil"),), count=3),))
+    assert "ev\\x1bil" in render([], snaps=[snap])
+    templated = PrintSchema("0", "query", ("query",), "{query}")
+    assert render([templated], records=[rec(query="\x1b]0;x\x07")]) == "\\x1b]0;x\\x07\n"

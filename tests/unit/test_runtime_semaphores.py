@@ -15,10 +15,10 @@ import sys
 import pytest
 
 from planrunner.elf.procmaps import parse_maps, read_maps
-from planrunner.resolve.sites import parse_format
 from planrunner.runtime import semaphores as S
 from planrunner.runtime.late_libraries import MapsWatcher, _lowest
 from planrunner.targets import _real
+from planrunner.tracefs import parse_format
 
 MAPS = """\
 55d0c0000000-55d0c0001000 r--p 00000000 fd:01 1234 /opt/app
@@ -209,7 +209,7 @@ format:
 
 def test_parse_format_names_and_strings():
     got = {f.name: (f.offset, f.size, f.signed, f.is_string, f.array_len)
-           for f in parse_format(FORMAT)}
+           for f in parse_format(FORMAT).own_fields}
     assert got == {
         "filename": (8, 4, False, True, 0),  # was named 'char' before the fix
         "pid": (12, 4, True, False, 0),

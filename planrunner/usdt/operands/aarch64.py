@@ -3,7 +3,9 @@
 Contract: `parse_operand(token)` decodes one `[-]SIZE[f]@OPERAND` token into an
 `ArgOperand`; it never raises. Registers map to the arm64 `struct pt_regs` members bcc
 programs use (`regs[N]`, `sp`, `pc`) through `register()` only. `wN` is the 32-bit view
-of `regs[N]` (SIZE governs how much is taken). SIMD/FP registers are `Unreadable`.
+of `regs[N]` (SIZE governs how much is taken). SIMD/FP registers are `Unreadable`, and
+so are offsets the linker completes (`[x0, #:tprel_lo12_nc:tv]`: a thread-local
+variable at the thread pointer tpidr_el0; `[x1, #:lo12:sym]`), with the reason.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ PT_REGS_FIELDS: frozenset[str] = frozenset([f"regs[{n}]" for n in range(31)] + [
 _GPR = re.compile(r"([xw])([0-9]|[12][0-9]|3[01])")
 _SIMD = re.compile(r"[vdsqhb]([0-9]|[12][0-9]|3[01])")
 _LSL = re.compile(r"lsl\s*#?([0-3])")
+# An assembler relocation operator in an offset: `#:tprel_lo12_nc:tv`, `:lo12:sym`.
+_RELOC = re.compile(r"#?:([a-z0-9_]+):([A-Za-z_.$][A-Za-z0-9_.$]*)")
 
 
 def register(name: str) -> Reg | Unreadable | Const | None:
@@ -75,6 +79,9 @@ def _parse_memory(body: str, col: int) -> Operand:
     raw = body[1:-1].split(",")
     at = col + 2 + len(raw[0]) + len(raw[1]) - len(raw[1].lstrip())
     second = parts[1]
+    reloc = _RELOC.fullmatch(second)
+    if reloc is not None and len(parts) == 2:
+        return _relocated(reloc.group(1), reloc.group(2))
     disp = parse_int(second[1:] if second.startswith("#") else second)
     if disp is not None and len(parts) == 2:
         return Mem(base, disp)
@@ -91,6 +98,14 @@ def _parse_memory(body: str, col: int) -> Operand:
         third_at = col + body.find(parts[2], at - col + len(second))
         return Undecodable("only 'lsl #N' index shifts are supported", third_at)
     return Mem(base, 0, index, 1 << int(lsl.group(1)))
+
+
+def _relocated(operator: str, symbol: str) -> Unreadable:
+    """`[xN, #:OP:sym]`: xN holds the high part of an address the linker completes."""
+    if "tprel" in operator or "dtprel" in operator or "tls" in operator:
+        return Unreadable(f"thread-local variable '{symbol}' (:{operator}: offset from "
+                          "the thread pointer tpidr_el0): not readable on aarch64 yet")
+    return Unreadable(f"symbol-relative offset (:{operator}:{symbol}): not readable yet")
 
 
 def _address_reg(text: str) -> Reg | None:

@@ -3,8 +3,12 @@
 Contract: `parse_operand(token)` decodes one `[-]SIZE[f]@OPERAND` token into an
 `ArgOperand`; it never raises. Register names map to members of the kernel's x86-64
 `struct pt_regs` through `GPRS` only (never through operand text). Forms BPF cannot
-read (SSE/x87/MMX registers, segment-relative memory) are `Unreadable`; text not
-understood is `Undecodable` with the 0-based column where decoding stopped.
+read (SSE/x87/MMX registers, memory relative to a segment other than %fs:) are
+`Unreadable`; text not understood is `Undecodable` with the 0-based column where
+decoding stopped. Memory forms: `DISP(%BASE,%INDEX,SCALE)` (`Mem`), `sym(%rip)`
+(`RipRel`), a symbol without %rip in non-PIC code (`table(,%rax,4)`, `SymMem`), a
+local-dynamic `var@dtpoff(%rax)` (`SymMem`), and `%fs:` thread-local memory
+(`%fs:var@tpoff`, `%fs:-4`, `%fs:16(%rax)`: `TlsMem`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from planrunner.usdt.model import (
     Operand,
     Reg,
     RipRel,
+    SymMem,
+    TlsMem,
     Undecodable,
     Unreadable,
 )
@@ -69,6 +75,7 @@ _SEGMENT = re.compile(r"%[c-gs]s:")
 _REGNAME = re.compile(r"%([a-z][a-z0-9]*(\([0-7]\))?)")
 _SYMBOL = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")
 _TERM = re.compile(r"([+-]?)([^+-]+)")
+_RELOCS = ("tpoff", "dtpoff")
 
 
 def parse_operand(token: str) -> ArgOperand:
@@ -92,11 +99,14 @@ def _parse_body(body: str, col: int) -> tuple[Operand, int]:
         return Undecodable("empty operand", col), 8
     if body.startswith("$"):
         return _parse_const(body, col), 8
+    if body.startswith("%fs:"):
+        return _parse_memory(body[4:], col + 4, tls=True), 8
     if _SEGMENT.match(body):
-        return Unreadable(f"segment-relative memory ({body[:4]}, e.g. thread-local storage)"), 8
+        return Unreadable(f"segment-relative memory ({body[:4]}): only %fs: (the x86-64 "
+                          "thread pointer) is read"), 8
     if body.startswith("%"):
         return _parse_register(body, col)
-    return _parse_memory(body, col), 8
+    return _parse_memory(body, col, tls=False), 8
 
 
 def _parse_const(body: str, col: int) -> Operand:
@@ -129,18 +139,22 @@ def _parse_register(body: str, col: int) -> tuple[Operand, int]:
     return reg, width
 
 
-def _parse_memory(body: str, col: int) -> Operand:
+def _parse_memory(body: str, col: int, *, tls: bool) -> Operand:
+    if not body:
+        return Undecodable("empty operand", col)
     open_at = body.find("(")
-    if open_at < 0 or not body.endswith(")"):
-        if _SYMBOL.fullmatch(body) or parse_int(body) is not None:
-            return Undecodable("absolute address without a base register is not supported", col)
+    if open_at < 0:  # an absolute address: `sym`, `0x404040`, `%fs:var@tpoff`, `%fs:-4`
+        if _parse_disp(body) is None:
+            return Undecodable("expected $CONST, %REG or DISP(%BASE,%INDEX,SCALE)", col)
+        return _memory(body, col, None, None, 1, tls)
+    if not body.endswith(")"):
         return Undecodable("expected $CONST, %REG or DISP(%BASE,%INDEX,SCALE)", col)
     disp_text, inner = body[:open_at], body[open_at + 1:-1]
     parts = [p.strip() for p in inner.split(",")]
     if len(parts) > 3:
         return Undecodable("too many parts in memory operand", col + open_at)
     inner_col = col + open_at + 1
-    base = _address_reg(parts[0], inner_col, allow_rip=True) if parts[0] else None
+    base = _address_reg(parts[0], inner_col, allow_rip=not tls) if parts[0] else None
     if isinstance(base, Undecodable):
         return base
     index: Reg | None = None
@@ -156,24 +170,42 @@ def _parse_memory(body: str, col: int) -> Operand:
             return Undecodable("scale must be 1, 2, 4 or 8", index_col + len(parts[1]) + 1)
     if base is None and index is None:
         return Undecodable("memory operand without a register", inner_col)
-    return _memory(disp_text, col, base, index, scale or 1)
+    return _memory(disp_text, col, base, index, scale or 1, tls)
 
 
 def _memory(disp_text: str, col: int, base: Reg | None, index: Reg | None,
-            scale: int) -> Operand:
+            scale: int, tls: bool) -> Operand:
     disp = _parse_disp(disp_text)
     if disp is None:
         return Undecodable("malformed displacement", col)
-    symbol, offset = disp
+    symbol, reloc, offset = disp
+    if tls:
+        if reloc not in ("", "tpoff"):
+            return Undecodable(f"@{reloc} cannot be used with %fs:", col)
+        if symbol is not None and reloc != "tpoff":
+            return Undecodable("a symbol after %fs: must be a thread-local offset (var@tpoff)",
+                               col)
+        return TlsMem(_signed64(offset), base, index, scale, symbol)
+    if reloc not in ("", "dtpoff"):
+        return Undecodable(f"@{reloc} is only meaningful after %fs:", col)
     if base is not None and base.field == "ip":
         if index is not None:
             return Undecodable("%rip cannot be used with an index register", col)
-        if symbol is None:
+        if symbol is None or reloc:
             return Undecodable("rip-relative operand without a symbol", col)
         return RipRel(symbol, offset)
     if symbol is not None:
-        return Undecodable("symbolic displacement with a base register is not supported", col)
+        if reloc == "dtpoff" and base is None:
+            return Undecodable("var@dtpoff needs the module's TLS block in a base register",
+                               col)
+        return SymMem(symbol, offset, base, index, scale, "dtpoff" if reloc else "addr")
     return Mem(base, offset, index, scale)
+
+
+def _signed64(value: int) -> int:
+    """`0xfffffffffffffffc` -> -4: an address displacement wraps at 64 bits."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
 
 
 def _address_reg(text: str, col: int, *, allow_rip: bool) -> Reg | Undecodable:
@@ -187,22 +219,26 @@ def _address_reg(text: str, col: int, *, allow_rip: bool) -> Reg | Undecodable:
     return Undecodable(f"unknown register %{name}", col)
 
 
-def _parse_disp(text: str) -> tuple[str | None, int] | None:
-    """`-8`, `0x10`, `sym`, `sym+8`, `24+sym`, `sym-2` -> (symbol or None, offset)."""
+def _parse_disp(text: str) -> tuple[str | None, str, int] | None:
+    """`-8`, `0x10`, `sym`, `sym+8`, `24+sym`, `sym-2`, `var@tpoff`, `var@dtpoff+8`
+    -> (symbol or None, relocation ("", "tpoff" or "dtpoff"), offset)."""
     text = text.strip()
     if not text:
-        return None, 0
+        return None, "", 0
     terms = _TERM.findall(text)
     if "".join(s + t for s, t in terms) != text:
         return None
     symbol: str | None = None
+    reloc = ""
     offset = 0
     for sign, term in terms:
         value = parse_int(term)
+        name, at, rel = term.partition("@")
         if value is not None:
             offset += -value if sign == "-" else value
-        elif _SYMBOL.fullmatch(term) and symbol is None and sign != "-":
-            symbol = term
+        elif (_SYMBOL.fullmatch(name) and symbol is None and sign != "-"
+              and (not at or rel in _RELOCS)):
+            symbol, reloc = name, rel
         else:
             return None
-    return symbol, offset
+    return symbol, reloc, offset

@@ -1,0 +1,207 @@
+"""A minimal reader of the kernel's BTF: byte offsets of struct members, nothing more.
+
+Why: BPF C compiled by bcc sees the installed kernel headers (Debian's 6.1 here), but a
+`task_struct` offset must be the RUNNING kernel's. Its BTF (/sys/kernel/btf/vmlinux) is
+that kernel's own type information. No maintained, light BTF reader exists on PyPI or
+in Debian (libbpf's is C; bpftool dumps text), so this module walks the format itself:
+
+    header  magic 0xeB9F, version, flags, hdr_len, type_off, type_len, str_off, str_len
+    types   `struct btf_type {name_off; info; size_or_type}` (ids from 1, in order), each
+            followed by data whose length its kind and vlen give (kernel btf.h)
+
+`member_offset(btf, "task_struct", "thread.fsbase")` follows struct/union members by
+name (through anonymous members, typedefs and qualifiers) and adds their bit offsets.
+`runtime_constant(name)` computes one of `RUNTIME_CONSTANTS` once per process, and
+`runtime_cflags(names)` turns them into `-DNAME=N` for the compiler: the rendered C only
+names the macros, so it is the same on every host. PLANRUNNER_VMLINUX_BTF overrides
+the file (tests use it to stand for a kernel without BTF).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+VMLINUX = "/sys/kernel/btf/vmlinux"
+BTF_MAGIC = 0xEB9F
+
+# kinds (include/uapi/linux/btf.h)
+INT, PTR, ARRAY, STRUCT, UNION, ENUM, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT = range(1, 12)
+FUNC, FUNC_PROTO, VAR, DATASEC, FLOAT, DECL_TAG, TYPE_TAG, ENUM64 = range(12, 20)
+
+# Bytes of kind-specific data after the 12-byte btf_type: fixed, or per vlen entry.
+_FIXED = {INT: 4, ARRAY: 12, VAR: 4, DECL_TAG: 4}
+_PER_ENTRY = {STRUCT: 12, UNION: 12, ENUM: 8, FUNC_PROTO: 8, DATASEC: 12, ENUM64: 12}
+_SKIP_TO = (TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG)
+
+# C macro -> (struct, member path) in the running kernel; render/operand_c.py names them.
+RUNTIME_CONSTANTS: dict[str, tuple[str, str]] = {
+    "PR_TASK_FSBASE_OFFSET": ("task_struct", "thread.fsbase"),  # x86-64 thread pointer
+}
+
+_HEADER = struct.Struct("<HBBIIIIII")
+_TYPE = struct.Struct("<III")
+_MEMBER = struct.Struct("<III")
+
+
+class BtfError(Exception):
+    """The kernel has no (readable) BTF, or it lacks the member asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Btf:
+    data: bytes
+    strings_at: int  # offset of the string section in `data`
+    strings_end: int
+    types: tuple[int, ...]  # offset in `data` of each btf_type; index = type id (0: void)
+
+    def name(self, name_off: int) -> str:
+        at = self.strings_at + name_off
+        end = self.data.find(b"\0", at, self.strings_end)
+        return self.data[at:end if end >= 0 else self.strings_end].decode("utf-8", "replace")
+
+    def header(self, type_id: int) -> tuple[int, int, int, int]:
+        """(name_off, kind, vlen, size_or_type); kind_flag is folded into vlen's bit 16."""
+        if not 0 < type_id < len(self.types):
+            raise BtfError(f"type id {type_id} is out of range")
+        name_off, info, size = _TYPE.unpack_from(self.data, self.types[type_id])
+        kind_flag = (info >> 31) & 1
+        return name_off, (info >> 24) & 0x1F, (info & 0xFFFF) | (kind_flag << 16), size
+
+
+def vmlinux_path() -> str:
+    return os.environ.get("PLANRUNNER_VMLINUX_BTF") or VMLINUX
+
+
+def load(path: str | None = None) -> Btf:
+    """Parse a BTF blob (the running kernel's by default). BtfError when there is none."""
+    path = path or vmlinux_path()
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise BtfError(f"the kernel's BTF is not readable ({path}: {exc.strerror}); "
+                       "the kernel needs CONFIG_DEBUG_INFO_BTF=y") from None
+    return parse(data, path)
+
+
+def parse(data: bytes, what: str = "BTF") -> Btf:
+    if len(data) < _HEADER.size:
+        raise BtfError(f"{what} is too short for a BTF header")
+    magic, _version, _flags, hdr_len, type_off, type_len, str_off, str_len = \
+        _HEADER.unpack_from(data)[:8]
+    if magic != BTF_MAGIC:
+        raise BtfError(f"{what} is not BTF (magic {magic:#x})")
+    start, end = hdr_len + type_off, hdr_len + type_off + type_len
+    strings_at = hdr_len + str_off
+    if end > len(data) or strings_at + str_len > len(data):
+        raise BtfError(f"{what} is truncated")
+    if start % 4 or type_len % 4:
+        raise BtfError(f"{what}: the type section is not 4-byte aligned")
+    # One pass over 32-bit words (a vmlinux has ~130k types): info is word 1 of each.
+    words = memoryview(data)[start:end].cast("I")
+    fixed = [0] * 32
+    per_entry = [0] * 32
+    for kind, n in _FIXED.items():
+        fixed[kind] = n // 4
+    for kind, n in _PER_ENTRY.items():
+        per_entry[kind] = n // 4
+    offsets = [0]
+    append = offsets.append
+    i, count = 0, len(words)
+    while i < count:
+        append(start + 4 * i)
+        info = words[i + 1]
+        kind = (info >> 24) & 0x1F
+        if kind > ENUM64 or kind == 0:
+            raise BtfError(f"{what}: unknown BTF kind {kind} (type {len(offsets) - 1})")
+        i += 3 + fixed[kind] + per_entry[kind] * (info & 0xFFFF)
+    return Btf(data, strings_at, strings_at + str_len, tuple(offsets))
+
+
+def find_struct(btf: Btf, name: str) -> int:
+    """The id of the (complete) struct called `name`."""
+    strings = btf.data[btf.strings_at:btf.strings_end]
+    wanted = b"\0" + name.encode() + b"\0"
+    name_offs: set[int] = set()
+    at = strings.find(wanted)
+    while at >= 0:
+        name_offs.add(at + 1)
+        at = strings.find(wanted, at + 1)
+    unpack = _TYPE.unpack_from
+    for type_id in range(1, len(btf.types)):
+        name_off, info, _ = unpack(btf.data, btf.types[type_id])
+        if name_off in name_offs and (info >> 24) & 0x1F == STRUCT:
+            return type_id
+    raise BtfError(f"the kernel's BTF has no struct {name}")
+
+
+def _resolve(btf: Btf, type_id: int) -> int:
+    """Through typedefs and qualifiers to the type they name."""
+    for _ in range(64):
+        _n, kind, _v, ref = btf.header(type_id)
+        if kind not in _SKIP_TO:
+            return type_id
+        type_id = ref
+    raise BtfError("a typedef chain does not end")
+
+
+def _members(btf: Btf, type_id: int) -> list[tuple[str, int, int]]:
+    """(name, type id, bit offset) of a struct's or union's members."""
+    _n, kind, vlen, _size = btf.header(type_id)
+    if kind not in (STRUCT, UNION):
+        return []
+    bitfields, count = vlen >> 16, vlen & 0xFFFF
+    at = btf.types[type_id] + _TYPE.size
+    out = []
+    for k in range(count):
+        name_off, member_type, offset = _MEMBER.unpack_from(btf.data, at + k * _MEMBER.size)
+        bits = offset & 0xFFFFFF if bitfields else offset
+        out.append((btf.name(name_off) if name_off else "", member_type, bits))
+    return out
+
+
+def _find_member(btf: Btf, type_id: int, name: str) -> tuple[int, int] | None:
+    """(type id, bit offset) of member `name`, looking into anonymous members too."""
+    for member, member_type, bits in _members(btf, _resolve(btf, type_id)):
+        if member == name:
+            return member_type, bits
+        if not member:
+            inner = _find_member(btf, member_type, name)
+            if inner is not None:
+                return inner[0], bits + inner[1]
+    return None
+
+
+def member_offset(btf: Btf, struct_name: str, path: str) -> int:
+    """Byte offset of `path` (`a.b.c`) in struct `struct_name`."""
+    type_id, bits = find_struct(btf, struct_name), 0
+    for part in path.split("."):
+        got = _find_member(btf, type_id, part)
+        if got is None:
+            raise BtfError(f"the kernel's struct {struct_name} has no member {path}")
+        type_id, bits = got[0], bits + got[1]
+    if bits % 8:
+        raise BtfError(f"{struct_name}.{path} is a bit field")
+    return bits // 8
+
+
+_COMPUTED: dict[tuple[str, str], int] = {}
+
+
+def runtime_constant(name: str) -> int:
+    """The value of a `RUNTIME_CONSTANTS` macro on this kernel (computed once)."""
+    if name not in RUNTIME_CONSTANTS:
+        raise BtfError(f"no run-time constant {name}")
+    struct_name, path = RUNTIME_CONSTANTS[name]
+    key = (vmlinux_path(), name)
+    if key not in _COMPUTED:
+        _COMPUTED[key] = member_offset(load(key[0]), struct_name, path)
+    return _COMPUTED[key]
+
+
+def runtime_cflags(names: Iterable[str]) -> list[str]:
+    """`-DNAME=N` for each run-time constant the rendered C uses."""
+    return [f"-D{name}={runtime_constant(name)}" for name in sorted(set(names))]

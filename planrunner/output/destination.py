@@ -1,0 +1,187 @@
+"""Where `run`'s output goes: `open_view(format, path, ...)` -> a View, which closes
+the files it opened when it is closed.
+
+One stream holds one CSV table, so `--format csv` with several outputs writes one file
+per output: `-o DIR/` (an existing directory, or a path ending in '/') gives
+`DIR/OUTPUT.csv`, `-o BASE.csv` (or `-o BASE`) gives `BASE.OUTPUT.csv`, and losses go
+to `BASE.lost.csv` if there are any. To stdout, CSV with several outputs is refused
+(a usage error) instead of a second header row in the middle of the stream. With one
+output, `-o FILE.csv` is that output's file (losses in `FILE.lost.csv`); on stdout the
+losses are left to stderr, where the session reports them anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TextIO
+
+from planrunner.errors import PlanError, UsageError
+from planrunner.output.base import View
+from planrunner.output.csv_table import CsvView
+from planrunner.records import AggSnapshot, PrintSchema
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def open_view(fmt: str, path: str | None, stdout: TextIO, schemas: Sequence[PrintSchema],
+              outputs: Sequence[str], stderr: TextIO | None = None,
+              **options: object) -> View:
+    """The view for `--format fmt` and `-o path` (None or '-': stdout); `outputs` are
+    the plan's output names in plan order."""
+    from planrunner.output import make_view
+
+    to_stdout = path in (None, "-")
+    if fmt == "csv" and len(outputs) > 1:
+        if to_stdout:
+            raise UsageError(
+                f"--format csv with {len(outputs)} outputs needs one file per output, "
+                "not stdout (one CSV stream holds one table)",
+                hints=("-o DIR/ writes DIR/OUTPUT.csv; -o BASE.csv writes BASE.OUTPUT.csv "
+                       f"(outputs: {', '.join(outputs)})",
+                       "or --format json: one stream, each line names its output"))
+        files = csv_paths(str(path), outputs)
+        view = CsvFilesView(str(path), files, schemas)
+        if stderr is not None:
+            stderr.write(f"planrunner: CSV, one file per output: {', '.join(files.values())}\n")
+        return view
+    if fmt == "csv" and not to_stdout:  # one output: -o FILE.csv is its file
+        files = csv_paths(str(path), outputs) if _is_dir(str(path)) else \
+            {o: str(path) for o in outputs}
+        return CsvFilesView(str(path), files, schemas)
+    stream = stdout if to_stdout else _open(str(path))
+    inner = make_view(fmt, stream, schemas, **options)
+    if fmt == "csv":
+        inner = _TableOnly(inner)
+    return _Closing(inner, None if to_stdout else stream)
+
+
+def _is_dir(path: str) -> bool:
+    return path.endswith("/") or os.path.isdir(path)
+
+
+def csv_paths(path: str, outputs: Sequence[str]) -> dict[str, str]:
+    """Output name -> file, for `-o DIR/` or `-o BASE[.csv]`."""
+    if _is_dir(path):
+        return {o: os.path.join(path, f"{_safe(o)}.csv") for o in outputs}
+    base = path[:-4] if path.endswith(".csv") else path
+    return {o: f"{base}.{_safe(o)}.csv" for o in outputs}
+
+
+def _safe(name: str) -> str:
+    return _UNSAFE.sub("_", name) or "_"
+
+
+def _open(path: str) -> TextIO:
+    parent = os.path.dirname(path)
+    try:
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        return open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115
+    except OSError as exc:
+        raise PlanError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+class _Closing:
+    """A view that also closes the file it writes to."""
+
+    def __init__(self, inner: View, stream: TextIO | None) -> None:
+        self.inner, self.stream = inner, stream
+
+    def record(self, rec: dict[str, object]) -> None:
+        self.inner.record(rec)
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        self.inner.records(batch)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self.inner.aggregate(snap)
+
+    def lost(self, count: int, reason: str) -> None:
+        self.inner.lost(count, reason)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+        if self.stream is not None and not self.stream.closed:
+            self.stream.close()
+
+
+class _TableOnly(_Closing):
+    """A single CSV stream on stdout: its one table only, never a `lost` table after it
+    (the session reports losses and full maps on stderr)."""
+
+    def __init__(self, inner: View) -> None:
+        super().__init__(inner, None)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self.inner.aggregate(replace(snap, dropped=0))
+
+    def lost(self, count: int, reason: str) -> None:
+        pass
+
+
+class CsvFilesView:
+    """One CsvView per output, each in its own file (opened up front, so an output
+    that saw nothing still leaves its file); losses, and keys a full aggregation map
+    dropped, in a file of their own (`lost`), opened when there are any."""
+
+    def __init__(self, path: str, files: dict[str, str],
+                 schemas: Sequence[PrintSchema]) -> None:
+        self.path = path
+        self.streams: dict[str, TextIO] = {}
+        self.views: dict[str, CsvView] = {}
+        by_output = {s.output: s for s in schemas}
+        for name, file in files.items():
+            self.streams[name] = _open(file)
+            schema = [by_output[name]] if name in by_output else []
+            self.views[name] = CsvView(self.streams[name], schema)
+        self.lost_view: CsvView | None = None
+
+    def _view(self, output: str) -> CsvView:
+        view = self.views.get(output)
+        if view is None:  # an output not announced: a file of its own all the same
+            self.streams[output] = _open(csv_paths(self.path, [output])[output])
+            view = self.views[output] = CsvView(self.streams[output], [])
+        return view
+
+    def record(self, rec: dict[str, object]) -> None:
+        self.records((rec,))
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        groups: dict[str, list[dict[str, object]]] = {}
+        for rec in batch:
+            groups.setdefault(str(rec["output"]), []).append(rec)
+        for output, recs in groups.items():
+            self._view(output).records(recs)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self._view(snap.output).aggregate(replace(snap, dropped=0))
+        if snap.dropped:
+            self._lost().lost(snap.dropped, "map full", snap.output)
+
+    def lost(self, count: int, reason: str) -> None:
+        self._lost().lost(count, reason)
+
+    def _lost(self) -> CsvView:
+        if self.lost_view is None:
+            name = "lost" if "lost" not in self.views else "lost_events"
+            self.streams["\0lost"] = _open(csv_paths(self.path, [name])[name])
+            self.lost_view = CsvView(self.streams["\0lost"], [])
+        return self.lost_view
+
+    def flush(self) -> None:
+        for stream in self.streams.values():
+            stream.flush()
+
+    def close(self) -> None:
+        for view in self.views.values():
+            view.close()
+        if self.lost_view is not None:
+            self.lost_view.close()
+        for stream in self.streams.values():
+            stream.close()

@@ -1,0 +1,239 @@
+"""Attach strategies: how one loaded BPF program goes onto one site, and off again.
+
+- `UprobeLinks`: uprobes as uprobe_multi BPF links (runtime/uprobe_links.py says why
+  they are preferred: closing them is fast and takes the semaphore down with the probe).
+- `PerfUprobes`: uprobes as perf events through libbcc's C `bpf_attach_uprobe` with its
+  full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares only
+  six arguments, so every attach through it passes a garbage seventh (bcc#5236).
+- `Tracepoints`: tracepoints as perf events (libbcc's `bpf_attach_tracepoint`).
+- `PerfEvents`: profile and interval probes as software cpu-clock perf events
+  (libbcc's `bpf_attach_perf_event`), one per online CPU or one on CPU 0.
+
+Which uprobe strategy a session uses is chosen once, from KernelFeatures
+(`uprobe_strategy`), before the first site: a strategy never switches mid-way. Each
+says how its programs must be loaded (`prog_kind`, `attach_type`); the backend loads
+them (runtime/bcc_backend.py) and hands over the fd. With the kernel's reference
+counter, USDT semaphores are raised in every process that maps the binary, now or
+later, and dropped by the kernel when the probe goes, even if planrunner is killed.
+
+Uses libbcc.so.0 through ctypes and raw syscalls; never imports the bcc Python module.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import os
+from collections.abc import Iterable
+from functools import cache
+from typing import Literal, Protocol
+
+from planrunner.errors import BackendError
+from planrunner.render.model import AttachSite
+from planrunner.runtime.features import KernelFeatures
+from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, close_all, create_link
+
+BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
+
+
+class AttachStrategy(Protocol):
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"]  # the program type to load
+    attach_type: int | None  # the expected attach type to load with (None: default)
+
+    def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
+               ref_ctr: bool) -> None: ...
+
+    def detach_all(self) -> None: ...
+
+
+class _Libbcc:
+    """libbcc functions with the prototypes planrunner needs (separate from bcc's own
+    ctypes declarations, which it must not mutate)."""
+
+    def __init__(self) -> None:
+        lib = ct.CDLL("libbcc.so.0", use_errno=True)
+        self.attach_uprobe = lib.bpf_attach_uprobe
+        self.attach_uprobe.restype = ct.c_int
+        self.attach_uprobe.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p,
+                                       ct.c_uint64, ct.c_int, ct.c_uint32]
+        self.detach_uprobe = lib.bpf_detach_uprobe
+        self.detach_uprobe.restype = ct.c_int
+        self.detach_uprobe.argtypes = [ct.c_char_p]
+        self.attach_tracepoint = lib.bpf_attach_tracepoint
+        self.attach_tracepoint.restype = ct.c_int
+        self.attach_tracepoint.argtypes = [ct.c_int, ct.c_char_p, ct.c_char_p]
+        self.attach_perf_event = lib.bpf_attach_perf_event
+        self.attach_perf_event.restype = ct.c_int
+        self.attach_perf_event.argtypes = [ct.c_int, ct.c_uint32, ct.c_uint32, ct.c_uint64,
+                                           ct.c_uint64, ct.c_int, ct.c_int, ct.c_int]
+        self.close_perf_event_fd = lib.bpf_close_perf_event_fd
+        self.close_perf_event_fd.restype = ct.c_int
+        self.close_perf_event_fd.argtypes = [ct.c_int]
+
+
+@cache
+def _libbcc() -> _Libbcc:
+    return _Libbcc()
+
+
+def where(site: AttachSite) -> str:
+    if site.kind == "perf":
+        return (f"cpu-clock every {site.sample_period_ns} ns" if site.sample_period_ns
+                else f"cpu-clock {site.sample_hz} Hz")
+    if site.binary is None:
+        return f"tracepoint {site.category}:{site.event}"
+    return f"{site.binary.display} offset 0x{site.file_offset:x}"
+
+
+def attach_error(site: AttachSite, err: int) -> BackendError:
+    hints = []
+    if site.ref_ctr_offset:
+        hints.append("the probe has a semaphore: the kernel refuses a reference counter "
+                     "that disagrees with another tracer's for the same site")
+    return BackendError(f"could not attach probe '{site.probe}' at {where(site)}: "
+                        f"{os.strerror(err) if err else 'error'}", hints=tuple(hints))
+
+
+class UprobeLinks:
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "kprobe"
+    attach_type: int | None = BPF_TRACE_UPROBE_MULTI
+
+    def __init__(self) -> None:
+        self._links: list[int] = []
+
+    def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
+               ref_ctr: bool) -> None:
+        assert site.binary is not None
+        link, err = create_link(prog_fd, site.binary.path, site.file_offset,
+                                site.ref_ctr_offset if ref_ctr else 0,
+                                site.kind == "uretprobe", pid)
+        if link < 0:
+            raise attach_error(site, err)
+        self._links.append(link)
+
+    def detach_all(self) -> None:
+        links, self._links = self._links, []
+        close_all(links)  # from several threads: their RCU grace periods overlap
+
+
+class PerfUprobes:
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "kprobe"
+    attach_type: int | None = None
+
+    def __init__(self) -> None:
+        self._lib = _libbcc()
+        self._attached: list[tuple[int, bytes]] = []  # (perf fd, tracefs event name)
+        self._n = 0
+
+    def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
+               ref_ctr: bool) -> None:
+        assert site.binary is not None
+        kind = BPF_PROBE_RETURN if site.kind == "uretprobe" else BPF_PROBE_ENTRY
+        ev_name = f"pr_{os.getpid()}_{self._n}".encode()
+        self._n += 1
+        pfd = self._lib.attach_uprobe(prog_fd, kind, ev_name, site.binary.path.encode(),
+                                      site.file_offset, pid if pid else -1,
+                                      site.ref_ctr_offset if ref_ctr else 0)
+        if pfd < 0:
+            raise attach_error(site, ct.get_errno())
+        self._attached.append((pfd, ev_name))
+
+    def detach_all(self) -> None:
+        while self._attached:
+            pfd, ev_name = self._attached.pop()
+            self._lib.close_perf_event_fd(pfd)
+            self._lib.detach_uprobe(ev_name)  # only the tracefs fallback left one
+
+
+class Tracepoints:
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "tracepoint"
+    attach_type: int | None = None
+
+    def __init__(self) -> None:
+        self._lib = _libbcc()
+        self._attached: list[int] = []
+
+    def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
+               ref_ctr: bool) -> None:
+        # pid is filtered in the program (ConfigSlot.PID): a tracepoint is system-wide
+        pfd = self._lib.attach_tracepoint(prog_fd, site.category.encode(),
+                                          site.event.encode())
+        if pfd < 0:
+            raise attach_error(site, ct.get_errno())
+        self._attached.append(pfd)
+
+    def detach_all(self) -> None:
+        while self._attached:
+            self._lib.close_perf_event_fd(self._attached.pop())
+
+
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
+
+
+def online_cpus() -> list[int]:
+    """/sys/devices/system/cpu/online ("0-3,6") as a list."""
+    with open("/sys/devices/system/cpu/online", encoding="ascii") as fh:
+        text = fh.read().strip()
+    cpus: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus += range(int(lo), int(hi or lo) + 1)
+    return cpus
+
+
+class PerfEvents:
+    """profile: a cpu-clock event at `sample_hz` on every online CPU; interval: one on
+    CPU 0 every `sample_period_ns` (cpu-clock counts nanoseconds)."""
+
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "perf_event"
+    attach_type: int | None = None
+
+    def __init__(self) -> None:
+        self._lib = _libbcc()
+        self._attached: list[int] = []
+
+    def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
+               ref_ctr: bool) -> None:
+        # pid is filtered in the program (ConfigSlot.PID), as for tracepoints
+        cpus = [0] if site.sample_period_ns else online_cpus()
+        for cpu in cpus:
+            pfd = self._lib.attach_perf_event(prog_fd, PERF_TYPE_SOFTWARE,
+                                              PERF_COUNT_SW_CPU_CLOCK, site.sample_period_ns,
+                                              site.sample_hz, -1, cpu, -1)
+            if pfd < 0:
+                raise attach_error(site, ct.get_errno())
+            self._attached.append(pfd)
+
+    def detach_all(self) -> None:
+        while self._attached:
+            self._lib.close_perf_event_fd(self._attached.pop())
+
+
+def site_key(site: AttachSite) -> tuple[object, ...]:
+    """What makes two sites one attach: the same probe at the same byte of the same file."""
+    if site.binary is None:
+        return (site.probe, site.kind, site.category, site.event)
+    try:
+        st = os.stat(site.binary.path)
+        place: tuple[object, ...] = (st.st_dev, st.st_ino)
+    except OSError:
+        place = (site.binary.path,)
+    return (site.probe, site.kind, *place, site.file_offset)
+
+
+def distinct_sites(sites: Iterable[AttachSite]) -> list[AttachSite]:
+    """Each site once. Uprobes go on the file (its inode), never per process: one binary
+    mapped by many processes or containers is one attach, and two paths to one file
+    do not double events."""
+    seen: set[tuple[object, ...]] = set()
+    out = []
+    for site in sites:
+        key = site_key(site)
+        if key not in seen:
+            seen.add(key)
+            out.append(site)
+    return out
+
+
+def uprobe_strategy(features: KernelFeatures) -> AttachStrategy:
+    """Links where the kernel has them, else perf events: decided here, once."""
+    return UprobeLinks() if features.uprobe_multi else PerfUprobes()

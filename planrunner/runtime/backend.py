@@ -1,0 +1,103 @@
+"""The one seam between a tracing session and the kernel: the `Backend` protocol.
+
+A session (runtime/session.py) drives a backend through these steps, in this order:
+`load` the rendered program, `set_config` its config slots, `attach` each distinct site,
+`open_ring`, then `read_ring` and `read_map`/`map_total`/`counter` as often as it likes,
+`detach` (every probe gone: what fired is in the ring buffer and maps), read the tail,
+and `close`. `detach` and `close` may be called more than once, and at any point after
+construction (the session's `finally` does).
+
+Implementations: runtime/bcc_backend.py (the only module that imports bcc) and, for
+unit tests, tests/fakes/backend.py (replays recorded ring-buffer bytes and map
+snapshots). Every name the backend needs (maps, functions, counter and config slots)
+comes from the RenderedProgram; none is spelled here.
+
+Imports render/model.py and runtime/features.py only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.runtime.features import KernelFeatures
+
+# (key, per-CPU value) pairs of one map, as ctypes objects shaped like the map's C
+# key and value structs (render/aggregates.py declares them; runtime/aggregates.py
+# reads their fields by name).
+MapItems = list[tuple[Any, Any]]
+
+
+class MapSource(Protocol):
+    """What runtime/aggregates.py reads: aggregation maps and the loss counters."""
+
+    def read_map(self, name: str, delete: bool) -> MapItems:
+        """Every entry of map `name` now; with `delete`, each returned entry is removed
+        together with its read (one batch syscall where the kernel allows)."""
+        ...
+
+    def map_total(self, name: str) -> int:
+        """The sum over every entry and CPU of per-CPU counter array `name`."""
+        ...
+
+    def counter(self, which: Counter) -> int:
+        """Slot `which` of the program's counter map, summed over the CPUs."""
+        ...
+
+
+class StackSource(Protocol):
+    """What runtime/stacks.py reads: the stack maps of render/stacks.py."""
+
+    def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
+        """The addresses of a kernel stack id, innermost first (None: no such id)."""
+        ...
+
+    def stack_build_ids(self, map_name: str,
+                        stack_id: int) -> list[tuple[int, str, int]] | None:
+        """(status, build-id hex, file offset or ip) per frame of a user stack id."""
+        ...
+
+    def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
+        """Every (hash, struct pr_ustack bytes) in the copies map, each deleted once read."""
+        ...
+
+    def forget_pids(self, map_name: str, pids: list[int]) -> None:
+        """Drop pids from the map of processes already announced."""
+        ...
+
+
+class Backend(MapSource, StackSource, Protocol):
+    @property
+    def features(self) -> KernelFeatures:
+        """What the kernel offers (detected once; the attach strategy follows from it)."""
+        ...
+
+    def load(self, program: RenderedProgram) -> None:
+        """Compile and load `program`; raises BackendError/BackendUnavailable."""
+        ...
+
+    def set_config(self, slot: ConfigSlot, value: int) -> None:
+        """Write one slot of the program's config map (before attaching)."""
+        ...
+
+    def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
+        """Attach one site, filtered on `pid` (None: every process); with `ref_ctr`,
+        the uprobe carries its semaphore's reference counter. Raises BackendError."""
+        ...
+
+    def open_ring(self) -> None:
+        """Start reading print records from the program's events map."""
+        ...
+
+    def read_ring(self, timeout_ms: int) -> list[bytes]:
+        """Records waiting now (oldest first, a bounded batch); when there are none,
+        wait up to `timeout_ms` for some first (0: do not wait)."""
+        ...
+
+    def detach(self) -> None:
+        """Remove every probe; returns when none can fire any more."""
+        ...
+
+    def close(self) -> None:
+        """Detach, then free the program, its maps and the ring reader."""
+        ...

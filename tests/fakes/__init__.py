@@ -1,0 +1,1 @@
+"""Test doubles shared by the unit tests (never imported by planrunner itself)."""

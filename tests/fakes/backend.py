@@ -1,0 +1,198 @@
+"""FakeBackend: runtime/backend.py's Backend without a kernel, for unit tests of the
+session loop (tests/unit/test_session.py) that run without root.
+
+It replays a script of `Turn`s, one per `read_ring` call while attached: the records
+of that turn (ring-buffer record bytes, built by `pack_record` with the real
+RecordLayout.struct_format, so they are exactly what the decoder reads), the map
+contents and counter values from that turn on, and an optional action run after the
+records are handed over (send a signal, raise to simulate a crash). When the script
+is used up, a read waits: on a `FakeClock`, by advancing it `timeout_ms` (deterministic
+`--duration` and `every:` tests), else by a short real sleep (tests that wait for a
+real process). After `detach`, one read returns `tail`: the records that were still in
+the ring buffer when the probes went. Map entries are ctypes objects shaped like the
+C structs, as bcc hands them back.
+
+Lives in tests/, not in planrunner/: only tests use it, and shipping it would put a
+fake kernel in the wheel and in the import graph the boundary tests check.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from planrunner.render.layout import STR_OK, STR_TRUNCATED, RecordLayout
+from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.runtime.backend import MapItems
+from planrunner.runtime.features import KernelFeatures
+
+ALL_FEATURES = KernelFeatures(uprobe_multi=True, ringbuf_mmap=True, ref_ctr=True,
+                              sleepable=True)
+
+
+def pack_record(layout: RecordLayout, values: Mapping[str, object], *, ts_ns: int = 1,
+                pid: int = 100, tid: int = 101, uid: int = 0, comm: bytes = b"app",
+                truncated: Sequence[str] = ()) -> bytes:
+    """One record as the BPF program submits it (struct pr_hdr, then the fields in
+    memory order). Strings are given as str or bytes; `truncated` keys get that status."""
+    args: list[object] = [ts_ns, layout.output_id, pid, tid, uid, comm]
+    for f in layout.in_memory:
+        value = values[f.key]
+        if f.kind == "str":
+            data = value.encode() if isinstance(value, str) else value
+            assert isinstance(data, bytes)
+            status = STR_TRUNCATED if f.key in truncated else STR_OK
+            args += [0x7FFF0000, status, data[: f.size - 1]]
+        elif f.kind == "bool":
+            args.append(1 if value else 0)
+        else:
+            assert isinstance(value, int)
+            args.append(value)
+    return struct.Struct(layout.struct_format).pack(*args)
+
+
+class FakeClock:
+    """Wall and monotonic time that move only when told (the fake's idle reads)."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.t = start
+
+    def wall(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@dataclass
+class Turn:
+    records: Sequence[bytes] = ()
+    maps: Mapping[str, MapItems] | None = None  # replaces these maps' contents
+    counters: Mapping[Counter, int] | None = None  # counter values from now on
+    then: Callable[[], None] | None = None  # after the records are handed over
+    advance_s: float = 0.0  # on a FakeClock: time this turn takes
+
+
+@dataclass
+class FakeBackend:
+    turns: Sequence[Turn] = ()
+    tail: Sequence[bytes] = ()
+    clock: FakeClock | None = None
+    feature_set: KernelFeatures = ALL_FEATURES
+    idle_sleep_s: float = 0.002
+    counters: dict[Counter, int] = field(default_factory=dict)
+    maps: dict[str, MapItems] = field(default_factory=dict)
+    # what the session did, in order: "load", "attach <probe>#<index>", "open_ring",
+    # "read", "detach", "tail", "close"
+    calls: list[str] = field(default_factory=list)
+    config: dict[ConfigSlot, int] = field(default_factory=dict)
+    attached: list[tuple[AttachSite, int | None, bool]] = field(default_factory=list)
+    map_reads: list[tuple[str, bool]] = field(default_factory=list)
+    program: RenderedProgram | None = None
+    attach_error: Exception | None = None
+    _next: int = 0
+    _detached: bool = False
+    _tail_read: bool = False
+
+    @property
+    def features(self) -> KernelFeatures:
+        return self.feature_set
+
+    def load(self, program: RenderedProgram) -> None:
+        self.calls.append("load")
+        self.program = program
+
+    def set_config(self, slot: ConfigSlot, value: int) -> None:
+        self.config[slot] = value
+
+    def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
+        if self.attach_error is not None:
+            raise self.attach_error
+        self.calls.append(f"attach {site.probe}#{site.index}")
+        self.attached.append((site, pid, ref_ctr))
+
+    def open_ring(self) -> None:
+        self.calls.append("open_ring")
+
+    def read_ring(self, timeout_ms: int) -> list[bytes]:
+        if self._detached:
+            if self._tail_read:
+                return []
+            self.calls.append("tail")
+            self._tail_read = True
+            return list(self.tail)
+        self.calls.append("read")
+        if self._next < len(self.turns):
+            turn = self.turns[self._next]
+            self._next += 1
+            if turn.maps is not None:
+                self.maps.update({k: list(v) for k, v in turn.maps.items()})
+            if turn.counters is not None:
+                self.counters.update(turn.counters)
+            if self.clock is not None:
+                self.clock.advance(turn.advance_s)
+            if turn.then is not None:
+                turn.then()
+            return list(turn.records)
+        if self.clock is not None:
+            self.clock.advance(timeout_ms / 1000)
+        else:
+            time.sleep(self.idle_sleep_s)
+        return []
+
+    def detach(self) -> None:
+        if not self._detached:
+            self.calls.append("detach")
+        self._detached = True
+
+    def close(self) -> None:
+        self.detach()
+        self.calls.append("close")
+
+    @property
+    def turns_left(self) -> int:
+        return len(self.turns) - self._next
+
+    # --- MapSource --------------------------------------------------------------------
+
+    def read_map(self, name: str, delete: bool) -> MapItems:
+        self.map_reads.append((name, delete))
+        items = list(self.maps.get(name, []))
+        if delete:
+            self.maps[name] = []
+        return items
+
+    def map_total(self, name: str) -> int:
+        return sum(_cpu_sum(value) for _key, value in self.maps.get(name, []))
+
+    def counter(self, which: Counter) -> int:
+        return self.counters.get(which, 0)
+
+
+    # --- StackSource: recorded plans hold no stack maps -------------------------------
+
+    def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
+        return None
+
+    def stack_build_ids(self, map_name: str,
+                        stack_id: int) -> list[tuple[int, str, int]] | None:
+        return None
+
+    def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
+        return []
+
+    def forget_pids(self, map_name: str, pids: list[int]) -> None:
+        pass
+
+
+def _cpu_sum(value: Any) -> int:
+    try:
+        return sum(int(v) for v in value)
+    except TypeError:
+        return int(value)

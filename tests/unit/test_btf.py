@@ -1,0 +1,148 @@
+"""The minimal BTF reader (planrunner/elf/btf.py): member offsets in a BTF blob built here
+(typedefs, qualifiers, anonymous members, bit-field offsets), and in the running kernel's
+own /sys/kernel/btf/vmlinux, where the thread pointer's offset in task_struct is what
+thread-local operands read (tests/e2e/test_tls_indexed_e2e.py reads values through it)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from planrunner.elf import btf
+
+VMLINUX = Path("/sys/kernel/btf/vmlinux")
+
+
+class Builder:
+    """A BTF blob, one type at a time (ids from 1, in order)."""
+
+    def __init__(self) -> None:
+        self.strings = b"\0"
+        self.types = b""
+        self.count = 0
+
+    def name(self, text: str) -> int:
+        if not text:
+            return 0
+        at = len(self.strings)
+        self.strings += text.encode() + b"\0"
+        return at
+
+    def add(self, name: str, kind: int, vlen: int, size_or_type: int, extra: bytes = b"",
+            kind_flag: int = 0) -> int:
+        info = (kind_flag << 31) | (kind << 24) | vlen
+        self.types += struct.pack("<III", self.name(name), info, size_or_type) + extra
+        self.count += 1
+        return self.count
+
+    def struct(self, name: str, size: int, members: list[tuple[str, int, int]],
+               kind: int = btf.STRUCT, bitfields: bool = False) -> int:
+        extra = b"".join(struct.pack("<III", self.name(m), t, off) for m, t, off in members)
+        return self.add(name, kind, len(members), size, extra, int(bitfields))
+
+    def blob(self) -> bytes:
+        header = struct.pack("<HBBIIIII", btf.BTF_MAGIC, 1, 0, 24, 0, len(self.types),
+                             len(self.types), len(self.strings))
+        return header + self.types + self.strings
+
+
+def _sample() -> bytes:
+    b = Builder()
+    long_t = b.add("long", btf.INT, 0, 8, struct.pack("<I", (1 << 24) | 64))  # 1
+    inner = b.struct("inner", 16, [("a", long_t, 0), ("fsbase", long_t, 64)])  # 2
+    inner_t = b.add("inner_t", btf.TYPEDEF, 0, inner)  # 3
+    const_inner = b.add("", btf.CONST, 0, inner_t)  # 4
+    b.add("", btf.ARRAY, 0, 0, struct.pack("<III", long_t, long_t, 4))  # 5: skipped right
+    b.add("", btf.FUNC_PROTO, 2, long_t, struct.pack("<IIII", 0, long_t, 0, long_t))  # 6
+    anon = b.struct("", 24, [("pad", long_t, 0), ("thread", const_inner, 64)])  # 7
+    # bit-field layout (kind_flag): offsets in the low 24 bits, sizes in the high 8
+    b.struct("outer", 40, [("flags", long_t, (3 << 24) | 0), ("", anon, 128)],  # 8
+             bitfields=True)
+    b.struct("outer", 8, [("decoy", long_t, 0)], kind=btf.UNION)  # 9: a union, not it
+    return b.blob()
+
+
+def test_member_offsets_through_typedefs_qualifiers_and_anonymous_members() -> None:
+    parsed = btf.parse(_sample())
+    assert len(parsed.types) == 10  # void + 9
+    assert btf.find_struct(parsed, "outer") == 8
+    assert btf.member_offset(parsed, "outer", "thread") == 16 + 8
+    assert btf.member_offset(parsed, "outer", "thread.fsbase") == 16 + 8 + 8
+    assert btf.member_offset(parsed, "inner", "fsbase") == 8
+    with pytest.raises(btf.BtfError, match="has no member thread.gsbase"):
+        btf.member_offset(parsed, "outer", "thread.gsbase")
+    with pytest.raises(btf.BtfError, match="no struct task_struct"):
+        btf.find_struct(parsed, "task_struct")
+
+
+def test_bad_blobs_are_refused() -> None:
+    with pytest.raises(btf.BtfError, match="not BTF"):
+        btf.parse(b"\x7fELF" + bytes(40))
+    with pytest.raises(btf.BtfError, match="too short"):
+        btf.parse(b"\x9f\xeb")
+    with pytest.raises(btf.BtfError, match="truncated"):
+        btf.parse(_sample()[:-8])
+
+
+def test_no_btf_file_says_what_the_kernel_needs(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = str(tmp_path / "vmlinux")
+    with pytest.raises(btf.BtfError, match="CONFIG_DEBUG_INFO_BTF"):
+        btf.load(missing)
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", missing)
+    with pytest.raises(btf.BtfError, match="not readable"):
+        btf.runtime_constant("PR_TASK_FSBASE_OFFSET")
+    with pytest.raises(btf.BtfError, match="no run-time constant"):
+        btf.runtime_constant("PR_NOPE")
+
+
+def test_runtime_cflags_from_a_given_file(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    b = Builder()
+    long_t = b.add("long", btf.INT, 0, 8, struct.pack("<I", (1 << 24) | 64))
+    thread = b.struct("thread_struct", 16, [("sp", long_t, 0), ("fsbase", long_t, 64)])
+    b.struct("task_struct", 64, [("state", long_t, 0), ("thread", thread, 8 * 40)])
+    path = tmp_path / "btf"
+    path.write_bytes(b.blob())
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path))
+    assert btf.runtime_cflags(["PR_TASK_FSBASE_OFFSET"] * 2) == ["-DPR_TASK_FSBASE_OFFSET=48"]
+
+
+# --- the running kernel -----------------------------------------------------------------
+
+needs_vmlinux = pytest.mark.skipif(not os.access(VMLINUX, os.R_OK),
+                                   reason="this kernel has no readable /sys/kernel/btf/vmlinux")
+
+
+@needs_vmlinux
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="thread.fsbase is x86-64's")
+def test_running_kernel_task_struct_thread_fsbase() -> None:
+    t0 = time.perf_counter()
+    kernel = btf.load()
+    fsbase = btf.member_offset(kernel, "task_struct", "thread.fsbase")
+    elapsed = time.perf_counter() - t0
+    print(f"task_struct.thread.fsbase at {fsbase} ({elapsed * 1000:.0f} ms)")
+    thread = btf.member_offset(kernel, "task_struct", "thread")
+    assert fsbase == thread + btf.member_offset(kernel, "thread_struct", "fsbase")
+    task = btf.find_struct(kernel, "task_struct")
+    size = kernel.header(task)[3]
+    assert fsbase % 8 == 0 and thread < fsbase < size
+    # members every x86-64 kernel has, and a union member reached through its name
+    assert btf.member_offset(kernel, "thread_struct", "gsbase") == \
+        btf.member_offset(kernel, "thread_struct", "fsbase") + 8
+    assert 0 < btf.member_offset(kernel, "task_struct", "pid") < thread
+    assert elapsed < 2.0
+
+
+@needs_vmlinux
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="thread.fsbase is x86-64's")
+def test_running_kernel_constant_is_computed_once() -> None:
+    first = btf.runtime_constant("PR_TASK_FSBASE_OFFSET")
+    t0 = time.perf_counter()
+    assert btf.runtime_constant("PR_TASK_FSBASE_OFFSET") == first
+    assert time.perf_counter() - t0 < 0.01

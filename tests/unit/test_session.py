@@ -1,0 +1,374 @@
+"""runtime/session.py's loop on a fake backend (tests/fakes/backend.py), without root:
+every stop reason, draining the tail after detaching, loss accounting, exit codes,
+`every:` ticks, live views, and what is set up before the loop (config slots, distinct
+sites, the "Tracing" line). Real signals are sent to this process; the session must
+put the previous handlers back, and each test checks it did."""
+
+from __future__ import annotations
+
+import ctypes as ct
+import io
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from planrunner.errors import BackendError
+from planrunner.output.base import LiveView
+from planrunner.records import AggSnapshot, SnapshotSource
+from planrunner.render.layout import LayoutField, RecordLayout
+from planrunner.render.model import (
+    AggregateOutput,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    PrintOutput,
+    RenderedProgram,
+    TargetFile,
+)
+from planrunner.runtime import session as session_mod
+from planrunner.runtime.session import POLL_MS, RunOptions, run_session
+from tests.fakes.backend import FakeBackend, FakeClock, Turn, pack_record
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LAYOUT = RecordLayout(0, "pr_rec_0", (LayoutField("i", "int", "f0"),
+                                      LayoutField("name", "str", "f1", size=16)))
+PRINT = PrintOutput("hits", "hit", LAYOUT, None)
+TRUE = TargetFile("/bin/true", "/bin/true", None)
+SITE = AttachSite("uprobe", "pr_fn_0", "hit", 0, TRUE, file_offset=0x100)
+TRACEPOINT = AttachSite("tracepoint", "pr_fn_1", "sched", 0, category="sched",
+                        event="sched_process_exec")
+
+
+def program(*, sites: Sequence[AttachSite] = (SITE,),
+            aggregates: Sequence[AggregateOutput] = ()) -> RenderedProgram:
+    return RenderedProgram("/* C */", tuple(sites), (PRINT,), tuple(aggregates), "plan")
+
+
+def rec(i: int, name: str = "x") -> bytes:
+    return pack_record(LAYOUT, {"i": i, "name": name}, ts_ns=i + 1)
+
+
+class RecordingView:
+    """A View that keeps what it is given; `broken_after` records calls, the next one
+    raises BrokenPipeError like a write to a closed stdout."""
+
+    def __init__(self, broken_after: int | None = None) -> None:
+        self.recs: list[dict[str, object]] = []
+        self.snaps: list[AggSnapshot] = []
+        self.losses: list[tuple[int, str]] = []
+        self.broken_after = broken_after
+        self.calls = 0
+
+    def record(self, rec: dict[str, object]) -> None:
+        self.records((rec,))
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        if self.broken_after is not None and self.calls >= self.broken_after:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.calls += 1
+        self.recs.extend(batch)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self.snaps.append(snap)
+
+    def lost(self, count: int, reason: str) -> None:
+        self.losses.append((count, reason))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """No state-dir recovery (it belongs to real runs: /run/planrunner is shared), the
+    refctr semaphore mode, and the signal handlers checked unchanged afterwards."""
+    recovered: list[str] = []
+    monkeypatch.setattr(session_mod, "recover", lambda _stderr: recovered.append("x"))
+    monkeypatch.delenv("PLANRUNNER_SEMAPHORE_MODE", raising=False)
+    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    yield recovered
+    assert {sig: signal.getsignal(sig) for sig in SIGNALS} == before
+
+
+def run(backend: FakeBackend, opts: RunOptions, prog: RenderedProgram | None = None,
+        view: RecordingView | None = None, live: Sequence[LiveView] = ()
+        ) -> tuple[int, RecordingView, str]:
+    """One session; time is the backend's FakeClock (a frozen one when it has none:
+    those tests wait for a real process, the fake sleeps for real when idle)."""
+    view = view or RecordingView()
+    err = io.StringIO()
+    clock = backend.clock or FakeClock()
+    status = run_session(prog or program(), opts, view, err, backend, live=live,
+                         wall=clock.wall, monotonic=clock.monotonic)
+    return status, view, err.getvalue()
+
+
+def ids(view: RecordingView) -> list[object]:
+    return [r["i"] for r in view.recs]
+
+
+# --- stop reasons ---------------------------------------------------------------------
+
+
+def test_max_events_stops_after_exactly_n_records_and_skips_the_tail() -> None:
+    backend = FakeBackend(turns=[Turn([rec(0), rec(1), rec(2)]), Turn([rec(3), rec(4)]),
+                                 Turn([rec(5)])], tail=[rec(9)], clock=FakeClock())
+    status, view, err = run(backend, RunOptions(max_events=4))
+    assert (status, ids(view)) == (0, [0, 1, 2, 3])
+    assert backend.calls[-3:] == ["read", "detach", "close"]  # no tail read: N reached
+    assert backend.turns_left == 1
+    assert err.startswith("Tracing 1 probe site in all processes. Hit Ctrl-C to end.\n")
+
+
+def test_max_events_counts_the_tail_too() -> None:
+    stop = Turn([rec(0)], then=lambda: os.kill(os.getpid(), signal.SIGINT))
+    backend = FakeBackend(turns=[stop], tail=[rec(1), rec(2), rec(3)], clock=FakeClock())
+    _status, view, _err = run(backend, RunOptions(max_events=3))
+    assert ids(view) == [0, 1, 2]
+
+
+def test_duration_stops_on_the_deadline_then_drains_the_tail() -> None:
+    clock = FakeClock()
+    backend = FakeBackend(turns=[Turn([rec(0)])], tail=[rec(1), rec(2)], clock=clock)
+    start = clock.t
+    status, view, _err = run(backend, RunOptions(duration_s=1.0))
+    assert (status, ids(view)) == (0, [0, 1, 2])
+    assert 1.0 <= clock.t - start < 1.0 + 2 * POLL_MS / 1000
+    # detached first, so that the tail holds every event that fired
+    assert backend.calls[-4:] == ["read", "detach", "tail", "close"]
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_signal_stops_the_loop_and_what_arrived_is_still_printed(sig: int) -> None:
+    backend = FakeBackend(turns=[Turn([rec(0)]),
+                                 Turn([rec(1)], then=lambda: os.kill(os.getpid(), sig)),
+                                 Turn([rec(7)])],
+                          tail=[rec(2)], clock=FakeClock())
+    status, view, err = run(backend, RunOptions())
+    assert (status, ids(view)) == (0, [0, 1, 2])
+    assert backend.turns_left == 1  # stopped on the turn the signal came in
+    assert "Traceback" not in err
+
+
+def test_child_exit_ends_the_run_with_its_status() -> None:
+    backend = FakeBackend()
+    status, _view, err = run(backend, RunOptions(command=["sh", "-c", "exit 3"]))
+    assert status == 3
+    ((site, pid, ref_ctr),) = backend.attached
+    assert pid is not None and ref_ctr and site is SITE
+    assert f"in process {pid}." in err
+
+
+def test_a_child_killed_by_a_signal_gives_128_plus_n() -> None:
+    status, _view, _err = run(FakeBackend(),
+                              RunOptions(command=["sh", "-c", "kill -TERM $$"]))
+    assert status == 128 + signal.SIGTERM
+
+
+def test_pid_exit_ends_the_run() -> None:
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    try:
+        backend = FakeBackend(turns=[Turn([rec(0)])], tail=[rec(1)])
+        status, view, err = run(backend, RunOptions(pid=target.pid))
+    finally:
+        target.wait()
+    assert (status, ids(view)) == (0, [0, 1])
+    assert err.endswith(f"process {target.pid} exited\n")
+    assert backend.attached[0][1] == target.pid
+
+
+def test_closed_stdout_ends_quietly_with_status_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    silenced: list[bool] = []
+    monkeypatch.setattr(session_mod, "_silence_stdout", lambda: silenced.append(True))
+    backend = FakeBackend(turns=[Turn([rec(0)]), Turn([rec(1)]), Turn([rec(2)])],
+                          counters={Counter.LOST_RINGBUF: 5}, clock=FakeClock())
+    status, view, err = run(backend, RunOptions(), view=RecordingView(broken_after=1))
+    assert (status, ids(view), silenced) == (0, [0], [True])
+    assert backend.calls[-2:] == ["detach", "close"]
+    assert err.count("\n") == 1 and view.losses == []  # only the "Tracing" line
+
+
+def test_a_crash_inside_the_loop_still_detaches_and_closes() -> None:
+    def crash() -> None:
+        raise RuntimeError("simulated crash")
+
+    backend = FakeBackend(turns=[Turn([rec(0)]), Turn(then=crash)], clock=FakeClock())
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run(backend, RunOptions())
+    assert backend.calls[-2:] == ["detach", "close"]
+
+
+def test_an_attach_failure_closes_the_backend_and_ends_the_child() -> None:
+    backend = FakeBackend(attach_error=BackendError("could not attach probe 'hit'"))
+    with pytest.raises(BackendError):
+        run(backend, RunOptions(command=["sleep", "30"]))
+    assert backend.calls == ["load", "detach", "close"]
+
+
+# --- setup ------------------------------------------------------------------------------
+
+
+def test_config_slots_and_distinct_sites() -> None:
+    twin = AttachSite("uprobe", "pr_fn_2", "hit", 1, TRUE, file_offset=0x100)
+    other = AttachSite("uretprobe", "pr_fn_3", "hit", 2, TRUE, file_offset=0x100)
+    prog = program(sites=(SITE, twin, other, TRACEPOINT))
+    backend = FakeBackend(clock=FakeClock())
+    _status, _view, err = run(backend, RunOptions(duration_s=0.1), prog)
+    # the same probe at the same byte of the same file is one attach
+    assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
+    assert backend.config == {ConfigSlot.SELF: os.getpid()}  # no --pid: no PID filter
+    assert "Tracing 3 probe sites in all processes." in err
+    assert backend.calls[:5] == ["load", "attach hit#0", "attach hit#2",
+                                 "attach sched#0", "open_ring"]
+
+
+def test_pid_filter_goes_to_the_config_only_for_tracepoints() -> None:
+    me = os.getpid()  # alive throughout: the duration ends the run
+    backend = FakeBackend(clock=FakeClock())
+    run(backend, RunOptions(pid=me, duration_s=0.1), program(sites=(SITE, TRACEPOINT)))
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.PID: me}
+    backend = FakeBackend(clock=FakeClock())
+    run(backend, RunOptions(pid=me, duration_s=0.1))
+    assert backend.config == {ConfigSlot.SELF: me}
+
+
+def test_without_kernel_reference_counters_sites_attach_without_them() -> None:
+    from planrunner.runtime.features import KernelFeatures
+
+    backend = FakeBackend(clock=FakeClock(),
+                          feature_set=KernelFeatures(True, True, ref_ctr=False,
+                                                     sleepable=False))
+    _status, _view, err = run(backend, RunOptions(duration_s=0.1))
+    assert backend.attached[0][2] is False
+    assert "Tracing 1 probe site" in err
+
+
+def test_stale_semaphores_are_recovered_first(hermetic: list[str]) -> None:
+    run(FakeBackend(clock=FakeClock()), RunOptions(duration_s=0.1))
+    assert hermetic == ["x"]
+
+
+# --- losses -------------------------------------------------------------------------------
+
+
+def test_losses_are_reported_on_stderr_and_to_the_view() -> None:
+    backend = FakeBackend(turns=[Turn([rec(0)], counters={Counter.LOST_RINGBUF: 7,
+                                                          Counter.LOST_MAPFULL: 3,
+                                                          Counter.SUBMITS: 99})],
+                          clock=FakeClock())
+    status, view, err = run(backend, RunOptions(duration_s=0.2))
+    assert status == 0
+    assert view.losses == [(7, "ringbuf full")]
+    assert err.splitlines()[1:] == [
+        "7 events lost (ring buffer full)",
+        "3 aggregation updates dropped (map full: raise settings.map_size)"]
+
+
+def test_no_losses_no_report() -> None:
+    backend = FakeBackend(turns=[Turn([rec(0)], counters={Counter.SUBMITS: 99})],
+                          clock=FakeClock())
+    _status, view, err = run(backend, RunOptions(duration_s=0.2))
+    assert view.losses == [] and len(err.splitlines()) == 1
+
+
+# --- aggregations ---------------------------------------------------------------------------
+
+
+class NoKey(ct.Structure):
+    _fields_ = [("pr_none", ct.c_uint64)]
+
+
+def counts(*per_cpu: int) -> list[tuple[object, object]]:
+    return [(NoKey(0), (ct.c_uint64 * len(per_cpu))(*per_cpu))]
+
+
+def lost(n: int) -> list[tuple[object, object]]:
+    return [(0, (ct.c_uint64 * 2)(n, 0))]
+
+
+EVERY = AggregateOutput(name="calls", probe="hit", kind="count", map_name="pr_agg_0",
+                        key_fields=(), value_label="count", unit=None,
+                        every_ns=100_000_000, top=None, lhist=None, map_size=10,
+                        lost_map="pr_agg_0_lost")
+
+
+def test_every_prints_and_resets_each_interval_then_the_partial_last_one() -> None:
+    clock = FakeClock()
+    start = clock.t
+    turns = [Turn(maps={"pr_agg_0": counts(1, 2), "pr_agg_0_lost": lost(0)}, advance_s=0.06),
+             Turn(advance_s=0.06),  # 0.12: the first interval is printed
+             Turn(maps={"pr_agg_0": counts(0, 4)}, advance_s=0.1),  # 0.22: second
+             Turn(advance_s=0.06),  # 0.28
+             Turn(maps={"pr_agg_0": counts(5, 0), "pr_agg_0_lost": lost(2)},
+                  then=lambda: os.kill(os.getpid(), signal.SIGTERM))]
+    backend = FakeBackend(turns=turns, clock=clock)
+    _status, view, _err = run(backend, RunOptions(), program(aggregates=(EVERY,)))
+    got = [(round(s.interval_start - start, 2) if s.interval_start is not None else None,
+            round(s.interval_end - start, 2), [r.count for r in s.rows], s.dropped)
+           for s in view.snaps]
+    assert got == [(0.0, 0.12, [3], 0), (0.12, 0.22, [4], 0), (0.22, 0.28, [5], 2)]
+    assert set(backend.map_reads) == {("pr_agg_0", True)}  # each read deletes
+
+
+def test_without_every_one_cumulative_snapshot_at_the_end() -> None:
+    once = AggregateOutput(name="calls", probe="hit", kind="count", map_name="pr_agg_0",
+                           key_fields=(), value_label="count", unit=None, every_ns=None,
+                           top=None, lhist=None, map_size=10)
+    turns = [Turn(maps={"pr_agg_0": counts(1, 1)}), Turn(maps={"pr_agg_0": counts(2, 3)})]
+    backend = FakeBackend(turns=turns, clock=FakeClock())
+    _status, view, _err = run(backend, RunOptions(duration_s=0.5),
+                              program(aggregates=(once,)))
+    ((interval_start, rows),) = [(s.interval_start, s.rows) for s in view.snaps]
+    # without `every`, the interval is the whole run: from the start (the fake wall clock)
+    assert (interval_start, [r.count for r in rows]) == (1000.0, [5])
+    assert backend.map_reads == [("pr_agg_0", False)]
+
+
+# --- live views -------------------------------------------------------------------------------
+
+
+class RecordingLive:
+    def __init__(self, backend: FakeBackend) -> None:
+        self.backend = backend
+        self.events: list[str] = []
+        self.source: SnapshotSource | None = None
+        self.started_with: tuple[int, str] | None = None
+
+    def start(self, source: SnapshotSource, probes_attached: int,
+              semaphore_mode: str) -> None:
+        self.events.append(f"start after {self.backend.calls[-1]}")
+        self.source = source
+        self.started_with = (probes_attached, semaphore_mode)
+
+    def close(self) -> None:
+        self.events.append(f"close after {self.backend.calls[-1]}")
+
+
+def test_a_live_view_pulls_cumulative_snapshots_and_maps_are_never_reset() -> None:
+    turns = [Turn(maps={"pr_agg_0": counts(1, 2), "pr_agg_0_lost": lost(4)},
+                  counters={Counter.LOST_RINGBUF: 6}, advance_s=0.15),
+             Turn(maps={"pr_agg_0": counts(3, 2)}, advance_s=0.15)]
+    backend = FakeBackend(turns=turns, clock=FakeClock())
+    live = RecordingLive(backend)
+    _status, view, err = run(backend, RunOptions(duration_s=0.5),
+                             program(aggregates=(EVERY,)), live=[live])
+    assert live.started_with == (1, "refctr")
+    # started once attached and reading; closed after the probes went and the tail
+    # was drained
+    assert live.events == ["start after open_ring", "close after tail"]
+    assert live.source is not None
+    snap = live.source.cumulative("calls")
+    assert ([r.count for r in snap.rows], snap.dropped, snap.interval_start) == ([5], 4,
+                                                                                  1000.0)
+    assert live.source.events_lost() == 6
+    # `every:` prints once, at exit, from a map nothing deleted from
+    assert [[r.count for r in s.rows] for s in view.snaps] == [[5]]
+    assert all(not delete for _name, delete in backend.map_reads)
+    assert err.startswith("Tracing")
