@@ -172,6 +172,10 @@ class AggregateReader:
         self._due: dict[str, float] = {}
         self._lost_seen: dict[str, int] = {}
         self._expire_due = monotonic() + 1.0
+        # how the copied stacks of aggregation keys are unwound ("ucopy:N:MODE")
+        self._copy_modes = sorted({kind.split(":")[2] for agg in program.aggregates
+                                   for _k, kind in agg.key_fields
+                                   if kind.startswith("ucopy:")})
         for agg in program.aggregates:
             self._interval_start[agg.name] = now
             self._lost_seen[agg.name] = 0
@@ -206,7 +210,7 @@ class AggregateReader:
         if stacks is None:
             return
         if maps.copies:
-            stacks.drain(maps.copies[0])
+            stacks.drain(maps.copies[0], self._copy_modes)
         if maps.seen and self.monotonic() >= self._expire_due:
             self._expire_due = self.monotonic() + 1.0
             stacks.expire(maps.seen)

@@ -193,10 +193,11 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
             seen_child = True
             stacks.observe(child.pid)
         if batch:
+            recs = decoder.decode_batch(batch)  # a "new process" notice is no record
             if remaining is not None:
-                batch = batch[:remaining]
-                remaining -= len(batch)
-            view.records(decoder.decode_batch(batch))
+                recs = recs[:remaining]
+                remaining -= len(recs)
+            view.records(recs)
             view.flush()
         aggs.tick(view)
         if remaining is not None and remaining <= 0:
@@ -211,10 +212,10 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
             break
     _detach(backend, upkeep)  # first, so that the tail below holds every event that fired
     if remaining is None or remaining > 0:  # what arrived before the stop still counts
-        tail = backend.read_ring(0)
+        tail = decoder.decode_batch(backend.read_ring(0))
         if remaining is not None:
             tail = tail[:remaining]
-        view.records(decoder.decode_batch(tail))
+        view.records(tail)
     aggs.finish(view)
     view.flush()
     if decoder.unreadable:

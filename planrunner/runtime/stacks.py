@@ -114,8 +114,11 @@ class StackResolver:
         self._expired: set[int] = set()  # gone, and dropped from the BPF side's list
         self._kernel: KernelSymbols | None = None
         self._ids: dict[tuple[str, int], tuple[Frame, ...]] = {}  # kernel ids: never reused
-        self._copies: dict[int, UserStackCapture] = {}  # hash -> drained copy
+        # (hash, mode) -> frames of a drained copy, unwound when drained: the 16 KiB
+        # copy is not kept; equal frames are one tuple (a profile's many copies of
+        # one stack differ in their bytes, not their frames)
         self._unwound: dict[tuple[int, str], tuple[Frame, ...]] = {}
+        self._interned: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
         self._modules: dict[str, tuple[Mapping, tuple[tuple[int, int, int], ...]]] = {}
         self.lost = 0  # stacks that could not be shown (not captured, or unwound)
 
@@ -256,25 +259,28 @@ class StackResolver:
         result = unwind(capture, process, mode, limit)
         return tuple(self.symbolizer.symbolize(result.addrs, process))
 
-    def drain(self, map_name: str) -> None:
-        """Take the copies waiting in the copies map (emptying it), and snapshot their
-        processes now: aggregation keys name them by hash (user_hash)."""
+    def drain(self, map_name: str, modes: Iterable[str]) -> None:
+        """Take the copies waiting in the copies map (emptying it) and unwind each in
+        every mode the aggregation keys use, now, while its process is known:
+        aggregation keys name them by hash (user_hash)."""
         if self.source is None:
             return
         for key, raw in self.source.drain_copies(map_name):
-            if key not in self._copies and (capture := self._capture(raw)) is not None:
-                self._copies[key] = capture
+            capture = None
+            for mode in modes:
+                if (key, mode) in self._unwound:
+                    continue
+                capture = capture or self._capture(raw)
+                if capture is None:
+                    break
+                frames = self._unwind(capture, mode, MAX_FRAMES)
+                self._unwound[(key, mode)] = self._interned.setdefault(frames, frames)
 
     def user_hash(self, key: int, limit: int, mode: str) -> Stack:
-        key &= (1 << 64) - 1
-        frames = self._unwound.get((key, mode))
+        frames = self._unwound.get((key & ((1 << 64) - 1), mode))
         if frames is None:
-            capture = self._copies.get(key)
-            if capture is None:
-                self.lost += 1
-                return Stack("user", (), lost=True)
-            frames = self._unwind(capture, mode, MAX_FRAMES)
-            self._unwound[(key, mode)] = frames
+            self.lost += 1
+            return Stack("user", (), lost=True)
         return Stack("user", frames[:limit])
 
 
