@@ -54,7 +54,6 @@ def parse_seconds(text: str | None) -> float | None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.output import make_view
     from planrunner.pipeline import compile_plan
-    from planrunner.prometheus.config import exporter_config, parse_address
     from planrunner.records import PrintSchema
     from planrunner.runtime.session import RunOptions, run_session
 
@@ -64,7 +63,11 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         raise UsageError("--max-events must be at least 1")
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
-    address = parse_address(args.prometheus) if args.prometheus else None
+    address = None
+    if args.prometheus:  # only then: the exporter's modules are not needed otherwise
+        from planrunner.prometheus.config import exporter_config, parse_address
+
+        address = parse_address(args.prometheus)
     _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid,
                                             command)
     print_diagnostics(resolved.warnings, stderr)
