@@ -107,7 +107,7 @@ class OutputSpec:
 class Settings:
     string_size: int = 128
     map_size: int = 10240
-    ringbuf_pages: int = 256
+    ringbuf_pages: int | None = None  # None: sized from the print records (render/program.py)
     span_depth: int = 64
 
 
