@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from planrunner.diagnostics import did_you_mean
 from planrunner.elf.reader import open_binary, read_notes, vaddr_to_offset
-from planrunner.elf.symbols import lookup_symbol
 from planrunner.errors import ResolveError
 from planrunner.expr.types import BoolType, IntType, StrType, Type
 from planrunner.plan.model import ArgSpec, ProbeSpec
@@ -97,6 +96,9 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
     Several functions share a name when they are local to different files (static C
     functions in a binary with its .symtab): each is probed."""
     assert spec.symbol is not None
+    # lazily: a plan without uprobes needs no symbol table reader (it imports subprocess)
+    from planrunner.elf.symbols import lookup_symbol
+
     try:
         syms = lookup_symbol(binary.path, spec.symbol)
     except ResolveError as err:
