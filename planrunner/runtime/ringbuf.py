@@ -31,11 +31,6 @@ import struct
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
 HDR_SIZE = 8
-# One read takes at most this many bytes of records, whatever the ring's size: the
-# records of one read are decoded and held at once, so a 4 MiB ring read whole peaked
-# ~24 MiB higher in a 1M/s flood than a 1 MiB one. The rest waits for the next read,
-# which the session makes at once (it only sleeps when a read comes back empty).
-MAX_READ_BYTES = 1 << 20
 # Native format on purpose: CPython unpacks "<I" byte by byte, native "I" is one load.
 _LEN = struct.Struct("I")
 
@@ -79,13 +74,11 @@ class RingReader:
                 pass
 
     def read(self, limit: int) -> list[bytes]:
-        """Take up to `limit` submitted records (oldest first), at most MAX_READ_BYTES of
-        them, and release their space."""
+        """Take up to `limit` submitted records (oldest first) and release their space."""
         cons = self._cons_pos[0]
         prod = self._prod_pos[0]
         if cons >= prod:
             return []
-        prod = min(prod, cons + MAX_READ_BYTES)
         data, mask, base = self._prod, self.mask, self._base + HDR_SIZE
         size_of = _LEN.unpack_from
         out: list[bytes] = []

@@ -101,30 +101,6 @@ def test_limit_and_wraparound_positions(ring: FakeRing) -> None:
         reader.close()
 
 
-def test_one_read_takes_at_most_max_read_bytes(tmp_path: Path, monkeypatch) -> None:
-    """A read stops at MAX_READ_BYTES of records (its batch is decoded and held at once,
-    so a large ring must not mean a large batch); the next read takes the rest."""
-    import planrunner.runtime.ringbuf as rb
-
-    monkeypatch.setattr(rb, "MAX_READ_BYTES", 1024)
-    big = FakeRing(tmp_path / "big", 1 << 16)
-    reader = RingReader(big.fd, big.size)
-    try:
-        for i in range(200):  # 200 records of 8 + 40 bytes: 9600 bytes waiting
-            big.produce(i.to_bytes(40, "little"))
-        first = reader.read(10_000)
-        assert len(first) == 1024 // 48 + 1  # whole records, up to the first past 1024
-        rest: list[bytes] = []
-        while batch := reader.read(10_000):
-            assert len(batch) <= 1024 // 48 + 1
-            rest += batch
-        assert [int.from_bytes(b, "little") for b in first + rest] == list(range(200))
-        assert big.consumer_pos == big.prod
-    finally:
-        reader.close()
-        big.close()
-
-
 def test_consumer_position_is_one_store_seen_from_another_process(
         ring: FakeRing, tmp_path: Path) -> None:
     if (os.cpu_count() or 1) < 2:
