@@ -36,6 +36,15 @@ def test_perf_override_turns_links_off(fresh: None, monkeypatch: pytest.MonkeyPa
     assert features.detect().uprobe_multi is False
 
 
+def test_sleepable_override_forces_the_reread_fallback(
+        fresh: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(features, "_has_sleepable", lambda: True)
+    assert features.detect().sleepable is True
+    features.detect.cache_clear()
+    monkeypatch.setenv(features.SLEEPABLE_ENV, "0")
+    assert features.detect().sleepable is False
+
+
 def test_uprobe_strategy_follows_the_features(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(attach, "_libbcc", lambda: object())  # no libbcc needed here
     links = attach.uprobe_strategy(KernelFeatures(True, True, True, True))
