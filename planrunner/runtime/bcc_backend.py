@@ -187,10 +187,11 @@ class BccBackend:
                                     lib.bpf_module_license(module), prog_type,
                                     BPF_F_SLEEPABLE, attach_type, site.fn_name)
         if fd < 0:
+            said = (f"the verifier said: {log.strip()}",) if log else ()
             raise BackendError(
                 f"could not load probe '{site.probe}' sleepable: {os.strerror(err)}",
-                hints=(f"the verifier said: {log.strip()}" if log else
-                       "PLANRUNNER_SLEEPABLE=0 runs without sleepable programs",))
+                hints=(*said, "PLANRUNNER_SLEEPABLE=0 loads no program sleepable (strings "
+                       "the kernel cannot read are then re-read from user space)"))
         self._sleepable[site.fn_name] = fd
         return fd
 
