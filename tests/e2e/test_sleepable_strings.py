@@ -109,3 +109,27 @@ def test_fallback_loses_what_an_exited_process_held(fixtures_built: Path,
             assert rec.get("reread") == ["s"] and EXPECTED[k] is not None
         else:
             assert "reread" not in rec
+
+
+def test_cold_strings_through_perf_event_uprobes(fixtures_built: Path, tmp_path: Path) -> None:
+    """The other attach strategy: a sleepable program on a perf-event uprobe."""
+    if not _sleepable():
+        pytest.skip("this kernel has no sleepable uprobes")
+    recs, _ = _run(fixtures_built, tmp_path, "usdt_arg", 0, {"PLANRUNNER_UPROBE_ATTACH": "perf"})
+    assert [r["s"] for r in recs] == EXPECTED
+    assert not any("reread" in r for r in recs)
+
+
+def test_a_where_filter_reads_a_cold_string(fixtures_built: Path, tmp_path: Path) -> None:
+    """`str()` in `where` (an expression read, render/expr_c.py) is the first read of each
+    page here: the filter sees the real text."""
+    if not _sleepable():
+        pytest.skip("this kernel has no sleepable uprobes")
+    plan = write_plan(tmp_path, PLAN.format(
+        lib=fixtures_built / "libstrs.so", limit=LIMIT,
+        probe='uprobe: lib:strs_take\n    where: contains(str(arg2), "ega") || '
+              'startswith(str(arg2), "xxx")', fields="[arg1]"))
+    proc = run_planrunner(["run", plan, "-f", "json", "-c",
+                           f"{fixtures_built / 'dlopen_strs'} 0"])
+    assert proc.returncode == 0, proc.stderr
+    assert [r["arg1"] for r in json_records(proc.stdout)] == [1, 4]
