@@ -93,6 +93,7 @@ class ProbeView:
     builtins: list[Builtin]
     thunks: list[dict[str, object]] = field(default_factory=list)
     kind: str = "uprobe"
+    sleepable: bool = False  # reads user strings: sleepable where the kernel allows
 
 
 @dataclass
@@ -145,7 +146,8 @@ def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 helpers: set[Helper]) -> ProbeView:
     c_name = c_ident(probe.spec.name)
-    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots})
+    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
+                faults=probe.spec.kind != "tracepoint")
     lines = string_reads(probe, body)
     for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
         if span.spec.kind == "span" and span.spec.nested:
@@ -159,7 +161,8 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     helpers |= body.helpers
     view = ProbeView(probe.spec.name, c_name, [slot_member(s) for s in probe.slots],
                      body.scratch_name, body.members, lines,
-                     [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind)
+                     [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
+                     sleepable=body.sleepable)
     for site in probe.sites:
         if site.kind == "tracepoint":
             reads = tracepoint_reads(probe)
@@ -204,7 +207,9 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
         plan_only=plan_only,
     )
-    sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
+    sleepable = {v.name for v in views if v.sleepable}
+    sites = tuple(_attach_site(s, s.probe in sleepable)
+                  for p in resolved.probes for s in p.sites)
     # in plan order (they were made probe by probe), so their snapshots print in it too
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
     aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
@@ -213,10 +218,10 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                            runtime_constants=constants)
 
 
-def _attach_site(site: ResolvedSite) -> AttachSite:
+def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:
     """What the runtime needs of a resolved site: where to attach which function."""
     binary = site.binary
     target = TargetFile(binary.path, binary.display, binary.build_id) if binary else None
     return AttachSite(site.kind, thunk_name(site.probe, site.kind, site.index), site.probe,
                       site.index, target, site.file_offset, site.ref_ctr_offset,
-                      site.semaphore, site.category, site.event)
+                      site.semaphore, site.category, site.event, sleepable)

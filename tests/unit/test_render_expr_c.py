@@ -69,6 +69,9 @@ class Slots:
     def need(self, helper: Helper) -> None:
         self.helpers.add(helper)
 
+    def fault(self) -> bool:
+        return False
+
 
 SCOPE = DictScope({
     "a": sym(INT64, "v_a"), "u": sym(UINT64, "v_u"), "i": sym(INT32, "v_i"),
@@ -178,10 +181,22 @@ def test_str_reads_into_allocated_buffers() -> None:
         "bpf_probe_read_user_str(sc->s1, 9, (const void *)(unsigned long)"
         "((__u64)((__s64)(v_a))));",
         "pr_read_user_n(sc->s2, 33, (const void *)(unsigned long)((__u64)(v_u)), "
-        "((__s64)((__s32)(v_n))));",
+        "((__s64)((__s32)(v_n))), PR_NOFAULT);",
     )
     assert out.c == ('((pr_str_eq(sc->s0, 33, "x", 1) && pr_str_contains(sc->s0, 33, "y", 1)) '
                      "&& pr_strbuf_eq(sc->s1, 9, sc->s2, 33))")
+
+
+def test_str_reads_fault_pages_in_where_the_context_allows() -> None:
+    """A user-space probe's context: its reads may fault pages in (render/bodies.py)."""
+    slots = Slots()
+    slots.fault = lambda: True  # type: ignore[method-assign]
+    out = low('str(u) == "x" && str(u, n) == "y"', slots)
+    assert out.prelude == (
+        "pr_user_str_f(sc->s0, 33, (const void *)(unsigned long)((__u64)(v_u)));",
+        "pr_read_user_n(sc->s1, 33, (const void *)(unsigned long)((__u64)(v_u)), "
+        "((__s64)((__s32)(v_n))), PR_FAULT);",
+    )
 
 
 @pytest.mark.parametrize(("text", "helper"), [
@@ -257,6 +272,8 @@ static long bpf_probe_read_user_str(void *dst, __u32 size, const void *src)
 	d[i] = 0;
 	return i + 1;
 }
+#define PR_NOFAULT 0
+#define pr_user_bytes_f bpf_probe_read_user
 """
 
 # (expression, expected truth) evaluated with a=-7 u=5 i=-3 w=3000000000 b=-2 p=65535 f=2
