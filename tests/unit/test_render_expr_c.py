@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -25,20 +24,10 @@ from planrunner.render.expr_c import (
     lower,
 )
 from planrunner.render.needs import Helper
+from tests.unit.dict_scope import DictScope
 
 BASE = Span("plan.yaml", 1, 1)
 HELPERS = Path(__file__).resolve().parents[2] / "templates" / "expr_helpers.h"
-
-
-class DictScope:
-    def __init__(self, symbols: dict[str, Symbol]) -> None:
-        self.symbols = symbols
-
-    def lookup(self, name: str) -> Symbol | None:
-        return self.symbols.get(name)
-
-    def names(self) -> Iterable[str]:
-        return self.symbols.keys()
 
 
 # The C each test reference stands for (the renderer's choice in real programs).
