@@ -22,7 +22,7 @@ from planrunner.errors import PlanSemanticError, UsageError
 from planrunner.plan.build_outputs import build_outputs
 from planrunner.plan.build_probes import build_probes, build_stack
 from planrunner.plan.context import BuildContext
-from planrunner.plan.model import ParamSpec, Plan, Settings, TargetSpec
+from planrunner.plan.model import ParamSpec, Plan, Settings, StackSpec, TargetSpec
 from planrunner.plan.params import (
     DURATION_HINT,
     PARAM_TYPES,
@@ -63,6 +63,8 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
     outputs = build_outputs(ctx, output_data, probe_names, skipped("outputs"))
     settings = (Settings() if any(p[:1] == ("settings",) for p in broken)
                 else _settings(ctx, data.get("settings", {})))
+    stack = (StackSpec() if any(p[:1] == ("stack",) for p in broken)
+             else build_stack(ctx, ("stack",), data.get("stack", {})))
     if ctx.errors:
         raise PlanSemanticError(sorted(ctx.errors, key=_position))
     return Plan(
@@ -70,8 +72,7 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
         name=data.get("name", Path(loaded.path).stem),
         description=data.get("description", ""),
         params=params, param_values=MappingProxyType(dict(ctx.param_values)), targets=targets,
-        probes=probes, outputs=outputs, settings=settings,
-        stack=build_stack(data["stack"]) if "stack" in data else build_stack({}))
+        probes=probes, outputs=outputs, settings=settings, stack=stack)
 
 
 def _position(diag: Diagnostic) -> tuple[int, int]:
@@ -146,7 +147,7 @@ def _targets(ctx: BuildContext, targets: JsonObj, skip: AbstractSet[object] = fr
 def _settings(ctx: BuildContext, data: JsonObj) -> Settings:
     defaults = Settings()
     pages = data.get("ringbuf_pages", defaults.ringbuf_pages)
-    if pages & (pages - 1):
+    if pages is not None and pages & (pages - 1):
         ctx.error(f"'ringbuf_pages' must be a power of two, got {pages}",
                   ctx.spans.value(("settings", "ringbuf_pages")),
                   f"e.g. {1 << (pages.bit_length() - 1)} or {1 << pages.bit_length()}")

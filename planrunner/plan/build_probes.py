@@ -72,17 +72,21 @@ def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: dict[str, str],
     args = _args(ctx, base, kind, data.get("args"))
     retval = _retval(ctx, base, kind, data.get("retval"))
     where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
-    stack = build_stack(data["stack"]) if "stack" in data else None
+    stack = build_stack(ctx, base + ("stack",), data["stack"]) if "stack" in data else None
     return ProbeSpec(name=name, kind=cast(ProbeKind, kind), span=ctx.spans.key(base),
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
                      stack=stack, **fields)
 
 
-def build_stack(data: JsonObj) -> StackSpec:
-    """`stack:` (the schema checked its values)."""
+def build_stack(ctx: BuildContext, jpath: JsonPath, data: JsonObj) -> StackSpec:
+    """`stack:` at `jpath` (the schema checked the values' types and ranges)."""
     default = StackSpec()
-    return StackSpec(unwind=data.get("unwind", default.unwind),
-                     bytes=data.get("bytes", default.bytes))
+    size = data.get("bytes", default.bytes)
+    if size % 64:
+        ctx.error(f"stack bytes must be a multiple of 64, got {size}",
+                  ctx.spans.value(jpath + ("bytes",)),
+                  f"e.g. {size - size % 64 or 64} (the copy is hashed 64 bytes at a time)")
+    return StackSpec(unwind=data.get("unwind", default.unwind), bytes=size)
 
 
 def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> JsonObj:

@@ -59,6 +59,9 @@ class AttachSite:
     event: str = ""
     sample_hz: int = 0  # perf
     sample_period_ns: int = 0
+    # Its program faults pages in (templates/runtime_helpers.h PR_FAULT) when compiled
+    # with `RenderedProgram.sleepable_switch` defined: then it must be loaded sleepable.
+    sleepable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,14 @@ class RenderedProgram:
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()
     stack_maps: StackMaps = StackMaps()  # render/stacks.py
+    # Defined by the loader (`-DPR_SLEEPABLE`) when the kernel has sleepable uprobes: the
+    # programs of `sleepable` sites then fault pages in and are loaded BPF_F_SLEEPABLE.
+    # Left undefined, the same source is today's non-sleepable program.
+    sleepable_switch: str = "PR_SLEEPABLE"
+
+    @property
+    def has_sleepable(self) -> bool:
+        return any(s.sleepable for s in self.sites)
 
     @property
     def has_tracepoints(self) -> bool:

@@ -30,6 +30,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from planrunner.elf.procmaps import start_time as read_start_time
 from planrunner.elf.reader import open_binary
 from planrunner.errors import ResolveError
 from planrunner.records import Stack
@@ -38,7 +39,7 @@ from planrunner.stacks.capture import X86_64, UserStackCapture, parse_ustack_rec
 from planrunner.stacks.demangle import demangle
 from planrunner.stacks.frame import Frame
 from planrunner.stacks.kallsyms import KernelSymbols
-from planrunner.stacks.modules import Mapping, ProcessRegistry, read_start_time
+from planrunner.stacks.modules import Mapping, ProcessRegistry
 from planrunner.stacks.symbolize import Symbolizer
 from planrunner.stacks.unwind import unwind
 
