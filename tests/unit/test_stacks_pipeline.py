@@ -215,3 +215,36 @@ def test_text_aggregation_frames_follow_the_row() -> None:
     assert text[1].split() == ["comm", "count"]
     assert text[2].split() == ["fx", "3"]
     assert text[3:5] == ["    inner+0x2 [fx]", "    outer+0x4 [fx]"]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_probe_that_captures_stacks_is_not_sleepable(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its scratch holds a stack copy (per-CPU): only string-reading probes without
+    stacks may be loaded sleepable."""
+    from planrunner.pipeline import compile_plan
+
+    monkeypatch.chdir(ROOT)
+    plan = tmp_path / "p.yaml"
+    plan.write_text(HEAD + """
+targets:
+  t: {binary: tests/fixtures/elf/bin/operands_O2}
+probes:
+  s:
+    usdt: t:operands:string
+    args: [{name: text, type: string, size: 32}]
+  s2:
+    usdt: t:operands:string
+    args: [{name: text, type: string, size: 32}]
+outputs:
+  - print: s
+    fields: [text, ustack]
+  - print: s2
+    fields: [text]
+""")
+    program = compile_plan(str(plan), {})[2]
+    sleepable = {s.probe: s.sleepable for s in program.sites}
+    assert sleepable == {"s": False, "s2": True}
+    assert program.stack_maps.seen and program.stack_maps.copies is None
