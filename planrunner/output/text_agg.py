@@ -77,7 +77,7 @@ def _key_line(row: AggRow) -> str:
     line = ", ".join(f"{name} = {cell(value)}" for name, value in row.key
                      if not isinstance(value, Stack))
     frames = _stacks_of(row)
-    return "\n".join([line, *frames]) if frames else line
+    return "\n".join([line, *frames] if line else frames) if frames else line
 
 
 def hist_block(snap: AggSnapshot) -> list[str]:
