@@ -244,6 +244,8 @@ class StackResolver:
 
     def user_copy(self, raw: bytes, limit: int, mode: str) -> Stack:
         """A copy from a print record (struct pr_ustack)."""
+        if _no_user_stack(raw):
+            return Stack("user", ())
         capture = self._capture(raw)
         if capture is None:
             self.lost += 1
@@ -268,6 +270,10 @@ class StackResolver:
             return
         for key, raw in self.source.drain_copies(map_name):
             capture = None
+            if _no_user_stack(raw):  # a kernel thread: an empty stack, not a lost one
+                for mode in modes:
+                    self._unwound[(key, mode)] = ()
+                continue
             for mode in modes:
                 if (key, mode) in self._unwound:
                     continue
@@ -291,3 +297,8 @@ def _vaddr(segs: Sequence[tuple[int, int, int]], offset: int) -> int | None:
         if off <= offset < off + max(size, 1):
             return offset - off + vaddr
     return None
+
+
+def _no_user_stack(raw: bytes) -> bool:
+    """A capture without user registers (a sample of a kernel thread: pc 0)."""
+    return int.from_bytes(raw[16:24], "little") == 0
