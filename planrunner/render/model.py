@@ -32,12 +32,24 @@ class ConfigSlot(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class FileIdentity:
+    """Which file resolve read at a path: attach refuses a path that names another one
+    now (a package upgrade renames a new file over it; offsets would be the old file's)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class TargetFile:
     """A binary a uprobe attaches to."""
 
     path: str  # absolute path attached to (through /proc/PID/root with --pid)
     display: str  # the path as users know it
     build_id: str | None
+    identity: FileIdentity | None = None  # None: not checked at attach
 
 
 @dataclass(frozen=True, slots=True)

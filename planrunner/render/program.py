@@ -28,6 +28,7 @@ from planrunner.render.environment import render_template
 from planrunner.render.model import (
     AggregateOutput,
     AttachSite,
+    FileIdentity,
     PrintOutput,
     RenderedProgram,
     TargetFile,
@@ -190,7 +191,9 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
 def _attach_site(site: ResolvedSite) -> AttachSite:
     """What the runtime needs of a resolved site: where to attach which function."""
     binary = site.binary
-    target = TargetFile(binary.path, binary.display, binary.build_id) if binary else None
+    target = TargetFile(binary.path, binary.display, binary.build_id,
+                        FileIdentity(*binary.identity) if binary.identity else None) \
+        if binary else None
     return AttachSite(site.kind, thunk_name(site.probe, site.kind, site.index), site.probe,
                       site.index, target, site.file_offset, site.ref_ctr_offset,
                       site.semaphore, site.category, site.event)

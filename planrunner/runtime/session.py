@@ -44,7 +44,7 @@ from planrunner.output.base import LiveView, View
 from planrunner.records import AggSnapshot
 from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader
-from planrunner.runtime.attach import distinct_sites
+from planrunner.runtime.attach import check_unchanged, distinct_sites
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
 from planrunner.runtime.decode import Decoder
@@ -312,14 +312,18 @@ def _attach(backend: Backend, program: RenderedProgram, pid: int | None,
             ref_ctr: bool, stop: _Stop) -> list[AttachSite]:
     """Fill the config slots, then attach every distinct site; the sites attached.
     `ref_ctr=False` (poke mode, runtime/semaphores.py) attaches without the kernel's
-    reference counter. A stop signal ends it between two sites (the caller detaches)."""
+    reference counter. A stop signal ends it between two sites (the caller detaches);
+    a binary replaced since resolve read it is refused, before and after attaching."""
     backend.set_config(ConfigSlot.SELF, os.getpid())  # our own events are dropped
     if pid and program.has_tracepoints:  # uprobes are filtered at attach, these in BPF
         backend.set_config(ConfigSlot.PID, pid)
     sites = distinct_sites(program.sites)
+    binaries = [s.binary for s in sites if s.binary is not None]
+    check_unchanged(binaries)
     for n, site in enumerate(sites):
         stop.check(n, len(sites))
         backend.attach(site, pid, ref_ctr)
+    check_unchanged(binaries)
     return sites
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from planrunner.errors import BackendError
+from planrunner.errors import BackendError, ResolveError
 from planrunner.output.base import LiveView
 from planrunner.records import AggSnapshot, SnapshotSource
 from planrunner.render.layout import LayoutField, RecordLayout
@@ -26,6 +26,7 @@ from planrunner.render.model import (
     AttachSite,
     ConfigSlot,
     Counter,
+    FileIdentity,
     PrintOutput,
     RenderedProgram,
     TargetFile,
@@ -514,3 +515,50 @@ def test_with_a_command_losses_keep_its_status_and_the_last_line_says_so() -> No
     assert status == 0
     assert err.endswith("incomplete trace: 2 events lost\n")
 
+
+# --- the binary changed between resolve and attach (issue 15 item 3) ----------------------
+
+
+def _target(path: Path) -> TargetFile:
+    st = os.stat(path)
+    return TargetFile(str(path), "app", None,
+                      FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+def _replace(path: Path) -> None:
+    """What a package upgrade does: a new file renamed over the old path."""
+    new = path.with_suffix(".new")
+    new.write_bytes(b"\x7fELF new build")
+    os.rename(new, path)
+
+
+def test_a_binary_replaced_before_attach_is_refused(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    app.write_bytes(b"\x7fELF old build")
+    site = AttachSite("uprobe", "pr_fn_0", "hit", 0, _target(app), file_offset=0x100)
+    _replace(app)
+    backend = FakeBackend(clock=FakeClock())
+    with pytest.raises(ResolveError, match=r"app changed after planrunner read it \(the "
+                                           r"path names another file now: inode \d+ -> "
+                                           r"\d+\): its probe offsets are the old file's"):
+        run(backend, RunOptions(), program(sites=(site,)))
+    assert backend.attached == [] and backend.calls[-2:] == ["detach", "close"]
+
+
+def test_a_binary_rewritten_during_attach_is_refused_and_detached(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    app.write_bytes(b"\x7fELF old build")
+    sites = tuple(AttachSite("uprobe", f"pr_fn_{i}", "hit", i, _target(app),
+                             file_offset=0x100 + i) for i in range(3))
+
+    class Rewrites(FakeBackend):
+        def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
+            super().attach(site, pid, ref_ctr)
+            if site.index == 0:
+                with open(app, "ab") as fh:  # in place: same inode, another size
+                    fh.write(b"more")
+
+    backend = Rewrites(clock=FakeClock())
+    with pytest.raises(ResolveError, match=r"rewritten in place: 14 -> 18 bytes"):
+        run(backend, RunOptions(), program(sites=sites))
+    assert len(backend.attached) == 3 and backend.calls[-2:] == ["detach", "close"]
