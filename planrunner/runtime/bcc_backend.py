@@ -21,6 +21,7 @@ from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedPro
 from planrunner.runtime.attach import AttachStrategy, Tracepoints, uprobe_strategy
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
+from planrunner.runtime.headers import find_headers
 from planrunner.runtime.ringbuf import RingReader
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
@@ -44,10 +45,10 @@ def check_machine() -> None:
     if os.geteuid() != 0:
         raise BackendUnavailable("tracing needs root (CAP_BPF and CAP_PERFMON)",
                                  hints=("run with sudo",))
-    release = os.uname().release
-    if not os.path.exists(f"/lib/modules/{release}/build"):
+    headers = find_headers()  # where bcc will look, as `planrunner doctor` says
+    if headers.found is None:
         raise BackendUnavailable(
-            f"kernel headers for {release} are missing (/lib/modules/{release}/build)",
+            f"kernel headers for {os.uname().release} are missing: {headers.detail}",
             hints=("bcc compiles C at run time; `make setup` links Debian's headers there",
                    "`planrunner doctor` checks everything run needs"))
 
