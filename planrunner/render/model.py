@@ -29,6 +29,7 @@ class ConfigSlot(IntEnum):
 
     PID = 0  # the --pid filter for tracepoints (uprobes are filtered at attach)
     SELF = 1  # planrunner's own tgid, whose events are dropped
+    NR_CPUS = 2  # possible CPUs: scales the ring buffer's wakeup watermark
 
 
 @dataclass(frozen=True, slots=True)

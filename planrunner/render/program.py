@@ -51,8 +51,10 @@ from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
 # since its last one (a watermark in bytes); the consumer also drains every POLL_MS, so
 # a quiet trickle waits at most that long. One wakeup costs the traced thread ~10 us
 # (irq_work, then waking the reader): every 64 records it was 160 ns per event at 10k/s,
-# 1.9x the uprobe floor instead of 1.5x. 1/16 of the ring per CPU leaves room for 12
-# CPUs' worth before the ring is three quarters full.
+# 1.9x the uprobe floor instead of 1.5x. 1/16 of the ring per CPU is the most; with more
+# than 8 CPUs the share is 1/(2 * CPUs) (the CPU count is set at run time,
+# ConfigSlot.NR_CPUS: templates/record_helpers.h), so all CPUs together never hold back
+# more than half the ring before someone wakes the reader.
 WAKEUP_SHARE = 16
 
 

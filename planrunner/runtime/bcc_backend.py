@@ -22,7 +22,7 @@ from planrunner.runtime.attach import AttachStrategy, Tracepoints, uprobe_strate
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
-from planrunner.runtime.ringbuf import RingReader
+from planrunner.runtime.ringbuf import RingReader, ordered_host
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
@@ -195,9 +195,10 @@ class BccBackend:
 
     def open_ring(self) -> None:
         """Read print records by mapping the ring buffer (runtime/ringbuf.py) where the
-        kernel allows it, else through bcc's per-record callback."""
+        kernel allows it and the CPU orders memory strongly enough (x86-64), else through
+        bcc's per-record callback (libbpf's consumer, with its memory barriers)."""
         table = self.bpf[self._loaded().events_map]
-        if self.features.ringbuf_mmap:
+        if self.features.ringbuf_mmap and ordered_host():
             try:
                 self._reader = RingReader(table.map_fd, table.max_entries)
                 return

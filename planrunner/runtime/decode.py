@@ -8,7 +8,9 @@ repr() literals; nothing else of the plan does.
 The `time` string is built from a per-second cache (the date part changes once a
 second) and `comm` from a small cache (a process has few thread names).
 Pure: no bcc. Strings the kernel could not read (a page not yet faulted in) are read
-again from /proc/PID/mem; a NULL pointer is None.
+again from /proc/PID/mem, later than the probe fired: the process may have written
+another value there meanwhile, so such a record names them in `reread` (a list of
+keys, like `truncated`). A NULL pointer is None.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ def _source(layout: RecordLayout) -> str:
                            f"slow_string(pid, p{n}, s{n}, b{n}))")
             post.append(f"if s{n} == STR_TRUNCATED: rec.setdefault('truncated', [])"
                         f".append({key})")
+            # read again from user space, after the fact: it may be a newer value
+            post.append(f"if s{n} < 0 and rec[{key}] is not None: "
+                        f"rec.setdefault('reread', []).append({key})")
         else:
             entries.append(f"{key}: bool(v{n})" if f.kind == "bool" else f"{key}: v{n}")
     lines = [

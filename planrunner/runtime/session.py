@@ -48,6 +48,7 @@ from planrunner.runtime.attach import check_unchanged, distinct_sites
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
 from planrunner.runtime.decode import Decoder
+from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.upkeep import Upkeep, recover
 
@@ -315,6 +316,7 @@ def _attach(backend: Backend, program: RenderedProgram, pid: int | None,
     reference counter. A stop signal ends it between two sites (the caller detaches);
     a binary replaced since resolve read it is refused, before and after attaching."""
     backend.set_config(ConfigSlot.SELF, os.getpid())  # our own events are dropped
+    backend.set_config(ConfigSlot.NR_CPUS, possible_cpus())  # the wakeup watermark
     if pid and program.has_tracepoints:  # uprobes are filtered at attach, these in BPF
         backend.set_config(ConfigSlot.PID, pid)
     sites = distinct_sites(program.sites)

@@ -226,7 +226,9 @@ def test_config_slots_and_distinct_sites() -> None:
     _status, _view, err = run(backend, RunOptions(duration_s=0.1), prog)
     # the same probe at the same byte of the same file is one attach
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
-    assert backend.config == {ConfigSlot.SELF: os.getpid()}  # no --pid: no PID filter
+    cpus = session_mod.possible_cpus()
+    # no --pid: no PID filter
+    assert backend.config == {ConfigSlot.SELF: os.getpid(), ConfigSlot.NR_CPUS: cpus}
     assert "Tracing 3 probe sites in all processes." in err
     assert backend.calls[:5] == ["load", "attach hit#0", "attach hit#2",
                                  "attach sched#0", "open_ring"]
@@ -236,10 +238,11 @@ def test_pid_filter_goes_to_the_config_only_for_tracepoints() -> None:
     me = os.getpid()  # alive throughout: the duration ends the run
     backend = FakeBackend(clock=FakeClock())
     run(backend, RunOptions(pid=me, duration_s=0.1), program(sites=(SITE, TRACEPOINT)))
-    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.PID: me}
+    cpus = session_mod.possible_cpus()
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.PID: me, ConfigSlot.NR_CPUS: cpus}
     backend = FakeBackend(clock=FakeClock())
     run(backend, RunOptions(pid=me, duration_s=0.1))
-    assert backend.config == {ConfigSlot.SELF: me}
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.NR_CPUS: cpus}
 
 
 def test_without_kernel_reference_counters_sites_attach_without_them() -> None:
