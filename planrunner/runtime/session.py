@@ -1,12 +1,13 @@
 """A tracing session: attach, drain, print, stop, detach — whatever happens.
 
 Stops on --duration, --max-events, Ctrl-C, SIGTERM, SIGHUP, the end of a `-c` command
-or of the --pid process, or a closed stdout. A stop during start-up (compile, attach)
-is honoured between steps: what was attached is detached and a `-c` command is never
-started. A stdout nobody reads cannot hold the run: a write still blocked OUTPUT_GRACE_S
-after a stop (or the deadline) is abandoned, and what was not written is counted as
-lost. A `-c` command still running at the end gets SIGTERM, then SIGKILL after
-CHILD_GRACE_S (at once on a second Ctrl-C). Every exit path goes through `finally`,
+or of the --pid process, or a closed stdout. A stop during start-up is honoured at
+once during the compile (it runs in a worker thread) and between two sites while
+attaching: what was attached is detached and a `-c` command is never started. A
+stdout nobody reads cannot hold the run: a write still blocked OUTPUT_GRACE_S after a
+stop (or the deadline) is abandoned, and what was not written is counted as lost.
+A `-c` command still running at the end gets SIGTERM, then SIGKILL after CHILD_GRACE_S
+(at once on a second Ctrl-C). Every exit path goes through `finally`,
 which detaches every probe (the kernel then drops the semaphores it raised) and lowers
 the semaphores raised by hand in poke mode (runtime/semaphores.py); an exception
 inside planrunner takes the same path before its traceback is shown. A SIGKILL skips
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -235,9 +237,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
         child = Child.spawn_stopped(opts.command) if opts.command else None
         pid = child.pid if child else opts.pid
         try:
-            stop.check()
-            backend.load(program)  # one call into the compiler: a stop waits for its end
-            stop.check()
+            _load(backend, program, stop)
             mode = semaphore_mode(backend.features)
             try:
                 sites = _attach(backend, program, pid, mode == "refctr", stop)
@@ -292,6 +292,29 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
         if out.blocked:
             _silence_stdout()  # what the view still buffers could never be flushed
     return status
+
+
+def _load(backend: Backend, program: RenderedProgram, stop: _Stop) -> None:
+    """`backend.load` in a worker thread, so that a stop during a long compile (seconds
+    for a large plan) is honoured at once: nothing is attached yet, so the compile is
+    simply abandoned (the process is about to exit; bcc's call releases the GIL)."""
+    stop.check()
+    failed: list[BaseException] = []
+
+    def compile_() -> None:
+        try:
+            backend.load(program)
+        except BaseException as exc:  # noqa: BLE001 - handed over to the main thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=compile_, name="planrunner-load", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(POLL_MS / 1000)
+        stop.check()
+    if failed:
+        raise failed[0]
+    stop.check()
 
 
 def _end_child(child: Child, stop: _Stop, stderr: TextIO, status: int) -> int:

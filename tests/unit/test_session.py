@@ -422,14 +422,19 @@ def test_a_stop_during_attach_ends_start_up_there_and_never_runs_the_command(
     assert not ran.exists() and view.recs == []
 
 
-def test_a_stop_during_compile_attaches_nothing() -> None:
+def test_a_stop_during_compile_ends_start_up_at_once() -> None:
+    import time
+
     class SlowCompile(FakeBackend):
         def load(self, program: RenderedProgram) -> None:
             super().load(program)
             os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(3)  # a large plan compiles for seconds
 
     backend = SlowCompile(clock=FakeClock())
+    start = time.monotonic()
     status, _view, err = run(backend, RunOptions())
+    assert time.monotonic() - start < 1  # the compile is abandoned: nothing is attached
     assert status == 128 + signal.SIGTERM and backend.attached == []
     assert err == ("stopped by SIGTERM during start-up, before tracing began: nothing had "
                    "been attached\n")
