@@ -55,9 +55,11 @@ from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.upkeep import Upkeep, recover
 
 POLL_MS = 50
-# After a stop or the deadline, how long a blocked write to the output may go on before
-# it is abandoned (a reader that is merely slow gets this long to catch up).
+# After a stop or the deadline, how long one write of at most OUTPUT_CHUNK records may
+# stay blocked before the output is abandoned: a reader that is merely slow (a terminal
+# over ssh) keeps up by the chunk, one that reads nothing does not.
 OUTPUT_GRACE_S = 1.0
+OUTPUT_CHUNK = 1024
 # How long a `-c` command has to end after SIGTERM before it gets SIGKILL.
 CHILD_GRACE_S = 3.0
 # A run that lost records or aggregation updates (without -c; with -c the last line says
@@ -167,16 +169,18 @@ class _Output:
     def records(self, batch: Sequence[dict[str, object]], seconds_left: float | None) -> None:
         if not batch:
             return
-        if self.blocked:
-            self.unwritten += len(batch)
-            return
-        try:
-            with self.stop.guard(seconds_left):
-                self.view.records(batch)
-                self.view.flush()
-        except _OutputBlocked:
-            self.blocked = True
-            self.unwritten += len(batch)  # some may have reached the pipe: at most this many
+        for start in range(0, len(batch), OUTPUT_CHUNK):
+            chunk = batch[start:start + OUTPUT_CHUNK]
+            if self.blocked:
+                self.unwritten += len(chunk)
+                continue
+            try:
+                with self.stop.guard(seconds_left):
+                    self.view.records(chunk)
+                    self.view.flush()
+            except _OutputBlocked:
+                self.blocked = True
+                self.unwritten += len(chunk)  # some may have reached the pipe: at most
 
     def call(self, write: Callable[[View], None], seconds_left: float | None) -> None:
         """`write(view)` (aggregation snapshots, losses) under the same rules."""
@@ -421,8 +425,8 @@ def _report_losses(backend: Backend, program: RenderedProgram, out: _Output,
         what = f"{out.unwritten} records"
         if out.unwritten_snaps:
             what += f" and {out.unwritten_snaps} aggregation snapshots"
-        stderr.write(f"{what} not written: the output accepted nothing for "
-                     f"{OUTPUT_GRACE_S:g} s after the stop (is anything reading it?)\n")
+        stderr.write(f"{what} not written: the output was blocked for {OUTPUT_GRACE_S:g} s "
+                     "after the stop (is anything reading it?)\n")
         lost.append(f"{what} not written")
     dropped = backend.counter(Counter.LOST_MAPFULL)
     if dropped:

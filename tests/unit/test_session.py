@@ -496,7 +496,7 @@ def test_a_blocked_output_cannot_hold_the_deadline(quick_grace: list[bool]) -> N
     assert status == session_mod.EXIT_INCOMPLETE
     assert took < 0.5 + 0.3 + 1.0, took
     assert backend.calls[-3:] == ["detach", "tail", "close"]
-    assert "records not written: the output accepted nothing for 0.3 s after the stop" in err
+    assert "records not written: the output was blocked for 0.3 s after the stop" in err
     assert err.endswith("not written\n") and "incomplete trace: " in err
     assert quick_grace == [True]  # what the view still buffers is never flushed to fd 1
 
@@ -570,3 +570,24 @@ def test_a_binary_rewritten_during_attach_is_refused_and_detached(tmp_path: Path
     with pytest.raises(ResolveError, match=r"rewritten in place: 14 -> 18 bytes"):
         run(backend, RunOptions(), program(sites=sites))
     assert len(backend.attached) == 3 and backend.calls[-2:] == ["detach", "close"]
+
+
+def test_a_slow_reader_is_not_a_blocked_one(quick_grace: list[bool],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tail that takes longer than the grace to write, but chunk by chunk, is written
+    whole (a terminal over ssh after Ctrl-C)."""
+    import time
+
+    monkeypatch.setattr(session_mod, "OUTPUT_CHUNK", 2)
+
+    class SlowView(RecordingView):
+        def records(self, batch: Sequence[dict[str, object]]) -> None:
+            time.sleep(0.1)  # 2 records per 0.1 s: the tail of 10 takes 0.5 s > 0.3 s
+            super().records(batch)
+
+    stop = Turn([rec(0)], then=lambda: os.kill(os.getpid(), signal.SIGINT))
+    backend = FakeBackend(turns=[stop], tail=[rec(i) for i in range(1, 11)],
+                          clock=FakeClock())
+    status, view, err = run(backend, RunOptions(), view=SlowView())
+    assert (status, ids(view)) == (0, list(range(11)))
+    assert "not written" not in err and quick_grace == []
