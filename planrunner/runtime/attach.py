@@ -183,13 +183,14 @@ def distinct_sites(sites: Iterable[AttachSite]) -> list[AttachSite]:
     return out
 
 
-def check_unchanged(binaries: Iterable[TargetFile]) -> None:
+def check_unchanged(binaries: Iterable[TargetFile], gone_ok: bool = False) -> None:
     """Refuse when a path no longer names the file resolve read: the kernel attaches by
     path, at offsets computed from the old file (a package upgrade or a rebuild between
     resolve and attach). The session checks before attaching and again after, so a
-    replacement during a long attach is caught too."""
+    replacement during a long attach is caught too; after, with `gone_ok`, a path that
+    is gone proves nothing (a --pid process that ended takes /proc/PID/root with it)."""
     for binary in {b.path: b for b in binaries}.values():
-        why = _changed(binary)
+        why = _changed(binary, gone_ok)
         if why:
             raise ResolveError(
                 f"{binary.display} changed after planrunner read it ({why}): its probe "
@@ -198,14 +199,14 @@ def check_unchanged(binaries: Iterable[TargetFile]) -> None:
                     "resolve the new file",))
 
 
-def _changed(binary: TargetFile) -> str | None:
+def _changed(binary: TargetFile, gone_ok: bool) -> str | None:
     want = binary.identity
     if want is None:
         return None
     try:
         st = os.stat(binary.path)
     except OSError as exc:
-        return f"it cannot be read now: {exc.strerror}"
+        return None if gone_ok else f"it cannot be read now: {exc.strerror}"
     if (st.st_dev, st.st_ino) != (want.dev, want.ino):
         return f"the path names another file now: inode {want.ino} -> {st.st_ino}"
     if st.st_size != want.size:

@@ -352,7 +352,7 @@ def _attach(backend: Backend, program: RenderedProgram, pid: int | None,
     for n, site in enumerate(sites):
         stop.check(n, len(sites))
         backend.attach(site, pid, ref_ctr)
-    check_unchanged(binaries)
+    check_unchanged(binaries, gone_ok=True)
     return sites
 
 
