@@ -8,6 +8,7 @@ and stays alive while the record is decoded."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from tests.e2e.conftest import json_records, run_planrunner, write_plan
@@ -27,7 +28,7 @@ time.sleep(1.5)
 """
 
 
-def test_a_string_read_again_later_is_marked(tmp_path):
+def _run(tmp_path, env: dict[str, str]) -> list[dict]:
     data = tmp_path / "data"
     data.write_bytes(b"zq7-OLD" + b"\0" * (4096 - 7))
     script = tmp_path / "target.py"
@@ -42,10 +43,24 @@ outputs:
   - {{print: len, fields: [s]}}
 """)
     proc = run_planrunner(["run", plan, "-f", "json", "-c",
-                           f"{sys.executable} {script} {data}"])
+                           f"{sys.executable} {script} {data}"],
+                          env={**os.environ, **env})
     assert proc.returncode == 0, proc.stderr
     ours = [r for r in json_records(proc.stdout)
             if r.get("s") in ("zq7-OLD", "zq7-NEW")]
     assert len(ours) == 1, [(r["s"], r.get("reread")) for r in ours]
-    # the kernel could not read it, so it was read late: the new value, and marked
+    return ours
+
+
+def test_a_string_read_again_later_is_marked(tmp_path):
+    """Without sleepable programs (the fallback of kernels that lack them) the kernel
+    cannot read the page: it is read late, shows the new value, and says so."""
+    ours = _run(tmp_path, {"PLANRUNNER_SLEEPABLE": "0"})
     assert ours[0]["s"] == "zq7-NEW" and ours[0]["reread"] == ["s"], ours
+
+
+def test_a_sleepable_probe_reads_the_value_of_the_moment(tmp_path):
+    """With sleepable programs (this kernel) the kernel faults the page in and reads
+    the value as it was when the probe fired: nothing to mark."""
+    ours = _run(tmp_path, {})
+    assert ours[0]["s"] == "zq7-OLD" and "reread" not in ours[0], ours
