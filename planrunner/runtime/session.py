@@ -307,11 +307,13 @@ def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions
     """The reader of the program's stacks; it knows the files the plan attaches to and
     the -c command's, and reads the --pid process's maps now, before it can exit (a -c
     child has not exec'd yet: the loop's first turn reads its maps)."""
+    if program.stack_maps == StackMaps():  # no stacks: nothing to read, no file to index
+        return StackResolver(backend)
     known = [s.binary.path for s in program.sites if s.binary is not None]
     if child is not None and opts.command:
         known.append(shutil.which(opts.command[0]) or opts.command[0])
     stacks = StackResolver(backend, known)
-    if opts.pid and program.stack_maps != StackMaps():
+    if opts.pid:
         stacks.observe(opts.pid)
     return stacks
 
