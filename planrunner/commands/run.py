@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     parser.add_argument("--prometheus", metavar="HOST:PORT",
                         help="also serve the plan's aggregations as Prometheus metrics at "
                              "http://HOST:PORT/metrics (:PORT alone: loopback only)")
+    parser.add_argument("--follow-children", action="store_true",
+                        help="with -c or --pid: also trace the processes they start "
+                             "(and theirs), from their fork on")
     parser.set_defaults(func=run)
 
 
@@ -57,6 +60,7 @@ def parse_seconds(text: str | None) -> float | None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.commands.scope_args import first_pid, scope_from_args
     from planrunner.output.base import LiveView
     from planrunner.output.destination import open_view
     from planrunner.pipeline import compile_plan
@@ -68,12 +72,14 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     if args.pid and args.command:
         raise UsageError("--pid and -c cannot be used together")
+    scope = scope_from_args(args)
+    pid = first_pid(args)
     if args.max_events is not None and args.max_events < 1:
         raise UsageError("--max-events must be at least 1")
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
     address = parse_address(args.prometheus) if args.prometheus else None
-    _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid,
+    _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), pid,
                                             command)
     print_diagnostics(resolved.warnings, stderr)
     prom = exporter_config(address, _plan.name, _plan.description, program) if address else None
@@ -83,7 +89,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     view = open_view(args.format, args.output, stdout, schemas,
                      [o.name for o in _plan.outputs], stderr)
     try:
-        opts = RunOptions(args.pid, command, duration, args.max_events)
+        opts = RunOptions(pid if len(scope.pids) == 1 else None, command, duration,
+                          args.max_events, scope)
         live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []
         return run_session(program, opts, view, stderr, BccBackend(), live)
     finally:

@@ -10,7 +10,7 @@ from typing import TextIO
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = add_plan_parser(
         sub, name, help="check a plan against the real binaries (nothing attached)")
     parser.add_argument("--schema-only", action="store_true",
@@ -20,16 +20,18 @@ def register(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.commands.scope_args import first_pid, scope_from_args
     from planrunner.pipeline import resolve
     from planrunner.plan import load_plan
 
+    scope_from_args(args)  # checked; the plan does not depend on it
     path = plan_path(args.plan)
     if args.schema_only:
         plan = load_plan(path, overrides(args), require_params=False)
         stdout.write(f"{path}: ok (schema and plan structure; binaries not checked)\n")
         return 0
     plan = load_plan(path, overrides(args))
-    resolved = resolve(plan, args.pid)
+    resolved = resolve(plan, first_pid(args))
     print_diagnostics(resolved.warnings, stderr)
     stdout.write(f"{path}: ok\n")
     for probe in resolved.probes:

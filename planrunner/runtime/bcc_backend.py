@@ -13,15 +13,23 @@ from __future__ import annotations
 import ctypes as ct
 import inspect
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from planrunner.errors import BackendError, BackendUnavailable
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.render.model import (
+    SCOPE_GIVEN,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    RenderedProgram,
+)
 from planrunner.runtime.attach import AttachStrategy, Tracepoints, uprobe_strategy
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.ringbuf import RingReader
+from planrunner.runtime.scope import ensure_bpffs, tracer_alive
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
@@ -105,6 +113,7 @@ class BccBackend:
         self._reader: RingReader | None = None
         self._on_record: Any = None  # keeps bcc's ctypes callback alive
         self.pending: list[bytes] = []
+        self._registered: int | None = None  # our tgid in the tracer registry
 
     @property
     def features(self) -> KernelFeatures:
@@ -117,6 +126,7 @@ class BccBackend:
 
     def load(self, program: RenderedProgram) -> None:
         check_machine()
+        ensure_bpffs(os.path.dirname(program.tracers_pin))  # bcc pins pr_tracers there
         self._bcc = _import_bcc()
         self.program = program
         cflags = ["-Wno-macro-redefined", "-Wno-unused-function"]
@@ -142,6 +152,44 @@ class BccBackend:
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         config = self.bpf[self._loaded().config_map]
         config[ct.c_int(int(slot))] = ct.c_uint32(value)
+
+    def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
+                   cgroups: Sequence[str]) -> None:
+        program = self._loaded()
+        table = self.bpf[program.scope_pids_map]
+        for pid in pids:
+            table[ct.c_uint32(pid)] = ct.c_uint32(SCOPE_GIVEN)
+        table = self.bpf[program.scope_comms_map]
+        for comm in comms:
+            key = table.Key()
+            key.c = comm
+            table[key] = ct.c_uint32(1)
+        table = self.bpf[program.scope_cgroups_map]
+        for i, path in enumerate(cgroups):
+            try:
+                table[i] = path  # bcc opens the directory and stores its fd
+            except OSError as exc:
+                raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
+
+    def register_tracer(self, tgid: int, start: int) -> None:
+        table = self.bpf[self._loaded().tracers_map]
+        for key, value in list(table.items()):  # runs that died without removing theirs
+            if not tracer_alive(int(key.value), int(value.value)):
+                try:
+                    del table[key]
+                except KeyError:  # another run cleaned it first
+                    pass
+        table[ct.c_uint32(tgid)] = ct.c_uint64(start)
+        self._registered = tgid
+
+    def _unregister_tracer(self) -> None:
+        if self._registered is None or self.bpf is None or self.program is None:
+            return
+        try:
+            del self.bpf[self.program.tracers_map][ct.c_uint32(self._registered)]
+        except KeyError:
+            pass
+        self._registered = None
 
     # --- attach / detach ------------------------------------------------------------
 
@@ -180,6 +228,7 @@ class BccBackend:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        self._unregister_tracer()
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None

@@ -25,17 +25,18 @@ import os
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any, TextIO
 
 from planrunner.output.base import LiveView, View
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.render.model import AttachSite, Counter, RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader
 from planrunner.runtime.attach import distinct_sites
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
 from planrunner.runtime.decode import Decoder
+from planrunner.runtime.scope import Scope, apply_scope, own_pid_namespace
 from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.upkeep import Upkeep, recover
 
@@ -50,6 +51,15 @@ class RunOptions:
     command: list[str] | None = None
     duration_s: float | None = None
     max_events: int | None = None
+    scope: Scope = Scope()  # --pid (several), --comm, --cgroup, --follow-children
+
+    def effective_scope(self, child_pid: int | None) -> Scope:
+        """The scope traced: the -c command's pid as its --pid, `pid` alone as one."""
+        if child_pid is not None:
+            return self.scope.with_command(child_pid)
+        if self.pid and not self.scope.pids:
+            return replace(self.scope, pids=(self.pid,))
+        return self.scope
 
 
 class _Stop:
@@ -94,12 +104,13 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     try:
         recover(stderr)
         child = Child.spawn_stopped(opts.command) if opts.command else None
-        pid = child.pid if child else opts.pid
+        scope = opts.effective_scope(child.pid if child else None)
+        pid = scope.attach_pid  # None: several processes, filtered in BPF
         try:
             backend.load(program)
             mode = semaphore_mode(backend.features)
             try:
-                sites = _attach(backend, program, pid, ref_ctr=mode == "refctr")
+                sites = _attach(backend, program, scope, ref_ctr=mode == "refctr")
                 upkeep = Upkeep(sites, pid, mode, stderr, bool(opts.pid))
                 upkeep.start()
                 backend.open_ring()
@@ -109,7 +120,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                     started.append(lv)
                 aggs = AggregateReader(program, backend, wall, monotonic, reset=not live)
                 n = len(sites)
-                what = f"process {pid}" if pid else "all processes"
+                what = scope.describe()
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
                              "Hit Ctrl-C to end.\n")
                 stderr.flush()
@@ -134,14 +145,15 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     return status
 
 
-def _attach(backend: Backend, program: RenderedProgram, pid: int | None,
+def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
             ref_ctr: bool) -> list[AttachSite]:
-    """Fill the config slots, then attach every distinct site; the sites attached.
-    `ref_ctr=False` (poke mode, runtime/semaphores.py) attaches without the kernel's
-    reference counter."""
-    backend.set_config(ConfigSlot.SELF, os.getpid())  # our own events are dropped
-    if pid and program.has_tracepoints:  # uprobes are filtered at attach, these in BPF
-        backend.set_config(ConfigSlot.PID, pid)
+    """Fill the config slots and scope maps (runtime/scope.py), then attach every
+    distinct site; the sites attached. `ref_ctr=False` (poke mode,
+    runtime/semaphores.py) attaches without the kernel's reference counter."""
+    # --follow-children's fork program goes first: no child is missed meanwhile.
+    for extra in apply_scope(backend, program, scope, own_pid_namespace()):
+        backend.attach(extra, None, False)
+    pid = scope.attach_pid
     sites = distinct_sites(program.sites)
     for site in sites:
         backend.attach(site, pid, ref_ctr)
@@ -166,6 +178,7 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
     deadline = clocks.monotonic() + opts.duration_s if opts.duration_s else None
     remaining = opts.max_events
     exit_status = 0
+    watched = () if child is not None else opts.effective_scope(None).pids
     while True:
         upkeep.turn()
         batch = backend.read_ring(POLL_MS)
@@ -183,8 +196,9 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
         if child is not None and child.poll() is not None:
             exit_status = child.exit_status()
             break
-        if opts.pid and not _alive(opts.pid):
-            stderr.write(f"process {opts.pid} exited\n")
+        if watched and not any(_alive(p) for p in watched):  # every --pid ended
+            stderr.write(f"process{'es' if len(watched) > 1 else ''} "
+                         f"{', '.join(map(str, watched))} exited\n")
             break
     _detach(backend, upkeep)  # first, so that the tail below holds every event that fired
     if remaining is None or remaining > 0:  # what arrived before the stop still counts

@@ -92,6 +92,10 @@ class FakeBackend:
     # "read", "detach", "tail", "close"
     calls: list[str] = field(default_factory=list)
     config: dict[ConfigSlot, int] = field(default_factory=dict)
+    scope_pids: list[int] = field(default_factory=list)
+    scope_comms: list[bytes] = field(default_factory=list)
+    scope_cgroups: list[str] = field(default_factory=list)
+    tracers: dict[int, int] = field(default_factory=dict)
     attached: list[tuple[AttachSite, int | None, bool]] = field(default_factory=list)
     map_reads: list[tuple[str, bool]] = field(default_factory=list)
     program: RenderedProgram | None = None
@@ -110,6 +114,15 @@ class FakeBackend:
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         self.config[slot] = value
+
+    def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
+                   cgroups: Sequence[str]) -> None:
+        self.scope_pids += pids
+        self.scope_comms += comms
+        self.scope_cgroups += cgroups
+
+    def register_tracer(self, tgid: int, start: int) -> None:
+        self.tracers[tgid] = start
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         if self.attach_error is not None:

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -27,9 +28,11 @@ from planrunner.render.model import (
     Counter,
     PrintOutput,
     RenderedProgram,
+    ScopeFlag,
     TargetFile,
 )
 from planrunner.runtime import session as session_mod
+from planrunner.runtime.scope import Scope
 from planrunner.runtime.session import POLL_MS, RunOptions, run_session
 from tests.fakes.backend import FakeBackend, FakeClock, Turn, pack_record
 
@@ -223,20 +226,61 @@ def test_config_slots_and_distinct_sites() -> None:
     _status, _view, err = run(backend, RunOptions(duration_s=0.1), prog)
     # the same probe at the same byte of the same file is one attach
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
-    assert backend.config == {ConfigSlot.SELF: os.getpid()}  # no --pid: no PID filter
+    assert backend.config == {ConfigSlot.SELF: os.getpid()}  # no --pid: no scope filter
+    assert list(backend.tracers) == [os.getpid()]  # other runs exclude us by it
     assert "Tracing 3 probe sites in all processes." in err
     assert backend.calls[:5] == ["load", "attach hit#0", "attach hit#2",
                                  "attach sched#0", "open_ring"]
 
 
-def test_pid_filter_goes_to_the_config_only_for_tracepoints() -> None:
+def test_one_pid_is_filtered_at_attach_for_uprobes_and_in_bpf_for_tracepoints() -> None:
     me = os.getpid()  # alive throughout: the duration ends the run
     backend = FakeBackend(clock=FakeClock())
     run(backend, RunOptions(pid=me, duration_s=0.1), program(sites=(SITE, TRACEPOINT)))
-    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.PID: me}
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.SCOPE_TRACEPOINT: ScopeFlag.PIDS}
+    assert backend.scope_pids == [me]
+    assert {pid for _site, pid, _ref in backend.attached} == {me}
+
+
+def test_several_pids_comm_and_cgroup_attach_system_wide_and_filter_in_bpf() -> None:
+    me, parent = os.getpid(), os.getppid()
     backend = FakeBackend(clock=FakeClock())
-    run(backend, RunOptions(pid=me, duration_s=0.1))
-    assert backend.config == {ConfigSlot.SELF: me}
+    scope = Scope(pids=(me, parent), comms=("nginx",), cgroups=("/sys/fs/cgroup/a",))
+    _status, _view, err = run(backend, RunOptions(duration_s=0.1, scope=scope),
+                              program(sites=(SITE, TRACEPOINT)))
+    every = ScopeFlag.PIDS | ScopeFlag.COMM | ScopeFlag.CGROUP
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.SCOPE_UPROBE: every,
+                              ConfigSlot.SCOPE_TRACEPOINT: every, ConfigSlot.CGROUPS: 1}
+    assert (backend.scope_pids, backend.scope_comms, backend.scope_cgroups) == \
+        ([me, parent], [b"nginx"], ["/sys/fs/cgroup/a"])
+    assert {pid for _site, pid, _ref in backend.attached} == {None}
+    assert (f"Tracing 2 probe sites in processes {me}, {parent}, named nginx, in cgroup "
+            "/sys/fs/cgroup/a.") in err
+
+
+def test_follow_children_attaches_the_fork_programs_first() -> None:
+    from planrunner.render.model import FOLLOW_SITES
+
+    me = os.getpid()
+    backend = FakeBackend(clock=FakeClock())
+    scope = Scope(pids=(me,), follow_children=True)
+    run(backend, RunOptions(duration_s=0.1, scope=scope), program(sites=(SITE,)))
+    assert [s for s, _pid, _ref in backend.attached] == [*FOLLOW_SITES, SITE]
+    assert {pid for _site, pid, _ref in backend.attached} == {None}  # children: any pid
+    assert backend.config[ConfigSlot.SCOPE_UPROBE] == ScopeFlag.PIDS
+
+
+def test_the_run_ends_when_every_pid_has_exited() -> None:
+    short = subprocess.Popen(["sleep", "0.2"])
+    longer = subprocess.Popen(["sleep", "0.6"])
+    backend = FakeBackend()
+    t0 = time.monotonic()
+    _status, _view, err = run(backend, RunOptions(
+        scope=Scope(pids=(short.pid, longer.pid)), duration_s=20))
+    short.wait()
+    longer.wait()
+    assert 0.5 < time.monotonic() - t0 < 10
+    assert f"processes {short.pid}, {longer.pid} exited" in err
 
 
 def test_without_kernel_reference_counters_sites_attach_without_them() -> None:
