@@ -105,13 +105,14 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
         recover(stderr)
         child = Child.spawn_stopped(opts.command) if opts.command else None
         scope = opts.effective_scope(child.pid if child else None)
-        pid = scope.attach_pid  # None: several processes, filtered in BPF
         try:
             backend.load(program)
             mode = semaphore_mode(backend.features)
             try:
                 sites = _attach(backend, program, scope, ref_ctr=mode == "refctr")
-                upkeep = Upkeep(sites, pid, mode, stderr, bool(opts.pid))
+                # the process whose semaphores (poke mode) and late libraries are watched
+                one = scope.pids[0] if len(scope.pids) == 1 else None
+                upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
                 upkeep.start()
                 backend.open_ring()
                 for lv in live:
