@@ -47,7 +47,7 @@ BPF_ARRAY(pr_config, __u32, 6);
 
 /* Every planrunner process on the machine (init-namespace tgid -> start time), shared
    by all runs through the pin: two system-wide runs must not trace each other. Each
-   run adds itself and removes itself at exit; dead entries are cleaned by the next. */
+   run adds itself before compiling (runtime/tracers.py); pr_on_exit removes it. */
 BPF_TABLE_PINNED("hash", __u32, __u64, pr_tracers, 1024, "/sys/fs/bpf/planrunner_tracers");
 /* --pid values, the -c command and, with --follow-children, their descendants */
 BPF_HASH(pr_scope_pids, __u32, __u32, 16384);
@@ -144,13 +144,17 @@ int pr_scope_fork(struct pr_newtask *args)
     return 0;
 }
 
-/* --follow-children: a descendant that exits leaves the map (its pid may be reused). */
-int pr_scope_exit(void *ctx)
+/* At every process exit (attached always): a planrunner leaves the registry only now,
+   since its interpreter runs until then (the run that ends while no other is attached
+   leaves a dead entry, which the next run's registration removes); a descendant added
+   by --follow-children leaves the scope (its pid may be reused). */
+int pr_on_exit(void *ctx)
 {
     __u64 id = bpf_get_current_pid_tgid();
     __u32 tgid = id >> 32;
     if ((__u32)id != tgid)
         return 0; /* a thread, not the process */
+    pr_tracers.delete(&tgid);
     __u32 *how = pr_scope_pids.lookup(&tgid);
     if (how && *how == PR_SCOPE_CHILD)
         pr_scope_pids.delete(&tgid);

@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 from planrunner.errors import UsageError
+
+if TYPE_CHECKING:
+    from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.scope import Scope
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -61,14 +65,9 @@ def parse_seconds(text: str | None) -> float | None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.commands.scope_args import first_pid, scope_from_args
-    from planrunner.output.base import LiveView
-    from planrunner.output.destination import open_view
-    from planrunner.pipeline import compile_plan
-    from planrunner.prometheus import PrometheusView
-    from planrunner.prometheus.config import exporter_config, parse_address
-    from planrunner.records import PrintSchema
+    from planrunner.prometheus.config import parse_address
     from planrunner.runtime.bcc_backend import BccBackend
-    from planrunner.runtime.session import RunOptions, run_session
+    from planrunner.runtime.scope import register_run
 
     if args.pid and args.command:
         raise UsageError("--pid and -c cannot be used together")
@@ -79,6 +78,25 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
     address = parse_address(args.prometheus) if args.prometheus else None
+    backend = BccBackend()
+    try:  # the session closes the backend; this is for an error before it starts
+        register_run(backend)  # first: runs attached already ignore us from now on
+        return _run(args, stdout, stderr, backend, scope, pid, command, duration, address)
+    finally:
+        backend.close()
+
+
+def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccBackend,
+         scope: Scope, pid: int | None, command: list[str] | None, duration: float | None,
+         address: tuple[str, int] | None) -> int:
+    from planrunner.output.base import LiveView
+    from planrunner.output.destination import open_view
+    from planrunner.pipeline import compile_plan
+    from planrunner.prometheus import PrometheusView
+    from planrunner.prometheus.config import exporter_config
+    from planrunner.records import PrintSchema
+    from planrunner.runtime.session import RunOptions, run_session
+
     _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), pid,
                                             command)
     print_diagnostics(resolved.warnings, stderr)
@@ -92,7 +110,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         opts = RunOptions(pid if len(scope.pids) == 1 else None, command, duration,
                           args.max_events, scope)
         live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []
-        return run_session(program, opts, view, stderr, BccBackend(), live)
+        return run_session(program, opts, view, stderr, backend, live)
     finally:
         view.close()
         if stdout is sys.stdout and args.output in (None, "-"):

@@ -44,6 +44,8 @@ class ScopeFlag(IntFlag):
     CGROUP = 4  # the task is under a cgroup of `scope_cgroups_map`
 
 
+# Where the registry of running planrunner processes is pinned (runtime_helpers.h).
+TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
 # Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
 SCOPE_GIVEN = 1
 SCOPE_NS_KEY = 0x80000000
@@ -122,7 +124,7 @@ class RenderedProgram:
     # Every planrunner on the machine (__u32 init-namespace tgid -> __u64 start time),
     # pinned so that all runs share it; created by the first.
     tracers_map: str = "pr_tracers"
-    tracers_pin: str = "/sys/fs/bpf/planrunner_tracers"
+    tracers_pin: str = TRACERS_PIN
     # Macros the C uses whose values only the running kernel knows (e.g.
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()
@@ -132,11 +134,10 @@ class RenderedProgram:
         return any(s.kind == "tracepoint" for s in self.sites)
 
 
-# --follow-children: the programs that add forked children to `scope_pids_map` and take
-# them out at exit (runtime_helpers.h), attached only with that option.
-FOLLOW_SITES = (
-    AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
-               category="task", event="task_newtask"),
-    AttachSite("tracepoint", "pr_scope_exit", "(follow-children)", 1,
-               category="sched", event="sched_process_exit"),
-)
+# Programs of runtime_helpers.h that are not probes of the plan. At every process exit:
+# a planrunner leaves the tracer registry, a followed child the scope (always attached).
+EXIT_SITE = AttachSite("tracepoint", "pr_on_exit", "(planrunner)", 0, category="sched",
+                       event="sched_process_exit")
+# --follow-children: forked children of the scope's processes join it.
+FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
+                       category="task", event="task_newtask")

@@ -67,9 +67,11 @@ class Backend(MapSource, Protocol):
         (without NUL), cgroup v2 directories (runtime/scope.py says what each means)."""
         ...
 
-    def register_tracer(self, tgid: int, start: int) -> None:
-        """Add this run to the machine's registry of tracers (their events are never
-        recorded), cleaning out entries of tracers that are gone; `close` removes it."""
+    def register_tracer(self, pin: str, tgid: int, start: int) -> None:
+        """Add this run to the machine's registry of tracers pinned at `pin` (their
+        events are never recorded), cleaning out entries of tracers that are gone; the
+        entry goes when the process exits. Called before `load`: from then on, runs
+        already attached ignore this one."""
         ...
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:

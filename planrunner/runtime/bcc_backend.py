@@ -15,7 +15,7 @@ import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import (
@@ -29,7 +29,10 @@ from planrunner.runtime.attach import AttachStrategy, Tracepoints, uprobe_strate
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.ringbuf import RingReader
-from planrunner.runtime.scope import ensure_bpffs, tracer_alive
+from planrunner.runtime.scope import ensure_bpffs
+
+if TYPE_CHECKING:
+    from planrunner.runtime.tracers import TracerRegistry
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
@@ -113,7 +116,7 @@ class BccBackend:
         self._reader: RingReader | None = None
         self._on_record: Any = None  # keeps bcc's ctypes callback alive
         self.pending: list[bytes] = []
-        self._registered: int | None = None  # our tgid in the tracer registry
+        self._registry: TracerRegistry | None = None  # this run's entry in it
 
     @property
     def features(self) -> KernelFeatures:
@@ -171,25 +174,13 @@ class BccBackend:
             except OSError as exc:
                 raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
 
-    def register_tracer(self, tgid: int, start: int) -> None:
-        table = self.bpf[self._loaded().tracers_map]
-        for key, value in list(table.items()):  # runs that died without removing theirs
-            if not tracer_alive(int(key.value), int(value.value)):
-                try:
-                    del table[key]
-                except KeyError:  # another run cleaned it first
-                    pass
-        table[ct.c_uint32(tgid)] = ct.c_uint64(start)
-        self._registered = tgid
+    def register_tracer(self, pin: str, tgid: int, start: int) -> None:
+        from planrunner.runtime.tracers import TracerRegistry
 
-    def _unregister_tracer(self) -> None:
-        if self._registered is None or self.bpf is None or self.program is None:
-            return
-        try:
-            del self.bpf[self.program.tracers_map][ct.c_uint32(self._registered)]
-        except KeyError:
-            pass
-        self._registered = None
+        check_machine()
+        if self._registry is None:
+            self._registry = TracerRegistry(_import_bcc().libbcc.lib, pin)
+        self._registry.register(tgid, start)
 
     # --- attach / detach ------------------------------------------------------------
 
@@ -228,7 +219,9 @@ class BccBackend:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        self._unregister_tracer()
+        if self._registry is not None:
+            self._registry.close()
+            self._registry = None
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None

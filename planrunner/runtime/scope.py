@@ -22,8 +22,10 @@ from dataclasses import dataclass, replace
 
 from planrunner.errors import BackendUnavailable
 from planrunner.render.model import (
-    FOLLOW_SITES,
+    EXIT_SITE,
+    FORK_SITE,
     SCOPE_NS_KEY,
+    TRACERS_PIN,
     AttachSite,
     ConfigSlot,
     RenderedProgram,
@@ -107,17 +109,13 @@ def own_pid_namespace(path: str = "/proc/self/ns/pid") -> PidNamespace | None:
 
 def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
                 namespace: PidNamespace | None = None) -> list[AttachSite]:
-    """Fill the config slots and scope maps of a loaded program and register this run
-    as a tracer; the extra sites to attach (the --follow-children programs)."""
+    """Fill the config slots and scope maps of a loaded program; the extra sites to
+    attach (runtime_helpers.h's exit program, and the fork one for --follow-children)."""
     me = os.getpid()
     backend.set_config(ConfigSlot.SELF, me)  # our own events are dropped
     if namespace is not None:
         backend.set_config(ConfigSlot.NS_DEV, namespace.dev)
         backend.set_config(ConfigSlot.NS_INO, namespace.ino)
-    else:
-        # Our init-namespace tgid is known only here: other runs exclude us by it. In
-        # another namespace we still exclude ourselves (SELF) and every registered run.
-        backend.register_tracer(me, start_time(me) or 0)
     flags = scope.flags()
     if flags:
         key = SCOPE_NS_KEY if namespace is not None else 0
@@ -131,7 +129,19 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         if uprobe_flags:
             backend.set_config(ConfigSlot.SCOPE_UPROBE, int(uprobe_flags))
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
-    return list(FOLLOW_SITES) if scope.follow_children else []
+    return [EXIT_SITE, FORK_SITE] if scope.follow_children else [EXIT_SITE]
+
+
+def register_run(backend: Backend, pin: str = TRACERS_PIN) -> None:
+    """Add this process to the machine's tracer registry (runtime/tracers.py), before
+    anything is compiled: every run already attached ignores it from now on. Not as a
+    user (`load` says what is missing) nor in another pid namespace, where our
+    init-namespace tgid is unknown: there we still exclude ourselves (SELF) and every
+    registered run."""
+    if os.geteuid() != 0 or own_pid_namespace() is not None:
+        return
+    me = os.getpid()
+    backend.register_tracer(pin, me, start_time(me) or 0)
 
 
 def tracer_alive(tgid: int, start: int) -> bool:
@@ -171,4 +181,4 @@ def _mounted_type(directory: str) -> str | None:
 
 
 __all__ = ["PidNamespace", "Scope", "apply_scope", "ensure_bpffs",
-           "own_pid_namespace", "tracer_alive"]
+           "own_pid_namespace", "register_run", "tracer_alive"]

@@ -151,7 +151,7 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
     """Fill the config slots and scope maps (runtime/scope.py), then attach every
     distinct site; the sites attached. `ref_ctr=False` (poke mode,
     runtime/semaphores.py) attaches without the kernel's reference counter."""
-    # --follow-children's fork program goes first: no child is missed meanwhile.
+    # The exit program, and --follow-children's fork one, first: no child is missed.
     for extra in apply_scope(backend, program, scope, own_pid_namespace()):
         backend.attach(extra, None, False)
     pid = scope.attach_pid

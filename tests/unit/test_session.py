@@ -22,6 +22,8 @@ from planrunner.output.base import LiveView
 from planrunner.records import AggSnapshot, SnapshotSource
 from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.model import (
+    EXIT_SITE,
+    FORK_SITE,
     AggregateOutput,
     AttachSite,
     ConfigSlot,
@@ -226,8 +228,8 @@ def test_config_slots_and_distinct_sites() -> None:
     _status, _view, err = run(backend, RunOptions(duration_s=0.1), prog)
     # the same probe at the same byte of the same file is one attach
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
+    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE]  # registry upkeep
     assert backend.config == {ConfigSlot.SELF: os.getpid()}  # no --pid: no scope filter
-    assert list(backend.tracers) == [os.getpid()]  # other runs exclude us by it
     assert "Tracing 3 probe sites in all processes." in err
     assert backend.calls[:5] == ["load", "attach hit#0", "attach hit#2",
                                  "attach sched#0", "open_ring"]
@@ -259,13 +261,11 @@ def test_several_pids_comm_and_cgroup_attach_system_wide_and_filter_in_bpf() -> 
 
 
 def test_follow_children_attaches_the_fork_programs_first() -> None:
-    from planrunner.render.model import FOLLOW_SITES
-
     me = os.getpid()
     backend = FakeBackend(clock=FakeClock())
     scope = Scope(pids=(me,), follow_children=True)
     run(backend, RunOptions(duration_s=0.1, scope=scope), program(sites=(SITE,)))
-    assert [s for s, _pid, _ref in backend.attached] == [*FOLLOW_SITES, SITE]
+    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE, FORK_SITE]
     assert {pid for _site, pid, _ref in backend.attached} == {None}  # children: any pid
     assert backend.config[ConfigSlot.SCOPE_UPROBE] == ScopeFlag.PIDS
 
