@@ -66,6 +66,7 @@ def parse_seconds(text: str | None) -> float | None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.commands.scope_args import first_pid, scope_from_args
     from planrunner.prometheus.config import parse_address
+    from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.scope import register_run
 
@@ -80,7 +81,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     address = parse_address(args.prometheus) if args.prometheus else None
     backend = BccBackend()
     try:  # the session closes the backend; this is for an error before it starts
-        register_run(backend)  # first: runs attached already ignore us from now on
+        if not register_run(backend):  # first: runs attached already ignore us from now
+            stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
+                         "may record this one's events\n")
         return _run(args, stdout, stderr, backend, scope, pid, command, duration, address)
     finally:
         backend.close()

@@ -46,6 +46,7 @@ class ScopeFlag(IntFlag):
 
 # Where the registry of running planrunner processes is pinned (runtime_helpers.h).
 TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
+MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
 # Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
 SCOPE_GIVEN = 1
 SCOPE_NS_KEY = 0x80000000
@@ -121,8 +122,8 @@ class RenderedProgram:
     scope_pids_map: str = "pr_scope_pids"  # __u32 tgid -> __u32 SCOPE_GIVEN or child
     scope_comms_map: str = "pr_scope_comms"  # char[16] comm -> __u32
     scope_cgroups_map: str = "pr_scope_cgroups"  # cgroup array, MAX_CGROUPS entries
-    # Every planrunner on the machine (__u32 init-namespace tgid -> __u64 start time),
-    # pinned so that all runs share it; created by the first.
+    # Every planrunner on the machine: one array element of MAX_TRACERS init-namespace
+    # tgids and their start times, pinned so that all runs share it.
     tracers_map: str = "pr_tracers"
     tracers_pin: str = TRACERS_PIN
     # Macros the C uses whose values only the running kernel knows (e.g.

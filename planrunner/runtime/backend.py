@@ -67,11 +67,11 @@ class Backend(MapSource, Protocol):
         (without NUL), cgroup v2 directories (runtime/scope.py says what each means)."""
         ...
 
-    def register_tracer(self, pin: str, tgid: int, start: int) -> None:
+    def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         """Add this run to the machine's registry of tracers pinned at `pin` (their
         events are never recorded), cleaning out entries of tracers that are gone; the
         entry goes when the process exits. Called before `load`: from then on, runs
-        already attached ignore this one."""
+        already attached ignore this one. False when the registry is full."""
         ...
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:

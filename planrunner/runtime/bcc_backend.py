@@ -174,13 +174,13 @@ class BccBackend:
             except OSError as exc:
                 raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
 
-    def register_tracer(self, pin: str, tgid: int, start: int) -> None:
+    def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         from planrunner.runtime.tracers import TracerRegistry
 
         check_machine()
         if self._registry is None:
             self._registry = TracerRegistry(_import_bcc().libbcc.lib, pin)
-        self._registry.register(tgid, start)
+        return self._registry.register(tgid, start)
 
     # --- attach / detach ------------------------------------------------------------
 

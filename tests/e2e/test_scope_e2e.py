@@ -229,28 +229,17 @@ def runs_pids_gone_after_one_more_run(plan: str, pids: set[int]) -> bool:
 
 
 def _registered() -> set[int]:
-    """The tgids in the pinned tracer registry now (each run removes itself)."""
-    import ctypes as ct
-
+    """The tgids in the pinned registry of planrunner runs now."""
     from bcc import libbcc
 
-    from planrunner.render.model import RenderedProgram
+    from planrunner.render.model import TRACERS_PIN
+    from planrunner.runtime.tracers import TracerRegistry
 
-    pin = RenderedProgram.__dataclass_fields__["tracers_pin"].default
-    fd = libbcc.lib.bpf_obj_get(pin.encode())
-    if fd < 0:
-        return set()
-    found: set[int] = set()
-    key, nxt = ct.c_uint32(), ct.c_uint32()
-    prev = None
+    registry = TracerRegistry(libbcc.lib, TRACERS_PIN)
     try:
-        while libbcc.lib.bpf_get_next_key(fd, prev, ct.byref(nxt)) == 0:
-            found.add(nxt.value)
-            key.value = nxt.value
-            prev = ct.byref(key)
+        return {pid for pid in registry.table().tgid if pid}
     finally:
-        os.close(fd)
-    return found
+        registry.close()
 
 
 def _unshare() -> list[str]:

@@ -131,8 +131,9 @@ class FakeBackend:
         self.scope_comms += comms
         self.scope_cgroups += cgroups
 
-    def register_tracer(self, pin: str, tgid: int, start: int) -> None:
+    def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         self.tracers[tgid] = start
+        return True
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         if site.fn_name in HELPER_FUNCTIONS:  # not the plan's: kept apart
