@@ -81,6 +81,7 @@ def cgroup_arg(text: str) -> str:
     v2 = [m for m, kind in mounts if kind == "cgroup2"]
     candidates = [text] if os.path.isabs(text) else []
     candidates += [os.path.join(m, text.lstrip("/")) for m in v2]
+    not_cgroup = None
     for cand in candidates:
         if not os.path.isdir(cand):
             continue
@@ -94,7 +95,9 @@ def cgroup_arg(text: str) -> str:
                 "directory (the kernel's in-BPF cgroup check only knows v2)"
                 + (f"; the v2 hierarchy here is mounted at {', '.join(v2)}" if v2 else
                    "; this machine mounts no cgroup v2 hierarchy"))
-        raise argparse.ArgumentTypeError(f"{path} is not a cgroup directory")
+        not_cgroup = not_cgroup or path  # `/` may still mean the v2 mount's root
+    if not_cgroup is not None:
+        raise argparse.ArgumentTypeError(f"{not_cgroup} is not a cgroup directory")
     if not v2:
         raise argparse.ArgumentTypeError(
             f"no cgroup '{text}': this machine mounts no cgroup v2 hierarchy (cgroup v1 "

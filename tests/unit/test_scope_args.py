@@ -78,6 +78,7 @@ def test_cgroup_absolute_or_relative_to_the_v2_mount(cgroups: Path) -> None:
     assert cgroup_arg("system.slice/nginx.service") == want
     assert cgroup_arg("/system.slice/nginx.service") == want  # as /proc/PID/cgroup says
     assert cgroup_arg(str(cgroups / "v2")) == str(cgroups / "v2")
+    assert cgroup_arg("/") == str(cgroups / "v2")  # the root of the v2 hierarchy
 
 
 def test_cgroup_missing_v1_or_not_a_cgroup_says_what_to_do(cgroups: Path) -> None:
