@@ -90,10 +90,9 @@ def add_plan_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], na
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="NAME=VALUE", help="set a plan param (repeatable)")
     if pid:
-        from planrunner.commands.pids import pid_arg
+        from planrunner.commands.scope_args import add_scope_arguments
 
-        parser.add_argument("-p", "--pid", type=pid_arg, default=None,
-                            help="resolve targets in this process and trace only it")
+        add_scope_arguments(parser)
     return parser
 
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 from planrunner.errors import UsageError
+
+if TYPE_CHECKING:
+    from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.scope import Scope
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -36,6 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     parser.add_argument("--prometheus", metavar="HOST:PORT",
                         help="also serve the plan's aggregations as Prometheus metrics at "
                              "http://HOST:PORT/metrics (:PORT alone: loopback only)")
+    parser.add_argument("--follow-children", action="store_true",
+                        help="with -c or --pid: also trace the processes they start "
+                             "(and theirs), from their fork on")
     parser.set_defaults(func=run)
 
 
@@ -62,32 +69,52 @@ def parse_seconds(text: str | None) -> float | None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from planrunner.output.base import LiveView
-    from planrunner.output.destination import open_view
-    from planrunner.pipeline import compile_plan
-    from planrunner.records import PrintSchema
+    from planrunner.commands.scope_args import first_pid, scope_from_args
+    from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
-    from planrunner.runtime.session import RunOptions, run_session
+    from planrunner.runtime.scope import register_run
 
     if args.pid and args.command:
         raise UsageError("--pid and -c cannot be used together")
+    scope = scope_from_args(args)
+    pid = first_pid(args)
     if args.max_events is not None and args.max_events < 1:
         raise UsageError("--max-events must be at least 1")
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
     address = None
     if args.prometheus:  # only then: the exporter's modules are not needed otherwise
-        from planrunner.prometheus.config import exporter_config, parse_address
+        from planrunner.prometheus.config import parse_address
 
         address = parse_address(args.prometheus)
-    _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid,
+    backend = BccBackend()
+    try:  # the session closes the backend; this is for an error before it starts
+        if not register_run(backend):  # first: runs attached already ignore us from now
+            stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
+                         "may record this one's events\n")
+        return _run(args, stdout, stderr, backend, scope, pid, command, duration, address)
+    finally:
+        backend.close()
+
+
+def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccBackend,
+         scope: Scope, pid: int | None, command: list[str] | None, duration: float | None,
+         address: tuple[str, int] | None) -> int:
+    from planrunner.output.base import LiveView
+    from planrunner.output.destination import open_view
+    from planrunner.pipeline import compile_plan
+    from planrunner.records import PrintSchema
+    from planrunner.runtime.session import RunOptions, run_session
+
+    _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), pid,
                                             command)
     print_diagnostics(resolved.warnings, stderr)
-    prom = exporter_config(address, _plan.name, _plan.description, program) if address else None
     live: list[LiveView] = []
-    if prom is not None:
+    if address is not None:
         from planrunner.prometheus import PrometheusView
+        from planrunner.prometheus.config import exporter_config
 
+        prom = exporter_config(address, _plan.name, _plan.description, program)
         live.append(PrometheusView(prom, stderr))
     schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format,
                            tuple(f.key for f in p.layout.fields
@@ -101,8 +128,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             from planrunner.output.folded import FlameGraphTap
 
             view = FlameGraphTap(view, args.flamegraph, _plan.name)
-        opts = RunOptions(args.pid, command, duration, args.max_events)
-        return run_session(program, opts, view, stderr, BccBackend(), live)
+        opts = RunOptions(pid if len(scope.pids) == 1 else None, command, duration,
+                          args.max_events, scope)
+        return run_session(program, opts, view, stderr, backend, live)
     finally:
         view.close()
         if stdout is sys.stdout and args.output in (None, "-"):

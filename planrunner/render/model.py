@@ -8,7 +8,7 @@ functions, counter slots) is carried here as data, chosen by render/.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 from typing import Literal
 
 from planrunner.render.layout import RecordLayout
@@ -26,11 +26,16 @@ class Counter(IntEnum):
 
 
 class ConfigSlot(IntEnum):
-    """Slots of the config array (`RenderedProgram.config_map`), set after loading."""
+    """Slots of the config array (`RenderedProgram.config_map`), set after loading
+    (templates/runtime_helpers.h PR_CFG_*)."""
 
-    PID = 0  # the --pid filter for tracepoints (uprobes are filtered at attach)
-    SELF = 1  # planrunner's own tgid, whose events are dropped
-    NR_CPUS = 2  # possible CPUs: scales the ring buffer's wakeup watermark
+    SCOPE_UPROBE = 0  # ScopeFlag bits uprobe/USDT thunks check (one --pid: at attach)
+    SELF = 1  # planrunner's own tgid (in its pid namespace), whose events are dropped
+    SCOPE_TRACEPOINT = 2  # ScopeFlag bits tracepoint thunks check
+    NS_DEV = 3  # planrunner's pid namespace (kernel dev_t of nsfs) when not the init one
+    NS_INO = 4  # its inode; 0: planrunner runs in the init pid namespace
+    CGROUPS = 5  # entries of the cgroup array in use
+    NR_CPUS = 6  # possible CPUs: scales the ring buffer's wakeup watermark
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,21 @@ class FileIdentity:
     mtime_ns: int
 
 
+class ScopeFlag(IntFlag):
+    """Filters a config SCOPE_* slot turns on (PR_SCOPE_*): AND across, OR within."""
+
+    PIDS = 1  # the tgid is in `scope_pids_map`
+    COMM = 2  # the thread's comm is in `scope_comms_map`
+    CGROUP = 4  # the task is under a cgroup of `scope_cgroups_map`
+
+
+# Where the registry of running planrunner processes is pinned (runtime_helpers.h).
+TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
+MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
+# Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
+SCOPE_GIVEN = 1
+SCOPE_NS_KEY = 0x80000000
+MAX_CGROUPS = 8  # PR_MAX_CGROUPS
 @dataclass(frozen=True, slots=True)
 class TargetFile:
     """A binary a uprobe attaches to."""
@@ -134,6 +154,13 @@ class RenderedProgram:
     events_map: str = "pr_events"  # the ring buffer of print records
     counters_map: str = "pr_counters"  # per-CPU __u64 array indexed by Counter
     config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
+    scope_pids_map: str = "pr_scope_pids"  # __u32 tgid -> __u32 SCOPE_GIVEN or child
+    scope_comms_map: str = "pr_scope_comms"  # char[16] comm -> __u32
+    scope_cgroups_map: str = "pr_scope_cgroups"  # cgroup array, MAX_CGROUPS entries
+    # Every planrunner on the machine: one array element of MAX_TRACERS init-namespace
+    # tgids and their start times, pinned so that all runs share it.
+    tracers_map: str = "pr_tracers"
+    tracers_pin: str = TRACERS_PIN
     # Macros the C uses whose values only the running kernel knows (e.g.
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()
@@ -149,5 +176,14 @@ class RenderedProgram:
 
     @property
     def has_tracepoints(self) -> bool:
-        """Sites the kernel does not filter by process: the pid filter is in the C."""
+        """Sites the kernel does not filter by process: the scope is applied in the C."""
         return any(s.kind in ("tracepoint", "perf") for s in self.sites)
+
+
+# Programs of runtime_helpers.h that are not probes of the plan. At every process exit:
+# a planrunner leaves the tracer registry, a followed child the scope (always attached).
+EXIT_SITE = AttachSite("tracepoint", "pr_on_exit", "(planrunner)", 0, category="sched",
+                       event="sched_process_exit")
+# --follow-children: forked children of the scope's processes join it.
+FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
+                       category="task", event="task_newtask")

@@ -201,8 +201,10 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
         view.thunks.append({"fn": thunk_name(site.probe, site.kind, site.index),
                             "reads": reads, "kind": site.kind,
                             # interval: whatever runs on its CPU; never filtered
+                            # a perf event fires in whatever runs: profile is scoped in
+                            # the C as a tracepoint is; interval is never filtered
                             "skip": None if site.sample_period_ns else
-                            int(site.kind in ("tracepoint", "perf"))})
+                            "PR_CFG_SCOPE_TRACEPOINT"})
     return view
 
 

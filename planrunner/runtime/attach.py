@@ -154,7 +154,8 @@ class Tracepoints:
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
-        # pid is filtered in the program (ConfigSlot.PID): a tracepoint is system-wide
+        # a tracepoint is system-wide: pids are filtered in the program
+        # (ConfigSlot.SCOPE_TRACEPOINT)
         pfd = self._lib.attach_tracepoint(prog_fd, site.category.encode(),
                                           site.event.encode())
         if pfd < 0:

@@ -13,17 +13,28 @@ from __future__ import annotations
 import ctypes as ct
 import inspect
 import os
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrunner.errors import BackendError, BackendUnavailable
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.render.model import (
+    SCOPE_GIVEN,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    RenderedProgram,
+)
 from planrunner.runtime.attach import AttachStrategy, PerfEvents, Tracepoints, uprobe_strategy
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
 from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
 from planrunner.runtime.ringbuf import RingReader, ordered_host
+from planrunner.runtime.scope import ensure_bpffs
+
+if TYPE_CHECKING:
+    from planrunner.runtime.tracers import TracerRegistry
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
@@ -109,6 +120,7 @@ class BccBackend:
         self._on_record: Any = None  # keeps bcc's ctypes callback alive
         self._sleepable: dict[str, int] = {}  # fn name -> fd we loaded (bcc did not)
         self.pending: list[bytes] = []
+        self._registry: TracerRegistry | None = None  # this run's entry in it
 
     @property
     def features(self) -> KernelFeatures:
@@ -121,6 +133,7 @@ class BccBackend:
 
     def load(self, program: RenderedProgram) -> None:
         check_machine()
+        ensure_bpffs(os.path.dirname(program.tracers_pin))  # bcc pins pr_tracers there
         self._bcc = _import_bcc()
         self.program = program
         cflags = ["-Wno-macro-redefined", "-Wno-unused-function"]
@@ -148,6 +161,32 @@ class BccBackend:
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         config = self.bpf[self._loaded().config_map]
         config[ct.c_int(int(slot))] = ct.c_uint32(value)
+
+    def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
+                   cgroups: Sequence[str]) -> None:
+        program = self._loaded()
+        table = self.bpf[program.scope_pids_map]
+        for pid in pids:
+            table[ct.c_uint32(pid)] = ct.c_uint32(SCOPE_GIVEN)
+        table = self.bpf[program.scope_comms_map]
+        for comm in comms:
+            key = table.Key()
+            key.c = comm
+            table[key] = ct.c_uint32(1)
+        table = self.bpf[program.scope_cgroups_map]
+        for i, path in enumerate(cgroups):
+            try:
+                table[i] = path  # bcc opens the directory and stores its fd
+            except OSError as exc:
+                raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
+
+    def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
+        from planrunner.runtime.tracers import TracerRegistry
+
+        check_machine()
+        if self._registry is None:
+            self._registry = TracerRegistry(_import_bcc().libbcc.lib, pin)
+        return self._registry.register(tgid, start)
 
     # --- attach / detach ------------------------------------------------------------
 
@@ -221,6 +260,9 @@ class BccBackend:
             self._reader = None
         while self._sleepable:  # after detach: no link holds them any more
             os.close(self._sleepable.popitem()[1])
+        if self._registry is not None:
+            self._registry.close()
+            self._registry = None
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None

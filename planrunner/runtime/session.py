@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any, TextIO
 
@@ -52,6 +52,7 @@ from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
 from planrunner.runtime.decode import Decoder
 from planrunner.runtime.ringbuf import possible_cpus
+from planrunner.runtime.scope import Scope, apply_scope, own_pid_namespace
 from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.stacks import StackResolver
 from planrunner.runtime.upkeep import Upkeep, recover
@@ -78,6 +79,15 @@ class RunOptions:
     command: list[str] | None = None
     duration_s: float | None = None
     max_events: int | None = None
+    scope: Scope = Scope()  # --pid (several), --comm, --cgroup, --follow-children
+
+    def effective_scope(self, child_pid: int | None) -> Scope:
+        """The scope traced: the -c command's pid as its --pid, `pid` alone as one."""
+        if child_pid is not None:
+            return self.scope.with_command(child_pid)
+        if self.pid and not self.scope.pids:
+            return replace(self.scope, pids=(self.pid,))
+        return self.scope
 
 
 class _StartupStopped(Exception):
@@ -241,13 +251,15 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     try:
         recover(stderr)
         child = Child.spawn_stopped(opts.command) if opts.command else None
-        pid = child.pid if child else opts.pid
+        scope = opts.effective_scope(child.pid if child else None)
         try:
             _load(backend, program, stop)
             mode = semaphore_mode(backend.features)
             try:
-                sites = _attach(backend, program, pid, mode == "refctr", stop)
-                upkeep = Upkeep(sites, pid, mode, stderr, bool(opts.pid))
+                sites = _attach(backend, program, scope, mode == "refctr", stop)
+                # the process whose semaphores (poke mode) and late libraries are watched
+                one = scope.pids[0] if len(scope.pids) == 1 else None
+                upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
                 upkeep.start()
                 backend.open_ring()
                 for lv in live:
@@ -259,7 +271,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 aggs = AggregateReader(program, backend, wall, monotonic, reset=not live,
                                        stacks=stacks)
                 n = len(sites)
-                what = f"process {pid}" if pid else "all processes"
+                what = scope.describe()
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
                              "Hit Ctrl-C to end.\n")
                 stderr.flush()
@@ -356,16 +368,18 @@ def _end_child(child: Child, stop: _Stop, stderr: TextIO, status: int) -> int:
     return child.exit_status()
 
 
-def _attach(backend: Backend, program: RenderedProgram, pid: int | None,
+def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
             ref_ctr: bool, stop: _Stop) -> list[AttachSite]:
-    """Fill the config slots, then attach every distinct site; the sites attached.
-    `ref_ctr=False` (poke mode, runtime/semaphores.py) attaches without the kernel's
-    reference counter. A stop signal ends it between two sites (the caller detaches);
-    a binary replaced since resolve read it is refused, before and after attaching."""
-    backend.set_config(ConfigSlot.SELF, os.getpid())  # our own events are dropped
+    """Fill the config slots and scope maps (runtime/scope.py), then attach every
+    distinct site; the sites attached. `ref_ctr=False` (poke mode,
+    runtime/semaphores.py) attaches without the kernel's reference counter. A stop
+    signal ends it between two sites (the caller detaches); a binary replaced since
+    resolve read it is refused, before and after attaching."""
     backend.set_config(ConfigSlot.NR_CPUS, possible_cpus())  # the wakeup watermark
-    if pid and program.has_tracepoints:  # uprobes are filtered at attach, these in BPF
-        backend.set_config(ConfigSlot.PID, pid)
+    # The exit program, and --follow-children's fork one, first: no child is missed.
+    for extra in apply_scope(backend, program, scope, own_pid_namespace()):
+        backend.attach(extra, None, False)
+    pid = scope.attach_pid
     sites = distinct_sites(program.sites)
     binaries = [s.binary for s in sites if s.binary is not None]
     check_unchanged(binaries)
@@ -400,6 +414,7 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
 
     remaining = opts.max_events
     exit_status = 0
+    watched = () if child is not None else opts.effective_scope(None).pids
     while True:
         upkeep.turn()
         batch = backend.read_ring(POLL_MS)
@@ -423,8 +438,9 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
         if child is not None and child.poll() is not None:
             exit_status = child.exit_status()
             break
-        if opts.pid and not _alive(opts.pid):
-            stderr.write(f"process {opts.pid} exited\n")
+        if watched and not any(_alive(p) for p in watched):  # every --pid ended
+            stderr.write(f"process{'es' if len(watched) > 1 else ''} "
+                         f"{', '.join(map(str, watched))} exited\n")
             break
     _detach(backend, upkeep)  # first, so that the tail below holds every event that fired
     # What arrived before the stop still counts, all of it: a read returns a bounded

@@ -44,6 +44,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=REASON))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def bpffs() -> None:
+    """Programs pin the tracer registry under /sys/fs/bpf: tests that load rendered C
+    with bcc directly need the BPF filesystem there, as `run` makes sure."""
+    if REASON is None:
+        from planrunner.runtime.scope import ensure_bpffs
+
+        ensure_bpffs("/sys/fs/bpf")
+
+
 @pytest.fixture(scope="session")
 def fixtures_built() -> Path:
     """Build the C fixtures once per session (idempotent make)."""

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from planrunner.output.base import LiveView
 from planrunner.records import AggSnapshot, SnapshotSource
 from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.model import (
+    EXIT_SITE,
+    FORK_SITE,
     AggregateOutput,
     AttachSite,
     ConfigSlot,
@@ -29,11 +32,13 @@ from planrunner.render.model import (
     FileIdentity,
     PrintOutput,
     RenderedProgram,
+    ScopeFlag,
     TargetFile,
 )
 from planrunner.runtime import session as session_mod
+from planrunner.runtime.scope import Scope
 from planrunner.runtime.session import POLL_MS, RunOptions, run_session
-from tests.fakes.backend import FakeBackend, FakeClock, Turn, pack_record
+from tests.fakes.backend import HELPER_FUNCTIONS, FakeBackend, FakeClock, Turn, pack_record
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LAYOUT = RecordLayout(0, "pr_rec_0", (LayoutField("i", "int", "f0"),
@@ -238,22 +243,63 @@ def test_config_slots_and_distinct_sites() -> None:
     # the same probe at the same byte of the same file is one attach
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
     cpus = session_mod.possible_cpus()
-    # no --pid: no PID filter
+    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE]  # registry upkeep
+    # no --pid: no scope filter
     assert backend.config == {ConfigSlot.SELF: os.getpid(), ConfigSlot.NR_CPUS: cpus}
     assert "Tracing 3 probe sites in all processes." in err
     assert backend.calls[:5] == ["load", "attach hit#0", "attach hit#2",
                                  "attach sched#0", "open_ring"]
 
 
-def test_pid_filter_goes_to_the_config_only_for_tracepoints() -> None:
+def test_one_pid_is_filtered_at_attach_for_uprobes_and_in_bpf_for_tracepoints() -> None:
     me = os.getpid()  # alive throughout: the duration ends the run
     backend = FakeBackend(clock=FakeClock())
     run(backend, RunOptions(pid=me, duration_s=0.1), program(sites=(SITE, TRACEPOINT)))
     cpus = session_mod.possible_cpus()
-    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.PID: me, ConfigSlot.NR_CPUS: cpus}
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.SCOPE_TRACEPOINT: ScopeFlag.PIDS,
+                              ConfigSlot.NR_CPUS: cpus}
+    assert backend.scope_pids == [me]
+    assert {pid for _site, pid, _ref in backend.attached} == {me}
+
+
+def test_several_pids_comm_and_cgroup_attach_system_wide_and_filter_in_bpf() -> None:
+    me, parent = os.getpid(), os.getppid()
     backend = FakeBackend(clock=FakeClock())
-    run(backend, RunOptions(pid=me, duration_s=0.1))
-    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.NR_CPUS: cpus}
+    scope = Scope(pids=(me, parent), comms=("nginx",), cgroups=("/sys/fs/cgroup/a",))
+    _status, _view, err = run(backend, RunOptions(duration_s=0.1, scope=scope),
+                              program(sites=(SITE, TRACEPOINT)))
+    every = ScopeFlag.PIDS | ScopeFlag.COMM | ScopeFlag.CGROUP
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.SCOPE_UPROBE: every,
+                              ConfigSlot.SCOPE_TRACEPOINT: every, ConfigSlot.CGROUPS: 1,
+                              ConfigSlot.NR_CPUS: session_mod.possible_cpus()}
+    assert (backend.scope_pids, backend.scope_comms, backend.scope_cgroups) == \
+        ([me, parent], [b"nginx"], ["/sys/fs/cgroup/a"])
+    assert {pid for _site, pid, _ref in backend.attached} == {None}
+    assert (f"Tracing 2 probe sites in processes {me}, {parent}, named nginx, in cgroup "
+            "/sys/fs/cgroup/a.") in err
+
+
+def test_follow_children_attaches_the_fork_programs_first() -> None:
+    me = os.getpid()
+    backend = FakeBackend(clock=FakeClock())
+    scope = Scope(pids=(me,), follow_children=True)
+    run(backend, RunOptions(duration_s=0.1, scope=scope), program(sites=(SITE,)))
+    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE, FORK_SITE]
+    assert {pid for _site, pid, _ref in backend.attached} == {None}  # children: any pid
+    assert backend.config[ConfigSlot.SCOPE_UPROBE] == ScopeFlag.PIDS
+
+
+def test_the_run_ends_when_every_pid_has_exited() -> None:
+    short = subprocess.Popen(["sleep", "0.2"])
+    longer = subprocess.Popen(["sleep", "0.6"])
+    backend = FakeBackend()
+    t0 = time.monotonic()
+    _status, _view, err = run(backend, RunOptions(
+        scope=Scope(pids=(short.pid, longer.pid)), duration_s=20))
+    short.wait()
+    longer.wait()
+    assert 0.5 < time.monotonic() - t0 < 10
+    assert f"processes {short.pid}, {longer.pid} exited" in err
 
 
 def test_without_kernel_reference_counters_sites_attach_without_them() -> None:
@@ -405,6 +451,8 @@ class SignalDuringAttach(FakeBackend):
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         super().attach(site, pid, ref_ctr)
+        if site.fn_name in HELPER_FUNCTIONS:  # the run's own exit program: not a site
+            return
         self.n += 1
         if self.n == self.at:
             os.kill(os.getpid(), self.sig)
@@ -573,7 +621,7 @@ def test_a_binary_rewritten_during_attach_is_refused_and_detached(tmp_path: Path
     class Rewrites(FakeBackend):
         def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
             super().attach(site, pid, ref_ctr)
-            if site.index == 0:
+            if site.index == 0 and site.fn_name not in HELPER_FUNCTIONS:
                 with open(app, "ab") as fh:  # in place: same inode, another size
                     fh.write(b"more")
 
@@ -614,7 +662,8 @@ def test_a_binary_gone_after_attach_proves_nothing(tmp_path: Path) -> None:
     class Ends(FakeBackend):
         def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
             super().attach(site, pid, ref_ctr)
-            app.unlink()
+            if site.fn_name not in HELPER_FUNCTIONS:
+                app.unlink()
 
     backend = Ends(clock=FakeClock())
     status, _view, _err = run(backend, RunOptions(duration_s=0.1), program(sites=(site,)))

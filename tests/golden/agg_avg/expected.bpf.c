@@ -76,7 +76,7 @@ static __always_inline int pr_body_value(struct pr_args_value *a)
 
 int pr_value_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_value pr_a = {};
     pr_a.v1 = (__s64)ctx->di;

@@ -73,7 +73,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__s64)(__s32)ctx->cx;
@@ -138,7 +138,7 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
 
 int pr_done_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_done pr_a = {};
     return pr_body_done(&pr_a);

@@ -125,7 +125,7 @@ static __always_inline int pr_body_tick(struct pr_args_tick *a)
 
 int pr_tick_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_tick pr_a = {};
     pr_a.v1 = (__s64)(__s32)ctx->di;

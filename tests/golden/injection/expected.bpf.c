@@ -75,7 +75,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_start pr_a = {};
     {

@@ -163,7 +163,7 @@ static __always_inline int pr_body_cpu(struct pr_args_cpu *a)
 
 int pr_cpu_perf(struct bpf_perf_event_data *ctx)
 {
-    if (pr_skip(1))
+    if (pr_skip(PR_CFG_SCOPE_TRACEPOINT))
         return 0;
     struct pr_args_cpu pr_a = {};
     struct pt_regs pr_ur = {};

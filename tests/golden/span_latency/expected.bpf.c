@@ -98,7 +98,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
@@ -153,7 +153,7 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
 
 int pr_done_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_done pr_a = {};
     pr_a.v1 = (__u64)ctx->bp;

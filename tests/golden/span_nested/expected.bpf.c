@@ -98,7 +98,7 @@ static __always_inline int pr_body_enter(struct pr_args_enter *a)
 
 int pr_enter_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_enter pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
@@ -156,7 +156,7 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a)
 
 int pr_exit_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_exit pr_a = {};
     return pr_body_exit(&pr_a);

@@ -50,7 +50,7 @@ static __always_inline int pr_body_work(struct pr_args_work *a)
 
 int pr_work_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_work pr_a = {};
     pr_a.v1 = (__s64)(__s32)ctx->di;

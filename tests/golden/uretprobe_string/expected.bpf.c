@@ -84,7 +84,7 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
 
 int pr_ret_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_ret pr_a = {};
     pr_a.v0 = (__u64)ctx->ax;

@@ -55,7 +55,7 @@ static __always_inline int pr_body_widths(struct pr_args_widths *a)
 
 int pr_widths_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_widths pr_a = {};
     pr_a.v1 = (__s64)(__s8)ctx->di;

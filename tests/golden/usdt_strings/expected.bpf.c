@@ -80,7 +80,7 @@ static __always_inline int pr_body_s(struct pr_args_s *a)
 
 int pr_s_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_s pr_a = {};
     pr_a.v1 = (__u64)ctx->ax;
@@ -115,7 +115,7 @@ static __always_inline int pr_body_multi(struct pr_args_multi *a)
 
 int pr_multi_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_multi pr_a = {};
     pr_a.v1 = 1LL;
@@ -125,7 +125,7 @@ int pr_multi_s0(struct pt_regs *ctx)
 
 int pr_multi_s1(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_multi pr_a = {};
     pr_a.v1 = 2LL;

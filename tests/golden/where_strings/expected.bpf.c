@@ -87,7 +87,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
@@ -152,7 +152,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
 
 int pr_raw_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_raw pr_a = {};
     {
