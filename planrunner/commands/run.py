@@ -80,8 +80,15 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format)
                for p in program.prints]
     # One file per output for CSV with several outputs; aggregations in plan order.
-    view = open_view(args.format, args.output, stdout, schemas,
-                     [o.name for o in _plan.outputs], stderr)
+    # An output a table joins prints only in the table.
+    joined = _plan.joined()
+    shown = sorted([(o.index, o.name) for o in _plan.outputs if o.name not in joined]
+                   + [(t.index, t.name) for t in _plan.tables])
+    # A terminal gets one table redrawn in place; a pipe or a file plain intervals.
+    live = (args.format == "text" and args.output in (None, "-") and bool(_plan.tables)
+            and stdout.isatty())
+    view = open_view(args.format, args.output, stdout, schemas, [n for _, n in shown],
+                     stderr, **({"live": True} if live else {}))
     try:
         opts = RunOptions(args.pid, command, duration, args.max_events)
         live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []

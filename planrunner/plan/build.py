@@ -56,7 +56,7 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
     target_names = list(target_data) if ("targets",) not in broken else None
     probes = build_probes(ctx, probe_data, target_names, skipped("probes"))
     probe_names = list(probe_data) if ("probes",) not in broken and "probes" in data else None
-    outputs = build_outputs(ctx, section("outputs", []), probe_names, skipped("outputs"))
+    outputs, tables = build_outputs(ctx, section("outputs", []), probe_names, skipped("outputs"))
     settings = (Settings() if any(p[:1] == ("settings",) for p in broken)
                 else _settings(ctx, data.get("settings", {})))
     if ctx.errors:
@@ -66,7 +66,7 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
         name=data.get("name", Path(loaded.path).stem),
         description=data.get("description", ""),
         params=params, param_values=MappingProxyType(dict(ctx.param_values)), targets=targets,
-        probes=probes, outputs=outputs, settings=settings)
+        probes=probes, outputs=outputs, settings=settings, tables=tables)
 
 
 def _position(diag: Diagnostic) -> tuple[int, int]:
