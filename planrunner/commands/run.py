@@ -84,9 +84,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     joined = _plan.joined()
     shown = sorted([(o.index, o.name) for o in _plan.outputs if o.name not in joined]
                    + [(t.index, t.name) for t in _plan.tables])
-    # A terminal gets one table redrawn in place; a pipe or a file plain intervals.
+    # A terminal gets one table redrawn in place; a pipe or a file plain intervals (and
+    # so do plans with print records: they scroll, the live table is redrawn over them).
     live = (args.format == "text" and args.output in (None, "-") and bool(_plan.tables)
-            and stdout.isatty())
+            and not program.prints and stdout.isatty())
     view = open_view(args.format, args.output, stdout, schemas, [n for _, n in shown],
                      stderr, **({"live": True} if live else {}))
     try:

@@ -1,14 +1,15 @@
 """The live terminal table of the `text` view: one table redrawn in place each interval
 (like top or bcc's ustat), when stdout is a terminal.
 
-Drawn with Rich (`rich.live.Live`, Debian's python3-rich): it measures the terminal,
-redraws the region in place, fits the columns to the width (the command line is cut
-with an ellipsis: it takes the width the other columns leave) and leaves the last table
-on the screen when the run ends. No thread: `auto_refresh=False`, the table is redrawn
-when a snapshot arrives. Every cell is a `Text`, never markup, so a command line with
-``[brackets]`` or escape sequences shows as it is (control characters escaped, see
-printable.py). Other output (print records, other aggregations) goes above the table,
-through the same console, so it does not tear the region.
+Drawn with Rich (`rich.live.Live`, Debian's python3-rich) on the alternate screen, like
+top: it measures the terminal, redraws in place and fits the columns to the width (the
+command line takes the width the others leave, cut with an ellipsis); at the end the
+last table is printed on the normal screen, so it stays. No thread: `auto_refresh=False`,
+the table is redrawn when a snapshot arrives. Every cell is a `Text`, never markup, so
+a command line with ``[brackets]`` or escape sequences shows as it is (control
+characters escaped, see printable.py). Other text (aggregations that are not tables;
+`run` uses the live table only for plans without print outputs) is held while the table
+is shown and printed after it at the end: the alternate screen would lose it.
 
 Imported only when the live table is used.
 """
@@ -35,12 +36,16 @@ class LiveTables:
         self.console = Console(file=stream, highlight=False, soft_wrap=False)
         self.live: Live | None = None
         self.shown: dict[str, TableSnapshot] = {}
+        self.held: list[str] = []
 
     def show(self, snap: TableSnapshot) -> None:
         self.shown[snap.output] = snap
-        view = Group(*(self._table(s) for s in self.shown.values()))
+        view = self._view()
         if self.live is None:
-            self.live = Live(view, console=self.console, auto_refresh=False,
+            # The alternate screen, like top: redraws leave no trace in the scrollback
+            # and the tty's echo of ^C cannot shift the region; close() prints the
+            # last table on the normal screen.
+            self.live = Live(view, console=self.console, auto_refresh=False, screen=True,
                              redirect_stdout=False, redirect_stderr=False,
                              vertical_overflow="crop")
             self.live.start(refresh=True)
@@ -48,20 +53,28 @@ class LiveTables:
             self.live.update(view, refresh=True)
 
     def write(self, text: str) -> None:
-        """Text printed above the table (or plainly before it is shown)."""
-        if self.live is None:
+        """Text written as it is before the table is shown, then held until close()."""
+        if self.live is None and not self.shown:
             self.stream.write(text)
         else:
-            self.console.print(Text(text.rstrip("\n")))
+            self.held.append(text)
 
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None
+            self.console.print(self._view(final=True))
+        self.stream.write("".join(self.held))
+        self.held.clear()
 
-    def _table(self, snap: TableSnapshot) -> Table:
+    def _view(self, final: bool = False) -> Group:
+        return Group(*(self._table(s, final) for s in self.shown.values()))
+
+    def _table(self, snap: TableSnapshot, final: bool = False) -> Table:
+        note = "(no events in this interval)" if not snap.rows else ""
+        caption = note if final else f"{note} Ctrl-C to end".strip()
         table = Table(title=Text(table_title(snap, self.clock)), title_justify="left",
-                      box=box.SIMPLE_HEAD, caption=Text("Ctrl-C to end"),
+                      box=box.SIMPLE_HEAD, caption=Text(caption) if caption else None,
                       caption_justify="left", expand=True)
         nleft = left_aligned(snap)
         for i, head in enumerate(column_heads(snap)):
@@ -71,6 +84,4 @@ class LiveTables:
                              ratio=1 if is_cmd else None, min_width=12 if is_cmd else None)
         for cells in table_cells(snap, cmdline_width=None):
             table.add_row(*(Text(c) for c in cells))
-        if not snap.rows:
-            table.caption = Text("(no events in this interval) Ctrl-C to end")
         return table
