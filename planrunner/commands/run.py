@@ -86,10 +86,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                    + [(t.index, t.name) for t in _plan.tables])
     # A terminal gets one table redrawn in place; a pipe or a file plain intervals (and
     # so do plans with print records: they scroll, the live table is redrawn over them).
-    live = (args.format == "text" and args.output in (None, "-") and bool(_plan.tables)
-            and not program.prints and stdout.isatty())
+    live_table = (args.format == "text" and args.output in (None, "-") and bool(_plan.tables)
+                  and not program.prints and stdout.isatty())
     view = open_view(args.format, args.output, stdout, schemas, [n for _, n in shown],
-                     stderr, **({"live": True} if live else {}))
+                     stderr, **({"live": True} if live_table else {}))
     try:
         opts = RunOptions(args.pid, command, duration, args.max_events)
         live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []
