@@ -134,7 +134,8 @@ def _targets(ctx: BuildContext, targets: dict, skip: set = frozenset()  # type: 
                           "prints after 'Build ID:'")
                 build_id = None
         out.append(TargetSpec(name=name, binary=binary, build_id=build_id,
-                              span=ctx.spans.text(jpath + ("binary",))))
+                              span=ctx.spans.text(jpath + ("binary",)),
+                              optional=bool(spec.get("optional", False))))
     return tuple(out)
 
 

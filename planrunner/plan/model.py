@@ -40,6 +40,7 @@ class TargetSpec:
     binary: str  # after ${param} substitution; path, name on PATH, or library short name
     build_id: str | None
     span: Span  # the `binary:` value
+    optional: bool = False  # not found: its probes are left out with a warning
 
 
 @dataclass(frozen=True, slots=True)

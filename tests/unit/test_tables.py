@@ -378,3 +378,32 @@ def test_the_title_uses_the_text_views_clock() -> None:
     from planrunner.output.table_text import table_title
 
     assert table_title(snapshot(), TextClock(UTC)).startswith("[20:26:41] stat: ")
+
+
+def test_an_optional_target_not_found_leaves_its_probes_and_columns_out(
+        tmp_path: Path) -> None:
+    from planrunner.pipeline import compile_plan
+
+    path = tmp_path / "p.yaml"
+    path.write_text("""planrunner: 1
+name: t
+targets:
+  gone: {binary: /nonexistent/ruby, optional: true}
+probes:
+  call: {usdt: gone:ruby:method__entry}
+  exec: {tracepoint: sched:sched_process_exec}
+  span: {span: {begin: call, end: call}}
+outputs:
+  - {count: call, name: rb_calls, by: [pid]}
+  - {count: exec, name: execs, by: [pid]}
+  - {count: span, name: spans, by: [pid]}
+  - {table: [{calls: [rb_calls, execs]}, spans], name: stat}
+""")
+    plan, resolved, program = compile_plan(str(path), {}, None, None)
+    (warning,) = [w for w in resolved.warnings if "optional" in w.message]
+    assert warning.severity == "warning" and warning.span is not None
+    assert warning.span.line == 4
+    assert "optional target 'gone' left out" in warning.message
+    assert "probes call will not fire" in warning.message
+    assert [a.name for a in program.aggregates] == ["execs"]
+    assert program.tables[0].columns == (("calls", ("execs",)), ("spans", ()))
