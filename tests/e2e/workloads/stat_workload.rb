@@ -1,0 +1,16 @@
+# runtime-stat's Ruby workload: N calls of f and N objects, 3 collections, then it stays
+# alive for SLEEP seconds (so an interval ends while it runs).
+# Usage: ruby stat_workload.rb N SLEEP
+def f(i)
+  i + 1
+end
+
+n = ARGV[0].to_i
+i = 0
+while i < n
+  f(i)
+  Object.new
+  i += 1
+end
+3.times { GC.start }
+sleep ARGV[1].to_f
