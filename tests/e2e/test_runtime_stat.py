@@ -27,6 +27,7 @@ PHP = shutil.which("php8.2")
 JDK = Path("/usr/lib/jvm/java-17-openjdk-amd64")
 LIBJVM = JDK / "lib" / "server" / "libjvm.so"
 N = 20_000
+N_RUBY = 100_000  # Ruby's start-up alone makes ~33,000 C calls: N must stand out
 SLEEP = 1.5  # stay alive past an interval's end, so the table reads the command line
 
 
@@ -56,7 +57,7 @@ def stat(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         commands["python"] = ([PYTHON, str(WORKLOADS / "stat_workload.py"), str(N),
                                str(SLEEP)], {})
     if "ruby" not in missing:
-        commands["ruby"] = ([str(RUBY), str(WORKLOADS / "stat_workload.rb"), str(N),
+        commands["ruby"] = ([str(RUBY), str(WORKLOADS / "stat_workload.rb"), str(N_RUBY),
                              str(SLEEP)], {})
     if "php" not in missing:
         commands["php"] = ([str(PHP), str(WORKLOADS / "stat_workload.php"), str(N),
@@ -103,15 +104,17 @@ def _runtime(stat: dict[str, object], name: str) -> dict:  # type: ignore[type-a
     return got
 
 
-def _close(total: float, expected: int) -> bool:
-    return abs(total - round(total)) < 0.01 * max(total, 1) and round(total) >= expected
+def _at_least(total: float, expected: int) -> bool:
+    """Rates times their intervals give back whole counts (to the error of the µs the
+    JSON times keep), at least `expected`."""
+    return round(total) >= expected and abs(total - round(total)) < 0.01 + total * 1e-5
 
 
 def test_python_calls_collections_and_imports(stat: dict[str, object]) -> None:
     got = _runtime(stat, "python")
     totals = got["totals"]
     # every return of f, plus the interpreter's own start-up functions (a few thousand)
-    assert _close(totals["calls"], N) and totals["calls"] < N + 20_000, totals
+    assert _at_least(totals["calls"], N) and totals["calls"] < N + 20_000, totals
     assert round(totals["gcs"]) >= 5 and round(totals["loads"]) >= 1, totals
     assert totals["objects"] == totals["threads"] == 0
     assert any("stat_workload.py" in (c or "") for c in got["cmdlines"]), got["cmdlines"]
@@ -120,8 +123,11 @@ def test_python_calls_collections_and_imports(stat: dict[str, object]) -> None:
 def test_ruby_calls_objects_and_collections(stat: dict[str, object]) -> None:
     got = _runtime(stat, "ruby")
     totals = got["totals"]
-    assert _close(totals["calls"], N), totals
-    assert _close(totals["objects"], N), totals  # Object.new each call, and more
+    # f (method__entry), new and initialize (cmethod__entry) per turn, and start-up's
+    # C calls: at least 3 N only if method__entry fired for f
+    assert _at_least(totals["calls"], 3 * N_RUBY), totals
+    assert _at_least(totals["objects"], N_RUBY), totals  # Object.new, and start-up's
+    assert totals["objects"] < N_RUBY + 60_000, totals  # start-up: ~34,000 strings...
     assert round(totals["gcs"]) >= 3, totals
     assert any("stat_workload.rb" in (c or "") for c in got["cmdlines"]), got["cmdlines"]
 
@@ -129,7 +135,7 @@ def test_ruby_calls_objects_and_collections(stat: dict[str, object]) -> None:
 def test_php_calls_and_compiled_files(stat: dict[str, object]) -> None:
     got = _runtime(stat, "php")
     totals = got["totals"]
-    assert _close(totals["calls"], N), totals
+    assert _at_least(totals["calls"], N), totals
     assert round(totals["loads"]) >= 1, totals  # the script itself is compiled
     assert totals["gcs"] == totals["objects"] == 0
     assert any("stat_workload.php" in (c or "") for c in got["cmdlines"]), got["cmdlines"]
