@@ -29,14 +29,14 @@ import csv
 import io
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import TextIO
+from typing import Any, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
 from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, TableSnapshot, iso_utc
 
 HEAD = ("output", *(k for k in RECORD_HEAD if k != "output"))
-Row = Callable[[dict], Sequence[object]]
+Row = Callable[[dict[str, Any]], Sequence[object]]
 
 
 def _cell(value: object) -> object:
@@ -45,7 +45,7 @@ def _cell(value: object) -> object:
     return value
 
 
-def _fix_bools(values: tuple) -> tuple:
+def _fix_bools(values: tuple[object, ...]) -> tuple[object, ...]:
     # `True in values` also matches the int 1: check the types before copying.
     if (True in values or False in values) and any(type(v) is bool for v in values):
         return tuple(map(_cell, values))
@@ -72,7 +72,7 @@ class CsvView(ViewBase):
         if keys == self.columns[:-1]:  # the output has every column in order: C getter
             get = itemgetter(*keys)
 
-            def row(rec: dict) -> Sequence[object]:
+            def row(rec: dict[str, Any]) -> Sequence[object]:
                 trunc = rec.get("truncated")
                 return (*_fix_bools(get(rec)), ";".join(trunc) if trunc else None)
 
@@ -81,7 +81,7 @@ class CsvView(ViewBase):
         # Only this output's keys: another output's columns stay empty.
         cols = [k if k in keys else None for k in self.columns[:-1]]
 
-        def row_general(rec: dict) -> Sequence[object]:
+        def row_general(rec: dict[str, Any]) -> Sequence[object]:
             trunc = rec.get("truncated")
             cells = (_cell(rec.get(k)) if k else None for k in cols)
             return (*cells, ";".join(trunc) if trunc else None)
@@ -93,7 +93,7 @@ class CsvView(ViewBase):
             self.tables.add(name)
             self.writer.writerow(header)
 
-    def records(self, batch: Sequence[dict]) -> None:
+    def records(self, batch: Sequence[dict[str, Any]]) -> None:
         if not batch:
             return
         self._table("\0records", self.columns)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
@@ -51,7 +51,7 @@ class JsonView(ViewBase):
         self.encode = encoder.encode
         self._records_line = _flat_encoder(encoder)
 
-    def records(self, batch: Sequence[dict]) -> None:
+    def records(self, batch: Sequence[dict[str, Any]]) -> None:
         if batch:
             self.stream.write("\n".join(map(self._records_line, batch)) + "\n")
 

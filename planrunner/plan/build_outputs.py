@@ -12,6 +12,8 @@ error asking for a {NAME: EXPRESSION} mapping.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
+from typing import Any
 
 from planrunner.plan.build_tables import build_tables, parse_every
 from planrunner.plan.context import BuildContext
@@ -29,8 +31,8 @@ _MOVE_HINTS = {"by": "a print output lists its record's fields: [...]",
                "fields": "aggregations group with by: [...]"}
 
 
-def build_outputs(ctx: BuildContext, outputs: list, probes: list[str] | None,
-                  skip: set = frozenset()  # type: ignore[assignment]
+def build_outputs(ctx: BuildContext, outputs: list[Any], probes: list[str] | None,
+                  skip: Collection[int] = frozenset()
                   ) -> tuple[tuple[OutputSpec, ...], tuple[TableSpec, ...]]:
     """OutputSpecs and TableSpecs (`table:` entries) of `outputs` but the indexes in
     `skip` (schema errors); `probes` None: the probes section is broken or missing, so
@@ -50,7 +52,7 @@ def build_outputs(ctx: BuildContext, outputs: list, probes: list[str] | None,
     return built, tables
 
 
-def _output(ctx: BuildContext, index: int, item: dict, probes: list[str] | None
+def _output(ctx: BuildContext, index: int, item: dict[str, Any], probes: list[str] | None
             ) -> OutputSpec:
     base: JsonPath = ("outputs", index)
     kind = next(k for k in KINDS if k in item)
@@ -73,7 +75,8 @@ def _output(ctx: BuildContext, index: int, item: dict, probes: list[str] | None
         lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2])
 
 
-def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> None:
+def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict[str, Any]
+                ) -> None:
     if kind in VALUE_KINDS and "value" not in item:
         ctx.error(f"a {kind} output needs 'value' (what to aggregate)",
                   ctx.spans.key(base + (kind,)), "e.g. value: latency, or value: arg2")
@@ -96,7 +99,7 @@ def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> Non
                   ctx.spans.key(base + (kind,)), "or use hist: for log2 buckets")
 
 
-def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
+def _range(ctx: BuildContext, base: JsonPath, rng: dict[str, Any] | None
            ) -> tuple[int | None, int | None, int | None]:
     if rng is None:
         return None, None, None
@@ -117,7 +120,7 @@ def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
     return None, None, None
 
 
-def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec, ...]:
+def _fields(ctx: BuildContext, lpath: JsonPath, items: list[Any]) -> tuple[FieldSpec, ...]:
     out: list[FieldSpec] = []
     seen: dict[str, str] = {}
     for i, item in enumerate(items):
@@ -137,7 +140,8 @@ def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec,
     return tuple(out)
 
 
-def _field(ctx: BuildContext, jpath: JsonPath, item: str | dict) -> FieldSpec | None:
+def _field(ctx: BuildContext, jpath: JsonPath, item: str | dict[str, Any]
+           ) -> FieldSpec | None:
     if isinstance(item, dict):
         (key, text), = item.items()
         expr = ctx.expr(jpath + (key,), text)
