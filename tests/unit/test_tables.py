@@ -407,3 +407,23 @@ outputs:
     assert "probes call will not fire" in warning.message
     assert [a.name for a in program.aggregates] == ["execs"]
     assert program.tables[0].columns == (("calls", ("execs",)), ("spans", ()))
+
+
+def test_prometheus_serves_the_joined_outputs_as_counters(tmp_path: Path) -> None:
+    """Rates are Prometheus's to compute: each joined output is its own counter, labelled
+    by the shared keys; the table adds no family of its own."""
+    pytest.importorskip("prometheus_client")
+    from planrunner.pipeline import compile_plan
+    from planrunner.prometheus.config import exporter_config
+
+    path = tmp_path / "p.yaml"
+    path.write_text(HEAD + """\
+  - {count: a, name: execs, by: [pid]}
+  - {count: b, name: forks, by: [pid]}
+  - {table: [execs, forks], name: stat, rate: true, every: 1s}
+""")
+    plan, _resolved, program = compile_plan(str(path), {}, None, None)
+    config = exporter_config(("127.0.0.1", 9435), plan.name, plan.description, program)
+    assert [(f.name, f.mtype, f.labels) for f in config.families] == [
+        ("planrunner_t_execs", "counter", ("pid",)),
+        ("planrunner_t_forks", "counter", ("pid",))]
