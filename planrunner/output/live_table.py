@@ -60,11 +60,14 @@ class LiveTables:
             self.held.append(text)
 
     def close(self) -> None:
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-            self.console.print(self._view(final=True))
-        self.stream.write("".join(self.held))
+        try:
+            if self.live is not None:
+                self.live.stop()
+                self.live = None
+                self.console.print(self._view(final=True))
+            self.stream.write("".join(self.held))
+        except OSError:  # the terminal went away (SIGHUP): nothing left to show it on
+            pass
         self.held.clear()
 
     def _view(self, final: bool = False) -> Group:

@@ -69,9 +69,12 @@ class TextView(ViewBase):
         # live: `table:` outputs redraw one table in place (stdout is a terminal)
         self.live: LiveTables | None = None
         if live:
-            from planrunner.output.live_table import LiveTables
-
-            self.live = LiveTables(stream, self.clock)
+            try:
+                from planrunner.output.live_table import LiveTables
+            except ImportError:  # no Rich (a bare install): plain intervals still work
+                LiveTables = None  # type: ignore[assignment,misc]  # noqa: N806
+            if LiveTables is not None:
+                self.live = LiveTables(stream, self.clock)
         columned = [s for s in self.schemas if s.format is None]
         self.uniform = len({s.fields for s in columned}) <= 1
         self.probe_width = max([5, *(len(s.probe) for s in self.schemas)])
