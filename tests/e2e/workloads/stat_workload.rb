@@ -1,7 +1,6 @@
-# runtime-stat's Ruby workload: N calls of f and N objects (Object.new: two C calls,
-# new and initialize), 3 collections, then it stays alive for SLEEP seconds (so an
-# interval ends while it runs). Ruby 3.1 fires method__entry only while a TracePoint is
-# on (cmethod__entry fires without one), hence the one below.
+# runtime-stat's Ruby workload: N calls of f and N objects, 3 collections, then it stays
+# alive for SLEEP seconds (so an interval ends while it runs). Ruby 3.1 fires
+# method__entry only while a TracePoint is on, hence the one below.
 # Usage: ruby stat_workload.rb N SLEEP
 TracePoint.new(:call) {}.enable
 def f(i)
