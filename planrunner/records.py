@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 # The keys every print record starts with, in order (field keys follow).
 RECORD_HEAD = ("time", "ts_ns", "pid", "tid", "comm", "probe", "output")
@@ -45,6 +45,11 @@ AGG_KINDS = ("count", "sum", "min", "max", "avg", "hist", "lhist")
 # The per-row statistics, in the order views print them.
 STAT_KEYS = ("count", "sum", "min", "max", "avg")
 LOG2_MAX_INDEX = 64
+
+
+# A print record as views receive it: record key -> value (int, str, bool, None, a list
+# of truncated keys...), JSON-like, so values are read as they come.
+Record = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,7 +78,7 @@ class _HelpWithParams(argparse.Action):
         parser.exit()
 
 
-def add_plan_parser(sub: argparse._SubParsersAction, name: str, help: str,  # noqa: A002
+def add_plan_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str,  # noqa: A002
                     pid: bool = True) -> argparse.ArgumentParser:
     """The subcommand parser of a command that takes a plan (validate, render, run)."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, add_help=False)

@@ -24,7 +24,7 @@ class Check:
     detail: str  # what was found, or what to do when missing
 
 
-def register(subparsers: argparse._SubParsersAction, name: str) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     p = subparsers.add_parser(name, help="check that this machine can run plans",
                               description="Check root, bcc, kernel headers, tracefs, BTF "
                                           "and uprobe semaphore support.")

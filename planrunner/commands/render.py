@@ -8,7 +8,7 @@ from typing import TextIO
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = add_plan_parser(
         sub, name, help="print the BPF C a plan compiles to (nothing is loaded)")
     parser.add_argument("--plan-only", action="store_true",

@@ -11,7 +11,7 @@ from typing import TextIO
 from planrunner.resources import data_dir
 
 
-def register(subparsers: argparse._SubParsersAction, name: str) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = subparsers.add_parser(name, help="print the plan JSON Schema",
                                    description="Print the JSON Schema (draft 2020-12) of plans.")
     parser.set_defaults(func=run)

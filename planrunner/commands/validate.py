@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from planrunner.resolve.model import ResolvedProbe
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = add_plan_parser(
         sub, name, help="check a plan against the real binaries (nothing attached)")
     parser.add_argument("--schema-only", action="store_true",
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 _ARGN = re.compile(r"^arg[0-9]+$")
 
 
-def _summary(probe) -> str:  # type: ignore[no-untyped-def]
+def _summary(probe: ResolvedProbe) -> str:
     spec = probe.spec
     if spec.kind == "span":
         return f"  {spec.name}: span {spec.begin} -> {spec.end}"

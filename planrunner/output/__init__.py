@@ -25,7 +25,8 @@ VIEWS: dict[str, type] = {"text": TextView, "json": JsonView, "csv": CsvView}
 __all__ = ["VIEWS", "View", "check_format", "make_view"]
 
 
-def make_view(name: str, stream: TextIO, schemas: Sequence[PrintSchema], **options) -> View:
+def make_view(name: str, stream: TextIO, schemas: Sequence[PrintSchema],
+              **options: object) -> View:
     """The view called `name` writing to `stream`. `options` go to the view's constructor
     (the text view takes `tz`, default local time). A `format` template that
     `check_format` rejects raises ValueError: the plan validator reports those first."""
@@ -35,4 +36,5 @@ def make_view(name: str, stream: TextIO, schemas: Sequence[PrintSchema], **optio
         hints = (f"did you mean '{guess}'?",) if guess else ()
         raise UsageError(f"unknown output format '{name}' (choose from: {', '.join(VIEWS)})",
                          hints=hints)
-    return cls(stream, schemas, **options)
+    view: View = cls(stream, schemas, **options)
+    return view

@@ -29,14 +29,21 @@ import csv
 import io
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any, TextIO
+from typing import TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, TableSnapshot, iso_utc
+from planrunner.records import (
+    RECORD_HEAD,
+    AggSnapshot,
+    PrintSchema,
+    Record,
+    TableSnapshot,
+    iso_utc,
+)
 
 HEAD = ("output", *(k for k in RECORD_HEAD if k != "output"))
-Row = Callable[[dict[str, Any]], Sequence[object]]
+Row = Callable[[Record], Sequence[object]]
 
 
 def _cell(value: object) -> object:
@@ -72,7 +79,7 @@ class CsvView(ViewBase):
         if keys == self.columns[:-1]:  # the output has every column in order: C getter
             get = itemgetter(*keys)
 
-            def row(rec: dict[str, Any]) -> Sequence[object]:
+            def row(rec: Record) -> Sequence[object]:
                 trunc = rec.get("truncated")
                 return (*_fix_bools(get(rec)), ";".join(trunc) if trunc else None)
 
@@ -81,7 +88,7 @@ class CsvView(ViewBase):
         # Only this output's keys: another output's columns stay empty.
         cols = [k if k in keys else None for k in self.columns[:-1]]
 
-        def row_general(rec: dict[str, Any]) -> Sequence[object]:
+        def row_general(rec: Record) -> Sequence[object]:
             trunc = rec.get("truncated")
             cells = (_cell(rec.get(k)) if k else None for k in cols)
             return (*cells, ";".join(trunc) if trunc else None)
@@ -93,7 +100,7 @@ class CsvView(ViewBase):
             self.tables.add(name)
             self.writer.writerow(header)
 
-    def records(self, batch: Sequence[dict[str, Any]]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
         self._table("\0records", self.columns)

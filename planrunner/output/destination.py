@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, TextIO
+from typing import TextIO
 
 from planrunner.errors import PlanError, UsageError
 from planrunner.output.base import View
@@ -28,7 +28,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 def open_view(fmt: str, path: str | None, stdout: TextIO, schemas: Sequence[PrintSchema],
               outputs: Sequence[str], stderr: TextIO | None = None,
-              **options: Any) -> View:
+              **options: object) -> View:
     """The view for `--format fmt` and `-o path` (None or '-': stdout); `outputs` are
     the plan's output names in plan order."""
     from planrunner.output import make_view

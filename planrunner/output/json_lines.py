@@ -27,8 +27,8 @@ runtime's, after each batch.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
@@ -37,6 +37,7 @@ from planrunner.records import (
     AggRow,
     AggSnapshot,
     PrintSchema,
+    Record,
     TableRow,
     TableSnapshot,
     iso_utc,
@@ -51,7 +52,7 @@ class JsonView(ViewBase):
         self.encode = encoder.encode
         self._records_line = _flat_encoder(encoder)
 
-    def records(self, batch: Sequence[dict[str, Any]]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if batch:
             self.stream.write("\n".join(map(self._records_line, batch)) + "\n")
 
@@ -73,7 +74,7 @@ class JsonView(ViewBase):
         self.stream.write(self.encode({"lost": count, "reason": reason}) + "\n")
 
 
-def _flat_encoder(encoder: json.JSONEncoder):  # type: ignore[no-untyped-def]
+def _flat_encoder(encoder: json.JSONEncoder) -> Callable[[Record], str]:
     """encoder.encode for print records, without its per-call set-up: JSONEncoder.encode
     builds a new C encoder for every object (1.4x slower on records). Print records hold
     only str/int/bool/None and a list of keys, so no cycle check is needed."""
@@ -82,11 +83,11 @@ def _flat_encoder(encoder: json.JSONEncoder):  # type: ignore[no-untyped-def]
         return encoder.encode
     encode = make(None, encoder.default, json.encoder.encode_basestring, None,
                   encoder.key_separator, encoder.item_separator, False, False, True)
-    return lambda rec: "".join(encode(rec, 0))
+    return lambda rec: "".join(encode(rec, 0))  # noqa: E731 - the encoder is closed over
 
 
-def table_object(snap: TableSnapshot, row: TableRow) -> dict[str, object]:
-    obj: dict[str, object] = {
+def table_object(snap: TableSnapshot, row: TableRow) -> Record:
+    obj: Record = {
         "output": snap.output,
         "interval_start": iso_utc(snap.interval_start),
         "interval_end": iso_utc(snap.interval_end),
@@ -98,8 +99,8 @@ def table_object(snap: TableSnapshot, row: TableRow) -> dict[str, object]:
     return obj
 
 
-def row_object(snap: AggSnapshot, row: AggRow) -> dict[str, object]:
-    obj: dict[str, object] = {
+def row_object(snap: AggSnapshot, row: AggRow) -> Record:
+    obj: Record = {
         "output": snap.output,
         "interval_start": None if snap.interval_start is None else iso_utc(snap.interval_start),
         "interval_end": iso_utc(snap.interval_end),

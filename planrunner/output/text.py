@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import tzinfo
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
@@ -35,12 +35,12 @@ from planrunner.output.table_text import table_text
 from planrunner.output.template import compile_template, readable
 from planrunner.output.text_agg import snapshot_text
 from planrunner.printable import printable
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, TableSnapshot
+from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Record, TableSnapshot
 
 if TYPE_CHECKING:
     from planrunner.output.live_table import LiveTables
 
-Render = Callable[[dict[str, Any]], str]
+Render = Callable[[Record], str]
 TIME_WIDTH = 15  # HH:MM:SS.ffffff
 FIELD_MIN_WIDTH = 8
 MAX_WIDTH = 40  # a column widens to the values seen up to this; longer values push
@@ -51,7 +51,7 @@ def _has_bool(values: Iterable[object]) -> bool:
     return any(type(v) is bool for v in values)
 
 
-def _plain(rec: dict[str, Any]) -> dict[str, Any]:
+def _plain(rec: Record) -> Record:
     """`rec` itself, or its readable copy when it holds None, bools or truncation."""
     vals = rec.values()
     if None in vals or "truncated" in rec or (
@@ -101,7 +101,7 @@ class TextView(ViewBase):
         names = [f"{name:<{w}}" for name, w in cols[:-1]] + [cols[-1][0]]
         return " ".join(names) + "\n"
 
-    def _widen(self, plain: Sequence[dict[str, Any]]) -> None:
+    def _widen(self, plain: Sequence[Record]) -> None:
         """Widen the shared field columns (all but the last) to the values of `plain`,
         and lay out the header and the column renderers again if any grew."""
         grew = False
@@ -149,14 +149,14 @@ class TextView(ViewBase):
         base = " " + " ".join(f"%({k})-{w}s" for k, w in self._head_keys())
         time_of = self.clock.record_time
 
-        def render(rec: dict[str, Any]) -> str:
+        def render(rec: Record) -> str:
             pairs = "".join(f" {f}={rec.get(f)}" for f in fields)
             head = time_of(str(rec["time"])) + base % rec
             return head + pairs if pairs else head.rstrip(" ")
 
         return render
 
-    def _unknown(self, rec: dict[str, Any]) -> Render:
+    def _unknown(self, rec: Record) -> Render:
         """A record of an output without a schema: its fields as key=value."""
         skip = {*RECORD_HEAD, "truncated"}
         render = self._pairs_renderer([k for k in rec if k not in skip])
@@ -165,7 +165,7 @@ class TextView(ViewBase):
 
     # -- View ----------------------------------------------------------------------------
 
-    def records(self, batch: Sequence[dict[str, Any]]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
         templated = self.templated  # a template makes its own readable copy

@@ -12,13 +12,13 @@ error asking for a {NAME: EXPRESSION} mapping.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import Any, cast
 
 from planrunner.plan.build_tables import build_tables, parse_every
 from planrunner.plan.context import BuildContext
-from planrunner.plan.model import FieldSpec, OutputSpec, TableSpec
-from planrunner.plan.source import JsonPath
+from planrunner.plan.model import FieldSpec, OutputKind, OutputSpec, TableSpec
+from planrunner.plan.source import JsonObj, JsonPath
 
 KINDS = ("print", "count", "sum", "min", "max", "avg", "hist", "lhist")
 VALUE_KINDS = ("sum", "min", "max", "avg", "hist", "lhist")
@@ -32,7 +32,7 @@ _MOVE_HINTS = {"by": "a print output lists its record's fields: [...]",
 
 
 def build_outputs(ctx: BuildContext, outputs: list[Any], probes: list[str] | None,
-                  skip: Collection[int] = frozenset()
+                  skip: AbstractSet[object] = frozenset()
                   ) -> tuple[tuple[OutputSpec, ...], tuple[TableSpec, ...]]:
     """OutputSpecs and TableSpecs (`table:` entries) of `outputs` but the indexes in
     `skip` (schema errors); `probes` None: the probes section is broken or missing, so
@@ -52,7 +52,7 @@ def build_outputs(ctx: BuildContext, outputs: list[Any], probes: list[str] | Non
     return built, tables
 
 
-def _output(ctx: BuildContext, index: int, item: dict[str, Any], probes: list[str] | None
+def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | None
             ) -> OutputSpec:
     base: JsonPath = ("outputs", index)
     kind = next(k for k in KINDS if k in item)
@@ -68,15 +68,14 @@ def _output(ctx: BuildContext, index: int, item: dict[str, Any], probes: list[st
     name = ctx.sub(base + ("name",), item["name"]) if "name" in item else str(index)
     fmt = ctx.sub(base + ("format",), item["format"]) if "format" in item else None
     return OutputSpec(
-        index=index, name=name, kind=kind, probe=probe,  # type: ignore[arg-type]
+        index=index, name=name, kind=cast(OutputKind, kind), probe=probe,
         span=ctx.spans.value(base), probe_span=ctx.spans.text(base + (kind,)),
         fields=fields, by=by, value=value, where=where, every_ns=parse_every(ctx, base, item),
         top=item.get("top"), format=fmt,
         lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2])
 
 
-def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict[str, Any]
-                ) -> None:
+def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj) -> None:
     if kind in VALUE_KINDS and "value" not in item:
         ctx.error(f"a {kind} output needs 'value' (what to aggregate)",
                   ctx.spans.key(base + (kind,)), "e.g. value: latency, or value: arg2")
@@ -99,7 +98,7 @@ def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict[str, An
                   ctx.spans.key(base + (kind,)), "or use hist: for log2 buckets")
 
 
-def _range(ctx: BuildContext, base: JsonPath, rng: dict[str, Any] | None
+def _range(ctx: BuildContext, base: JsonPath, rng: JsonObj | None
            ) -> tuple[int | None, int | None, int | None]:
     if rng is None:
         return None, None, None
@@ -140,8 +139,7 @@ def _fields(ctx: BuildContext, lpath: JsonPath, items: list[Any]) -> tuple[Field
     return tuple(out)
 
 
-def _field(ctx: BuildContext, jpath: JsonPath, item: str | dict[str, Any]
-           ) -> FieldSpec | None:
+def _field(ctx: BuildContext, jpath: JsonPath, item: str | JsonObj) -> FieldSpec | None:
     if isinstance(item, dict):
         (key, text), = item.items()
         expr = ctx.expr(jpath + (key,), text)

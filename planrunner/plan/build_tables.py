@@ -14,21 +14,21 @@ joined outputs, not to the table.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from planrunner.diagnostics import Span
 from planrunner.plan.context import BuildContext
 from planrunner.plan.model import OutputSpec, TableColumn, TableSpec
 from planrunner.plan.params import DURATION_HINT, ParamValueError, parse_duration
-from planrunner.plan.source import JsonPath
+from planrunner.plan.source import JsonObj, JsonPath
 
 JOINABLE = ("count", "sum")
 _NOT_ON_TABLE = ("by", "value", "where", "fields", "format", "range")
 
 
 def build_tables(ctx: BuildContext, items: list[Any], outputs: tuple[OutputSpec, ...],
-                 skip: Collection[int]) -> tuple[TableSpec, ...]:
+                 skip: AbstractSet[object]) -> tuple[TableSpec, ...]:
     by_name = {o.name: o for o in outputs}
     tables: list[TableSpec] = []
     joined: dict[str, str] = {}  # output -> the table that joins it
@@ -41,7 +41,7 @@ def build_tables(ctx: BuildContext, items: list[Any], outputs: tuple[OutputSpec,
     return tuple(tables)
 
 
-def _table(ctx: BuildContext, index: int, item: dict[str, Any], by_name: dict[str, OutputSpec],
+def _table(ctx: BuildContext, index: int, item: JsonObj, by_name: dict[str, OutputSpec],
            joined: dict[str, str]) -> TableSpec | None:
     base: JsonPath = ("outputs", index)
     name = ctx.sub(base + ("name",), item["name"]) if "name" in item else str(index)
@@ -124,7 +124,7 @@ def _keys(out: OutputSpec) -> set[str]:
     return {k for k, v in (("every", out.every_ns), ("top", out.top)) if v is not None}
 
 
-def parse_every(ctx: BuildContext, base: JsonPath, item: dict[str, Any]) -> int | None:
+def parse_every(ctx: BuildContext, base: JsonPath, item: JsonObj) -> int | None:
     """The `every:` of an output entry in ns; None when absent or wrong (reported)."""
     if "every" not in item:
         return None

@@ -69,6 +69,7 @@ class BuildContext:
                 none_hint: str | None = None) -> None:
         """Report `unknown WHAT 'name'` with did-you-mean among `candidates`."""
         guess = did_you_mean(name, candidates)
+        hint: str | None
         if guess:
             hint = f"did you mean '{guess}'?"
         elif candidates:

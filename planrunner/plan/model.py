@@ -139,6 +139,7 @@ class Settings:
     map_size: int = 10240
     ringbuf_pages: int = 256
     span_depth: int = 64
+    max_sites: int = 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,7 +86,9 @@ class Body:
             return "pr_latency"
         if isinstance(ref, DepthRef):
             return f"pr_depth_{c_ident(ref.span)}"  # set by render/spans.nested_prologue
-        return self.captures[ref]
+        if isinstance(ref, CaptureRef):
+            return self.captures[ref]
+        raise NotImplementedError("stacks are not rendered yet (issue 13)")
 
     def need(self, helper: Helper) -> None:
         self.helpers.add(helper)

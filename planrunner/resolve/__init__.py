@@ -99,6 +99,7 @@ def resolve_plan(plan: Plan, pid: int | None = None,
             if probe is not None:
                 resolved.append(probe)
     raise_collected(errors, ResolveError)
+    _check_size(plan, resolved)
     proc = (Process.of_pid(pid) if pid else Process.of_command(command) if command
             else None)
     warnings = left_out + [w for loc in located.values() for w in _warnings(loc, proc)]
@@ -110,6 +111,31 @@ def _warnings(loc: Located, proc: Process | None) -> list[Diagnostic]:
     if loc.usdt is not None:
         out += warnings_for(loc.spec, *loc.usdt, proc)
     return out
+
+
+# What one site costs to start, measured (bench/many_probes.py, BENCHMARKS.md): clang
+# compiles and the kernel loads one BPF function per site.
+SECONDS_PER_SITE = 0.03
+
+
+def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:
+    """Refuse a plan with more sites than settings.max_sites (see its description)."""
+    sites = sum(len(p.sites) for p in probes)
+    limit = plan.settings.max_sites
+    if sites <= limit:
+        return
+    biggest = max((p for p in probes if p.sites), key=lambda p: len(p.sites))
+    raise ResolveError(
+        f"this plan has {sites} probe sites, more than settings.max_sites ({limit}): "
+        f"each is a BPF function to compile and load, ~{SECONDS_PER_SITE * 1000:.0f} ms "
+        f"each, so it would take about {_about(sites * SECONDS_PER_SITE)} to start",
+        biggest.spec.spec_span,
+        hints=(f"the most sites: probe '{biggest.spec.name}' ({len(biggest.sites)})",
+               "trace fewer functions, or raise settings.max_sites knowingly"))
+
+
+def _about(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],

@@ -9,7 +9,8 @@ right, the process may not be).
   `-XX:+ExtendedDTraceProbes` (on the command line, JAVA_TOOL_OPTIONS or
   JDK_JAVA_OPTIONS).
 - PHP fires its probes only with USE_ZEND_DTRACE=1 in the environment.
-- Ruby fires method probes only while a TracePoint is active.
+- Ruby fires method__entry/return only while a TracePoint is active (cmethod__* fire
+  without one).
 
 With --pid the process is read (/proc/PID/cmdline and environ) and the warning is given
 only when the condition is really missing; with -c, the command and planrunner's own
@@ -105,11 +106,13 @@ def warnings_for(spec: ProbeSpec, provider: str, name: str,
             f"PHP fires php:{name} only with {PHP_VAR}=1 in its environment: {state}",
             at, (f"start php with {PHP_VAR}=1 (e.g. `{PHP_VAR}=1 php script.php`, or "
                  "env in the php-fpm pool)",), severity="warning")]
-    if provider == "ruby" and name in ("method__entry", "method__return",
-                                       "cmethod__entry", "cmethod__return"):
+    # cmethod__entry/return fire without one (checked on Debian's Ruby 3.1.2), except
+    # for the calls the VM runs as specialized instructions (Integer#+, #<...)
+    if provider == "ruby" and name in ("method__entry", "method__return"):
         return [Diagnostic(
             f"Ruby fires ruby:{name} only while a TracePoint is active",
             at, ("enable a TracePoint in the program (e.g. TracePoint.new(:call) {}.enable "
-                 "or a profiler); ruby:object__create and the gc probes fire without one",),
+                 "or a profiler); ruby:cmethod__*, object__create and the gc probes fire "
+                 "without one",),
             severity="warning")]
     return []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planrunner.diagnostics import did_you_mean
+from planrunner.diagnostics import Span, did_you_mean
 from planrunner.elf.reader import open_binary, vaddr_to_offset
 from planrunner.elf.symbols import lookup_symbol
 from planrunner.errors import ResolveError
@@ -170,17 +170,17 @@ def return_value(size: int, signed: bool, machine: str) -> ArgOperand:
 
 
 def binary_ref(path: str, display: str, build_id_wanted: str | None,
-               span: object) -> BinaryRef:
+               span: Span) -> BinaryRef:
     info = open_binary(path)
     if info.elfclass != 2:  # 32-bit: another ABI for arguments, registers and operands
         raise ResolveError(
             f"{display} is a 32-bit ELF file ({info.machine}): planrunner traces 64-bit "
-            "programs only (x86-64, aarch64)", span,  # type: ignore[arg-type]
+            "programs only (x86-64, aarch64)", span,
             hints=("point the target at the 64-bit build of the program or library",))
     if build_id_wanted and (info.build_id or "").lower() != build_id_wanted.lower():
         raise ResolveError(
             f"build id mismatch for {display}: the plan pins {build_id_wanted}, "
-            f"the file has {info.build_id or 'no build id'}", span,  # type: ignore[arg-type]
+            f"the file has {info.build_id or 'no build id'}", span,
             hints=("the binary changed since the plan was written: check the probes "
                    "still match, then update build_id",))
     return BinaryRef(path, display, info.build_id, info.machine)

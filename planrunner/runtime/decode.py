@@ -17,11 +17,12 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import cast
 
+from planrunner.records import Record
 from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import PrintOutput
 
-Record = dict[str, object]
 _OUTPUT_ID = struct.Struct("<I")
 _CACHE_MAX = 4096
 
@@ -133,7 +134,7 @@ class Decoder:
             "slow_string": self._slow_string,
         }
         exec(compile(_source(out.layout), f"<decode {out.name}>", "exec"), namespace)  # noqa: S102
-        return namespace["decode"]  # type: ignore[return-value]
+        return cast(Callable[[bytes], Record], namespace["decode"])  # defined by _source
 
     def _slow_string(self, pid: int, ptr: int, status: int, data: bytes) -> str | None:
         """A string that is NULL, unreadable in the kernel, or truncated."""

@@ -102,6 +102,17 @@ def test_php_needs_use_zend_dtrace() -> None:
         spec, "php", "request__startup", Process(["php"], {}))[0].message
 
 
+def test_ruby_method_probes_need_a_tracepoint_c_methods_do_not() -> None:
+    """Checked on Debian's Ruby 3.1.2 (tests/e2e/test_plans_ruby_php.py enables a
+    TracePoint): cmethod__entry fires without one."""
+    spec = _spec()
+    for name in ("method__entry", "method__return"):
+        assert "only while a TracePoint is active" in warnings_for(
+            spec, "ruby", name, None)[0].message
+    for name in ("cmethod__entry", "cmethod__return", "object__create", "gc__mark__begin"):
+        assert warnings_for(spec, "ruby", name, None) == []
+
+
 def test_a_live_process_is_read_from_proc() -> None:
     """--pid: the command line and environment of the real process decide."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
