@@ -8,16 +8,21 @@ plan's targets are optional: the others are traced all the same)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import shutil
+import socket
 import subprocess
 import time
+import urllib.request
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import run_planrunner
 from tests.e2e.workloads.helpers import tracing
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
@@ -151,3 +156,44 @@ def test_java_methods_allocations_collections_threads_classes(
     assert round(totals["threads"]) >= 3, totals  # 3 workers, and the JVM's own
     assert round(totals["loads"]) > 100, totals  # classes, JvmWorkload's among them
     assert any("JvmWorkload" in (c or "") for c in got["cmdlines"]), got["cmdlines"]
+
+
+def test_csv_of_a_command_is_one_table_with_its_row() -> None:
+    """-c: the table of one process, as CSV on stdout (the joined outputs get no table
+    of their own, so one stream holds it)."""
+    if not os.path.exists(PYTHON):
+        pytest.skip(f"{PYTHON} is not installed")
+    proc = run_planrunner(["run", "runtime-stat", "-f", "csv", "--set", "every=500ms",
+                           "-c", f"{PYTHON} {WORKLOADS / 'stat_workload.py'} {N} 0.7"],
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.reader(io.StringIO(proc.stdout)))
+    assert rows[0] == ["output", "interval_start", "interval_end", "pid", "cmdline",
+                       "calls", "objects", "gcs", "threads", "loads"]
+    body = rows[1:]
+    assert body and all(r[0] == "stat" for r in body) and len({r[3] for r in body}) == 1
+    assert "stat_workload.py" in body[0][4]
+    total = sum(float(r[5]) * (_seconds(r[2]) - _seconds(r[1])) for r in body)
+    assert _at_least(total, N), total
+
+
+def test_prometheus_serves_each_runtimes_counters_by_pid() -> None:
+    """--prometheus: the joined outputs are counters labelled by pid (Prometheus takes
+    the rates), scraped while a workload of known size runs."""
+    if not os.path.exists(PYTHON):
+        pytest.skip(f"{PYTHON} is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tracing("runtime-stat", "--prometheus", f"127.0.0.1:{port}") as t:
+        work = subprocess.Popen([PYTHON, str(WORKLOADS / "stat_workload.py"), str(N), "1.5"])
+        time.sleep(1.0)  # the calls are done, the process sleeps
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        assert work.wait(timeout=60) == 0
+        t.stop()
+    want = f'planrunner_runtime_stat_py_calls_total{{pid="{work.pid}"}} '
+    (line,) = [li for li in text.splitlines() if li.startswith(want)]
+    assert N <= float(line.split()[-1]) < N + 20_000, line
+    assert "# TYPE planrunner_runtime_stat_py_calls_total counter" in text
+    assert "planrunner_runtime_stat_stat" not in text  # the table adds no family
