@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import TextIO
+from typing import TextIO, cast
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 from planrunner.errors import UsageError
@@ -88,8 +88,19 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     # so do plans with print records: they scroll, the live table is redrawn over them).
     live_table = (args.format == "text" and args.output in (None, "-") and bool(_plan.tables)
                   and not program.prints and stdout.isatty())
+    options: dict[str, object] = {}
+    if live_table:
+        try:
+            from planrunner.output.live_table import HeldStream
+        except ImportError:  # no Rich (a bare install): plain intervals
+            HeldStream = None  # type: ignore[assignment,misc]  # noqa: N806
+        if HeldStream is not None:
+            # what the session reports while the table is up is written after it
+            held = HeldStream(stderr)
+            options = {"live": True, "held_stderr": held}
+            stderr = cast(TextIO, held)
     view = open_view(args.format, args.output, stdout, schemas, [n for _, n in shown],
-                     stderr, **({"live": True} if live_table else {}))
+                     stderr, **options)
     try:
         opts = RunOptions(args.pid, command, duration, args.max_events)
         live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []

@@ -9,13 +9,15 @@ the table is redrawn when a snapshot arrives. Every cell is a `Text`, never mark
 a command line with ``[brackets]`` or escape sequences shows as it is (control
 characters escaped, see printable.py). Other text (aggregations that are not tables;
 `run` uses the live table only for plans without print outputs) is held while the table
-is shown and printed after it at the end: the alternate screen would lose it.
+is shown and printed after it at the end: the alternate screen would lose it; so is
+what the session writes to stderr meanwhile (HeldStream).
 
 Imported only when the live table is used.
 """
 
 from __future__ import annotations
 
+import io
 from typing import TextIO
 
 from rich import box
@@ -29,10 +31,41 @@ from planrunner.output.table_text import column_heads, left_aligned, table_cells
 from planrunner.records import TableSnapshot
 
 
+class HeldStream(io.TextIOBase):
+    """The session's stderr while a live table is shown: what is written then (a report
+    at the end of the run, a late library's note) would land on the alternate screen
+    and vanish with it, so it is held and written after the last table."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+        self.holding = False
+        self.held: list[str] = []
+
+    def write(self, text: str) -> int:
+        if self.holding:
+            self.held.append(text)
+        else:
+            self.stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.holding:
+            self.stream.flush()
+
+    def release(self) -> None:
+        self.holding = False
+        self.stream.write("".join(self.held))
+        self.held.clear()
+        self.stream.flush()
+
+
 class LiveTables:
-    def __init__(self, stream: TextIO, clock: Clock) -> None:
+    def __init__(self, stream: TextIO, clock: Clock, stderr: HeldStream | None = None
+                 ) -> None:
         self.stream = stream
         self.clock = clock
+        self.stderr = stderr
         self.console = Console(file=stream, highlight=False, soft_wrap=False)
         self.live: Live | None = None
         self.shown: dict[str, TableSnapshot] = {}
@@ -49,6 +82,8 @@ class LiveTables:
                              redirect_stdout=False, redirect_stderr=False,
                              vertical_overflow="crop")
             self.live.start(refresh=True)
+            if self.stderr is not None:
+                self.stderr.holding = True
         else:
             self.live.update(view, refresh=True)
 
@@ -66,6 +101,9 @@ class LiveTables:
                 self.live = None
                 self.console.print(self._view(final=True))
             self.stream.write("".join(self.held))
+            self.stream.flush()
+            if self.stderr is not None:
+                self.stderr.release()
         except OSError:  # the terminal went away (SIGHUP): nothing left to show it on
             pass
         self.held.clear()

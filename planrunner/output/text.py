@@ -38,7 +38,7 @@ from planrunner.printable import printable
 from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Record, TableSnapshot
 
 if TYPE_CHECKING:
-    from planrunner.output.live_table import LiveTables
+    from planrunner.output.live_table import HeldStream, LiveTables
 
 Render = Callable[[Record], str]
 TIME_WIDTH = 15  # HH:MM:SS.ffffff
@@ -63,7 +63,8 @@ def _plain(rec: Record) -> Record:
 
 class TextView(ViewBase):
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema],
-                 tz: tzinfo | None = None, live: bool = False) -> None:
+                 tz: tzinfo | None = None, live: bool = False,
+                 held_stderr: HeldStream | None = None) -> None:
         super().__init__(stream, schemas)
         self.clock = Clock(tz)
         # live: `table:` outputs redraw one table in place (stdout is a terminal)
@@ -74,7 +75,7 @@ class TextView(ViewBase):
             except ImportError:  # no Rich (a bare install): plain intervals still work
                 LiveTables = None  # type: ignore[assignment,misc]  # noqa: N806
             if LiveTables is not None:
-                self.live = LiveTables(stream, self.clock)
+                self.live = LiveTables(stream, self.clock, held_stderr)
         columned = [s for s in self.schemas if s.format is None]
         self.uniform = len({s.fields for s in columned}) <= 1
         self.probe_width = max([5, *(len(s.probe) for s in self.schemas)])

@@ -427,3 +427,23 @@ def test_prometheus_serves_the_joined_outputs_as_counters(tmp_path: Path) -> Non
     assert [(f.name, f.mtype, f.labels) for f in config.families] == [
         ("planrunner_t_execs", "counter", ("pid",)),
         ("planrunner_t_forks", "counter", ("pid",))]
+
+
+def test_stderr_written_while_the_live_table_is_up_comes_after_it() -> None:
+    from rich.console import Console
+
+    from planrunner.output.live_table import HeldStream
+
+    out, err = io.StringIO(), io.StringIO()
+    held = HeldStream(err)
+    view = make_view("text", out, [], live=True, held_stderr=held)
+    view.live.console = Console(file=out, width=100, force_terminal=True,  # type: ignore
+                                color_system=None)
+    held.write("before\n")
+    view.table(snapshot())
+    held.write("3 aggregation updates dropped\n")
+    assert err.getvalue() == "before\n"
+    view.close()
+    assert err.getvalue() == "before\n3 aggregation updates dropped\n"
+    held.write("after\n")
+    assert err.getvalue().endswith("after\n")
