@@ -28,6 +28,8 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
+    """One located message (error or warning) with its hints."""
+
     message: str
     span: Span | None = None
     hints: tuple[str, ...] = ()

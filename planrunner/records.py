@@ -8,7 +8,9 @@ Contract (the runtime decoder produces these, `planrunner/output/` consumes them
   `iso_utc_ns`), ``ts_ns`` (monotonic ns), ``pid``, ``tid``, ``comm``, ``probe`` (the
   plan probe's name), ``output`` (the output's name), then the output's field keys in
   plan order (int, str, bool, or None for a NULL/unreadable string), and, only when a
-  string was cut at its size, ``truncated: [keys...]``. Strings are already decoded
+  string was cut at its size, ``truncated: [keys...]``; only when the kernel could not
+  read a string and the runtime read it later from the live process,
+  ``reread: [keys...]``. Strings are already decoded
   (utf-8, errors="backslashreplace").
 - `PrintSchema` describes the columns of one ``print`` output (known before any record).
 - `AggSnapshot` is one reading of one aggregation map: its rows are already sorted and

@@ -19,6 +19,8 @@ EXIT_MISSING = 3
 
 @dataclass(frozen=True, slots=True)
 class Check:
+    """One line of `doctor`: what was checked, whether it passed, and the detail."""
+
     name: str
     ok: bool
     detail: str  # what was found, or what to do when missing

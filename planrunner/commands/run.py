@@ -60,8 +60,6 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.output.base import LiveView
     from planrunner.output.destination import open_view
     from planrunner.pipeline import compile_plan
-    from planrunner.prometheus import PrometheusView
-    from planrunner.prometheus.config import exporter_config, parse_address
     from planrunner.records import PrintSchema
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.session import RunOptions, run_session
@@ -72,11 +70,20 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         raise UsageError("--max-events must be at least 1")
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
-    address = parse_address(args.prometheus) if args.prometheus else None
+    address = None
+    if args.prometheus:  # only then: the exporter's modules are not needed otherwise
+        from planrunner.prometheus.config import exporter_config, parse_address
+
+        address = parse_address(args.prometheus)
     _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid,
                                             command)
     print_diagnostics(resolved.warnings, stderr)
     prom = exporter_config(address, _plan.name, _plan.description, program) if address else None
+    live: list[LiveView] = []
+    if prom is not None:
+        from planrunner.prometheus import PrometheusView
+
+        live.append(PrometheusView(prom, stderr))
     schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format)
                for p in program.prints]
     # One file per output for CSV with several outputs; aggregations in plan order.
@@ -103,7 +110,6 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                      stderr, **options)
     try:
         opts = RunOptions(args.pid, command, duration, args.max_events)
-        live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []
         return run_session(program, opts, view, stderr, BccBackend(), live)
     finally:
         view.close()

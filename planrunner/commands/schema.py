@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], na
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from planrunner.plan.validate import SCHEMA_FILE  # lazily: it imports jsonschema
+    from planrunner.plan.validate import SCHEMA_FILE  # lazily: only this command needs it
 
     text = (data_dir("schema") / SCHEMA_FILE).read_text(encoding="utf-8")
     stdout.write(text if text.endswith("\n") else text + "\n")

@@ -66,6 +66,8 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class Section:
+    """One ELF section header."""
+
     name: str
     type: int
     addr: int
@@ -76,6 +78,8 @@ class Section:
 
 @dataclass(frozen=True, slots=True)
 class BinaryInfo:
+    """What tracing needs to know of an ELF file."""
+
     path: str
     machine: str  # 'EM_X86_64', 'EM_AARCH64', ...
     elfclass: int  # 1 (32-bit) or 2 (64-bit)
@@ -89,6 +93,8 @@ class BinaryInfo:
 
 @dataclass(frozen=True, slots=True)
 class _Image:
+    """The cached reading of one ELF file."""
+
     info: BinaryInfo
     sections: tuple[Section, ...]
     notes: tuple[NoteRecord, ...]

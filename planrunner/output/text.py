@@ -159,7 +159,7 @@ class TextView(ViewBase):
 
     def _unknown(self, rec: Record) -> Render:
         """A record of an output without a schema: its fields as key=value."""
-        skip = {*RECORD_HEAD, "truncated"}
+        skip = {*RECORD_HEAD, "truncated", "reread"}
         render = self._pairs_renderer([k for k in rec if k not in skip])
         self.renderers[str(rec["output"])] = render
         return render

@@ -146,7 +146,7 @@ def _targets(ctx: BuildContext, targets: JsonObj, skip: AbstractSet[object] = fr
 def _settings(ctx: BuildContext, data: JsonObj) -> Settings:
     defaults = Settings()
     pages = data.get("ringbuf_pages", defaults.ringbuf_pages)
-    if pages & (pages - 1):
+    if pages is not None and pages & (pages - 1):
         ctx.error(f"'ringbuf_pages' must be a power of two, got {pages}",
                   ctx.spans.value(("settings", "ringbuf_pages")),
                   f"e.g. {1 << (pages.bit_length() - 1)} or {1 << pages.bit_length()}")

@@ -27,6 +27,8 @@ BUILTINS = frozenset({"pid", "tid", "uid", "gid", "comm", "cpu", "ts", "latency"
 
 @dataclass
 class BuildContext:
+    """What building one plan collects: param types and values, errors."""
+
     loaded: LoadedPlan
     param_types: dict[str, str] = field(default_factory=dict)
     param_values: dict[str, object] = field(default_factory=dict)

@@ -26,6 +26,8 @@ ValueType = Literal["int8", "int16", "int32", "int64", "uint8", "uint16", "uint3
 
 @dataclass(frozen=True, slots=True)
 class ParamSpec:
+    """A declared plan param: its type, default (converted) and help."""
+
     name: str
     type: ParamType
     default: object | None  # already converted: int, float, str, bool, duration as int ns
@@ -36,6 +38,8 @@ class ParamSpec:
 
 @dataclass(frozen=True, slots=True)
 class TargetSpec:
+    """A target binary of the plan, after ${param} substitution."""
+
     name: str
     binary: str  # after ${param} substitution; path, name on PATH, or library short name
     build_id: str | None
@@ -45,6 +49,8 @@ class TargetSpec:
 
 @dataclass(frozen=True, slots=True)
 class ArgSpec:
+    """A declared probe argument: position, name, type and string size."""
+
     index: int  # 1-based position (arg1 is index 1)
     name: str | None  # None: only reachable as argN
     type: ValueType | None  # None: derived from the operand (usdt) or int64 (uprobe)
@@ -56,6 +62,8 @@ class ArgSpec:
 
 @dataclass(frozen=True, slots=True)
 class ProbeSpec:
+    """One entry of `probes:`: its kind, where it attaches, args and condition."""
+
     name: str
     kind: ProbeKind
     span: Span  # the probe's key in `probes:`
@@ -79,6 +87,8 @@ class ProbeSpec:
 
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
+    """One field of an output: its record key and expression."""
+
     key: str  # the record key (`begin.query` -> `query`, `latency` -> `latency_ns`)
     expr: Expr
     span: Span
@@ -86,6 +96,8 @@ class FieldSpec:
 
 @dataclass(frozen=True, slots=True)
 class OutputSpec:
+    """One entry of `outputs:`: print or an aggregation of one probe."""
+
     index: int
     name: str  # `name:` or str(index)
     kind: OutputKind
@@ -135,15 +147,19 @@ class TableSpec:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
+    """Plan-wide limits (`settings:`)."""
+
     string_size: int = 128
     map_size: int = 10240
-    ringbuf_pages: int = 256
+    ringbuf_pages: int | None = None  # None: sized from the print records (render/program.py)
     span_depth: int = 64
     max_sites: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """A plan file checked and built: params bound, targets, probes and outputs."""
+
     path: str
     source_text: str
     name: str

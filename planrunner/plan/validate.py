@@ -7,6 +7,9 @@ one message per real mistake: the oneOf that says "exactly one kind" becomes a s
 sentence naming the kinds (none, or the two given), other oneOf/anyOf errors are
 reduced with `best_match`, and a "missing key" that a misspelt key explains is
 dropped. Diagnostics are sorted by position.
+
+jsonschema is imported only when plan/schema_quick.py does not vouch for the plan (a
+plan with a mistake, or a schema keyword it does not know): its import is ~75 ms.
 """
 
 from __future__ import annotations
@@ -15,16 +18,17 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+from typing import TYPE_CHECKING, Any
 
 from planrunner.diagnostics import Diagnostic, Span, did_you_mean
 from planrunner.errors import PlanSchemaError
 from planrunner.kernel_probes import KINDS as KERNEL_KINDS
+from planrunner.plan.schema_quick import conforms
 from planrunner.plan.source import JsonPath, LoadedPlan, describe
 from planrunner.resources import data_dir
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 SCHEMA_FILE = "plan.schema.json"
 # jsonschema's ValidationError. Its stubs type `schema`, `instance` and `validator_value`
@@ -44,6 +48,8 @@ def load_schema() -> dict[str, Any]:
 
 @functools.cache
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # lazily: see the module docstring
+
     return Draft202012Validator(load_schema())
 
 
@@ -162,6 +168,8 @@ class _Translator:
         kinds = [b["required"][0] for b in branches
                  if set(b) == {"required"} and len(b["required"]) == 1]
         if len(kinds) != len(branches) or not isinstance(err.instance, dict):
+            from jsonschema.exceptions import best_match  # only once jsonschema ran
+
             best = best_match(err.context)
             return self.translate(best) if best is not None else []
         present = [k for k in kinds if k in err.instance]
@@ -295,6 +303,8 @@ def _broken_part(jpath: JsonPath) -> JsonPath | None:
 def schema_report(loaded: LoadedPlan) -> SchemaReport:
     """Every schema mistake in `loaded` (one Diagnostic each, sorted by position) and
     the parts of the plan they break."""
+    if conforms(loaded.data, load_schema()):  # no mistake: jsonschema is not needed
+        return SchemaReport([])
     translator = _Translator(loaded)
     diags: list[Diagnostic] = []
     broken: set[JsonPath] = set()
@@ -325,6 +335,8 @@ def schema_diagnostics(loaded: LoadedPlan) -> list[Diagnostic]:
 
 def validate(loaded: LoadedPlan) -> None:
     """Raise PlanSchemaError listing every schema mistake; return None when valid."""
+    if conforms(loaded.data, load_schema()):  # no mistake: jsonschema is not needed
+        return
     diags = schema_diagnostics(loaded)
     if diags:
         raise PlanSchemaError(diags)

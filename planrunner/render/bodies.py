@@ -3,8 +3,9 @@ records. Aggregation map updates live in render/aggregates.py, span bookkeeping 
 render/spans.py.
 
 `Body` is the probe body being emitted: it names the C of every symbolic reference
-(`c_of`), hands out per-CPU scratch buffers (`alloc`) and records what the statements
-need (builtins the prologue must compute, helpers the program must include), so that
+(`c_of`), hands out scratch buffers (`alloc`) and records what the statements need
+(builtins the prologue must compute, helpers the program must include, whether a read
+faults pages in and so makes the probe sleepable: `fault`), so that
 render/program.py decides what to emit from that data, never by reading the C back.
 Everything emitted comes from typed models: generated names (`pr_...`), integers
 formatted here, lowered expressions (render/expr_c.py, which owns literal escaping) and
@@ -66,6 +67,11 @@ class Body:
     builtins: set[Builtin] = field(default_factory=lambda: {"pid", "tid"})
     helpers: set[Helper] = field(default_factory=set)
     captures: dict[CaptureRef, str] = field(default_factory=dict)  # the span being ended
+    # A user-space probe's body: its user-memory reads may fault pages in, which makes
+    # its program sleepable (`sleepable`, set by the first such read) where the kernel
+    # allows. Never a tracepoint's: a tracepoint program cannot sleep.
+    faults: bool = False
+    sleepable: bool = False
     _tmp: int = 0
 
     # -- LoweringContext (render/expr_c.py) ------------------------------------------
@@ -92,6 +98,16 @@ class Body:
 
     def need(self, helper: Helper) -> None:
         self.helpers.add(helper)
+
+    def fault(self) -> bool:
+        """Whether the user-memory read being emitted may fault pages in; when it may,
+        the body is now sleepable."""
+        self.sleepable = self.sleepable or self.faults
+        return self.faults
+
+    def fault_arg(self) -> str:
+        """The `fault` argument of the readers in templates/runtime_helpers.h."""
+        return "PR_FAULT" if self.fault() else "PR_NOFAULT"
 
     # -- the rest --------------------------------------------------------------------
 
@@ -166,7 +182,7 @@ def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
             lines.extend(low.prelude)
             body.need(Helper.READ_LSTR)
             lines.append(f"sc->st{i} = pr_read_lstr(sc->s{i}, {slot.size}, a->v{i}, "
-                         f"(__s64)({low.c}));")
+                         f"(__s64)({low.c}), {body.fault_arg()});")
         elif kernel:
             arrays = {f.name for f in probe.tracepoint_fields if f.array_len}
             more = 0 if slot.name in arrays else 1
@@ -175,7 +191,8 @@ def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
                          f"{more});")
         else:
             body.need(Helper.READ_STR)
-            lines.append(f"sc->st{i} = pr_read_str(sc->s{i}, {slot.size + 1}, a->v{i});")
+            lines.append(f"sc->st{i} = pr_read_str(sc->s{i}, {slot.size + 1}, a->v{i}, "
+                         f"{body.fault_arg()});")
     return lines
 
 
@@ -218,13 +235,14 @@ def str_field_read(texpr: TStrRead, body: Body, lines: list[str]) -> StrField:
     lines.append(f"__u64 {ptr} = (__u64)({addr.c});")
     if texpr.length is None:
         body.need(Helper.READ_STR)
-        lines.append(f"{status} = pr_read_str({buf}, {texpr.cap + 1}, {ptr});")
+        lines.append(f"{status} = pr_read_str({buf}, {texpr.cap + 1}, {ptr}, "
+                     f"{body.fault_arg()});")
     else:
         length = lower(texpr.length, body)
         lines.extend(length.prelude)
         body.need(Helper.READ_LSTR)
         lines.append(f"{status} = pr_read_lstr({buf}, {texpr.cap}, {ptr}, "
-                     f"(__s64)({length.c}));")
+                     f"(__s64)({length.c}), {body.fault_arg()});")
     return StrField(ptr, status, buf)
 
 

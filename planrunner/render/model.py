@@ -55,6 +55,9 @@ class AttachSite:
     semaphore: int = 0  # semaphore vaddr (for the /proc/PID/mem fallback)
     category: str = ""  # tracepoint
     event: str = ""
+    # Its program faults pages in (templates/runtime_helpers.h PR_FAULT) when compiled
+    # with `RenderedProgram.sleepable_switch` defined: then it must be loaded sleepable.
+    sleepable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,14 @@ class RenderedProgram:
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()
     tables: tuple[AggTable, ...] = ()
+    # Defined by the loader (`-DPR_SLEEPABLE`) when the kernel has sleepable uprobes: the
+    # programs of `sleepable` sites then fault pages in and are loaded BPF_F_SLEEPABLE.
+    # Left undefined, the same source is today's non-sleepable program.
+    sleepable_switch: str = "PR_SLEEPABLE"
+
+    @property
+    def has_sleepable(self) -> bool:
+        return any(s.sleepable for s in self.sites)
 
     @property
     def has_tracepoints(self) -> bool:

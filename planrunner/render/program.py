@@ -9,6 +9,7 @@ decided from what the emitters reported they need (`Body`), never by reading C b
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 
 from planrunner.expr.typed import Builtin
@@ -55,6 +56,30 @@ from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
 # CPUs' worth before the ring is three quarters full.
 WAKEUP_SHARE = 16
 
+# The ring buffer's default size (settings.ringbuf_pages unset): room for RING_RECORDS of
+# the largest print record, so that a burst that size is kept even when the consumer gets
+# no CPU meanwhile (issue 17: a 10,000-call burst of a short python3.11 run, 12,250
+# returns with the interpreter's start-up, lost 1,246-6,865 of its 352-byte records in
+# the old 1 MiB ring, which held 2,900). bpftrace's default holds fewer (64 pages per
+# CPU) and loses none only because it wakes its reader per event, which slows the
+# target. Between 1 MiB (the old default: small records change nothing) and 32 MiB
+# (locked kernel memory, mapped by the reader): a record over 2 KiB gets fewer slots.
+# The wakeup watermark is a share of the ring, so a larger ring also wakes the reader
+# less often; the reader still drains every POLL_MS.
+RING_RECORDS = 16384
+RING_MIN_BYTES = 1 << 20
+RING_MAX_BYTES = 32 << 20
+RINGBUF_RECORD_HEADER = 8  # what the kernel puts before each record (BPF_RINGBUF_HDR_SZ)
+
+
+def default_ring_pages(record_size: int, page_size: int | None = None) -> int:
+    """Pages (a power of two) of a ring buffer holding RING_RECORDS records of
+    `record_size` bytes, within RING_MIN_BYTES..RING_MAX_BYTES."""
+    page = page_size or os.sysconf("SC_PAGE_SIZE")
+    want = RING_RECORDS * (record_size + RINGBUF_RECORD_HEADER)
+    size = min(max(1 << max(want - 1, 1).bit_length(), RING_MIN_BYTES), RING_MAX_BYTES)
+    return max(size // page, 1)
+
 
 @dataclass
 class ProbeView:
@@ -69,6 +94,7 @@ class ProbeView:
     builtins: list[Builtin]
     thunks: list[dict[str, object]] = field(default_factory=list)
     kind: str = "uprobe"
+    sleepable: bool = False  # reads user strings: sleepable where the kernel allows
 
 
 @dataclass
@@ -121,7 +147,8 @@ def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 helpers: set[Helper]) -> ProbeView:
     c_name = c_ident(probe.spec.name)
-    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots})
+    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
+                faults=probe.spec.kind != "tracepoint")
     lines = string_reads(probe, body)
     for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
         if span.spec.kind == "span" and span.spec.nested:
@@ -135,7 +162,8 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     helpers |= body.helpers
     view = ProbeView(probe.spec.name, c_name, [slot_member(s) for s in probe.slots],
                      body.scratch_name, body.members, lines,
-                     [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind)
+                     [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
+                     sleepable=body.sleepable)
     for site in probe.sites:
         if site.kind == "tracepoint":
             reads = tracepoint_reads(probe)
@@ -173,13 +201,16 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         layouts=[p.layout for p in prints],
         maps=acc.maps,
         prologue=PROLOGUE,
-        ringbuf_pages=settings.ringbuf_pages,
+        ringbuf_pages=settings.ringbuf_pages or default_ring_pages(
+            max((p.layout.size for p in prints), default=0)),
         wakeup_share=WAKEUP_SHARE,
         expr_helpers=Helper.EXPR in helpers,
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
         plan_only=plan_only,
     )
-    sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
+    sleepable = {v.name for v in views if v.sleepable}
+    sites = tuple(_attach_site(s, s.probe in sleepable)
+                  for p in resolved.probes for s in p.sites)
     # in plan order (they were made probe by probe), so their snapshots print in it too
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
     aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
@@ -202,10 +233,10 @@ def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTab
         for t in resolved.plan.tables)
 
 
-def _attach_site(site: ResolvedSite) -> AttachSite:
+def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:
     """What the runtime needs of a resolved site: where to attach which function."""
     binary = site.binary
     target = TargetFile(binary.path, binary.display, binary.build_id) if binary else None
     return AttachSite(site.kind, thunk_name(site.probe, site.kind, site.index), site.probe,
                       site.index, target, site.file_offset, site.ref_ctr_offset,
-                      site.semaphore, site.category, site.event)
+                      site.semaphore, site.category, site.event, sleepable)

@@ -56,6 +56,8 @@ class _Checked:
 
 @dataclass(frozen=True, slots=True)
 class _Span:
+    """A span with its key and condition expressions typed."""
+
     scope: SpanScope
     key_begin: TExpr | None
     key_end: TExpr | None

@@ -21,6 +21,8 @@ from planrunner.usdt.model import ArgOperand, ProbeSite
 
 @dataclass(frozen=True, slots=True)
 class Located:
+    """Where a probe fires and the names its expressions may use."""
+
     spec: ProbeSpec
     scope: ProbeScope
     binary: BinaryRef | None = None

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class BinaryRef:
+    """A target binary as resolved: path, name shown, build id, machine."""
+
     path: str  # absolute path the uprobe is attached to (through /proc/PID/root with --pid)
     display: str  # the path as users know it
     build_id: str | None
@@ -28,6 +30,8 @@ class BinaryRef:
 
 @dataclass(frozen=True, slots=True)
 class TracepointField:
+    """One field of a tracepoint's format."""
+
     name: str
     offset: int
     size: int
@@ -68,6 +72,8 @@ class ArgSlot:
 
 @dataclass(frozen=True, slots=True)
 class CheckedField:
+    """An output field with its expression typed."""
+
     key: str
     expr: TExpr
     span: Span
@@ -75,6 +81,8 @@ class CheckedField:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedOutput:
+    """An output with its expressions typed."""
+
     spec: OutputSpec
     fields: tuple[CheckedField, ...]
     by: tuple[CheckedField, ...]
@@ -90,6 +98,8 @@ class ResolvedOutput:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedProbe:
+    """A probe with its sites, the arguments it reads and its typed condition."""
+
     spec: ProbeSpec
     sites: tuple[ResolvedSite, ...]  # empty for spans
     slots: tuple[ArgSlot, ...]  # args read for this probe (usdt/uprobe/tracepoint/retval)
@@ -108,6 +118,8 @@ class ResolvedProbe:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedPlan:
+    """A plan checked against the real binaries: what render needs."""
+
     plan: Plan
     probes: tuple[ResolvedProbe, ...]
     outputs: tuple[ResolvedOutput, ...]

@@ -21,6 +21,7 @@ from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedPro
 from planrunner.runtime.attach import AttachStrategy, Tracepoints, uprobe_strategy
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
+from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
 from planrunner.runtime.ringbuf import RingReader
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
@@ -104,6 +105,7 @@ class BccBackend:
         self._tracepoints: Tracepoints | None = None
         self._reader: RingReader | None = None
         self._on_record: Any = None  # keeps bcc's ctypes callback alive
+        self._sleepable: dict[str, int] = {}  # fn name -> fd we loaded (bcc did not)
         self.pending: list[bytes] = []
 
     @property
@@ -126,6 +128,8 @@ class BccBackend:
                 cflags += runtime_cflags(program.runtime_constants)
             except BtfError as exc:
                 raise BackendError(str(exc)) from None
+        if program.has_sleepable and self.features.sleepable:  # string reads fault pages in
+            cflags.append(f"-D{program.sleepable_switch}")
         try:
             self.bpf = self._bcc.BPF(text=program.c_source.encode(), cflags=cflags)
         except Exception as exc:  # bcc raises bare Exception with clang's output on stderr
@@ -162,10 +166,34 @@ class BccBackend:
         bpf_cls = self._bcc.BPF
         prog_type = bpf_cls.TRACEPOINT if strategy.prog_kind == "tracepoint" else \
             bpf_cls.KPROBE
+        if site.sleepable and self.features.sleepable:
+            return self._load_sleepable(site, prog_type, strategy.attach_type or 0)
         if strategy.attach_type is None:
             return int(self.bpf.load_func(site.fn_name, prog_type).fd)
         return int(self.bpf.load_func(site.fn_name, prog_type,
                                       attach_type=strategy.attach_type).fd)
+
+    def _load_sleepable(self, site: AttachSite, prog_type: int, attach_type: int) -> int:
+        """Load `site`'s function BPF_F_SLEEPABLE from the instructions bcc compiled
+        (runtime/progload.py says why not through bcc's load_func)."""
+        fd = self._sleepable.get(site.fn_name)
+        if fd is not None:
+            return fd
+        lib, module, name = self._bcc.lib, self.bpf.module, site.fn_name.encode()
+        start = lib.bpf_function_start(module, name)
+        if not start:
+            raise BackendError(f"bcc compiled no function {site.fn_name}")
+        fd, err, log = load_program(start, lib.bpf_function_size(module, name),
+                                    lib.bpf_module_license(module), prog_type,
+                                    BPF_F_SLEEPABLE, attach_type, site.fn_name)
+        if fd < 0:
+            said = (f"the verifier said: {log.strip()}",) if log else ()
+            raise BackendError(
+                f"could not load probe '{site.probe}' sleepable: {os.strerror(err)}",
+                hints=(*said, "PLANRUNNER_SLEEPABLE=0 loads no program sleepable (strings "
+                       "the kernel cannot read are then re-read from user space)"))
+        self._sleepable[site.fn_name] = fd
+        return fd
 
     def detach(self) -> None:
         try:
@@ -180,6 +208,8 @@ class BccBackend:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        while self._sleepable:  # after detach: no link holds them any more
+            os.close(self._sleepable.popitem()[1])
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None

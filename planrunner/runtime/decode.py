@@ -7,8 +7,9 @@ costs about a microsecond per record. Record keys enter the generated source onl
 repr() literals; nothing else of the plan does.
 The `time` string is built from a per-second cache (the date part changes once a
 second) and `comm` from a small cache (a process has few thread names).
-Pure: no bcc. Strings the kernel could not read (a page not yet faulted in) are read
-again from /proc/PID/mem; a NULL pointer is None.
+Pure: no bcc. Strings the kernel could not read (a page not yet faulted in, on a kernel
+without sleepable uprobes) are read again from /proc/PID/mem and their keys listed in
+`reread`, since that is memory as it was later; a NULL pointer is None.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def _source(layout: RecordLayout) -> str:
                            f"slow_string(pid, p{n}, s{n}, b{n}))")
             post.append(f"if s{n} == STR_TRUNCATED: rec.setdefault('truncated', [])"
                         f".append({key})")
+            # the kernel failed and /proc/PID/mem answered: memory as it was later
+            post.append(f"if s{n} < 0 and rec[{key}] is not None: "
+                        f"rec.setdefault('reread', []).append({key})")
         else:
             entries.append(f"{key}: bool(v{n})" if f.kind == "bool" else f"{key}: v{n}")
     lines = [

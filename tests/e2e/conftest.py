@@ -67,3 +67,15 @@ def write_plan(tmp_path: Path, text: str, name: str = "plan.yaml") -> str:
     path = tmp_path / name
     path.write_text(text)
     return str(path)
+
+
+def run_plan_out(name: str, command: str, *sets: str) -> tuple[list[dict], str]:
+    """`run NAME -f json -c COMMAND --set ...`: the records, and the whole stdout (a
+    workload's own lines share it with the records)."""
+    args = ["run", name, "-f", "json", "-c", command]
+    for s in sets:
+        args += ["--set", s]
+    proc = run_planrunner(args, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    records = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("{"))
+    return json_records(records), proc.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import json_records, run_planrunner
+from tests.e2e.conftest import json_records, run_plan_out, run_planrunner
 
 MS = 1_000_000
 RUBY = "/usr/bin/ruby3.1"
@@ -29,14 +29,7 @@ def need(*paths: str) -> None:
 
 
 def run_plan(name: str, command: str, *sets: str) -> tuple[list[dict], str]:
-    args = ["run", name, "-f", "json", "-c", command]
-    for s in sets:
-        args += ["--set", s]
-    proc = run_planrunner(args, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    # the workload's own lines share stdout with the records
-    records = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("{"))
-    return json_records(records), proc.stdout
+    return run_plan_out(name, command, *sets)
 
 
 def ruby(mode: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import json_records, run_planrunner
+from tests.e2e.conftest import json_records, run_plan_out, run_planrunner
 from tests.e2e.workloads.helpers import tracing
 
 MS = 1_000_000
@@ -35,17 +35,6 @@ def need_python() -> None:
 
 def run_plan(name: str, command: str, *sets: str) -> list[dict]:
     return run_plan_out(name, command, *sets)[0]
-
-
-def run_plan_out(name: str, command: str, *sets: str) -> tuple[list[dict], str]:
-    """Records, and the whole stdout (the workload's own lines share it)."""
-    args = ["run", name, "-f", "json", "-c", command]
-    for s in sets:
-        args += ["--set", s]
-    proc = run_planrunner(args, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    records = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("{"))
-    return json_records(records), proc.stdout
 
 
 def truth_lines(stdout: str, tag: str) -> list[list[str]]:
