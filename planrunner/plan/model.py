@@ -122,6 +122,8 @@ class OutputSpec:
 
 @dataclass(frozen=True, slots=True)
 class TableColumn:
+    """One column of a table: the count/sum outputs it adds (one, or one per runtime)."""
+
     name: str
     outputs: tuple[str, ...]  # count/sum outputs whose values the column adds
     span: Span
