@@ -54,10 +54,12 @@ static __always_inline long pr_user_str_f(void *dst, __u32 cap, const void *src)
 /* Filled by the runtime after loading: [PR_CFG_PID] the --pid filter for tracepoints
    (uprobes are filtered by the kernel at attach), [PR_CFG_SELF] planrunner's own process,
    whose events are dropped: tracing the Python that runs planrunner would otherwise feed
-   on itself. */
+   on itself; [PR_CFG_NR_CPUS] the possible CPUs, which scale the ring buffer's wakeup
+   watermark (record_helpers.h). */
 #define PR_CFG_PID 0
 #define PR_CFG_SELF 1
-BPF_ARRAY(pr_config, __u32, 2);
+#define PR_CFG_NR_CPUS 2
+BPF_ARRAY(pr_config, __u32, 3);
 
 static __always_inline int pr_skip(int check_pid)
 {

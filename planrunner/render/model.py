@@ -29,6 +29,18 @@ class ConfigSlot(IntEnum):
 
     PID = 0  # the --pid filter for tracepoints (uprobes are filtered at attach)
     SELF = 1  # planrunner's own tgid, whose events are dropped
+    NR_CPUS = 2  # possible CPUs: scales the ring buffer's wakeup watermark
+
+
+@dataclass(frozen=True, slots=True)
+class FileIdentity:
+    """Which file resolve read at a path: attach refuses a path that names another one
+    now (a package upgrade renames a new file over it; offsets would be the old file's)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +50,7 @@ class TargetFile:
     path: str  # absolute path attached to (through /proc/PID/root with --pid)
     display: str  # the path as users know it
     build_id: str | None
+    identity: FileIdentity | None = None  # None: not checked at attach
 
 
 @dataclass(frozen=True, slots=True)

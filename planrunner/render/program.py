@@ -30,6 +30,7 @@ from planrunner.render.model import (
     AggregateOutput,
     AggTable,
     AttachSite,
+    FileIdentity,
     PrintOutput,
     RenderedProgram,
     TargetFile,
@@ -52,8 +53,10 @@ from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
 # since its last one (a watermark in bytes); the consumer also drains every POLL_MS, so
 # a quiet trickle waits at most that long. One wakeup costs the traced thread ~10 us
 # (irq_work, then waking the reader): every 64 records it was 160 ns per event at 10k/s,
-# 1.9x the uprobe floor instead of 1.5x. 1/16 of the ring per CPU leaves room for 12
-# CPUs' worth before the ring is three quarters full.
+# 1.9x the uprobe floor instead of 1.5x. 1/16 of the ring per CPU is the most; with more
+# than 8 CPUs the share is 1/(2 * CPUs) (the CPU count is set at run time,
+# ConfigSlot.NR_CPUS: templates/record_helpers.h), so all CPUs together never hold back
+# more than half the ring before someone wakes the reader.
 WAKEUP_SHARE = 16
 
 # The ring buffer's default size (settings.ringbuf_pages unset): room for RING_RECORDS of
@@ -236,7 +239,9 @@ def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTab
 def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:
     """What the runtime needs of a resolved site: where to attach which function."""
     binary = site.binary
-    target = TargetFile(binary.path, binary.display, binary.build_id) if binary else None
+    target = TargetFile(binary.path, binary.display, binary.build_id,
+                        FileIdentity(*binary.identity) if binary.identity else None) \
+        if binary else None
     return AttachSite(site.kind, thunk_name(site.probe, site.kind, site.index), site.probe,
                       site.index, target, site.file_offset, site.ref_ctr_offset,
                       site.semaphore, site.category, site.event, sleepable)

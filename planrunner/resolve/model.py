@@ -26,6 +26,9 @@ class BinaryRef:
     display: str  # the path as users know it
     build_id: str | None
     machine: str
+    # the file resolve read (st_dev, st_ino, st_size, st_mtime_ns): attach checks that
+    # the path still names it (runtime/attach.py); None when unknown
+    identity: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

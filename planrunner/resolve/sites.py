@@ -185,7 +185,8 @@ def binary_ref(path: str, display: str, build_id_wanted: str | None,
             f"the file has {info.build_id or 'no build id'}", span,
             hints=("the binary changed since the plan was written: check the probes "
                    "still match, then update build_id",))
-    return BinaryRef(path, display, info.build_id, info.machine)
+    return BinaryRef(path, display, info.build_id, info.machine,
+                     (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns))
 
 
 def tracepoint_fields(spec: ProbeSpec) -> tuple[TracepointField, ...]:

@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Literal, Protocol
 
-from planrunner.errors import BackendError
-from planrunner.render.model import AttachSite
+from planrunner.errors import BackendError, ResolveError
+from planrunner.render.model import AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
 from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, close_all, create_link
 
@@ -181,6 +181,39 @@ def distinct_sites(sites: Iterable[AttachSite]) -> list[AttachSite]:
             seen.add(key)
             out.append(site)
     return out
+
+
+def check_unchanged(binaries: Iterable[TargetFile], gone_ok: bool = False) -> None:
+    """Refuse when a path no longer names the file resolve read: the kernel attaches by
+    path, at offsets computed from the old file (a package upgrade or a rebuild between
+    resolve and attach). The session checks before attaching and again after, so a
+    replacement during a long attach is caught too; after, with `gone_ok`, a path that
+    is gone proves nothing (a --pid process that ended takes /proc/PID/root with it)."""
+    for binary in {b.path: b for b in binaries}.values():
+        why = _changed(binary, gone_ok)
+        if why:
+            raise ResolveError(
+                f"{binary.display} changed after planrunner read it ({why}): its probe "
+                "offsets are the old file's", hints=(
+                    "a package upgrade or a rebuild replaced it; run planrunner again to "
+                    "resolve the new file",))
+
+
+def _changed(binary: TargetFile, gone_ok: bool) -> str | None:
+    want = binary.identity
+    if want is None:
+        return None
+    try:
+        st = os.stat(binary.path)
+    except OSError as exc:
+        return None if gone_ok else f"it cannot be read now: {exc.strerror}"
+    if (st.st_dev, st.st_ino) != (want.dev, want.ino):
+        return f"the path names another file now: inode {want.ino} -> {st.st_ino}"
+    if st.st_size != want.size:
+        return f"rewritten in place: {want.size} -> {st.st_size} bytes"
+    if st.st_mtime_ns != want.mtime_ns:
+        return "rewritten in place: its modification time changed"
+    return None
 
 
 def uprobe_strategy(features: KernelFeatures) -> AttachStrategy:

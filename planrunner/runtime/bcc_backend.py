@@ -21,8 +21,9 @@ from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedPro
 from planrunner.runtime.attach import AttachStrategy, Tracepoints, uprobe_strategy
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
+from planrunner.runtime.headers import find_headers
 from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
-from planrunner.runtime.ringbuf import RingReader
+from planrunner.runtime.ringbuf import RingReader, ordered_host
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
@@ -45,10 +46,10 @@ def check_machine() -> None:
     if os.geteuid() != 0:
         raise BackendUnavailable("tracing needs root (CAP_BPF and CAP_PERFMON)",
                                  hints=("run with sudo",))
-    release = os.uname().release
-    if not os.path.exists(f"/lib/modules/{release}/build"):
+    headers = find_headers()  # where bcc will look, as `planrunner doctor` says
+    if headers.found is None:
         raise BackendUnavailable(
-            f"kernel headers for {release} are missing (/lib/modules/{release}/build)",
+            f"kernel headers for {os.uname().release} are missing: {headers.detail}",
             hints=("bcc compiles C at run time; `make setup` links Debian's headers there",
                    "`planrunner doctor` checks everything run needs"))
 
@@ -224,9 +225,10 @@ class BccBackend:
 
     def open_ring(self) -> None:
         """Read print records by mapping the ring buffer (runtime/ringbuf.py) where the
-        kernel allows it, else through bcc's per-record callback."""
+        kernel allows it and the CPU orders memory strongly enough (x86-64), else through
+        bcc's per-record callback (libbpf's consumer, with its memory barriers)."""
         table = self.bpf[self._loaded().events_map]
-        if self.features.ringbuf_mmap:
+        if self.features.ringbuf_mmap and ordered_host():
             try:
                 self._reader = RingReader(table.map_fd, table.max_entries)
                 return

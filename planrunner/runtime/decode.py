@@ -8,8 +8,9 @@ repr() literals; nothing else of the plan does.
 The `time` string is built from a per-second cache (the date part changes once a
 second) and `comm` from a small cache (a process has few thread names).
 Pure: no bcc. Strings the kernel could not read (a page not yet faulted in, on a kernel
-without sleepable uprobes) are read again from /proc/PID/mem and their keys listed in
-`reread`, since that is memory as it was later; a NULL pointer is None.
+without sleepable uprobes) are read again from /proc/PID/mem, later than the probe fired:
+the process may have written another value there meanwhile, so such a record names them
+in `reread` (a list of keys, like `truncated`). A NULL pointer is None.
 """
 
 from __future__ import annotations

@@ -103,9 +103,13 @@ def test_unreadable_string_is_read_again_from_the_live_process() -> None:
     raw = pack(out, 1, 0, 0, 0, addr, -14, b"\0" * 9, pid=os.getpid())
     (rec,) = dec.decode_batch([raw])
     assert rec["s"] == "from-use"  # read again: at most size - 1 = 8 bytes
+    assert rec["reread"] == ["s"]  # later than the probe fired: it may be a newer value
     gone = pack(out, 1, 0, 0, 0, 0, -14, b"\0" * 9)
-    assert dec.decode_batch([gone])[0]["s"] is None
+    (lost,) = dec.decode_batch([gone])
+    assert lost["s"] is None and "reread" not in lost
     assert dec.unreadable == 1
+    ok = pack(out, 1, 0, 0, 0, addr, STR_OK, b"kernel\0\0\0", pid=os.getpid())
+    assert "reread" not in dec.decode_batch([ok])[0]
 
 
 def test_several_outputs_dispatch_by_id_and_skip_unknown_ones() -> None:

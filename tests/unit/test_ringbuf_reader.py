@@ -127,3 +127,53 @@ def test_consumer_position_is_one_store_seen_from_another_process(
     assert int(stats["final"]) == rounds * 16
     assert int(stats["reads"]) > rounds  # it really watched while the reader ran
     assert stats["backwards"] == "0", out
+
+
+# --- where the direct reader is used (issue 15 item 9) ------------------------------------
+
+
+class _Table:
+    """The events map as bcc hands it over: the direct reader or the callback."""
+
+    map_fd = 3
+    max_entries = 1 << 16
+
+    def __init__(self) -> None:
+        self.callback: object = None
+
+    def open_ring_buffer(self, callback: object) -> None:
+        self.callback = callback
+
+
+@pytest.mark.parametrize("machine,direct", [("x86_64", True), ("aarch64", False),
+                                            ("riscv64", False), ("ppc64le", False)])
+def test_the_direct_reader_only_where_plain_loads_are_acquires(
+        machine: str, direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python has no fences: on a weakly ordered CPU the consumer could read a sample
+    before its length, or free space still being copied. There bcc's consumer (libbpf,
+    with smp_load_acquire/smp_store_release) reads the ring."""
+    from planrunner.render.model import RenderedProgram
+    from planrunner.runtime import bcc_backend, ringbuf
+    from planrunner.runtime.features import KernelFeatures
+
+    opened: list[tuple[int, int]] = []
+    monkeypatch.setattr(ringbuf.platform, "machine", lambda: machine)
+    monkeypatch.setattr(bcc_backend, "RingReader", lambda fd, size: opened.append((fd, size))
+                        or "reader")
+    backend = bcc_backend.BccBackend(KernelFeatures(True, True, True, True))
+    table = _Table()
+    backend.bpf = {"pr_events": table}
+    backend.program = RenderedProgram("", (), (), (), "p")
+    backend.open_ring()
+    assert (opened == [(3, 1 << 16)]) is direct
+    assert (table.callback is None) is direct
+    assert ringbuf.ordered_host() is direct
+
+
+@pytest.mark.parametrize("text,count", [("0\n", 1), ("0-1\n", 2), ("0-127\n", 128),
+                                        ("0-3,8-11,16\n", 9)])
+def test_possible_cpus_counts_every_range(text: str, count: int, tmp_path: Path) -> None:
+    from planrunner.runtime.ringbuf import possible_cpus
+
+    (tmp_path / "possible").write_text(text)
+    assert possible_cpus(str(tmp_path / "possible")) == count
