@@ -38,10 +38,11 @@ class Process:
 
     argv: Sequence[str] | None
     environ: Mapping[str, str] | None
+    from_pid: bool = False  # read from a running process (--pid), not a -c command
 
     @classmethod
     def of_pid(cls, pid: int) -> Process:
-        return cls(_read_nul(f"/proc/{pid}/cmdline"), _environ(pid))
+        return cls(_read_nul(f"/proc/{pid}/cmdline"), _environ(pid), from_pid=True)
 
     @classmethod
     def of_command(cls, command: Sequence[str]) -> Process:
@@ -115,4 +116,14 @@ def warnings_for(spec: ProbeSpec, provider: str, name: str,
                  "or a profiler); ruby:cmethod__*, object__create and the gc probes fire "
                  "without one",),
             severity="warning")]
+    if provider == "ruby" and name == "cmethod__entry" and (proc is None or not proc.from_pid):
+        # Seen on Debian's Ruby 3.1.2: a semaphore raised while the interpreter loads
+        # rubygems crashed it in about a third of runs (NULL dereference in its
+        # rb_dtrace_setup); raised in a process that is already running, it did not.
+        return [Diagnostic(
+            "enabling ruby:cmethod__entry while Ruby starts crashed Debian's Ruby 3.1.2 "
+            "in about a third of runs (inside the interpreter's own dtrace hook)",
+            at, ("attach to a running process with --pid, or count Ruby-defined methods "
+                 "with ruby:method__entry",), severity="warning")]
     return []
+

@@ -404,10 +404,15 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
             stderr.write(f"process {opts.pid} exited\n")
             break
     _detach(backend, upkeep)  # first, so that the tail below holds every event that fired
-    if remaining is None or remaining > 0:  # what arrived before the stop still counts
+    # What arrived before the stop still counts, all of it: a read returns a bounded
+    # batch, and the ring may hold many.
+    while remaining is None or remaining > 0:
         tail = backend.read_ring(0)
+        if not tail:
+            break
         if remaining is not None:
             tail = tail[:remaining]
+            remaining -= len(tail)
         out.records(decoder.decode_batch(tail), 0.0)
     out.call(aggs.finish, 0.0)
     if decoder.unreadable:

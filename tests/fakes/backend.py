@@ -83,6 +83,7 @@ class Turn:
 class FakeBackend:
     turns: Sequence[Turn] = ()
     tail: Sequence[bytes] = ()
+    tail_batch: int = 0  # records per read of the tail (0: all in one), as a real ring
     clock: FakeClock | None = None
     feature_set: KernelFeatures = ALL_FEATURES
     idle_sleep_s: float = 0.002
@@ -125,8 +126,10 @@ class FakeBackend:
             if self._tail_read:
                 return []
             self.calls.append("tail")
-            self._tail_read = True
-            return list(self.tail)
+            size = self.tail_batch or len(self.tail)
+            batch, self.tail = list(self.tail[:size]), self.tail[size:]
+            self._tail_read = not self.tail
+            return batch
         self.calls.append("read")
         if self._next < len(self.turns):
             turn = self.turns[self._next]

@@ -101,6 +101,24 @@ def test_limit_and_wraparound_positions(ring: FakeRing) -> None:
         reader.close()
 
 
+def test_a_read_takes_about_max_bytes_and_the_next_the_rest(ring: FakeRing) -> None:
+    """Each record takes 16 bytes of ring (8 of header, 8 of sample): a read bounded to
+    100 bytes takes the records starting in them (7), the next ones follow, in order."""
+    reader = RingReader(ring.fd, ring.size)
+    try:
+        for i in range(20):
+            ring.produce(i.to_bytes(8, "little"))
+        first = reader.read(1000, max_bytes=100)
+        assert [int.from_bytes(b, "little") for b in first] == list(range(7))
+        rest: list[bytes] = []
+        while batch := reader.read(1000, max_bytes=100):
+            rest += batch
+        assert [int.from_bytes(b, "little") for b in rest] == list(range(7, 20))
+        assert ring.consumer_pos == ring.prod
+    finally:
+        reader.close()
+
+
 def test_consumer_position_is_one_store_seen_from_another_process(
         ring: FakeRing, tmp_path: Path) -> None:
     if (os.cpu_count() or 1) < 2:

@@ -148,6 +148,17 @@ def test_duration_stops_on_the_deadline_then_drains_the_tail() -> None:
     assert backend.calls[-4:] == ["read", "detach", "tail", "close"]
 
 
+def test_the_whole_tail_is_drained_in_as_many_reads_as_it_takes() -> None:
+    """A read returns a bounded batch (runtime/ringbuf.py READ_BYTES): the tail after
+    the stop is read until the ring is empty, or records were silently left in it."""
+    stop = Turn([rec(0)], then=lambda: os.kill(os.getpid(), signal.SIGINT))
+    backend = FakeBackend(turns=[stop], tail=[rec(i) for i in range(1, 11)], tail_batch=3,
+                          clock=FakeClock())
+    status, view, _err = run(backend, RunOptions())
+    assert (status, ids(view)) == (0, list(range(11)))
+    assert backend.calls.count("tail") == 4
+
+
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_a_signal_stops_the_loop_and_what_arrived_is_still_printed(sig: int) -> None:
     backend = FakeBackend(turns=[Turn([rec(0)]),
