@@ -16,8 +16,10 @@ pushes the line: nothing is cut). TIME is local wall-clock time
   and every other control character as ``\\xNN`` (printable.py, as `list` does), so a
   traced program's strings cannot move the cursor or forge lines.
 
-Aggregations: see text_agg.py. Losses: ``N events lost (REASON)``. The view prints
-only what it is given; the runtime reports losses on stderr itself.
+Aggregations: see text_agg.py. Tables: table_text.py, or with `live=True` (stdout is a
+terminal) one table redrawn in place, live_table.py (Rich). Losses: ``N events lost
+(REASON)``. The view prints only what it is given; the runtime reports losses on stderr
+itself.
 """
 
 from __future__ import annotations
@@ -25,14 +27,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import tzinfo
 from itertools import repeat
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
+from planrunner.output.table_text import table_text
 from planrunner.output.template import compile_template, readable
 from planrunner.output.text_agg import snapshot_text
 from planrunner.printable import printable
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Record
+from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Record, TableSnapshot
+
+if TYPE_CHECKING:
+    from planrunner.output.live_table import HeldStream, LiveTables
 
 Render = Callable[[Record], str]
 TIME_WIDTH = 15  # HH:MM:SS.ffffff
@@ -57,9 +63,16 @@ def _plain(rec: Record) -> Record:
 
 class TextView(ViewBase):
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema],
-                 tz: tzinfo | None = None) -> None:
+                 tz: tzinfo | None = None, live: bool = False,
+                 held_stderr: HeldStream | None = None) -> None:
         super().__init__(stream, schemas)
         self.clock = Clock(tz)
+        # live: `table:` outputs redraw one table in place (stdout is a terminal)
+        self.live: LiveTables | None = None
+        if live:  # only asked for where Rich imports (commands/run.py checks)
+            from planrunner.output.live_table import LiveTables
+
+            self.live = LiveTables(stream, self.clock, held_stderr)
         columned = [s for s in self.schemas if s.format is None]
         self.uniform = len({s.fields for s in columned}) <= 1
         self.probe_width = max([5, *(len(s.probe) for s in self.schemas)])
@@ -171,10 +184,27 @@ class TextView(ViewBase):
                 line = printable(line.translate(_LINE_BREAKS))
             out.append(line)
         out.append("")
-        self.stream.write("\n".join(out))
+        self._write("\n".join(out))
 
     def aggregate(self, snap: AggSnapshot) -> None:
-        self.stream.write(snapshot_text(snap, self.clock))
+        self._write(snapshot_text(snap, self.clock))
+
+    def table(self, snap: TableSnapshot) -> None:
+        if self.live is not None:
+            self.live.show(snap)
+        else:
+            self.stream.write(table_text(snap, self.clock))
 
     def lost(self, count: int, reason: str) -> None:
-        self.stream.write(f"{count} events lost ({reason})\n")
+        self._write(f"{count} events lost ({reason})\n")
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.close()  # the last table stays on the screen
+        super().close()
+
+    def _write(self, text: str) -> None:
+        if self.live is not None:
+            self.live.write(text)
+        else:
+            self.stream.write(text)
