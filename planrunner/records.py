@@ -16,6 +16,8 @@ Contract (the runtime decoder produces these, `planrunner/output/` consumes them
 - `AggSnapshot` is one reading of one aggregation map: its rows are already sorted and
   cut to ``top`` (`top_rows`). Histogram rows carry *dense* buckets (`log2_buckets`,
   `lhist_buckets`): every bucket from the first to the last one present, zeros included.
+- `TableSnapshot` is one reading of a `table:` output: count/sum outputs joined by
+  their shared keys (`join_rows`), a value per column, rows sorted and cut.
 - `SnapshotSource` is how a view that serves live state (Prometheus) pulls cumulative
   snapshots and the loss counter while the session runs, without knowing the runtime.
 
@@ -133,6 +135,36 @@ class AggSnapshot:
     dropped: int = 0  # updates that found the map full (their keys are missing)
 
 
+@dataclass(frozen=True, slots=True)
+class TableRow:
+    """One key of a table: a value per column (the interval's count or sum, or that per
+    second when the table has `rate: true`), and the process's command line when a
+    key is `pid` (None when it could not be read)."""
+
+    key: tuple[tuple[str, object], ...]
+    values: tuple[int | float, ...]
+    cmdline: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableSnapshot:
+    """One reading of a `table:` output: its joined outputs read at one moment."""
+
+    output: str
+    columns: tuple[str, ...]
+    key_fields: tuple[str, ...]
+    rate: bool  # values are per second over [interval_start, interval_end]
+    sort: str  # the column the rows are sorted by, largest first
+    interval_start: float
+    interval_end: float
+    rows: tuple[TableRow, ...]
+    dropped: int = 0  # updates the joined outputs' full maps refused
+
+    @property
+    def has_cmdline(self) -> bool:
+        return "pid" in self.key_fields
+
+
 class SnapshotSource(Protocol):
     """Aggregations as they stand now, for a view that pulls them (from any thread)."""
 
@@ -172,6 +204,28 @@ def top_rows(rows: Iterable[AggRow], kind: str, n: int | None) -> tuple[AggRow, 
     ordered = sorted(rows, key=_key_order)
     ordered.sort(key=lambda r: _rank(r, kind), reverse=True)  # stable: ties keep key order
     return tuple(ordered if n is None else ordered[: max(n, 0)])
+
+
+def join_rows(columns: Sequence[Sequence[AggRow]], seconds: float | None,
+              sort: int, n: int | None) -> tuple[TableRow, ...]:
+    """Rows of count/sum outputs joined by key: a value per column (its rows' counts or
+    sums added, 0 where a key has none), divided by `seconds` when given (rates); sorted
+    by column `sort`, largest first, ties by key; the first `n` (all if None)."""
+    totals: dict[tuple[tuple[str, object], ...], list[int]] = {}
+    for i, rows in enumerate(columns):
+        for row in rows:
+            value = row.count if row.count is not None else row.sum
+            if value is None:
+                continue
+            totals.setdefault(row.key, [0] * len(columns))[i] += value
+    if seconds is not None:
+        per = 1 / seconds if seconds > 0 else 0.0
+        joined = [TableRow(k, tuple(v * per for v in vals)) for k, vals in totals.items()]
+    else:
+        joined = [TableRow(k, tuple(vals)) for k, vals in totals.items()]
+    joined.sort(key=lambda r: _key_order(AggRow(r.key)))
+    joined.sort(key=lambda r: r.values[sort], reverse=True)  # stable: ties keep key order
+    return tuple(joined if n is None else joined[: max(n, 0)])
 
 
 # -- log2 buckets ----------------------------------------------------------------------

@@ -98,7 +98,16 @@ struct pr_comm {
     char c[16];
 };
 BPF_HASH(pr_scope_comms, struct pr_comm, __u32, 64);
-BPF_CGROUP_ARRAY(pr_scope_cgroups, PR_MAX_CGROUPS);
+/* --cgroup directories as (cgroup id, depth below the v2 root): the task is in one, or
+   below it, when its ancestor at that depth is that cgroup. Not a BPF_CGROUP_ARRAY:
+   sleepable programs (runtime/progload.py) may not use one. */
+struct pr_cgroup {
+    __u64 id;
+    __u64 level;
+};
+BPF_ARRAY(pr_scope_cgroups, struct pr_cgroup, PR_MAX_CGROUPS);
+static u64 (*pr_ancestor_cgroup_id)(int level) =
+    (void *)BPF_FUNC_get_current_ancestor_cgroup_id;
 
 static __always_inline __u32 pr_cfg(__u32 slot)
 {
@@ -162,10 +171,14 @@ static __always_inline int pr_skip(__u32 scope_slot)
         __u32 n = pr_cfg(PR_CFG_CGROUPS);
         int in = 0;
 #pragma unroll
-        for (int i = 0; i < PR_MAX_CGROUPS; i++) {
-            if (i < n && pr_scope_cgroups.check_current_task(i) == 1) {
-                in = 1;
-                break;
+        for (__u32 i = 0; i < PR_MAX_CGROUPS; i++) {
+            if (i < n) {
+                __u32 k = i;
+                struct pr_cgroup *c = pr_scope_cgroups.lookup(&k);
+                if (c && pr_ancestor_cgroup_id((int)c->level) == c->id) {
+                    in = 1;
+                    break;
+                }
             }
         }
         if (!in)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 from planrunner.errors import UsageError
@@ -121,8 +121,21 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
                                  if f.kind in ("stack", "ucopy")))
                for p in program.prints]
     # One file per output for CSV with several outputs; aggregations in plan order.
-    view = open_view(args.format, args.output, stdout, schemas,
-                     [o.name for o in _plan.outputs], stderr)
+    # An output a table joins prints only in the table.
+    joined = _plan.joined()
+    shown = sorted([(o.index, o.name) for o in _plan.outputs if o.name not in joined]
+                   + [(t.index, t.name) for t in _plan.tables])
+    # A terminal gets one table redrawn in place; a pipe or a file plain intervals (and
+    # so do plans with print records: they scroll, the live table is redrawn over them).
+    live_table = (args.format == "text" and args.output in (None, "-") and bool(_plan.tables)
+                  and not program.prints and stdout.isatty())
+    options: dict[str, object] = {}
+    held = _held_stderr(stderr) if live_table else None
+    if held is not None:  # what the session reports while the table is up comes after it
+        options = {"live": True, "held_stderr": held}
+        stderr = held
+    view = open_view(args.format, args.output, stdout, schemas, [n for _, n in shown],
+                     stderr, **options)
     try:
         if args.flamegraph:
             from planrunner.output.folded import FlameGraphTap
@@ -138,3 +151,12 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
                 stdout.flush()
             except BrokenPipeError:
                 pass
+
+
+def _held_stderr(stderr: TextIO) -> TextIO | None:
+    """stderr held back while the live table is up; None without Rich (plain intervals)."""
+    try:
+        from planrunner.output.live_table import HeldStream
+    except ImportError:  # a bare install without Rich
+        return None
+    return cast(TextIO, HeldStream(stderr))

@@ -2,10 +2,11 @@
 
 A view writes to the text stream it is given and prints only what it is given: the
 runtime calls `records(batch)` (or `record(rec)`) for print records, `aggregate(snap)`
-for each aggregation snapshot, `lost(count, reason)` for losses it wants in the output
-(it reports them on stderr itself; views never write to stderr), `flush()` after each
-batch and `close()` once at the end. `close()` flushes but never closes the stream: the
-caller owns it (it may be sys.stdout).
+for each aggregation snapshot, `table(snap)` for each snapshot of a `table:` output,
+`lost(count, reason)` for losses it wants in the output (it reports them on stderr
+itself; views never write to stderr), `flush()` after each batch and `close()` once at
+the end. `close()` flushes but never closes the stream: the caller owns it (it may be
+sys.stdout).
 
 A `LiveView` (Prometheus) is not handed records: it pulls aggregation snapshots through
 a `SnapshotSource` (records.py) while the session runs. The session starts it once
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TextIO, runtime_checkable
 
-from planrunner.records import AggSnapshot, PrintSchema, SnapshotSource
+from planrunner.records import AggSnapshot, PrintSchema, SnapshotSource, TableSnapshot
 
 
 @runtime_checkable
@@ -28,6 +29,8 @@ class View(Protocol):
     def records(self, batch: Sequence[dict[str, object]]) -> None: ...
 
     def aggregate(self, snap: AggSnapshot) -> None: ...
+
+    def table(self, snap: TableSnapshot) -> None: ...
 
     def lost(self, count: int, reason: str) -> None: ...
 

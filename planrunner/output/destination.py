@@ -21,7 +21,7 @@ from typing import TextIO
 from planrunner.errors import PlanError, UsageError
 from planrunner.output.base import View
 from planrunner.output.csv_table import CsvView
-from planrunner.records import AggSnapshot, PrintSchema
+from planrunner.records import AggSnapshot, PrintSchema, TableSnapshot
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -99,6 +99,9 @@ class _Closing:
     def aggregate(self, snap: AggSnapshot) -> None:
         self.inner.aggregate(snap)
 
+    def table(self, snap: TableSnapshot) -> None:
+        self.inner.table(snap)
+
     def lost(self, count: int, reason: str) -> None:
         self.inner.lost(count, reason)
 
@@ -120,6 +123,9 @@ class _TableOnly(_Closing):
 
     def aggregate(self, snap: AggSnapshot) -> None:
         self.inner.aggregate(replace(snap, dropped=0))
+
+    def table(self, snap: TableSnapshot) -> None:
+        self.inner.table(replace(snap, dropped=0))
 
     def lost(self, count: int, reason: str) -> None:
         pass
@@ -161,6 +167,11 @@ class CsvFilesView:
 
     def aggregate(self, snap: AggSnapshot) -> None:
         self._view(snap.output).aggregate(replace(snap, dropped=0))
+        if snap.dropped:
+            self._lost().lost(snap.dropped, "map full", snap.output)
+
+    def table(self, snap: TableSnapshot) -> None:
+        self._view(snap.output).table(replace(snap, dropped=0))
         if snap.dropped:
             self._lost().lost(snap.dropped, "map full", snap.output)
 

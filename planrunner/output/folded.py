@@ -7,8 +7,8 @@ input of FlameGraph's flamegraph.pl, inferno and speedscope.
   row's value (count; sum for `sum`; the number of events for the others). Each
   snapshot is written when it is read (an `every:` output, once per interval).
 - Print records with stacks count one each, per distinct stack, written at the end.
-- Anything without a stack writes nothing (losses included: the runtime reports them on
-  stderr).
+- Anything without a stack writes nothing (tables, and losses: the runtime reports
+  those on stderr).
 `FlameGraphTap` wraps another view: it passes everything on and keeps the folded lines,
 rendered as an SVG flame graph (planrunner/stacks/flamegraph.py) into a file at close.
 """
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 from planrunner.output.base import View, ViewBase
-from planrunner.records import AggRow, AggSnapshot, PrintSchema, Stack
+from planrunner.records import AggRow, AggSnapshot, PrintSchema, Stack, TableSnapshot
 from planrunner.stacks.formats import folded_line
 from planrunner.stacks.frame import Frame
 
@@ -75,6 +75,9 @@ class FoldedView(ViewBase):
         if lines:
             self.stream.write("".join(line + "\n" for line in lines))
 
+    def table(self, snap: TableSnapshot) -> None:
+        pass  # a table joins counts by key, never by a stack
+
     def lost(self, count: int, reason: str) -> None:
         pass
 
@@ -108,6 +111,9 @@ class FlameGraphTap:
     def aggregate(self, snap: AggSnapshot) -> None:
         self.inner.aggregate(snap)
         self.folded.aggregate(snap)
+
+    def table(self, snap: TableSnapshot) -> None:
+        self.inner.table(snap)
 
     def lost(self, count: int, reason: str) -> None:
         self.inner.lost(count, reason)

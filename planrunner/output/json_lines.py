@@ -14,6 +14,10 @@
   last non-empty one (empty ones between them kept, so the shape is visible); ``low``
   is inclusive, ``high`` exclusive, ``null`` for the unbounded side of an lhist's
   underflow/overflow bucket. An empty snapshot writes nothing.
+- A `table:` snapshot gives one object per row: ``{"output", "interval_start",
+  "interval_end", the key fields..., "cmdline" (when a key is `pid`: the process's
+  command line, null if it could not be read), then one key per column}``; a column's
+  value is the interval's count or sum, or with `rate: true` that per second (a float).
 - Keys that did not fit in an aggregation map:
   ``{"lost": N, "reason": "map full", "output": NAME}``; losses given by the runtime:
   ``{"lost": N, "reason": REASON}``.
@@ -37,6 +41,8 @@ from planrunner.records import (
     PrintSchema,
     Record,
     Stack,
+    TableRow,
+    TableSnapshot,
     iso_utc,
 )
 
@@ -67,6 +73,13 @@ class JsonView(ViewBase):
         if objs:
             self.stream.write("".join(self.encode(o) + "\n" for o in objs))
 
+    def table(self, snap: TableSnapshot) -> None:
+        objs = [table_object(snap, row) for row in snap.rows]
+        if snap.dropped:
+            objs.append({"lost": snap.dropped, "reason": "map full", "output": snap.output})
+        if objs:
+            self.stream.write("".join(self.encode(o) + "\n" for o in objs))
+
     def lost(self, count: int, reason: str) -> None:
         self.stream.write(self.encode({"lost": count, "reason": reason}) + "\n")
 
@@ -81,6 +94,19 @@ def _flat_encoder(encoder: json.JSONEncoder) -> Callable[[Record], str]:
     encode = make(None, encoder.default, json.encoder.encode_basestring, None,
                   encoder.key_separator, encoder.item_separator, False, False, True)
     return lambda rec: "".join(encode(rec, 0))  # noqa: E731 - the encoder is closed over
+
+
+def table_object(snap: TableSnapshot, row: TableRow) -> Record:
+    obj: Record = {
+        "output": snap.output,
+        "interval_start": iso_utc(snap.interval_start),
+        "interval_end": iso_utc(snap.interval_end),
+    }
+    obj.update(row.key)
+    if snap.has_cmdline:
+        obj["cmdline"] = row.cmdline
+    obj.update(zip(snap.columns, row.values, strict=True))
+    return obj
 
 
 def row_object(snap: AggSnapshot, row: AggRow) -> Record:

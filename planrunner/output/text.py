@@ -20,8 +20,10 @@ Stacks (`ustack`, `kstack` fields) are not columns: their frames follow the line
 per line, indented like bcc's `trace -U` (``    inner+0x12 [fx_stack]``), innermost
 first; a stack that could not be captured reads ``    [stack lost]``.
 
-Aggregations: see text_agg.py. Losses: ``N events lost (REASON)``. The view prints
-only what it is given; the runtime reports losses on stderr itself.
+Aggregations: see text_agg.py. Tables: table_text.py, or with `live=True` (stdout is a
+terminal) one table redrawn in place, live_table.py (Rich). Losses: ``N events lost
+(REASON)``. The view prints only what it is given; the runtime reports losses on stderr
+itself.
 """
 
 from __future__ import annotations
@@ -29,15 +31,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import tzinfo
 from itertools import repeat
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
+from planrunner.output.table_text import table_text
 from planrunner.output.template import compile_template, readable
 from planrunner.output.text_agg import snapshot_text
 from planrunner.printable import printable
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, Record, Stack
+from planrunner.records import (
+    RECORD_HEAD,
+    AggSnapshot,
+    PrintSchema,
+    Record,
+    Stack,
+    TableSnapshot,
+)
 from planrunner.stacks.formats import text_lines
+
+if TYPE_CHECKING:
+    from planrunner.output.live_table import HeldStream, LiveTables
 
 Render = Callable[[Record], str]
 TIME_WIDTH = 15  # HH:MM:SS.ffffff
@@ -62,9 +75,16 @@ def _plain(rec: Record) -> Record:
 
 class TextView(ViewBase):
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema],
-                 tz: tzinfo | None = None) -> None:
+                 tz: tzinfo | None = None, live: bool = False,
+                 held_stderr: HeldStream | None = None) -> None:
         super().__init__(stream, schemas)
         self.clock = Clock(tz)
+        # live: `table:` outputs redraw one table in place (stdout is a terminal)
+        self.live: LiveTables | None = None
+        if live:  # only asked for where Rich imports (commands/run.py checks)
+            from planrunner.output.live_table import LiveTables
+
+            self.live = LiveTables(stream, self.clock, held_stderr)
         columned = [s for s in self.schemas if s.format is None]
         self.uniform = len({_columns_of(s) for s in columned}) <= 1
         self.probe_width = max([5, *(len(s.probe) for s in self.schemas)])
@@ -183,13 +203,30 @@ class TextView(ViewBase):
                 line = printable(line.translate(_LINE_BREAKS))
             out.append(line)
         out.append("")
-        self.stream.write("\n".join(out))
+        self._write("\n".join(out))
 
     def aggregate(self, snap: AggSnapshot) -> None:
-        self.stream.write(snapshot_text(snap, self.clock))
+        self._write(snapshot_text(snap, self.clock))
+
+    def table(self, snap: TableSnapshot) -> None:
+        if self.live is not None:
+            self.live.show(snap)
+        else:
+            self.stream.write(table_text(snap, self.clock))
 
     def lost(self, count: int, reason: str) -> None:
-        self.stream.write(f"{count} events lost ({reason})\n")
+        self._write(f"{count} events lost ({reason})\n")
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.close()  # the last table stays on the screen
+        super().close()
+
+    def _write(self, text: str) -> None:
+        if self.live is not None:
+            self.live.write(text)
+        else:
+            self.stream.write(text)
 
 
 def _columns_of(schema: PrintSchema) -> tuple[str, ...]:

@@ -60,7 +60,7 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
     output_data = data.get("outputs", [])
     if ("outputs",) in broken or not isinstance(output_data, list):
         output_data = []
-    outputs = build_outputs(ctx, output_data, probe_names, skipped("outputs"))
+    outputs, tables = build_outputs(ctx, output_data, probe_names, skipped("outputs"))
     settings = (Settings() if any(p[:1] == ("settings",) for p in broken)
                 else _settings(ctx, data.get("settings", {})))
     stack = (StackSpec() if any(p[:1] == ("stack",) for p in broken)
@@ -72,7 +72,7 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
         name=data.get("name", Path(loaded.path).stem),
         description=data.get("description", ""),
         params=params, param_values=MappingProxyType(dict(ctx.param_values)), targets=targets,
-        probes=probes, outputs=outputs, settings=settings, stack=stack)
+        probes=probes, outputs=outputs, settings=settings, stack=stack, tables=tables)
 
 
 def _position(diag: Diagnostic) -> tuple[int, int]:
@@ -140,7 +140,8 @@ def _targets(ctx: BuildContext, targets: JsonObj, skip: AbstractSet[object] = fr
                           "prints after 'Build ID:'")
                 build_id = None
         out.append(TargetSpec(name=name, binary=binary, build_id=build_id,
-                              span=ctx.spans.text(jpath + ("binary",))))
+                              span=ctx.spans.text(jpath + ("binary",)),
+                              optional=bool(spec.get("optional", False))))
     return tuple(out)
 
 

@@ -46,6 +46,7 @@ class TargetSpec:
     binary: str  # after ${param} substitution; path, name on PATH, or library short name
     build_id: str | None
     span: Span  # the `binary:` value
+    optional: bool = False  # not found: its probes are left out with a warning
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,37 @@ class OutputSpec:
     lhist_max: int | None = None
     lhist_step: int | None = None
 
+    @property
+    def by_keys(self) -> tuple[str, ...]:
+        return tuple(f.key for f in self.by)
+
+
+@dataclass(frozen=True, slots=True)
+class TableColumn:
+    """One column of a table: the count/sum outputs it adds (one, or one per runtime)."""
+
+    name: str
+    outputs: tuple[str, ...]  # count/sum outputs whose values the column adds
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """`table: [a, {b: [c, d]}]`: count/sum outputs sharing their `by` keys, joined into
+    one row per key, a column per output (or per group of outputs it adds). The outputs
+    it joins print only through it."""
+
+    index: int
+    name: str  # `name:` or str(index)
+    columns: tuple[TableColumn, ...]  # in the table's order
+    sort: str  # the column rows are sorted by (largest first); default the first
+    rate: bool  # per-second rates over the interval instead of the interval's totals
+    key_fields: tuple[str, ...]  # the shared `by` keys
+    span: Span  # the output entry
+    table_span: Span  # the `table: [...]` value
+    every_ns: int | None = None
+    top: int | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -159,6 +191,11 @@ class Plan:
     def stack_of(self, probe: ProbeSpec) -> StackSpec:
         """The stack capture a probe uses: its own `stack:`, else the plan's."""
         return probe.stack or self.stack
+    tables: tuple[TableSpec, ...] = ()  # `table:` entries of `outputs:` (not in `outputs`)
+
+    def joined(self) -> dict[str, str]:
+        """Output name -> the table that joins it."""
+        return {o: t.name for t in self.tables for c in t.columns for o in c.outputs}
 
     def probe(self, name: str) -> ProbeSpec:
         return next(p for p in self.probes if p.name == name)

@@ -124,6 +124,22 @@ class AggregateOutput:
     map_size: int
     value_signed: bool = True  # value kept as __s64 (False: __u64, a uint64 value)
     lost_map: str = ""  # per-CPU array [0]: updates refused because the map was full
+    table: str | None = None  # the table that joins it (it then prints only there)
+
+
+@dataclass(frozen=True, slots=True)
+class AggTable:
+    """`table:` of the plan: count/sum outputs joined by their shared keys, read at one
+    moment each interval; a column adds the outputs it names (those rendered: an
+    output of a left-out optional target is not)."""
+
+    name: str
+    columns: tuple[tuple[str, tuple[str, ...]], ...]  # (column, aggregate output names)
+    key_fields: tuple[str, ...]
+    sort: str
+    rate: bool
+    every_ns: int | None
+    top: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +181,7 @@ class RenderedProgram:
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()
     stack_maps: StackMaps = StackMaps()  # render/stacks.py
+    tables: tuple[AggTable, ...] = ()
     # Defined by the loader (`-DPR_SLEEPABLE`) when the kernel has sleepable uprobes: the
     # programs of `sleepable` sites then fault pages in and are loaded BPF_F_SLEEPABLE.
     # Left undefined, the same source is today's non-sleepable program.

@@ -10,7 +10,7 @@ decided from what the emitters reported they need (`Body`), never by reading C b
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planrunner.expr.typed import Builtin
 from planrunner.expr.types import StackType
@@ -29,6 +29,7 @@ from planrunner.render.bodies import (
 from planrunner.render.environment import render_template
 from planrunner.render.model import (
     AggregateOutput,
+    AggTable,
     AttachSite,
     FileIdentity,
     PrintOutput,
@@ -268,10 +269,24 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     # in plan order (they were made probe by probe), so their snapshots print in it too
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
     aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
+    tables = _tables(resolved, aggs)
+    joined = {o: t.name for t in tables for _, outs in t.columns for o in outs}
+    aggs = [replace(a, table=joined.get(a.name)) for a in aggs]
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth,
-                           runtime_constants=constants,
+                           runtime_constants=constants, tables=tables,
                            stack_maps=stack_maps)
+
+
+def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:
+    """The plan's tables over the aggregations rendered (all of them, unless an
+    optional target was left out)."""
+    present = {a.name for a in aggs}
+    return tuple(
+        AggTable(t.name, tuple((c.name, tuple(o for o in c.outputs if o in present))
+                               for c in t.columns),
+                 t.key_fields, t.sort, t.rate, t.every_ns, t.top)
+        for t in resolved.plan.tables)
 
 
 def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:

@@ -70,7 +70,8 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     errors: list[PlanError] = []
     size = plan.settings.string_size
     constants = Constants.of(plan)
-    binaries = _binaries(plan, pid, errors)
+    left_out: list[Diagnostic] = []
+    binaries = _binaries(plan, pid, errors, left_out)
     located = {spec.name: _with_nested(got, plan) for spec in plan.probes
                if spec.kind != "span"
                if (got := _locate(spec, binaries, constants, size, errors)) is not None}
@@ -91,6 +92,8 @@ def resolve_plan(plan: Plan, pid: int | None = None,
              for name, sc in scopes.items()}
     resolved: list[ResolvedProbe] = []
     for spec in plan.probes:
+        if spec.name not in spans and spec.name not in checked:
+            continue  # on an optional target left out (any other failure raised above)
         if spec.kind == "span":
             resolved.append(_span_probe(spans[spec.name], outputs))
         else:
@@ -102,7 +105,7 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     _check_size(plan, resolved)
     proc = (Process.of_pid(pid) if pid else Process.of_command(command) if command
             else None)
-    warnings = [w for loc in located.values() for w in _warnings(loc, proc)]
+    warnings = left_out + [w for loc in located.values() for w in _warnings(loc, proc)]
     return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings))
 
 
@@ -138,14 +141,25 @@ def _about(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def _binaries(plan: Plan, pid: int | None, errors: list[PlanError]) -> dict[str, BinaryRef]:
+def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],
+              left_out: list[Diagnostic]) -> dict[str, BinaryRef]:
+    """The targets found; an `optional: true` one that is not is a warning in
+    `left_out`, and its probes (then their outputs) are skipped as if it failed."""
     out = {}
     for target in plan.targets:
         try:
             path = resolve_target(target.binary, pid, target.span)
             out[target.name] = S.binary_ref(path, path, target.build_id, target.span)
         except PlanError as err:
-            errors.append(err)
+            if not target.optional:
+                errors.append(err)
+                continue
+            probes = [p.name for p in plan.probes if p.target == target.name]
+            first = err.diagnostics[0].message if err.diagnostics else str(err)
+            left_out.append(Diagnostic(
+                f"optional target '{target.name}' left out ({first}): probes "
+                f"{', '.join(probes) or '(none)'} will not fire", target.span,
+                ("install it, or --set its path, to trace it too",), severity="warning"))
     return out
 
 

@@ -31,7 +31,7 @@ from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
 from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
 from planrunner.runtime.ringbuf import RingReader, ordered_host
-from planrunner.runtime.scope import ensure_bpffs
+from planrunner.runtime.scope import cgroup_key, ensure_bpffs
 
 if TYPE_CHECKING:
     from planrunner.runtime.tracers import TracerRegistry
@@ -176,9 +176,12 @@ class BccBackend:
         table = self.bpf[program.scope_cgroups_map]
         for i, path in enumerate(cgroups):
             try:
-                table[i] = path  # bcc opens the directory and stores its fd
+                cgroup_id, level = cgroup_key(path)
             except OSError as exc:
                 raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
+            value = table.Leaf()
+            value.id, value.level = cgroup_id, level
+            table[ct.c_int(i)] = value
 
     def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         from planrunner.runtime.tracers import TracerRegistry

@@ -182,3 +182,20 @@ def _mounted_type(directory: str) -> str | None:
 
 __all__ = ["PidNamespace", "Scope", "apply_scope", "ensure_bpffs",
            "own_pid_namespace", "register_run", "tracer_alive"]
+
+
+def cgroup_key(path: str, mounts: str = "/proc/self/mounts") -> tuple[int, int]:
+    """(cgroup id, depth below the root of its cgroup v2 hierarchy) of the cgroup v2
+    directory `path`: what the program compares with bpf_get_current_ancestor_cgroup_id.
+    A cgroup's id is the inode number of its directory (kernfs)."""
+    real = os.path.realpath(path)
+    with open(mounts, encoding="utf-8", errors="replace") as fh:
+        roots = [parts[1] for parts in (line.split() for line in fh)
+                 if len(parts) >= 3 and parts[2] == "cgroup2"]
+    inside = [r for r in roots if real == r or real.startswith(r.rstrip("/") + "/")]
+    if not inside:
+        raise OSError(0, f"{path} is not in a cgroup v2 hierarchy")
+    root = max(inside, key=len)
+    rel = os.path.relpath(real, root)
+    level = 0 if rel == "." else len(rel.split(os.sep))
+    return os.stat(real).st_ino, level

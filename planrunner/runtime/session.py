@@ -44,7 +44,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from planrunner.output.base import LiveView, View
-from planrunner.records import AggSnapshot
+from planrunner.records import AggSnapshot, TableSnapshot
 from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram, StackMaps
 from planrunner.runtime.aggregates import AggregateReader
 from planrunner.runtime.attach import check_unchanged, distinct_sites
@@ -221,6 +221,9 @@ class _Counting:
         self.out.unwritten += len(batch)
 
     def aggregate(self, snap: AggSnapshot) -> None:
+        self.out.unwritten_snaps += 1
+
+    def table(self, snap: TableSnapshot) -> None:
         self.out.unwritten_snaps += 1
 
     def lost(self, count: int, reason: str) -> None:
