@@ -9,11 +9,13 @@ import ctypes as ct
 import os
 from pathlib import Path
 
+from planrunner.render.model import ConfigSlot
 from tests.e2e.executor_helpers import simple_plan, start_tracer, stop_tracer
 
 SYS_PIDFD_GETFD = 438  # x86-64 and aarch64 alike (the generic table)
 BPF_MAP_TYPE_ARRAY = 2
-NR_CPUS_SLOT = 2  # ConfigSlot.NR_CPUS
+NR_CPUS_SLOT = int(ConfigSlot.NR_CPUS)
+CONFIG_ENTRIES = len(ConfigSlot)  # pr_config's size (templates/runtime_helpers.h)
 
 
 def _fdinfo(pid: int, fd: str) -> dict[str, str]:
@@ -25,12 +27,13 @@ def _fdinfo(pid: int, fd: str) -> dict[str, str]:
 
 
 def _config_maps(pid: int) -> list[int]:
-    """The tracer's fds of u32 -> u32 arrays of 3 entries: pr_config's shape."""
+    """The tracer's fds of u32 -> u32 arrays of pr_config's size: its shape."""
     out = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         info = {k: v.strip() for k, v in _fdinfo(pid, fd).items()}
         if (info.get("map_type"), info.get("key_size"), info.get("value_size"),
-                info.get("max_entries")) == (str(BPF_MAP_TYPE_ARRAY), "4", "4", "3"):
+                info.get("max_entries")) == (str(BPF_MAP_TYPE_ARRAY), "4", "4",
+                                          str(CONFIG_ENTRIES)):
             out.append(int(fd))
     return out
 
