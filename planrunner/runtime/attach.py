@@ -163,8 +163,9 @@ class Tracepoints:
         self._attached.append(pfd)
 
     def detach_all(self) -> None:
-        while self._attached:
-            self._lib.close_perf_event_fd(self._attached.pop())
+        # Each close waits for an RCU grace period (~0.1 s): in parallel, they overlap.
+        fds, self._attached = self._attached, []
+        close_all(fds, close=self._lib.close_perf_event_fd)
 
 
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes as ct
 import inspect
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -245,16 +246,27 @@ class BccBackend:
         return fd
 
     def detach(self) -> None:
-        try:
-            if self._uprobes is not None:
-                self._uprobes.detach_all()
-        finally:
+        """Every strategy's probes at once: each close waits for a grace period, and
+        side by side they overlap (a run's exit program is a tracepoint beside the plan's
+        uprobes: one after the other, a stop took 0.1 s more)."""
+        strategies = [s for s in (self._uprobes, self._tracepoints, self._perf)
+                      if s is not None]
+        failed: list[BaseException] = []
+
+        def detach_one(strategy: AttachStrategy) -> None:
             try:
-                if self._tracepoints is not None:
-                    self._tracepoints.detach_all()
-            finally:
-                if self._perf is not None:
-                    self._perf.detach_all()
+                strategy.detach_all()
+            except BaseException as exc:  # noqa: BLE001 - raised below, in this thread
+                failed.append(exc)
+
+        threads = [threading.Thread(target=detach_one, args=(s,), daemon=True)
+                   for s in strategies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failed:
+            raise failed[0]
 
     def close(self) -> None:
         self.detach()
