@@ -144,13 +144,22 @@ class PerfUprobes:
             self._lib.detach_uprobe(ev_name)  # only the tracefs fallback left one
 
 
-class Tracepoints:
-    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "tracepoint"
-    attach_type: int | None = None
+class _PerfEventFds:
+    """A strategy whose attaches are perf-event fds (tracepoints, sampling events)."""
 
     def __init__(self) -> None:
         self._lib = _libbcc()
         self._attached: list[int] = []
+
+    def detach_all(self) -> None:
+        # Each close waits for an RCU grace period (~0.1 s): in parallel, they overlap.
+        fds, self._attached = self._attached, []
+        close_all(fds, close=self._lib.close_perf_event_fd)
+
+
+class Tracepoints(_PerfEventFds):
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "tracepoint"
+    attach_type: int | None = None
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
@@ -161,11 +170,6 @@ class Tracepoints:
         if pfd < 0:
             raise attach_error(site, ct.get_errno())
         self._attached.append(pfd)
-
-    def detach_all(self) -> None:
-        # Each close waits for an RCU grace period (~0.1 s): in parallel, they overlap.
-        fds, self._attached = self._attached, []
-        close_all(fds, close=self._lib.close_perf_event_fd)
 
 
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
@@ -182,16 +186,12 @@ def online_cpus() -> list[int]:
     return cpus
 
 
-class PerfEvents:
+class PerfEvents(_PerfEventFds):
     """profile: a cpu-clock event at `sample_hz` on every online CPU; interval: one on
     CPU 0 every `sample_period_ns` (cpu-clock counts nanoseconds)."""
 
     prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "perf_event"
     attach_type: int | None = None
-
-    def __init__(self) -> None:
-        self._lib = _libbcc()
-        self._attached: list[int] = []
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
@@ -204,10 +204,6 @@ class PerfEvents:
             if pfd < 0:
                 raise attach_error(site, ct.get_errno())
             self._attached.append(pfd)
-
-    def detach_all(self) -> None:
-        while self._attached:
-            self._lib.close_perf_event_fd(self._attached.pop())
 
 
 def site_key(site: AttachSite) -> tuple[object, ...]:
