@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any, TextIO
 
+from planrunner.elf.procmaps import stat_fields
 from planrunner.output.base import LiveView, View
 from planrunner.records import AggSnapshot, TableSnapshot
 from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram, StackMaps
@@ -513,9 +514,5 @@ def _silence_stdout() -> None:
 
 def _alive(pid: int) -> bool:
     """The process exists and is not a zombie (an unreaped child still has /proc/PID)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+    fields = stat_fields(pid)
+    return fields is not None and bool(fields) and fields[0] not in (b"Z", b"X")
