@@ -39,6 +39,34 @@ class View(Protocol):
     def close(self) -> None: ...
 
 
+class ViewWrapper:
+    """A View that passes everything to `inner`: wrappers override what they change."""
+
+    def __init__(self, inner: View) -> None:
+        self.inner = inner
+
+    def record(self, rec: dict[str, object]) -> None:
+        self.inner.record(rec)
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        self.inner.records(batch)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self.inner.aggregate(snap)
+
+    def table(self, snap: TableSnapshot) -> None:
+        self.inner.table(snap)
+
+    def lost(self, count: int, reason: str) -> None:
+        self.inner.lost(count, reason)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class LiveView(Protocol):
     def start(self, source: SnapshotSource, probes_attached: int,
               semaphore_mode: str) -> None: ...

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TextIO
 
 from planrunner.errors import PlanError, UsageError
-from planrunner.output.base import View
+from planrunner.output.base import View, ViewWrapper
 from planrunner.output.csv_table import CsvView
 from planrunner.records import AggSnapshot, PrintSchema, TableSnapshot
 
@@ -84,29 +84,12 @@ def _open(path: str) -> TextIO:
         raise PlanError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-class _Closing:
+class _Closing(ViewWrapper):
     """A view that also closes the file it writes to."""
 
     def __init__(self, inner: View, stream: TextIO | None) -> None:
-        self.inner, self.stream = inner, stream
-
-    def record(self, rec: dict[str, object]) -> None:
-        self.inner.record(rec)
-
-    def records(self, batch: Sequence[dict[str, object]]) -> None:
-        self.inner.records(batch)
-
-    def aggregate(self, snap: AggSnapshot) -> None:
-        self.inner.aggregate(snap)
-
-    def table(self, snap: TableSnapshot) -> None:
-        self.inner.table(snap)
-
-    def lost(self, count: int, reason: str) -> None:
-        self.inner.lost(count, reason)
-
-    def flush(self) -> None:
-        self.inner.flush()
+        super().__init__(inner)
+        self.stream = stream
 
     def close(self) -> None:
         self.inner.close()

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from planrunner.output.base import View, ViewBase
+from planrunner.output.base import View, ViewBase, ViewWrapper
 from planrunner.records import AggRow, AggSnapshot, PrintSchema, Stack, TableSnapshot
 from planrunner.stacks.formats import folded_line
 from planrunner.stacks.frame import Frame
@@ -89,14 +89,14 @@ class FoldedView(ViewBase):
         super().close()
 
 
-class FlameGraphTap:
+class FlameGraphTap(ViewWrapper):
     """A view that passes everything to `inner` and writes a flame graph of the stacks
     it saw to `path` at close (nothing when there were none)."""
 
     def __init__(self, inner: View, path: str, title: str) -> None:
         import io
 
-        self.inner = inner
+        super().__init__(inner)
         self.path, self.title = path, title
         self.folded = FoldedView(io.StringIO(), ())
         self.written = False
@@ -111,15 +111,6 @@ class FlameGraphTap:
     def aggregate(self, snap: AggSnapshot) -> None:
         self.inner.aggregate(snap)
         self.folded.aggregate(snap)
-
-    def table(self, snap: TableSnapshot) -> None:
-        self.inner.table(snap)
-
-    def lost(self, count: int, reason: str) -> None:
-        self.inner.lost(count, reason)
-
-    def flush(self) -> None:
-        self.inner.flush()
 
     def close(self) -> None:
         self.inner.close()
