@@ -16,6 +16,7 @@ demo: fixtures
 
 test: fixtures
 	$(PY) -m ruff check planrunner tests bench
+	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 bench: fixtures

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -27,6 +28,8 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
+    """One located message (error or warning) with its hints."""
+
     message: str
     span: Span | None = None
     hints: tuple[str, ...] = ()
@@ -57,7 +60,7 @@ def render(diag: Diagnostic, source_text: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def did_you_mean(word: str, candidates: list[str] | tuple[str, ...] | set[str]) -> str | None:
+def did_you_mean(word: str, candidates: Iterable[object]) -> str | None:
     """The closest candidate to `word`, or None when nothing is close."""
     import difflib
 

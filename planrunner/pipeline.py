@@ -8,10 +8,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from planrunner.plan import load_plan
-from planrunner.plan.model import Plan
-from planrunner.render.model import RenderedProgram
-from planrunner.resolve.model import ResolvedPlan
+
+if TYPE_CHECKING:  # annotations only: `validate` never renders (render/model.py: ~10 ms)
+    from planrunner.plan.model import Plan
+    from planrunner.render.model import RenderedProgram
+    from planrunner.resolve.model import ResolvedPlan
 
 
 def load(path: str, overrides: dict[str, str]) -> Plan:

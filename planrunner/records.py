@@ -8,12 +8,16 @@ Contract (the runtime decoder produces these, `planrunner/output/` consumes them
   `iso_utc_ns`), ``ts_ns`` (monotonic ns), ``pid``, ``tid``, ``comm``, ``probe`` (the
   plan probe's name), ``output`` (the output's name), then the output's field keys in
   plan order (int, str, bool, or None for a NULL/unreadable string), and, only when a
-  string was cut at its size, ``truncated: [keys...]``. Strings are already decoded
+  string was cut at its size, ``truncated: [keys...]``; only when the kernel could not
+  read a string and the runtime read it later from the live process,
+  ``reread: [keys...]``. Strings are already decoded
   (utf-8, errors="backslashreplace").
 - `PrintSchema` describes the columns of one ``print`` output (known before any record).
 - `AggSnapshot` is one reading of one aggregation map: its rows are already sorted and
   cut to ``top`` (`top_rows`). Histogram rows carry *dense* buckets (`log2_buckets`,
   `lhist_buckets`): every bucket from the first to the last one present, zeros included.
+- `TableSnapshot` is one reading of a `table:` output: count/sum outputs joined by
+  their shared keys (`join_rows`), a value per column, rows sorted and cut.
 - `SnapshotSource` is how a view that serves live state (Prometheus) pulls cumulative
   snapshots and the loss counter while the session runs, without knowing the runtime.
 
@@ -27,7 +31,11 @@ Bucketing (the BPF C computes the index, these functions give its bounds):
   ``min + (i-1)*step <= v < min(min + i*step, max)``, index n+1 the overflow (v >= max).
   An unbounded side is ``None`` (underflow low, overflow high).
 
-Pure; imports nothing of ours.
+A stack value (`ustack`, `kstack` in a record or an aggregation key) is a `Stack`: its
+frames innermost first (planrunner.stacks.frame.Frame: address, symbol or None, offset,
+module); `json()` is what the JSON view writes.
+
+Pure; imports nothing of ours but the Frame type.
 """
 
 from __future__ import annotations
@@ -35,7 +43,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
+
+from planrunner.stacks.frame import Frame
 
 # The keys every print record starts with, in order (field keys follow).
 RECORD_HEAD = ("time", "ts_ns", "pid", "tid", "comm", "probe", "output")
@@ -45,14 +55,40 @@ STAT_KEYS = ("count", "sum", "min", "max", "avg")
 LOG2_MAX_INDEX = 64
 
 
+# A print record as views receive it: record key -> value (int, str, bool, None, a list
+# of truncated keys...), JSON-like, so values are read as they come.
+Record = dict[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class PrintSchema:
-    """The columns of one `print` output; `format` is its text template, if any."""
+    """The columns of one `print` output; `format` is its text template, if any.
+    `stacks` are the fields that hold a Stack (printed under the line)."""
 
     output: str
     probe: str
     fields: tuple[str, ...]
     format: str | None = None
+    stacks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """A symbolized call stack; `lost`: it could not be captured or unwound."""
+
+    kind: str  # "user" | "kernel"
+    frames: tuple[Frame, ...]
+    lost: bool = False
+
+    def json(self) -> list[dict[str, object]]:
+        return [{"address": f.address, "symbol": f.symbol, "offset": f.offset,
+                 "module": f.module} for f in self.frames]
+
+    def __str__(self) -> str:
+        """One line, innermost first: `inner+0x12 [fx_stack];middle+0x8 [fx_stack]`."""
+        from planrunner.stacks.formats import text_line
+
+        return ";".join(text_line(f, 0) for f in self.frames)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +135,36 @@ class AggSnapshot:
     dropped: int = 0  # updates that found the map full (their keys are missing)
 
 
+@dataclass(frozen=True, slots=True)
+class TableRow:
+    """One key of a table: a value per column (the interval's count or sum, or that per
+    second when the table has `rate: true`), and the process's command line when a
+    key is `pid` (None when it could not be read)."""
+
+    key: tuple[tuple[str, object], ...]
+    values: tuple[int | float, ...]
+    cmdline: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableSnapshot:
+    """One reading of a `table:` output: its joined outputs read at one moment."""
+
+    output: str
+    columns: tuple[str, ...]
+    key_fields: tuple[str, ...]
+    rate: bool  # values are per second over [interval_start, interval_end]
+    sort: str  # the column the rows are sorted by, largest first
+    interval_start: float
+    interval_end: float
+    rows: tuple[TableRow, ...]
+    dropped: int = 0  # updates the joined outputs' full maps refused
+
+    @property
+    def has_cmdline(self) -> bool:
+        return "pid" in self.key_fields
+
+
 class SnapshotSource(Protocol):
     """Aggregations as they stand now, for a view that pulls them (from any thread)."""
 
@@ -138,6 +204,28 @@ def top_rows(rows: Iterable[AggRow], kind: str, n: int | None) -> tuple[AggRow, 
     ordered = sorted(rows, key=_key_order)
     ordered.sort(key=lambda r: _rank(r, kind), reverse=True)  # stable: ties keep key order
     return tuple(ordered if n is None else ordered[: max(n, 0)])
+
+
+def join_rows(columns: Sequence[Sequence[AggRow]], seconds: float | None,
+              sort: int, n: int | None) -> tuple[TableRow, ...]:
+    """Rows of count/sum outputs joined by key: a value per column (its rows' counts or
+    sums added, 0 where a key has none), divided by `seconds` when given (rates); sorted
+    by column `sort`, largest first, ties by key; the first `n` (all if None)."""
+    totals: dict[tuple[tuple[str, object], ...], list[int]] = {}
+    for i, rows in enumerate(columns):
+        for row in rows:
+            value = row.count if row.count is not None else row.sum
+            if value is None:
+                continue
+            totals.setdefault(row.key, [0] * len(columns))[i] += value
+    if seconds is not None:
+        per = 1 / seconds if seconds > 0 else 0.0
+        joined = [TableRow(k, tuple(v * per for v in vals)) for k, vals in totals.items()]
+    else:
+        joined = [TableRow(k, tuple(vals)) for k, vals in totals.items()]
+    joined.sort(key=lambda r: _key_order(AggRow(r.key)))
+    joined.sort(key=lambda r: r.values[sort], reverse=True)  # stable: ties keep key order
+    return tuple(joined if n is None else joined[: max(n, 0)])
 
 
 # -- log2 buckets ----------------------------------------------------------------------

@@ -119,7 +119,7 @@ def usdt_starter(command: str, spec: str, path: str, probes: Sequence[UsdtProbe]
             name=name, kind="usdt", spec=f"{target}:{probe.provider}:{probe.name}",
             args=args, fields=tuple(f"arg{i}" for i, a in enumerate(args, 1) if a.shown),
             comments=tuple(comments)))
-    footer = ()
+    footer: tuple[str, ...] = ()
     if total > len(probes):
         footer = (f"{total - len(probes)} more probes of {spec} are not in this plan "
                   f"(the first {len(probes)} are).",

@@ -97,7 +97,7 @@ def event_names(root: str, pattern: str | None = None) -> list[tuple[str, str]]:
 
 
 def _walk_events(root: str) -> list[tuple[str, str]]:
-    out = []
+    out: list[tuple[str, str]] = []
     events = f"{root}/events"
     for category in os.listdir(events):
         path = f"{events}/{category}"

@@ -64,7 +64,7 @@ def text_lines(root: str, events: Sequence[tuple[str, str]], verbosity: int
             yield line
 
 
-def json_items(root: str, events: Sequence[tuple[str, str]]) -> list[dict]:
+def json_items(root: str, events: Sequence[tuple[str, str]]) -> list[dict[str, object]]:
     return [{
         "category": category,
         "event": event,

@@ -1,7 +1,7 @@
 /* planrunner expression helpers, called by the C that planrunner/expr/lower_c.py emits.
  *
  * Included verbatim by the program template. Needs __u32/__u64/__s64, __always_inline,
- * bpf_probe_read_user and bpf_probe_read_user_str. Every loop is bounded by a size that is
+ * bpf_probe_read_user and pr_user_bytes_f (runtime_helpers.h). Every loop is bounded by a size that is
  * a compile-time constant at each call site, so the BPF verifier can follow it.
  *
  * Strings: a buffer of `bufsize` bytes holds a string that ends at its first NUL (or at
@@ -116,8 +116,10 @@ static __always_inline int pr_str_contains(const char *buf, int bufsize, const c
 }
 
 /* Read exactly min(n, bufsize - 1) bytes (none when n <= 0) from user memory at src into
- * buf, then a NUL after them. The clamp keeps the size provably below bufsize. */
-static __always_inline void pr_read_user_n(char *buf, int bufsize, const void *src, __s64 n)
+ * buf, then a NUL after them. The clamp keeps the size provably below bufsize. `fault`:
+ * PR_FAULT may fault the page in (runtime_helpers.h), PR_NOFAULT may not. */
+static __always_inline void pr_read_user_n(char *buf, int bufsize, const void *src, __s64 n,
+					   int fault)
 {
 	__u32 len = 0;
 
@@ -125,7 +127,10 @@ static __always_inline void pr_read_user_n(char *buf, int bufsize, const void *s
 		len = n < bufsize - 1 ? (__u32)n : (__u32)(bufsize - 1);
 	if (len > (__u32)(bufsize - 1))
 		len = 0;
-	bpf_probe_read_user(buf, len, src);
+	if (fault)
+		pr_user_bytes_f(buf, len, src);
+	else
+		bpf_probe_read_user(buf, len, src);
 	buf[len] = 0;
 }
 

@@ -1,16 +1,18 @@
 /* The record path every plan program shares (included verbatim by program.bpf.c.j2,
-   after the ring buffer map and PR_WAKEUP_BYTES): loss counters, batched wakeups and the
+   after the ring buffer map, PR_RINGBUF_BYTES and PR_WAKEUP_SHARE, and after
+   runtime_helpers.h's pr_config): loss counters, batched wakeups and the
    record header. Coupled with render/layout.py: struct pr_hdr must match HEADER_FORMAT. */
 /* Per-CPU counters (render/model.py Counter): [0] records lost (ring buffer full),
    [1] aggregation keys dropped (map full), [2] bytes submitted since the last forced
    wakeup, [3] span begins that replaced an open begin of their key, [4] nested span
-   begins deeper than settings.span_depth (not timed). */
+   begins deeper than settings.span_depth (not timed), [5] stacks not captured. */
 #define PR_LOST_RINGBUF 0
 #define PR_LOST_MAPFULL 1
 #define PR_SUBMITS 2
 #define PR_SPAN_REPLACED 3
 #define PR_SPAN_OVERFLOW 4
-BPF_PERCPU_ARRAY(pr_counters, __u64, 5);
+#define PR_STACK_LOST 5
+BPF_PERCPU_ARRAY(pr_counters, __u64, 6);
 
 static __always_inline void pr_count(__u32 which)
 {
@@ -19,9 +21,12 @@ static __always_inline void pr_count(__u32 which)
         *n += 1;
 }
 
-/* Wake the consumer when this CPU has submitted PR_WAKEUP_BYTES since its last wakeup
-   (render/program.py says why); it also drains on a short timer, so nothing waits long.
-   One wakeup per record costs ~10x the uprobe. */
+/* Wake the consumer when this CPU has submitted its share of the ring since its last
+   wakeup (render/program.py says why); it also drains on a short timer, so nothing waits
+   long. One wakeup per record costs ~10x the uprobe. The share is 1/PR_WAKEUP_SHARE of
+   the ring, or 1/(2 * CPUs) on a host with more than PR_WAKEUP_SHARE / 2 CPUs: what all
+   CPUs hold back without a wakeup stays under half the ring. The CPU count is the
+   runtime's (pr_config), so the C is the same on every host. */
 static __always_inline __u64 pr_wakeup_flags(__u64 size)
 {
     __u32 which = PR_SUBMITS;
@@ -29,7 +34,12 @@ static __always_inline __u64 pr_wakeup_flags(__u64 size)
     if (!n)
         return 0;
     *n += size;
-    if (*n < PR_WAKEUP_BYTES)
+    __u32 key = PR_CFG_NR_CPUS;
+    __u32 *cpus = pr_config.lookup(&key);
+    __u64 share = PR_WAKEUP_SHARE;
+    if (cpus && *cpus > PR_WAKEUP_SHARE / 2)
+        share = 2 * (__u64)*cpus;
+    if (*n < PR_RINGBUF_BYTES / share)
         return BPF_RB_NO_WAKEUP;
     *n = 0;
     return BPF_RB_FORCE_WAKEUP;

@@ -17,48 +17,249 @@ static long (*pr_probe_read_user_str)(void *dst, __u32 size, const void *src) =
 #define bpf_probe_read_user pr_probe_read_user
 #define bpf_probe_read_user_str pr_probe_read_user_str
 
-/* Filled by the runtime after loading: [PR_CFG_PID] the --pid filter for tracepoints
-   (uprobes are filtered by the kernel at attach), [PR_CFG_SELF] planrunner's own process,
-   whose events are dropped: tracing the Python that runs planrunner would otherwise feed
-   on itself. */
-#define PR_CFG_PID 0
-#define PR_CFG_SELF 1
-BPF_ARRAY(pr_config, __u32, 2);
+/* Reads that may fault a page in. bpf_probe_read_user(_str) cannot: a page the process
+   has not touched yet (a library's .rodata right after dlopen) reads as an error. A probe
+   that reads user strings passes PR_FAULT to the readers below (render/bodies.py); where
+   the kernel has sleepable uprobes the loader defines PR_SLEEPABLE and loads that probe
+   BPF_F_SLEEPABLE (render/model.py AttachSite.sleepable), and the page is faulted in as
+   the process itself would on reading it. Without PR_SLEEPABLE these are the non-faulting
+   readers, and the runtime re-reads what failed from /proc/PID/mem (marked "reread"). */
+#define PR_NOFAULT 0
+#define PR_FAULT 1
+#ifdef PR_SLEEPABLE
+/* The non-faulting read first (the common case: the page is there); on an error, touch
+   the pages the string may lie on one by one, with bpf_copy_from_user (which faults them
+   in), reading again after each: at most cap / PAGE_SIZE + 2 pages. The kfunc
+   bpf_copy_from_user_str (6.12+) would do it in one call, but bcc 0.26 refuses calls to
+   extern functions. */
+static __always_inline long pr_user_str_f(void *dst, __u32 cap, const void *src)
+{
+    long n = bpf_probe_read_user_str(dst, cap, src);
+    __u64 page = (__u64)src;
+    char c;
+    for (__u32 i = 0; n < 0 && i < cap / PAGE_SIZE + 2; i++) {
+        if (bpf_copy_from_user(&c, 1, (void *)page) < 0)
+            break;  /* not mapped: nothing to fault in */
+        n = bpf_probe_read_user_str(dst, cap, src);
+        page = (page | (PAGE_SIZE - 1)) + 1;
+    }
+    return n;
+}
+#define pr_user_bytes_f bpf_copy_from_user
+#else
+#define pr_user_str_f bpf_probe_read_user_str
+#define pr_user_bytes_f bpf_probe_read_user
+#endif
 
-static __always_inline int pr_skip(int check_pid)
+/* Filled by the runtime after loading (render/model.py ConfigSlot; runtime/scope.py).
+   [PR_CFG_SCOPE_UPROBE] and [PR_CFG_SCOPE_TRACEPOINT]: the scope filters (PR_SCOPE_*
+   bits) each kind of thunk applies here; one --pid alone is 0 for uprobes, which the
+   kernel filters at attach. [PR_CFG_SELF]: planrunner's own process, whose events are
+   dropped (tracing the Python that runs planrunner would feed on itself).
+   [PR_CFG_NS_DEV], [PR_CFG_NS_INO]: planrunner's pid namespace when it is not the init
+   one (0: it is), so that SELF and the --pid values, which are pids of that namespace,
+   are compared with the task's tgid there. [PR_CFG_CGROUPS]: entries of pr_scope_cgroups
+   in use. [PR_CFG_NR_CPUS]: the possible CPUs, which scale the ring buffer's wakeup
+   watermark (record_helpers.h). */
+#define PR_CFG_SCOPE_UPROBE 0
+#define PR_CFG_SELF 1
+#define PR_CFG_SCOPE_TRACEPOINT 2
+#define PR_CFG_NS_DEV 3
+#define PR_CFG_NS_INO 4
+#define PR_CFG_CGROUPS 5
+#define PR_CFG_NR_CPUS 6
+BPF_ARRAY(pr_config, __u32, 7);
+
+#define PR_SCOPE_PIDS 1
+#define PR_SCOPE_COMM 2
+#define PR_SCOPE_CGROUP 4
+/* a key of pr_scope_pids that is a pid of planrunner's namespace, not an init one
+   (pids stay below 2^22) */
+#define PR_NS_KEY 0x80000000u
+#define PR_SCOPE_GIVEN 1 /* pr_scope_pids values: a --pid or the -c command */
+#define PR_SCOPE_CHILD 2 /* a descendant added by pr_scope_fork */
+#define PR_MAX_CGROUPS 8
+#define PR_CLONE_THREAD 0x00010000
+
+/* Every planrunner process on the machine (init-namespace tgids; 0: a free slot), shared
+   by all runs through the pin: two system-wide runs must not trace each other. Each
+   run adds itself before compiling (runtime/tracers.py); pr_on_exit removes it. One
+   array element scanned in registers: a hash lookup per event cost 14 ns more. */
+#define PR_MAX_TRACERS 16
+struct pr_tracer_table {
+    __u32 tgid[PR_MAX_TRACERS];
+    __u64 start[PR_MAX_TRACERS]; /* for user space: a pid reused is not the tracer */
+};
+BPF_TABLE_PINNED("array", __u32, struct pr_tracer_table, pr_tracers, 1,
+                 "/sys/fs/bpf/planrunner_tracers");
+/* --pid values, the -c command and, with --follow-children, their descendants */
+BPF_HASH(pr_scope_pids, __u32, __u32, 16384);
+struct pr_comm {
+    char c[16];
+};
+BPF_HASH(pr_scope_comms, struct pr_comm, __u32, 64);
+/* --cgroup directories as (cgroup id, depth below the v2 root): the task is in one, or
+   below it, when its ancestor at that depth is that cgroup. Not a BPF_CGROUP_ARRAY:
+   sleepable programs (runtime/progload.py) may not use one. */
+struct pr_cgroup {
+    __u64 id;
+    __u64 level;
+};
+BPF_ARRAY(pr_scope_cgroups, struct pr_cgroup, PR_MAX_CGROUPS);
+static u64 (*pr_ancestor_cgroup_id)(int level) =
+    (void *)BPF_FUNC_get_current_ancestor_cgroup_id;
+
+static __always_inline __u32 pr_cfg(__u32 slot)
+{
+    __u32 *v = pr_config.lookup(&slot);
+    return v ? *v : 0;
+}
+
+/* The current tgid in planrunner's pid namespace; 0 for a task outside it. */
+static __always_inline __u32 pr_ns_tgid(__u32 ino)
+{
+    struct bpf_pidns_info ns = {};
+    if (bpf_get_ns_current_pid_tgid(pr_cfg(PR_CFG_NS_DEV), ino, &ns, sizeof(ns)))
+        return 0;
+    return ns.tgid;
+}
+
+static __always_inline int pr_is_tracer(__u32 tgid)
+{
+    __u32 zero = 0;
+    struct pr_tracer_table *t = pr_tracers.lookup(&zero);
+    if (!t || !tgid)
+        return 0;
+#pragma unroll
+    for (int i = 0; i < PR_MAX_TRACERS; i++)
+        if (t->tgid[i] == tgid)
+            return 1;
+    return 0;
+}
+
+static __always_inline int pr_pid_allowed(__u32 tgid, __u32 ns_tgid)
+{
+    if (pr_scope_pids.lookup(&tgid))
+        return 1;
+    __u32 key = ns_tgid | PR_NS_KEY;
+    return ns_tgid && pr_scope_pids.lookup(&key);
+}
+
+/* 1 when this event is not to be recorded: any planrunner's own, or outside the scope
+   the thunk's kind applies (AND across --pid, --comm, --cgroup; OR within each). */
+static __always_inline int pr_skip(__u32 scope_slot)
 {
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-    __u32 key = PR_CFG_SELF;
-    __u32 *self = pr_config.lookup(&key);
-    if (self && *self == tgid)
+    if (pr_is_tracer(tgid))
         return 1;
-    if (check_pid) {
-        key = PR_CFG_PID;
-        __u32 *want = pr_config.lookup(&key);
-        if (want && *want && *want != tgid)
+    __u32 ino = pr_cfg(PR_CFG_NS_INO);
+    __u32 ns_tgid = ino ? pr_ns_tgid(ino) : 0;
+    if ((ino ? ns_tgid : tgid) == pr_cfg(PR_CFG_SELF))
+        return 1;
+    __u32 scope = pr_cfg(scope_slot);
+    if (!scope)
+        return 0;
+    if ((scope & PR_SCOPE_PIDS) && !pr_pid_allowed(tgid, ns_tgid))
+        return 1;
+    if (scope & PR_SCOPE_COMM) {
+        struct pr_comm comm = {};
+        bpf_get_current_comm(&comm, sizeof(comm));
+        if (!pr_scope_comms.lookup(&comm))
             return 1;
     }
+    if (scope & PR_SCOPE_CGROUP) {
+        __u32 n = pr_cfg(PR_CFG_CGROUPS);
+        int in = 0;
+#pragma unroll
+        for (__u32 i = 0; i < PR_MAX_CGROUPS; i++) {
+            if (i < n) {
+                __u32 k = i;
+                struct pr_cgroup *c = pr_scope_cgroups.lookup(&k);
+                if (c && pr_ancestor_cgroup_id((int)c->level) == c->id) {
+                    in = 1;
+                    break;
+                }
+            }
+        }
+        if (!in)
+            return 1;
+    }
+    return 0;
+}
+
+/* --follow-children (attached only then): a process forked by an allowed one is
+   allowed too. task:task_newtask runs in the parent, with the child's pid and clone
+   flags (threads share their tgid: nothing to add). Coupled with the tracepoint's
+   format: pid at offset 8, clone_flags at 32. */
+struct pr_newtask {
+    __u64 pr_common;
+    __s32 pid;
+    char comm[16];
+    __u32 pr_pad;
+    __u64 clone_flags;
+};
+
+int pr_scope_fork(struct pr_newtask *args)
+{
+    if (args->clone_flags & PR_CLONE_THREAD)
+        return 0;
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    __u32 ino = pr_cfg(PR_CFG_NS_INO);
+    if (!pr_pid_allowed(tgid, ino ? pr_ns_tgid(ino) : 0))
+        return 0;
+    __u32 child = args->pid;
+    __u32 how = PR_SCOPE_CHILD;
+    pr_scope_pids.update(&child, &how);
+    return 0;
+}
+
+/* At every process exit (attached always): a planrunner leaves the registry only now,
+   since its interpreter runs until then (the run that ends while no other is attached
+   leaves a dead entry, which the next run's registration removes); a descendant added
+   by --follow-children leaves the scope (its pid may be reused). */
+int pr_on_exit(void *ctx)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tgid = id >> 32;
+    if ((__u32)id != tgid)
+        return 0; /* a thread, not the process */
+    __u32 zero = 0;
+    struct pr_tracer_table *t = pr_tracers.lookup(&zero);
+    if (t) {
+#pragma unroll
+        for (int i = 0; i < PR_MAX_TRACERS; i++)
+            if (t->tgid[i] == tgid)
+                t->tgid[i] = 0;
+    }
+    __u32 *how = pr_scope_pids.lookup(&tgid);
+    if (how && *how == PR_SCOPE_CHILD)
+        pr_scope_pids.delete(&tgid);
     return 0;
 }
 
 #ifdef PR_USE_READ_STR
 /* Read a NUL-terminated user string into buf[cap] (content <= cap-1 bytes).
    Returns a status: PR_STR_NULL for a NULL pointer, -errno when unreadable (the
-   consumer retries from user space), PR_STR_TRUNCATED when more bytes followed. */
-static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr)
+   consumer retries from user space), PR_STR_TRUNCATED when more bytes followed.
+   `fault`: PR_FAULT in a probe that may be loaded sleepable, else PR_NOFAULT. */
+static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr, int fault)
 {
     if (!ptr) {
         buf[0] = 0;
         return PR_STR_NULL;
     }
-    long n = bpf_probe_read_user_str(buf, cap, (void *)ptr);
+    long n = fault ? pr_user_str_f(buf, cap, (void *)ptr)
+                   : bpf_probe_read_user_str(buf, cap, (void *)ptr);
     if (n < 0) {
         buf[0] = 0;
         return n;
     }
     if (n == cap) {
         char next = 0;
-        bpf_probe_read_user(&next, 1, (void *)(ptr + cap - 1));
+        if (fault)
+            pr_user_bytes_f(&next, 1, (void *)(ptr + cap - 1));
+        else
+            bpf_probe_read_user(&next, 1, (void *)(ptr + cap - 1));
         if (next)
             return PR_STR_TRUNCATED;
     }
@@ -88,8 +289,9 @@ static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr, int m
 
 #ifdef PR_USE_READ_LSTR
 /* Read exactly min(len, cap) bytes (a pointer + length string, not NUL-terminated)
-   into buf[cap + 1] and terminate it. */
-static __always_inline __s64 pr_read_lstr(char *buf, __u32 cap, __u64 ptr, __s64 len)
+   into buf[cap + 1] and terminate it. `fault` as for pr_read_str. */
+static __always_inline __s64 pr_read_lstr(char *buf, __u32 cap, __u64 ptr, __s64 len,
+                                          int fault)
 {
     if (!ptr) {
         buf[0] = 0;
@@ -107,7 +309,8 @@ static __always_inline __s64 pr_read_lstr(char *buf, __u32 cap, __u64 ptr, __s64
         n = cap;
     long err = 0;
     if (n)
-        err = bpf_probe_read_user(buf, n, (void *)ptr);
+        err = fault ? pr_user_bytes_f(buf, n, (void *)ptr)
+                    : bpf_probe_read_user(buf, n, (void *)ptr);
     if (err < 0) {
         buf[0] = 0;
         return err;

@@ -78,7 +78,7 @@ class _HelpWithParams(argparse.Action):
         parser.exit()
 
 
-def add_plan_parser(sub: argparse._SubParsersAction, name: str, help: str,  # noqa: A002
+def add_plan_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str,  # noqa: A002
                     pid: bool = True) -> argparse.ArgumentParser:
     """The subcommand parser of a command that takes a plan (validate, render, run)."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, add_help=False)
@@ -90,10 +90,9 @@ def add_plan_parser(sub: argparse._SubParsersAction, name: str, help: str,  # no
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="NAME=VALUE", help="set a plan param (repeatable)")
     if pid:
-        from planrunner.commands.pids import pid_arg
+        from planrunner.commands.scope_args import add_scope_arguments
 
-        parser.add_argument("-p", "--pid", type=pid_arg, default=None,
-                            help="resolve targets in this process and trace only it")
+        add_scope_arguments(parser)
     return parser
 
 

@@ -19,12 +19,14 @@ EXIT_MISSING = 3
 
 @dataclass(frozen=True, slots=True)
 class Check:
+    """One line of `doctor`: what was checked, whether it passed, and the detail."""
+
     name: str
     ok: bool
     detail: str  # what was found, or what to do when missing
 
 
-def register(subparsers: argparse._SubParsersAction, name: str) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     p = subparsers.add_parser(name, help="check that this machine can run plans",
                               description="Check root, bcc, kernel headers, tracefs, BTF "
                                           "and uprobe semaphore support.")
@@ -64,32 +66,11 @@ def check_bcc(python: str = sys.executable) -> Check:
 
 
 def check_kernel_headers(release: str | None = None, root: str = "/") -> Check:
-    release = release or os.uname().release
-    moddir = os.path.join(root, "lib/modules", release)
-    kconfig = "include/linux/kconfig.h"
-    found = [d for d in ("build", "source")
-             if os.path.isfile(os.path.join(moddir, d, kconfig))]
-    kheaders = os.path.join(root, "sys/kernel/kheaders.tar.xz")
-    if found:
-        target = os.path.realpath(os.path.join(moddir, found[0]))
-        note = _release_mismatch(os.path.join(moddir, "build"), release)
-        return Check("kernel headers", True, f"{target}{note}")
-    if os.path.exists(kheaders):
-        return Check("kernel headers", True, f"{kheaders} (CONFIG_IKHEADERS)")
-    return Check("kernel headers", False,
-                 f"no {kconfig} under {moddir}/build or /source: install the headers "
-                 f"(Debian/Ubuntu: apt install linux-headers-{release}), or "
-                 "`modprobe kheaders`")
+    """The same decision `run` makes (runtime/headers.py follows bcc's own)."""
+    from planrunner.runtime.headers import find_headers
 
-
-def _release_mismatch(build: str, release: str) -> str:
-    """A note when the headers were made for another kernel (bcc may still cope)."""
-    try:
-        with open(os.path.join(build, "include/config/kernel.release"), encoding="utf-8") as fh:
-            theirs = fh.read().strip()
-    except OSError:
-        return ""
-    return "" if theirs == release else f" (note: headers are for {theirs}, running {release})"
+    headers = find_headers(release, root)
+    return Check("kernel headers", headers.found is not None, headers.detail)
 
 
 def check_tracefs(mounts: str = "/proc/mounts") -> Check:

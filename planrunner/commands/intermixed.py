@@ -16,6 +16,8 @@ from typing import Any
 class IntermixedParser(argparse.ArgumentParser):
     _inside = False
 
+    # typeshed declares parse_known_args as overloads on the namespace's type; this
+    # override serves the plain call argparse itself makes.
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
         if self._inside:  # parse_known_intermixed_args calls us back twice

@@ -22,7 +22,7 @@ from typing import TextIO
 _GLOB_CHARS = set("*?[:")
 
 
-def register(subparsers: argparse._SubParsersAction, name: str) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     from planrunner.commands.intermixed import intermixed
 
     p = subparsers.add_parser(
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _list_tracepoints(args: argparse.Namespace, patterns: list[str], stdout: TextIO,
-                      stderr: TextIO, document: dict | None = None) -> int:
+                      stderr: TextIO, document: dict[str, object] | None = None) -> int:
     from planrunner import tracepoint_listing as tpl
 
     root = tpl.root_or_error()
@@ -125,31 +125,31 @@ def _list_usdt(args: argparse.Namespace, positionals: list[str], stdout: TextIO,
             # `list python3.11 gc__done`: a trailing plain name that is no target is
             # a probe name (reported on stderr if nothing matches).
             specs, pattern, paths = specs[:-1], specs[-1], paths[:-1]
-        paths = list(dict.fromkeys(p or resolve_target(s, args.pid)
-                                   for s, p in zip(specs, paths, strict=True)))
+        found: list[str] = list(dict.fromkeys(p or resolve_target(s, args.pid)
+                                              for s, p in zip(specs, paths, strict=True)))
     else:
         from planrunner.elf.procmaps import executable_objects
 
-        paths = _readable(executable_objects(args.pid), stderr)
+        found = _readable(executable_objects(args.pid), stderr)
     if args.format == "json":
         import json
 
-        doc = listing.json_document(listing.probe_details(paths, pattern))
+        doc = listing.json_document(listing.probe_details(found, pattern))
         if extra_tracepoints:
             return _list_tracepoints(args, extra_tracepoints, stdout, stderr, doc)
         json.dump(doc, stdout, indent=2)
         stdout.write("\n")
         return 0
     if args.verbose:
-        lines = listing.text_lines(listing.probe_details(paths, pattern), args.verbose)
+        lines = listing.text_lines(listing.probe_details(found, pattern), args.verbose)
     else:
-        lines = listing.name_lines(listing.probe_names(paths, pattern))
+        lines = listing.name_lines(listing.probe_names(found, pattern))
     count = 0
     for line in lines:
         stdout.write(line + "\n")
         count += 1
     if not count:
-        where = ", ".join(paths) if specs else f"process {args.pid}"
+        where = ", ".join(found) if specs else f"process {args.pid}"
         what = f" matching '{pattern}'" if pattern else ""
         print(f"planrunner: no USDT probes{what} in {where}", file=stderr)
     if extra_tracepoints:

@@ -11,10 +11,16 @@ text itself comes from planrunner/starter.py.
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from planrunner.errors import ResolveError
+    from planrunner.starter import StarterPlan
+    from planrunner.usdt.model import UsdtProbe
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     from planrunner.commands.intermixed import intermixed
     from planrunner.starter import DEFAULT_CAP
 
@@ -80,7 +86,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 0
 
 
-def _usdt(command: str, spec: str, patterns: list[str], cap: int):  # -> StarterPlan
+def _usdt(command: str, spec: str, patterns: list[str], cap: int) -> StarterPlan:
     from planrunner.errors import ResolveError
     from planrunner.starter import usdt_starter
     from planrunner.targets import resolve_target
@@ -106,7 +112,7 @@ def _usdt(command: str, spec: str, patterns: list[str], cap: int):  # -> Starter
     return usdt_starter(command, spec, path, chosen, len(chosen))
 
 
-def _no_probe(pattern: str, path: str, probes):  # -> ResolveError
+def _no_probe(pattern: str, path: str, probes: Sequence[UsdtProbe]) -> ResolveError:
     from planrunner.diagnostics import did_you_mean
     from planrunner.errors import ResolveError
 
@@ -117,7 +123,7 @@ def _no_probe(pattern: str, path: str, probes):  # -> ResolveError
     return ResolveError(f"no USDT probe '{pattern}' in {path}", hints=tuple(hints))
 
 
-def _tracepoints(command: str, specs: list[str]):  # -> StarterPlan
+def _tracepoints(command: str, specs: list[str]) -> StarterPlan:
     from planrunner import tracepoint_listing as tpl
     from planrunner.errors import ResolveError, UsageError
     from planrunner.starter import tracepoint_starter
@@ -137,7 +143,7 @@ def _tracepoints(command: str, specs: list[str]):  # -> StarterPlan
     return tracepoint_starter(command, list(tpl.formats(root, events)))
 
 
-def _uprobes(command: str, spec: str, symbols: list[str]):  # -> StarterPlan
+def _uprobes(command: str, spec: str, symbols: list[str]) -> StarterPlan:
     from planrunner.starter import uprobe_starter
     from planrunner.targets import resolve_target
 

@@ -1,4 +1,5 @@
-"""`--pid PID` as an argparse `type=`: shared by run, validate, render and list.
+"""`--pid PID` as an argparse `type=` (`pid_list_arg`: PID[,PID...] for run, validate
+and render; `pid_arg`: one, for list).
 
 Refused, as usage errors (argparse exits 2, naming the option):
 - 0 and negative numbers: BPF filters and bcc take them as "every process", so a
@@ -53,3 +54,12 @@ def _read_stat(pid: int) -> tuple[str, int] | None:
         return comm, int(fields[6])
     except (IndexError, ValueError):
         return comm, 0
+
+
+def pid_list_arg(text: str) -> list[int]:
+    """A --pid value: one pid or a comma list (`--pid 12,34`), each checked by pid_arg."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a process id or a comma list of them (e.g. --pid 12,34)")
+    return [pid_arg(p) for p in parts]

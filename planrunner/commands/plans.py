@@ -8,7 +8,7 @@ from typing import TextIO
 from planrunner.commands.common import add_plans_argument, param_lines
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = sub.add_parser(name, help="list the library plans with their params")
     add_plans_argument(parser)
     parser.set_defaults(func=run)

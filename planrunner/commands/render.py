@@ -8,7 +8,7 @@ from typing import TextIO
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = add_plan_parser(
         sub, name, help="print the BPF C a plan compiles to (nothing is loaded)")
     parser.add_argument("--plan-only", action="store_true",
@@ -18,9 +18,11 @@ def register(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.commands.scope_args import check_scope, first_pid
     from planrunner.pipeline import load, render, resolve
 
-    resolved = resolve(load(plan_path(args.plan), overrides(args)), args.pid)
+    check_scope(args)  # checked; the C is the same whatever the scope
+    resolved = resolve(load(plan_path(args.plan), overrides(args)), first_pid(args))
     print_diagnostics(resolved.warnings, stderr)
     stdout.write(render(resolved, plan_only=args.plan_only).c_source)
     return 0

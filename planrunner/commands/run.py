@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 from planrunner.errors import UsageError
+
+if TYPE_CHECKING:
+    from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.scope import Scope
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -21,8 +25,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     parser.add_argument("-c", "--command", metavar="'CMD ARGS'",
                         help="start CMD with everything attached; end when it exits "
                              "(its exit status becomes planrunner's)")
-    parser.add_argument("-f", "--format", default="text", choices=("text", "json", "csv"),
-                        help="output view (default: text)")
+    parser.add_argument("-f", "--format", default="text",
+                        choices=("text", "json", "csv", "folded"),
+                        help="output view (default: text; folded: stacks only, "
+                             "`comm;outer;...;inner COUNT` per stack)")
+    parser.add_argument("--flamegraph", metavar="FILE.svg",
+                        help="also write a flame graph of the plan's stacks to FILE.svg "
+                             "(open it in a browser: hover, search, click to zoom)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write records to FILE")
     parser.add_argument("-d", "--duration", metavar="D",
                         help="stop after D (e.g. 10s, 500ms; a bare number is seconds)")
@@ -31,6 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     parser.add_argument("--prometheus", metavar="HOST:PORT",
                         help="also serve the plan's aggregations as Prometheus metrics at "
                              "http://HOST:PORT/metrics (:PORT alone: loopback only)")
+    parser.add_argument("--follow-children", action="store_true",
+                        help="with -c or --pid: also trace the processes they start "
+                             "(and theirs), from their fork on")
     parser.add_argument("--no-cache", action="store_true",
                         help="compile the BPF program even if this plan was compiled before "
                              "(the cache of compiled programs is neither read nor written)")
@@ -60,37 +72,82 @@ def parse_seconds(text: str | None) -> float | None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from planrunner.output.base import LiveView
-    from planrunner.output.destination import open_view
-    from planrunner.pipeline import compile_plan
-    from planrunner.prometheus import PrometheusView
-    from planrunner.prometheus.config import exporter_config, parse_address
-    from planrunner.records import PrintSchema
+    from planrunner.commands.scope_args import first_pid, scope_from_args
+    from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import open_cache
-    from planrunner.runtime.session import RunOptions, run_session
+    from planrunner.runtime.scope import register_run
 
     if args.pid and args.command:
         raise UsageError("--pid and -c cannot be used together")
+    scope = scope_from_args(args)
+    pid = first_pid(args)
     if args.max_events is not None and args.max_events < 1:
         raise UsageError("--max-events must be at least 1")
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
-    address = parse_address(args.prometheus) if args.prometheus else None
-    _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), args.pid,
+    address = None
+    if args.prometheus:  # only then: the exporter's modules are not needed otherwise
+        from planrunner.prometheus.config import parse_address
+
+        address = parse_address(args.prometheus)
+    backend = BccBackend(cache=open_cache(stderr, not args.no_cache))
+    try:  # the session closes the backend; this is for an error before it starts
+        if not register_run(backend):  # first: runs attached already ignore us from now
+            stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
+                         "may record this one's events\n")
+        return _run(args, stdout, stderr, backend, scope, pid, command, duration, address)
+    finally:
+        backend.close()
+
+
+def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccBackend,
+         scope: Scope, pid: int | None, command: list[str] | None, duration: float | None,
+         address: tuple[str, int] | None) -> int:
+    from planrunner.output.base import LiveView
+    from planrunner.output.destination import open_view
+    from planrunner.pipeline import compile_plan
+    from planrunner.records import PrintSchema
+    from planrunner.runtime.session import RunOptions, run_session
+
+    _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), pid,
                                             command)
     print_diagnostics(resolved.warnings, stderr)
-    prom = exporter_config(address, _plan.name, _plan.description, program) if address else None
-    schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format)
+    live: list[LiveView] = []
+    if address is not None:
+        from planrunner.prometheus import PrometheusView
+        from planrunner.prometheus.config import exporter_config
+
+        prom = exporter_config(address, _plan.name, _plan.description, program)
+        live.append(PrometheusView(prom, stderr))
+    schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format,
+                           tuple(f.key for f in p.layout.fields
+                                 if f.kind in ("stack", "ucopy")))
                for p in program.prints]
     # One file per output for CSV with several outputs; aggregations in plan order.
-    view = open_view(args.format, args.output, stdout, schemas,
-                     [o.name for o in _plan.outputs], stderr)
+    # An output a table joins prints only in the table.
+    joined = _plan.joined()
+    shown = sorted([(o.index, o.name) for o in _plan.outputs if o.name not in joined]
+                   + [(t.index, t.name) for t in _plan.tables])
+    # A terminal gets one table redrawn in place; a pipe or a file plain intervals (and
+    # so do plans with print records: they scroll, the live table is redrawn over them).
+    live_table = (args.format == "text" and args.output in (None, "-") and bool(_plan.tables)
+                  and not program.prints and stdout.isatty())
+    options: dict[str, object] = {}
+    held = _held_stderr(stderr) if live_table else None
+    if held is not None:  # what the session reports while the table is up comes after it
+        options = {"live": True, "held_stderr": held}
+        stderr = held
+    view = open_view(args.format, args.output, stdout, schemas, [n for _, n in shown],
+                     stderr, **options)
     try:
-        opts = RunOptions(args.pid, command, duration, args.max_events)
-        live: list[LiveView] = [PrometheusView(prom, stderr)] if prom else []
-        return run_session(program, opts, view, stderr,
-                           BccBackend(cache=open_cache(stderr, not args.no_cache)), live)
+        if args.flamegraph:
+            from planrunner.output.folded import FlameGraphTap
+
+            view = FlameGraphTap(view, args.flamegraph, _plan.name)
+        opts = RunOptions(pid if len(scope.pids) == 1 else None, command, duration,
+                          args.max_events, scope)
+        return run_session(program, opts, view, stderr, backend, live)
     finally:
         view.close()
         if stdout is sys.stdout and args.output in (None, "-"):
@@ -98,3 +155,12 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 stdout.flush()
             except BrokenPipeError:
                 pass
+
+
+def _held_stderr(stderr: TextIO) -> TextIO | None:
+    """stderr held back while the live table is up; None without Rich (plain intervals)."""
+    try:
+        from planrunner.output.live_table import HeldStream
+    except ImportError:  # a bare install without Rich
+        return None
+    return cast(TextIO, HeldStream(stderr))

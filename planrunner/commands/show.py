@@ -8,7 +8,7 @@ from typing import TextIO
 from planrunner.commands.common import add_plans_argument
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = sub.add_parser(name, help="print a plan file (library plans by name)")
     parser.add_argument("plan", metavar="PLAN")
     add_plans_argument(parser)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from planrunner.resolve.model import ResolvedProbe
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
 
 
-def register(sub: argparse._SubParsersAction, name: str) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = add_plan_parser(
         sub, name, help="check a plan against the real binaries (nothing attached)")
     parser.add_argument("--schema-only", action="store_true",
@@ -20,16 +23,18 @@ def register(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from planrunner.commands.scope_args import check_scope, first_pid
     from planrunner.pipeline import resolve
     from planrunner.plan import load_plan
 
+    check_scope(args)  # checked; the plan does not depend on it
     path = plan_path(args.plan)
     if args.schema_only:
         plan = load_plan(path, overrides(args), require_params=False)
         stdout.write(f"{path}: ok (schema and plan structure; binaries not checked)\n")
         return 0
     plan = load_plan(path, overrides(args))
-    resolved = resolve(plan, args.pid)
+    resolved = resolve(plan, first_pid(args))
     print_diagnostics(resolved.warnings, stderr)
     stdout.write(f"{path}: ok\n")
     for probe in resolved.probes:
@@ -40,12 +45,25 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 _ARGN = re.compile(r"^arg[0-9]+$")
 
 
-def _summary(probe) -> str:  # type: ignore[no-untyped-def]
+def _stacks(probe: ResolvedProbe) -> str:
+    """How the probe captures stacks, when it does."""
+    kinds = [("user stacks by " + ("frame pointers" if probe.stack.unwind == "fp" else
+                                  f"{probe.stack.unwind} unwinding ({probe.stack.bytes} "
+                                  "bytes copied)")) if k == "user" else "kernel stacks"
+             for k in probe.stacks]
+    return f"; {', '.join(kinds)}" if kinds else ""
+
+
+def _summary(probe: ResolvedProbe) -> str:
     spec = probe.spec
     if spec.kind == "span":
         return f"  {spec.name}: span {spec.begin} -> {spec.end}"
     if spec.kind == "tracepoint":
         return f"  {spec.name}: tracepoint {spec.category}:{spec.event}"
+    if spec.kind == "profile":
+        return f"  {spec.name}: profile {spec.hz} Hz on every CPU{_stacks(probe)}"
+    if spec.kind == "interval":
+        return f"  {spec.name}: interval every {(spec.period_ns or 0) / 1e9:g}s on one CPU"
     binary = probe.targets[0]
     sems = sum(1 for s in probe.sites if s.ref_ctr_offset)
     read = {s.name or f"arg{s.index}" for s in probe.slots}
@@ -72,6 +90,8 @@ def _summary(probe) -> str:  # type: ignore[no-untyped-def]
              + (f", {sems} with a semaphore" if sems else "")]
     if args:
         lines.append(f"    arguments {args}")
+    if probe.stacks:
+        lines.append(f"    captures {_stacks(probe)[2:]}")
     lines += [f"    note: {note}" for note in probe.notes]
     return "\n".join(lines)
 

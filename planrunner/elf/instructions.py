@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from planrunner.elf.reader import vaddr_to_offset
 from planrunner.errors import ResolveError
@@ -96,7 +97,7 @@ def _read_code(path: str, vaddr: int, length: int) -> bytes:
         os.close(fd)
 
 
-def _x86_64_decoder():  # -> capstone.Cs
+def _x86_64_decoder() -> Any:  # a capstone.Cs (capstone ships no type information)
     try:
         import capstone
     except ImportError:

@@ -90,3 +90,23 @@ def host_prefix(pid: int) -> str:
     except OSError:
         same = True  # cannot tell (no permission): assume the usual case
     return "" if same else f"/proc/{pid}/root"
+
+
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after comm (the first is field 3, the state), None
+    when there is no such pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+    return stat[stat.rfind(b")") + 2:].split()
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot
+    (with the pid, what names one process; a reused pid has another), None when there is
+    no such pid."""
+    rest = stat_fields(pid)
+    return int(rest[19]) if rest is not None and len(rest) > 19 else None

@@ -66,6 +66,8 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class Section:
+    """One ELF section header."""
+
     name: str
     type: int
     addr: int
@@ -76,6 +78,8 @@ class Section:
 
 @dataclass(frozen=True, slots=True)
 class BinaryInfo:
+    """What tracing needs to know of an ELF file."""
+
     path: str
     machine: str  # 'EM_X86_64', 'EM_AARCH64', ...
     elfclass: int  # 1 (32-bit) or 2 (64-bit)
@@ -85,10 +89,14 @@ class BinaryInfo:
     st_dev: int
     st_ino: int
     segments: tuple[Segment, ...] = ()  # PT_LOAD headers (added; default keeps it optional)
+    st_size: int = 0  # with st_dev, st_ino: the file these bytes were read from (fstat)
+    st_mtime_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class _Image:
+    """The cached reading of one ELF file."""
+
     info: BinaryInfo
     sections: tuple[Section, ...]
     notes: tuple[NoteRecord, ...]
@@ -154,7 +162,7 @@ def _load(path: str, st: os.stat_result) -> _Image:
         raise ResolveError(f"cannot open {path}: {exc.strerror}",
                            hints=("check the path and your permissions",)) from None
     try:
-        return _parse(fd, path, st)
+        return _parse(fd, path, os.fstat(fd))  # the file read, even if `path` moved since
     except (ValueError, struct.error) as exc:
         raise ResolveError(f"{path}: malformed ELF file: {exc}") from None
     finally:
@@ -186,7 +194,8 @@ def _parse(fd: int, path: str, st: os.stat_result) -> _Image:
     segs = _segments(fd, order, elfclass, phoff, phentsize, phnum)
     info = BinaryInfo(path, MACHINES.get(e_machine, f"EM_{e_machine}"), elfclass, little,
                       ELF_TYPES[e_type], _build_id(fd, secs, little), st.st_dev, st.st_ino,
-                      tuple(Segment(*s[1:]) for s in segs if s[0] == PT_LOAD))
+                      tuple(Segment(*s[1:]) for s in segs if s[0] == PT_LOAD),
+                      st.st_size, st.st_mtime_ns)
     return _Image(info, secs, _stapsdt_notes(fd, secs, info))
 
 

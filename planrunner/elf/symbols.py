@@ -24,6 +24,8 @@ _TABLES = (".symtab", ".dynsym")
 
 @dataclass(frozen=True, slots=True)
 class Symbol:
+    """One ELF symbol (.symtab or .dynsym)."""
+
     name: str
     value: int  # link-time vaddr
     size: int
@@ -78,6 +80,8 @@ def demangle(names: list[str]) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class _DemangledIndex:
+    """C++ symbols by demangled name, with and without parameters."""
+
     names: dict[str, str]  # mangled -> demangled
     full: dict[str, list[Symbol]]  # `ns::f(int)` -> symbols
     short: dict[str, list[Symbol]]  # `ns::f` -> symbols

@@ -25,36 +25,48 @@ ATOM_PRECEDENCE = UNARY_PRECEDENCE + 1
 
 @dataclass(frozen=True, slots=True)
 class IntLit:
+    """An integer literal."""
+
     value: int  # non-negative; `-5` is Unary("-", IntLit(5))
     span: Span = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class StrLit:
+    """A string literal."""
+
     value: bytes  # decoded escapes, UTF-8 for non-ASCII text; never contains NUL
     span: Span = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class BoolLit:
+    """`true` or `false`."""
+
     value: bool
     span: Span = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class DurationLit:
+    """A duration literal (`10ms`), in ns."""
+
     ns: int
     span: Span = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Name:
+    """A name, possibly dotted (`begin.query`)."""
+
     ident: str  # [A-Za-z_][A-Za-z0-9_]*, possibly dotted: `begin.query`
     span: Span = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Unary:
+    """A unary operator applied to one operand."""
+
     op: str  # one of UNARY_OPS
     operand: Expr
     span: Span = field(compare=False)
@@ -62,6 +74,8 @@ class Unary:
 
 @dataclass(frozen=True, slots=True)
 class Binary:
+    """A binary operator and its operands."""
+
     op: str  # a key of PRECEDENCE
     left: Expr
     right: Expr
@@ -71,6 +85,8 @@ class Binary:
 
 @dataclass(frozen=True, slots=True)
 class Call:
+    """A function call as written."""
+
     func: str  # as written; the checker decides whether it is a known function
     args: tuple[Expr, ...]
     span: Span = field(compare=False)

@@ -40,6 +40,8 @@ class Kind(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Token:
+    """One token of an expression, with its offset in the text."""
+
     kind: Kind
     text: str  # the source text of the token
     offset: int  # index into the expression text

@@ -68,6 +68,8 @@ Ref = ArgRef | BuiltinRef | LatencyRef | CaptureRef | DepthRef | StackRef
 
 @dataclass(frozen=True, slots=True)
 class TIntConst:
+    """A typed integer constant."""
+
     value: int  # within type's range
     type: IntType
     span: Span = field(compare=False)
@@ -75,6 +77,8 @@ class TIntConst:
 
 @dataclass(frozen=True, slots=True)
 class TBoolConst:
+    """A typed boolean constant."""
+
     value: bool
     span: Span = field(compare=False)
     type: BoolType = BOOL
@@ -82,6 +86,8 @@ class TBoolConst:
 
 @dataclass(frozen=True, slots=True)
 class TStrConst:
+    """A typed string constant."""
+
     value: bytes  # no NUL byte
     span: Span = field(compare=False)
 
@@ -92,6 +98,8 @@ class TStrConst:
 
 @dataclass(frozen=True, slots=True)
 class TRef:
+    """A typed reference to a value the probe offers."""
+
     name: str  # the plan name (for messages only; never emitted)
     ref: Ref
     type: Type
@@ -100,6 +108,8 @@ class TRef:
 
 @dataclass(frozen=True, slots=True)
 class TUnary:
+    """A typed unary operation."""
+
     op: str  # "!" (type bool), "-" or "~" (type: the operand promoted to 64 bits)
     operand: TExpr
     type: Type
@@ -148,6 +158,8 @@ class TStrRead:
 
 @dataclass(frozen=True, slots=True)
 class TStrTest:
+    """`contains` or `startswith` of a string and a literal."""
+
     func: str  # "contains" or "startswith"
     subject: TExpr  # a string
     needle: bytes  # the literal (no NUL)

@@ -22,6 +22,8 @@ Unit = Literal["ns"]
 
 @dataclass(frozen=True, slots=True)
 class IntType:
+    """An integer type: width, sign and unit."""
+
     bits: int
     signed: bool
     unit: Unit | None = field(default=None, compare=False)
@@ -54,6 +56,8 @@ class IntType:
 
 @dataclass(frozen=True, slots=True)
 class StrType:
+    """A string buffer of `size` bytes, the NUL included."""
+
     size: int  # buffer bytes, the NUL included
 
     def __post_init__(self) -> None:
@@ -70,6 +74,8 @@ class StrType:
 
 @dataclass(frozen=True, slots=True)
 class BoolType:
+    """The boolean type."""
+
     def __str__(self) -> str:
         return "bool"
 

@@ -2,10 +2,11 @@
 
 A view writes to the text stream it is given and prints only what it is given: the
 runtime calls `records(batch)` (or `record(rec)`) for print records, `aggregate(snap)`
-for each aggregation snapshot, `lost(count, reason)` for losses it wants in the output
-(it reports them on stderr itself; views never write to stderr), `flush()` after each
-batch and `close()` once at the end. `close()` flushes but never closes the stream: the
-caller owns it (it may be sys.stdout).
+for each aggregation snapshot, `table(snap)` for each snapshot of a `table:` output,
+`lost(count, reason)` for losses it wants in the output (it reports them on stderr
+itself; views never write to stderr), `flush()` after each batch and `close()` once at
+the end. `close()` flushes but never closes the stream: the caller owns it (it may be
+sys.stdout).
 
 A `LiveView` (Prometheus) is not handed records: it pulls aggregation snapshots through
 a `SnapshotSource` (records.py) while the session runs. The session starts it once
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TextIO, runtime_checkable
 
-from planrunner.records import AggSnapshot, PrintSchema, SnapshotSource
+from planrunner.records import AggSnapshot, PrintSchema, SnapshotSource, TableSnapshot
 
 
 @runtime_checkable
@@ -29,11 +30,41 @@ class View(Protocol):
 
     def aggregate(self, snap: AggSnapshot) -> None: ...
 
+    def table(self, snap: TableSnapshot) -> None: ...
+
     def lost(self, count: int, reason: str) -> None: ...
 
     def flush(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+class ViewWrapper:
+    """A View that passes everything to `inner`: wrappers override what they change."""
+
+    def __init__(self, inner: View) -> None:
+        self.inner = inner
+
+    def record(self, rec: dict[str, object]) -> None:
+        self.inner.record(rec)
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        self.inner.records(batch)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self.inner.aggregate(snap)
+
+    def table(self, snap: TableSnapshot) -> None:
+        self.inner.table(snap)
+
+    def lost(self, count: int, reason: str) -> None:
+        self.inner.lost(count, reason)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class LiveView(Protocol):

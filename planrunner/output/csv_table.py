@@ -17,6 +17,9 @@ cell is ``output`` (records, aggregations) or ``lost`` (losses).
   max the statistic (avg: ``avg, count``), or for hist/lhist ``low, high, count`` with
   one row per bucket from the first to the last non-empty one (an unbounded side of an
   lhist bucket is empty).
+- Each `table:` output: its own table, ``output, interval_start, interval_end``, the
+  key fields, ``cmdline`` when a key is `pid`, then a column per joined column (the
+  interval's count or sum, or per second with `rate: true`).
 - Losses: table ``lost, reason, output`` (output set for keys dropped from a full map).
 """
 
@@ -30,10 +33,17 @@ from typing import TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema, iso_utc
+from planrunner.records import (
+    RECORD_HEAD,
+    AggSnapshot,
+    PrintSchema,
+    Record,
+    TableSnapshot,
+    iso_utc,
+)
 
 HEAD = ("output", *(k for k in RECORD_HEAD if k != "output"))
-Row = Callable[[dict], Sequence[object]]
+Row = Callable[[Record], Sequence[object]]
 
 
 def _cell(value: object) -> object:
@@ -42,7 +52,7 @@ def _cell(value: object) -> object:
     return value
 
 
-def _fix_bools(values: tuple) -> tuple:
+def _fix_bools(values: tuple[object, ...]) -> tuple[object, ...]:
     # `True in values` also matches the int 1: check the types before copying.
     if (True in values or False in values) and any(type(v) is bool for v in values):
         return tuple(map(_cell, values))
@@ -69,7 +79,7 @@ class CsvView(ViewBase):
         if keys == self.columns[:-1]:  # the output has every column in order: C getter
             get = itemgetter(*keys)
 
-            def row(rec: dict) -> Sequence[object]:
+            def row(rec: Record) -> Sequence[object]:
                 trunc = rec.get("truncated")
                 return (*_fix_bools(get(rec)), ";".join(trunc) if trunc else None)
 
@@ -78,7 +88,7 @@ class CsvView(ViewBase):
         # Only this output's keys: another output's columns stay empty.
         cols = [k if k in keys else None for k in self.columns[:-1]]
 
-        def row_general(rec: dict) -> Sequence[object]:
+        def row_general(rec: Record) -> Sequence[object]:
             trunc = rec.get("truncated")
             cells = (_cell(rec.get(k)) if k else None for k in cols)
             return (*cells, ";".join(trunc) if trunc else None)
@@ -90,7 +100,7 @@ class CsvView(ViewBase):
             self.tables.add(name)
             self.writer.writerow(header)
 
-    def records(self, batch: Sequence[dict]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
         self._table("\0records", self.columns)
@@ -114,6 +124,18 @@ class CsvView(ViewBase):
             self.lost(snap.dropped, "map full", snap.output)
         self._emit()
 
+    def table(self, snap: TableSnapshot) -> None:
+        if snap.rows:
+            self._table(snap.output, table_header(snap))
+            start, end = iso_utc(snap.interval_start), iso_utc(snap.interval_end)
+            self.writer.writerows(
+                (snap.output, start, end, *(_cell(v) for _, v in r.key),
+                 *((r.cmdline,) if snap.has_cmdline else ()), *r.values)
+                for r in snap.rows)
+        if snap.dropped:
+            self.lost(snap.dropped, "map full", snap.output)
+        self._emit()
+
     def lost(self, count: int, reason: str, output: str | None = None) -> None:
         self._table("\0lost", ("lost", "reason", "output"))
         self.writer.writerow((count, reason, output))
@@ -122,6 +144,12 @@ class CsvView(ViewBase):
 
 def _stats(kind: str) -> tuple[str, ...]:
     return ("avg", "count") if kind == "avg" else (kind,)
+
+
+def table_header(snap: TableSnapshot) -> tuple[str, ...]:
+    cmd = ("cmdline",) if snap.has_cmdline else ()
+    return ("output", "interval_start", "interval_end", *snap.key_fields, *cmd,
+            *snap.columns)
 
 
 def aggregate_header(snap: AggSnapshot) -> tuple[str, ...]:

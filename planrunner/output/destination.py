@@ -19,15 +19,16 @@ from dataclasses import replace
 from typing import TextIO
 
 from planrunner.errors import PlanError, UsageError
-from planrunner.output.base import View
+from planrunner.output.base import View, ViewWrapper
 from planrunner.output.csv_table import CsvView
-from planrunner.records import AggSnapshot, PrintSchema
+from planrunner.records import AggSnapshot, PrintSchema, TableSnapshot
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def open_view(fmt: str, path: str | None, stdout: TextIO, schemas: Sequence[PrintSchema],
-              outputs: Sequence[str], stderr: TextIO | None = None, **options) -> View:
+              outputs: Sequence[str], stderr: TextIO | None = None,
+              **options: object) -> View:
     """The view for `--format fmt` and `-o path` (None or '-': stdout); `outputs` are
     the plan's output names in plan order."""
     from planrunner.output import make_view
@@ -83,26 +84,12 @@ def _open(path: str) -> TextIO:
         raise PlanError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-class _Closing:
+class _Closing(ViewWrapper):
     """A view that also closes the file it writes to."""
 
     def __init__(self, inner: View, stream: TextIO | None) -> None:
-        self.inner, self.stream = inner, stream
-
-    def record(self, rec: dict[str, object]) -> None:
-        self.inner.record(rec)
-
-    def records(self, batch: Sequence[dict[str, object]]) -> None:
-        self.inner.records(batch)
-
-    def aggregate(self, snap: AggSnapshot) -> None:
-        self.inner.aggregate(snap)
-
-    def lost(self, count: int, reason: str) -> None:
-        self.inner.lost(count, reason)
-
-    def flush(self) -> None:
-        self.inner.flush()
+        super().__init__(inner)
+        self.stream = stream
 
     def close(self) -> None:
         self.inner.close()
@@ -119,6 +106,9 @@ class _TableOnly(_Closing):
 
     def aggregate(self, snap: AggSnapshot) -> None:
         self.inner.aggregate(replace(snap, dropped=0))
+
+    def table(self, snap: TableSnapshot) -> None:
+        self.inner.table(replace(snap, dropped=0))
 
     def lost(self, count: int, reason: str) -> None:
         pass
@@ -160,6 +150,11 @@ class CsvFilesView:
 
     def aggregate(self, snap: AggSnapshot) -> None:
         self._view(snap.output).aggregate(replace(snap, dropped=0))
+        if snap.dropped:
+            self._lost().lost(snap.dropped, "map full", snap.output)
+
+    def table(self, snap: TableSnapshot) -> None:
+        self._view(snap.output).table(replace(snap, dropped=0))
         if snap.dropped:
             self._lost().lost(snap.dropped, "map full", snap.output)
 

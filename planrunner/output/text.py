@@ -16,36 +16,54 @@ pushes the line: nothing is cut). TIME is local wall-clock time
   and every other control character as ``\\xNN`` (printable.py, as `list` does), so a
   traced program's strings cannot move the cursor or forge lines.
 
-Aggregations: see text_agg.py. Losses: ``N events lost (REASON)``. The view prints
-only what it is given; the runtime reports losses on stderr itself.
+Stacks (`ustack`, `kstack` fields) are not columns: their frames follow the line, one
+per line, indented like bcc's `trace -U` (``    inner+0x12 [fx_stack]``), innermost
+first; a stack that could not be captured reads ``    [stack lost]``.
+
+Aggregations: see text_agg.py. Tables: table_text.py, or with `live=True` (stdout is a
+terminal) one table redrawn in place, live_table.py (Rich). Losses: ``N events lost
+(REASON)``. The view prints only what it is given; the runtime reports losses on stderr
+itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import tzinfo
 from itertools import repeat
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
+from planrunner.output.table_text import table_text
 from planrunner.output.template import compile_template, readable
 from planrunner.output.text_agg import snapshot_text
 from planrunner.printable import printable
-from planrunner.records import RECORD_HEAD, AggSnapshot, PrintSchema
+from planrunner.records import (
+    RECORD_HEAD,
+    AggSnapshot,
+    PrintSchema,
+    Record,
+    Stack,
+    TableSnapshot,
+)
+from planrunner.stacks.formats import text_lines
 
-Render = Callable[[dict], str]
+if TYPE_CHECKING:
+    from planrunner.output.live_table import HeldStream, LiveTables
+
+Render = Callable[[Record], str]
 TIME_WIDTH = 15  # HH:MM:SS.ffffff
 FIELD_MIN_WIDTH = 8
 MAX_WIDTH = 40  # a column widens to the values seen up to this; longer values push
 _LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})
 
 
-def _has_bool(values) -> bool:
+def _has_bool(values: Iterable[object]) -> bool:
     return any(type(v) is bool for v in values)
 
 
-def _plain(rec: dict) -> dict:
+def _plain(rec: Record) -> Record:
     """`rec` itself, or its readable copy when it holds None, bools or truncation."""
     vals = rec.values()
     if None in vals or "truncated" in rec or (
@@ -57,14 +75,23 @@ def _plain(rec: dict) -> dict:
 
 class TextView(ViewBase):
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema],
-                 tz: tzinfo | None = None) -> None:
+                 tz: tzinfo | None = None, live: bool = False,
+                 held_stderr: HeldStream | None = None) -> None:
         super().__init__(stream, schemas)
         self.clock = Clock(tz)
+        # live: `table:` outputs redraw one table in place (stdout is a terminal)
+        self.live: LiveTables | None = None
+        if live:  # only asked for where Rich imports (commands/run.py checks)
+            from planrunner.output.live_table import LiveTables
+
+            self.live = LiveTables(stream, self.clock, held_stderr)
         columned = [s for s in self.schemas if s.format is None]
-        self.uniform = len({s.fields for s in columned}) <= 1
+        self.uniform = len({_columns_of(s) for s in columned}) <= 1
         self.probe_width = max([5, *(len(s.probe) for s in self.schemas)])
         # The shared columns' fields (uniform case) and the outputs printed in them.
-        self.fields: tuple[str, ...] = columned[0].fields if columned and self.uniform else ()
+        self.fields: tuple[str, ...] = (_columns_of(columned[0]) if columned and self.uniform
+                                        else ())
+        self.multiline: set[str] = {s.output for s in self.schemas if s.stacks}
         self.columned = {s.output for s in columned} if self.uniform else set()
         self.widths: dict[str, int] = {f: max(FIELD_MIN_WIDTH, len(f)) for f in self.fields}
         self.header = self._header(self.fields)
@@ -86,7 +113,7 @@ class TextView(ViewBase):
         names = [f"{name:<{w}}" for name, w in cols[:-1]] + [cols[-1][0]]
         return " ".join(names) + "\n"
 
-    def _widen(self, plain: Sequence[dict]) -> None:
+    def _widen(self, plain: Sequence[Record]) -> None:
         """Widen the shared field columns (all but the last) to the values of `plain`,
         and lay out the header and the column renderers again if any grew."""
         grew = False
@@ -119,8 +146,10 @@ class TextView(ViewBase):
 
     def _renderer(self, schema: PrintSchema) -> Render:
         if schema.format is not None:
-            return compile_template(schema.format, (*RECORD_HEAD, *schema.fields, "truncated"))
-        return self._columns(schema.fields, as_pairs=not self.uniform)
+            line = compile_template(schema.format, (*RECORD_HEAD, *schema.fields, "truncated"))
+        else:
+            line = self._columns(_columns_of(schema), as_pairs=not self.uniform)
+        return _with_stacks(line, schema.stacks) if schema.stacks else line
 
     def _columns(self, fields: Sequence[str], as_pairs: bool) -> Render:
         if any(")" in f for f in fields):  # not a %(name) key: the slow, general way
@@ -134,23 +163,23 @@ class TextView(ViewBase):
         base = " " + " ".join(f"%({k})-{w}s" for k, w in self._head_keys())
         time_of = self.clock.record_time
 
-        def render(rec: dict) -> str:
+        def render(rec: Record) -> str:
             pairs = "".join(f" {f}={rec.get(f)}" for f in fields)
             head = time_of(str(rec["time"])) + base % rec
             return head + pairs if pairs else head.rstrip(" ")
 
         return render
 
-    def _unknown(self, rec: dict) -> Render:
+    def _unknown(self, rec: Record) -> Render:
         """A record of an output without a schema: its fields as key=value."""
-        skip = {*RECORD_HEAD, "truncated"}
+        skip = {*RECORD_HEAD, "truncated", "reread"}
         render = self._pairs_renderer([k for k in rec if k not in skip])
         self.renderers[str(rec["output"])] = render
         return render
 
     # -- View ----------------------------------------------------------------------------
 
-    def records(self, batch: Sequence[dict]) -> None:
+    def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
         templated = self.templated  # a template makes its own readable copy
@@ -164,17 +193,62 @@ class TextView(ViewBase):
                 r["output"] not in self.renderers for r in batch
             ):
                 out.append(self.header.rstrip("\n"))
-        renderers = self.renderers
+        renderers, multiline = self.renderers, self.multiline
         for rec in batch:
             line = (renderers.get(rec["output"]) or self._unknown(rec))(rec)
+            if rec["output"] in multiline:
+                out.append(line)  # _with_stacks made the record's own line safe
+                continue
             if not line.isprintable():  # a control character from the traced program
                 line = printable(line.translate(_LINE_BREAKS))
             out.append(line)
         out.append("")
-        self.stream.write("\n".join(out))
+        self._write("\n".join(out))
 
     def aggregate(self, snap: AggSnapshot) -> None:
-        self.stream.write(snapshot_text(snap, self.clock))
+        self._write(snapshot_text(snap, self.clock))
+
+    def table(self, snap: TableSnapshot) -> None:
+        if self.live is not None:
+            self.live.show(snap)
+        else:
+            self.stream.write(table_text(snap, self.clock))
 
     def lost(self, count: int, reason: str) -> None:
-        self.stream.write(f"{count} events lost ({reason})\n")
+        self._write(f"{count} events lost ({reason})\n")
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.close()  # the last table stays on the screen
+        super().close()
+
+    def _write(self, text: str) -> None:
+        if self.live is not None:
+            self.live.write(text)
+        else:
+            self.stream.write(text)
+
+
+def _columns_of(schema: PrintSchema) -> tuple[str, ...]:
+    return tuple(f for f in schema.fields if f not in schema.stacks)
+
+
+def stack_text(stack: object, indent: int = 4) -> list[str]:
+    """The frames of a stack value, one line each (see the module docstring)."""
+    if not isinstance(stack, Stack):
+        return []
+    if stack.lost:
+        return [" " * indent + "[stack lost]"]
+    return [printable(t) if not t.isprintable() else t
+            for t in text_lines(stack.frames, indent)]
+
+
+def _with_stacks(line: Render, stacks: Sequence[str]) -> Render:
+    def render(rec: Record) -> str:
+        text = line(rec)
+        if not text.isprintable():
+            text = printable(text.translate(_LINE_BREAKS))
+        frames = [t for key in stacks for t in stack_text(rec.get(key))]
+        return "\n".join([text, *frames])
+
+    return render

@@ -8,6 +8,8 @@ Each snapshot starts with a title line: ``[HH:MM:SS] NAME: KIND of VALUE by KEYS
   ``avg(latency_ns)`` (avg to 2 decimals); rows in the order given (largest first).
 - hist/lhist: per key, a line ``comm = postgres, pid = 42`` (none without `by`), then
   the bucket table of histogram.py, and a blank line.
+- A stack key is no column: its frames follow the row (or the key line of a
+  histogram), indented like a print record's (text.py).
 - ``(no events)`` when the snapshot has no rows; a last line
   ``N keys dropped (map full; raise settings.map_size)`` when keys did not fit.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 from planrunner.output.clock import Clock
 from planrunner.output.histogram import hist_lines, unit_title
 from planrunner.printable import printable
-from planrunner.records import STAT_KEYS, AggRow, AggSnapshot
+from planrunner.records import STAT_KEYS, AggRow, AggSnapshot, Stack
 
 
 def cell(value: object) -> str:
@@ -43,24 +45,39 @@ def _stat_header(stat: str, snap: AggSnapshot) -> str:
     return stat if stat == "count" else f"{stat}({snap.value_label})"
 
 
+def _stacks_of(row: AggRow) -> list[str]:
+    from planrunner.output.text import stack_text
+
+    return [t for _, v in row.key if isinstance(v, Stack) for t in stack_text(v)]
+
+
 def stats_lines(snap: AggSnapshot) -> list[str]:
     stats = [s for s in STAT_KEYS if any(getattr(r, s) is not None for r in snap.rows)]
-    heads = [*snap.key_fields, *(_stat_header(s, snap) for s in stats)]
-    table = [[cell(v) for _, v in r.key] + [cell(getattr(r, s)) for s in stats]
-             for r in snap.rows]
+    stacked = {i for r in snap.rows for i, (_, v) in enumerate(r.key) if isinstance(v, Stack)}
+    keys = [k for i, k in enumerate(snap.key_fields) if i not in stacked]
+    heads = [*keys, *(_stat_header(s, snap) for s in stats)]
+    table = [[cell(v) for i, (_, v) in enumerate(r.key) if i not in stacked]
+             + [cell(getattr(r, s)) for s in stats] for r in snap.rows]
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(heads)]
-    nkeys = len(snap.key_fields)
+    nkeys = len(keys)
 
     def line(cells: list[str]) -> str:
         parts = [f"{c:<{w}}" if i < nkeys else f"{c:>{w}}"
                  for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
         return " ".join(parts).rstrip()
 
-    return [line(heads)] + [line(row) for row in table]
+    out = [line(heads)]
+    for row, cells in zip(snap.rows, table, strict=True):
+        out.append(line(cells))
+        out += _stacks_of(row)
+    return out
 
 
 def _key_line(row: AggRow) -> str:
-    return ", ".join(f"{name} = {cell(value)}" for name, value in row.key)
+    line = ", ".join(f"{name} = {cell(value)}" for name, value in row.key
+                     if not isinstance(value, Stack))
+    frames = _stacks_of(row)
+    return "\n".join([line, *frames] if line else frames) if frames else line
 
 
 def hist_block(snap: AggSnapshot) -> list[str]:

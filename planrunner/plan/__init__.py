@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from planrunner.diagnostics import Diagnostic
 from planrunner.errors import PlanError, PlanSchemaError, UsageError
@@ -113,10 +113,10 @@ def _without(data: object, paths: frozenset[JsonPath]) -> object:
         return data
     data = copy.deepcopy(data)
     for path in paths:
-        node = data
+        node: Any = data  # a mapping or list of the loaded plan, or None once lost
         for part in path[:-1]:
             try:
-                node = node[part]  # type: ignore[index]
+                node = node[part]
             except (KeyError, IndexError, TypeError):
                 node = None
                 break

@@ -13,15 +13,16 @@ is still checked ("unknown probe 'x'" is not said of a probe that merely has a t
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from types import MappingProxyType
 
 from planrunner.diagnostics import Diagnostic
 from planrunner.errors import PlanSemanticError, UsageError
 from planrunner.plan.build_outputs import build_outputs
-from planrunner.plan.build_probes import build_probes
+from planrunner.plan.build_probes import build_probes, build_stack
 from planrunner.plan.context import BuildContext
-from planrunner.plan.model import ParamSpec, Plan, Settings, TargetSpec
+from planrunner.plan.model import ParamSpec, Plan, Settings, StackSpec, TargetSpec
 from planrunner.plan.params import (
     DURATION_HINT,
     PARAM_TYPES,
@@ -29,7 +30,7 @@ from planrunner.plan.params import (
     check_overrides,
     convert,
 )
-from planrunner.plan.source import JsonPath, LoadedPlan
+from planrunner.plan.source import JsonObj, JsonPath, LoadedPlan
 
 _BUILD_ID = re.compile(r"^(?:[0-9a-f]{2})+$")
 
@@ -41,24 +42,29 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
     assert isinstance(data, dict), "the loader guarantees a mapping"
     ctx = BuildContext(loaded)
 
-    def section(name: str, empty: dict | list) -> dict | list:
-        value = data.get(name, empty)
-        return empty if (name,) in broken or type(value) is not type(empty) else value
+    def section(name: str) -> JsonObj:
+        value = data.get(name, {})
+        return {} if (name,) in broken or not isinstance(value, dict) else value
 
-    def skipped(name: str) -> set:
+    def skipped(name: str) -> set[object]:
         return {p[1] for p in broken if len(p) == 2 and p[0] == name}
 
-    params = _params(ctx, section("params", {}), skipped("params"))
+    params = _params(ctx, section("params"), skipped("params"))
     _bind(ctx, params, overrides, require_params)
-    target_data = section("targets", {})
+    target_data = section("targets")
     targets = _targets(ctx, target_data, skipped("targets"))
-    probe_data = section("probes", {})
+    probe_data = section("probes")
     target_names = list(target_data) if ("targets",) not in broken else None
     probes = build_probes(ctx, probe_data, target_names, skipped("probes"))
     probe_names = list(probe_data) if ("probes",) not in broken and "probes" in data else None
-    outputs = build_outputs(ctx, section("outputs", []), probe_names, skipped("outputs"))
+    output_data = data.get("outputs", [])
+    if ("outputs",) in broken or not isinstance(output_data, list):
+        output_data = []
+    outputs, tables = build_outputs(ctx, output_data, probe_names, skipped("outputs"))
     settings = (Settings() if any(p[:1] == ("settings",) for p in broken)
                 else _settings(ctx, data.get("settings", {})))
+    stack = (StackSpec() if any(p[:1] == ("stack",) for p in broken)
+             else build_stack(ctx, ("stack",), data.get("stack", {})))
     if ctx.errors:
         raise PlanSemanticError(sorted(ctx.errors, key=_position))
     return Plan(
@@ -66,14 +72,14 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
         name=data.get("name", Path(loaded.path).stem),
         description=data.get("description", ""),
         params=params, param_values=MappingProxyType(dict(ctx.param_values)), targets=targets,
-        probes=probes, outputs=outputs, settings=settings)
+        probes=probes, outputs=outputs, settings=settings, stack=stack, tables=tables)
 
 
 def _position(diag: Diagnostic) -> tuple[int, int]:
     return (diag.span.line, diag.span.column) if diag.span else (0, 0)
 
 
-def _params(ctx: BuildContext, params: dict, skip: set = frozenset()  # type: ignore[assignment]
+def _params(ctx: BuildContext, params: JsonObj, skip: AbstractSet[object] = frozenset()
             ) -> tuple[ParamSpec, ...]:
     out = []
     for name, spec in params.items():
@@ -113,7 +119,7 @@ def _bind(ctx: BuildContext, params: tuple[ParamSpec, ...], overrides: dict[str,
                           for p in missing])
 
 
-def _targets(ctx: BuildContext, targets: dict, skip: set = frozenset()  # type: ignore[assignment]
+def _targets(ctx: BuildContext, targets: JsonObj, skip: AbstractSet[object] = frozenset()
              ) -> tuple[TargetSpec, ...]:
     out = []
     for name, spec in targets.items():
@@ -134,17 +140,19 @@ def _targets(ctx: BuildContext, targets: dict, skip: set = frozenset()  # type: 
                           "prints after 'Build ID:'")
                 build_id = None
         out.append(TargetSpec(name=name, binary=binary, build_id=build_id,
-                              span=ctx.spans.text(jpath + ("binary",))))
+                              span=ctx.spans.text(jpath + ("binary",)),
+                              optional=bool(spec.get("optional", False))))
     return tuple(out)
 
 
-def _settings(ctx: BuildContext, data: dict) -> Settings:
+def _settings(ctx: BuildContext, data: JsonObj) -> Settings:
     defaults = Settings()
     pages = data.get("ringbuf_pages", defaults.ringbuf_pages)
-    if pages & (pages - 1):
+    if pages is not None and pages & (pages - 1):
         ctx.error(f"'ringbuf_pages' must be a power of two, got {pages}",
                   ctx.spans.value(("settings", "ringbuf_pages")),
                   f"e.g. {1 << (pages.bit_length() - 1)} or {1 << pages.bit_length()}")
     return Settings(string_size=data.get("string_size", defaults.string_size),
                     map_size=data.get("map_size", defaults.map_size), ringbuf_pages=pages,
-                    span_depth=data.get("span_depth", defaults.span_depth))
+                    span_depth=data.get("span_depth", defaults.span_depth),
+                    max_sites=data.get("max_sites", defaults.max_sites))

@@ -1,8 +1,9 @@
 """`outputs:` (validated data) -> OutputSpecs, with every mistake collected.
 
-Rules: the named probe exists; `value` is required by sum/min/max/avg/hist/lhist and
-refused by count/print; `fields` and `format` belong to print, `by`, `every` and `top`
-to aggregations; lhist needs `range: {min, max, step}` with step > 0, max > min and at
+Rules (`table:` entries: plan/build_tables.py): the named probe exists; `value` is
+required by sum/min/max/avg/hist/lhist and refused by count/print; `fields` and
+`format` belong to print, `by`, `every` and `top` to aggregations, `sort` and `rate` to
+tables; lhist needs `range: {min, max, step}` with step > 0, max > min and at
 most MAX_LHIST_BUCKETS buckets. A field given by name keeps its last part as its key
 (`begin.query` -> `query`, `latency` -> `latency_ns`); two fields with one key are an
 error asking for a {NAME: EXPRESSION} mapping.
@@ -11,16 +12,20 @@ error asking for a {NAME: EXPRESSION} mapping.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
+from typing import Any, cast
 
+from planrunner.plan.build_tables import build_tables, parse_every
 from planrunner.plan.context import BuildContext
-from planrunner.plan.model import FieldSpec, OutputSpec
-from planrunner.plan.params import DURATION_HINT, ParamValueError, parse_duration
-from planrunner.plan.source import JsonPath
+from planrunner.plan.model import FieldSpec, OutputKind, OutputSpec, TableSpec
+from planrunner.plan.source import JsonObj, JsonPath
 
 KINDS = ("print", "count", "sum", "min", "max", "avg", "hist", "lhist")
 VALUE_KINDS = ("sum", "min", "max", "avg", "hist", "lhist")
 MAX_LHIST_BUCKETS = 1000
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+# `ustack(N)` and `kstack(N)` are fields of their own, keyed ustack and kstack
+_STACK_FIELD = re.compile(r"^([uk]stack)\s*\(\s*[0-9]+\s*\)$")
 # Only for print: the record keys, or only for aggregations: group keys and intervals.
 _PRINT_ONLY = ("fields", "format")
 _AGG_ONLY = ("by", "every", "top")
@@ -28,23 +33,28 @@ _MOVE_HINTS = {"by": "a print output lists its record's fields: [...]",
                "fields": "aggregations group with by: [...]"}
 
 
-def build_outputs(ctx: BuildContext, outputs: list, probes: list[str] | None,
-                  skip: set = frozenset()  # type: ignore[assignment]
-                  ) -> tuple[OutputSpec, ...]:
-    """OutputSpecs of `outputs` but the indexes in `skip` (schema errors); `probes`
-    None: the probes section is broken or missing, so probe names are not checked."""
-    kept = [(i, item) for i, item in enumerate(outputs) if i not in skip]
+def build_outputs(ctx: BuildContext, outputs: list[Any], probes: list[str] | None,
+                  skip: AbstractSet[object] = frozenset()
+                  ) -> tuple[tuple[OutputSpec, ...], tuple[TableSpec, ...]]:
+    """OutputSpecs and TableSpecs (`table:` entries) of `outputs` but the indexes in
+    `skip` (schema errors); `probes` None: the probes section is broken or missing, so
+    probe names are not checked."""
+    kept = [(i, item) for i, item in enumerate(outputs)
+            if i not in skip and "table" not in item]
     built = tuple(_output(ctx, i, item, probes) for i, item in kept)
+    tables = build_tables(ctx, outputs, built, skip)
+    names = sorted([(out.index, out.name) for out in built]
+                   + [(t.index, t.name) for t in tables])
     seen: dict[str, int] = {}
-    for out, (i, item) in zip(built, kept, strict=True):
-        if "name" in item and out.name in seen:
-            ctx.error(f"two outputs are named '{out.name}' (outputs {seen[out.name]} and {i})",
+    for i, name in names:
+        if "name" in outputs[i] and name in seen:
+            ctx.error(f"two outputs are named '{name}' (outputs {seen[name]} and {i})",
                       ctx.spans.text(("outputs", i, "name")))
-        seen.setdefault(out.name, i)
-    return built
+        seen.setdefault(name, i)
+    return built, tables
 
 
-def _output(ctx: BuildContext, index: int, item: dict, probes: list[str] | None
+def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | None
             ) -> OutputSpec:
     base: JsonPath = ("outputs", index)
     kind = next(k for k in KINDS if k in item)
@@ -60,14 +70,14 @@ def _output(ctx: BuildContext, index: int, item: dict, probes: list[str] | None
     name = ctx.sub(base + ("name",), item["name"]) if "name" in item else str(index)
     fmt = ctx.sub(base + ("format",), item["format"]) if "format" in item else None
     return OutputSpec(
-        index=index, name=name, kind=kind, probe=probe,  # type: ignore[arg-type]
+        index=index, name=name, kind=cast(OutputKind, kind), probe=probe,
         span=ctx.spans.value(base), probe_span=ctx.spans.text(base + (kind,)),
-        fields=fields, by=by, value=value, where=where, every_ns=_every(ctx, base, item),
+        fields=fields, by=by, value=value, where=where, every_ns=parse_every(ctx, base, item),
         top=item.get("top"), format=fmt,
         lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2])
 
 
-def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> None:
+def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj) -> None:
     if kind in VALUE_KINDS and "value" not in item:
         ctx.error(f"a {kind} output needs 'value' (what to aggregate)",
                   ctx.spans.key(base + (kind,)), "e.g. value: latency, or value: arg2")
@@ -80,6 +90,9 @@ def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> Non
     for key in (k for k in wrong if k in item):
         ctx.error(f"'{key}' belongs to {what}, not to {kind}", ctx.spans.key(base + (key,)),
                   _MOVE_HINTS.get(key))
+    for key in (k for k in ("sort", "rate") if k in item):
+        ctx.error(f"'{key}' belongs to table, not to {kind}", ctx.spans.key(base + (key,)),
+                  "a table joins counts and sums: - table: [OUTPUT, ...]")
     if "range" in item and kind != "lhist":
         ctx.error(f"'range' belongs to lhist, not to {kind}", ctx.spans.key(base + ("range",)))
     if kind == "lhist" and "range" not in item:
@@ -87,24 +100,7 @@ def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: dict) -> Non
                   ctx.spans.key(base + (kind,)), "or use hist: for log2 buckets")
 
 
-def _every(ctx: BuildContext, base: JsonPath, item: dict) -> int | None:
-    if "every" not in item:
-        return None
-    at = ctx.spans.text(base + ("every",))
-    try:
-        ns = parse_duration(ctx.sub(base + ("every",), item["every"])
-                            if isinstance(item["every"], str) else item["every"])
-    except ParamValueError as exc:
-        ctx.error(f"bad 'every': {exc}", at, DURATION_HINT)
-        return None
-    if ns <= 0:
-        ctx.error("'every' must be a duration greater than 0", at,
-                  "omit 'every' to print once at exit")
-        return None
-    return ns
-
-
-def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
+def _range(ctx: BuildContext, base: JsonPath, rng: JsonObj | None
            ) -> tuple[int | None, int | None, int | None]:
     if rng is None:
         return None, None, None
@@ -125,7 +121,7 @@ def _range(ctx: BuildContext, base: JsonPath, rng: dict | None
     return None, None, None
 
 
-def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec, ...]:
+def _fields(ctx: BuildContext, lpath: JsonPath, items: list[Any]) -> tuple[FieldSpec, ...]:
     out: list[FieldSpec] = []
     seen: dict[str, str] = {}
     for i, item in enumerate(items):
@@ -145,12 +141,16 @@ def _fields(ctx: BuildContext, lpath: JsonPath, items: list) -> tuple[FieldSpec,
     return tuple(out)
 
 
-def _field(ctx: BuildContext, jpath: JsonPath, item: str | dict) -> FieldSpec | None:
+def _field(ctx: BuildContext, jpath: JsonPath, item: str | JsonObj) -> FieldSpec | None:
     if isinstance(item, dict):
         (key, text), = item.items()
         expr = ctx.expr(jpath + (key,), text)
         return FieldSpec(key, expr, ctx.spans.key(jpath + (key,))) if expr is not None else None
     at = ctx.spans.text(jpath)
+    stack = _STACK_FIELD.match(item.strip())
+    if stack:
+        expr = ctx.expr(jpath, item)
+        return FieldSpec(stack.group(1), expr, at) if expr is not None else None
     if not _FIELD_NAME.match(item):
         ctx.error(f"field '{item}' is not a name", at,
                   f"give a computed field a key: {{NAME: \"{item}\"}}")

@@ -5,29 +5,38 @@ or `TARGET:SYMBOL+OFFSET` (decimal or 0x hex). A symbol may itself hold ':' (a
 demangled `ns::f(int)`), so only the text before the FIRST ':' is the target, and it
 must name one of the plan's targets. tracepoint `CATEGORY:EVENT`. A span's begin/end
 name usdt/uprobe/uretprobe/tracepoint probes of this plan (never another span).
+profile `{hz: N}` samples every CPU; interval `D` (a duration) fires on one CPU.
+`stack: {unwind, bytes}` (here or plan-wide, build_stack) says how `ustack` is captured.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any, cast
 
 from planrunner.diagnostics import Span
 from planrunner.plan.context import BUILTINS, IDENT, BuildContext
-from planrunner.plan.model import ArgSpec, ProbeSpec
-from planrunner.plan.source import JsonPath
+from planrunner.plan.model import ArgSpec, ProbeKind, ProbeSpec, StackSpec
+from planrunner.plan.params import parse_duration
+from planrunner.plan.source import JsonObj, JsonPath
 
-KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "span")
+if TYPE_CHECKING:
+    from planrunner.expr.ast import Expr
+
+KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval", "span")
+SAMPLING = ("profile", "interval")
 _OFFSET = re.compile(r"^(.*?)\+(0[xX][0-9a-fA-F]+|[0-9]+)$")
 _TP_PART = re.compile(r"^[A-Za-z0-9_]+$")
 _ARGN = re.compile(r"^arg[0-9]+$")
 
 
-def probe_kind(data: dict) -> str:
+def probe_kind(data: JsonObj) -> str:
     return next(k for k in KINDS if k in data)
 
 
-def build_probes(ctx: BuildContext, probes: dict, targets: list[str] | None,
-                 skip: set = frozenset()  # type: ignore[assignment]
+def build_probes(ctx: BuildContext, probes: JsonObj, targets: list[str] | None,
+                 skip: AbstractSet[object] = frozenset()
                  ) -> tuple[ProbeSpec, ...]:
     """ProbeSpecs of `probes` but those in `skip` (schema errors: their names stay
     known to spans); `targets` None: the targets section is broken, names unchecked."""
@@ -43,14 +52,18 @@ def _guess_kind(data: object) -> str:
     return present[0] if len(present) == 1 else "broken"
 
 
-def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
+def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: dict[str, str],
            targets: list[str] | None) -> ProbeSpec:
     kind = kinds[name]
     base: JsonPath = ("probes", name)
     kpath = base + (kind,)
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}  # the kind's own ProbeSpec fields, checked by each parser
     if kind == "span":
         fields = _span(ctx, name, data["span"], kpath, kinds)
+    elif kind == "profile":
+        fields = {"hz": data["profile"]["hz"]}
+    elif kind == "interval":
+        fields = _interval(ctx, data["interval"], kpath)
     else:
         spec = ctx.sub(kpath, data[kind])
         at = ctx.spans.text(kpath)
@@ -59,9 +72,35 @@ def _probe(ctx: BuildContext, name: str, data: dict, kinds: dict[str, str],
     args = _args(ctx, base, kind, data.get("args"))
     retval = _retval(ctx, base, kind, data.get("retval"))
     where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
-    return ProbeSpec(name=name, kind=kind, span=ctx.spans.key(base),  # type: ignore[arg-type]
+    stack = build_stack(ctx, base + ("stack",), data["stack"]) if "stack" in data else None
+    return ProbeSpec(name=name, kind=cast(ProbeKind, kind), span=ctx.spans.key(base),
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
-                     **fields)  # type: ignore[arg-type]
+                     stack=stack, **fields)
+
+
+def build_stack(ctx: BuildContext, jpath: JsonPath, data: JsonObj) -> StackSpec:
+    """`stack:` at `jpath` (the schema checked the values' types and ranges)."""
+    default = StackSpec()
+    size = data.get("bytes", default.bytes)
+    if size % 64:
+        ctx.error(f"stack bytes must be a multiple of 64, got {size}",
+                  ctx.spans.value(jpath + ("bytes",)),
+                  f"e.g. {size - size % 64 or 64} (the copy is hashed 64 bytes at a time)")
+    return StackSpec(unwind=data.get("unwind", default.unwind), bytes=size)
+
+
+def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> JsonObj:
+    at = ctx.spans.text(kpath)
+    try:
+        ns = parse_duration(ctx.sub(kpath, str(value)))
+    except ValueError as exc:
+        ctx.error(f"bad interval '{value}': {exc}", at, "e.g. interval: 1s or interval: 500ms")
+        return {}
+    if ns < 1_000_000:
+        ctx.error(f"interval {value} is shorter than 1ms", at,
+                  "sample with profile: {hz: N} instead")
+        return {}
+    return {"period_ns": ns}
 
 
 def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str] | None
@@ -72,7 +111,7 @@ def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str] |
 
 
 def _usdt(ctx: BuildContext, kind: str, spec: str, at: Span,
-          targets: list[str]) -> dict | None:
+          targets: list[str] | None) -> JsonObj | None:
     parts = spec.split(":")
     if len(parts) not in (2, 3) or not all(IDENT.match(p) for p in parts):
         ctx.error(f"bad usdt spec '{spec}': expected TARGET:PROVIDER:NAME or TARGET:NAME", at,
@@ -84,7 +123,7 @@ def _usdt(ctx: BuildContext, kind: str, spec: str, at: Span,
 
 
 def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
-            targets: list[str]) -> dict | None:
+            targets: list[str] | None) -> JsonObj | None:
     target, sep, rest = spec.partition(":")
     example = f"e.g. {kind}: app:main, {kind}: app:ns::f(int) or uprobe: app:main+0x10"
     if not sep or not IDENT.match(target):
@@ -111,7 +150,7 @@ def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
 
 
 def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
-                targets: list[str]) -> dict | None:
+                targets: list[str] | None) -> JsonObj | None:
     parts = spec.split(":")
     if len(parts) != 2 or not all(_TP_PART.match(p) for p in parts):
         ctx.error(f"bad tracepoint spec '{spec}': expected CATEGORY:EVENT", at,
@@ -120,9 +159,9 @@ def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
     return {"category": parts[0], "event": parts[1]}
 
 
-def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
-          kinds: dict[str, str]) -> dict:
-    plain = [n for n, k in kinds.items() if k != "span"]
+def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
+          kinds: dict[str, str]) -> JsonObj:
+    plain = [n for n, k in kinds.items() if k != "span" and k not in SAMPLING]
     for side in ("begin", "end"):
         ref = data[side]
         at = ctx.spans.text(kpath + (side,))
@@ -131,6 +170,10 @@ def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
         if kinds.get(ref) == "span":
             ctx.error(f"span '{name}' cannot {side} at span '{ref}'", at,
                       "begin and end must be usdt, uprobe, uretprobe or tracepoint probes")
+        elif kinds.get(ref) in SAMPLING:
+            ctx.error(f"span '{name}' cannot {side} at {kinds[ref]} probe '{ref}'", at,
+                      "a sample is no event of the program: pair usdt, uprobe, uretprobe "
+                      "or tracepoint probes")
         elif ref not in kinds:
             ctx.unknown(f"{side} probe", ref, plain, at, "define it under probes:")
     key = ctx.expr(kpath + ("key",), data["key"]) if "key" in data else None
@@ -138,12 +181,14 @@ def _span(ctx: BuildContext, name: str, data: dict, kpath: JsonPath,
             "span_scope": data.get("scope", "process"), "nested": data.get("nested", False)}
 
 
-def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list | None
+def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list[Any] | None
           ) -> tuple[ArgSpec, ...]:
     if items is None:
         return ()
-    if kind in ("tracepoint", "span"):
+    if kind in ("tracepoint", "span", *SAMPLING):
         why = ("a tracepoint's fields are used by name" if kind == "tracepoint"
+               else "a sample has no arguments: use pid, comm, ustack, kstack..."
+               if kind in SAMPLING
                else "declare args on the span's begin and end probes; use begin.X / end.X")
         ctx.error(f"a {kind} probe takes no args", ctx.spans.key(base + ("args",)), why)
         return ()
@@ -161,7 +206,7 @@ def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list | None
     return tuple(out)
 
 
-def _arg(ctx: BuildContext, jpath: JsonPath, index: int, item: dict,
+def _arg(ctx: BuildContext, jpath: JsonPath, index: int, item: JsonObj,
          seen: dict[str, int]) -> ArgSpec:
     name = item.get("name")
     if name is not None:
@@ -182,7 +227,7 @@ def _arg(ctx: BuildContext, jpath: JsonPath, index: int, item: dict,
                    length=length, span=ctx.spans.value(jpath), type_span=type_span)
 
 
-def _string_opts(ctx: BuildContext, jpath: JsonPath, item: dict):  # -> Expr | None
+def _string_opts(ctx: BuildContext, jpath: JsonPath, item: JsonObj) -> Expr | None:
     for opt in ("size", "length"):
         if opt in item and item.get("type") != "string":
             ctx.error(f"'{opt}' applies to strings only", ctx.spans.key(jpath + (opt,)),
@@ -190,7 +235,7 @@ def _string_opts(ctx: BuildContext, jpath: JsonPath, item: dict):  # -> Expr | N
     return ctx.expr(jpath + ("length",), item["length"]) if "length" in item else None
 
 
-def _retval(ctx: BuildContext, base: JsonPath, kind: str, item: dict | None) -> ArgSpec | None:
+def _retval(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj | None) -> ArgSpec | None:
     if item is None:
         return None
     jpath = base + ("retval",)

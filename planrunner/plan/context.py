@@ -27,6 +27,8 @@ BUILTINS = frozenset({"pid", "tid", "uid", "gid", "comm", "cpu", "ts", "latency"
 
 @dataclass
 class BuildContext:
+    """What building one plan collects: param types and values, errors."""
+
     loaded: LoadedPlan
     param_types: dict[str, str] = field(default_factory=dict)
     param_values: dict[str, object] = field(default_factory=dict)
@@ -69,6 +71,7 @@ class BuildContext:
                 none_hint: str | None = None) -> None:
         """Report `unknown WHAT 'name'` with did-you-mean among `candidates`."""
         guess = did_you_mean(name, candidates)
+        hint: str | None
         if guess:
             hint = f"did you mean '{guess}'?"
         elif candidates:

@@ -67,11 +67,12 @@ class _BoundedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise _TooDeep(self.peek_event().start_mark)
+                # PyYAML's stubs leave peek_event untyped (types-PyYAML)
+                raise _TooDeep(self.peek_event().start_mark)  # type: ignore[no-untyped-call]
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -101,7 +102,7 @@ class _Walker:
             self._seen.add(id(node))
         if self._depth >= MAX_DEPTH:
             span = key or _span(self.path, node)
-            raise _TooDeep(yaml.Mark("", 0, span.line - 1, span.column - 1, None, None))
+            raise _TooDeep(_mark(span))
         self._depth += 1
         try:
             return self._walk(node, jpath, key)
@@ -126,6 +127,7 @@ class _Walker:
         try:
             if isinstance(node, yaml.SequenceNode):
                 return [self.walk(item, jpath + (i,), None) for i, item in enumerate(node.value)]
+            assert isinstance(node, yaml.MappingNode)
             return self.mapping(node, jpath)
         finally:
             self._stack.discard(id(node))
@@ -169,7 +171,7 @@ class _Walker:
                 continue
             if self._depth >= MAX_DEPTH:  # a chain of merges nests as deep as it is long
                 span = _span(self.path, src)
-                raise _TooDeep(yaml.Mark("", 0, span.line - 1, span.column - 1, None, None))
+                raise _TooDeep(_mark(span))
             self._depth += 1
             try:
                 for name, value in self.mapping(src, jpath).items():
@@ -221,3 +223,8 @@ def load_yaml(path: str, text: str) -> LoadedPlan:
     if walker.errors:
         raise PlanSyntaxError(walker.errors)
     return LoadedPlan(path, text, data, walker.spans, "yaml")
+
+
+def _mark(span: Span) -> yaml.Mark:
+    """A PyYAML mark at `span` (no buffer: the message is built from the line only)."""
+    return yaml.Mark("", 0, span.line - 1, span.column - 1, "", 0)

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 ParamType = Literal["int", "number", "string", "duration", "bool"]
 SpanScope = Literal["process", "global"]
-ProbeKind = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "span"]
+ProbeKind = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval",
+                    "span"]
+UnwindMode = Literal["auto", "fp", "dwarf"]
 OutputKind = Literal["print", "count", "sum", "min", "max", "avg", "hist", "lhist"]
 ValueType = Literal["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                     "pointer", "bool", "string"]
@@ -26,6 +28,8 @@ ValueType = Literal["int8", "int16", "int32", "int64", "uint8", "uint16", "uint3
 
 @dataclass(frozen=True, slots=True)
 class ParamSpec:
+    """A declared plan param: its type, default (converted) and help."""
+
     name: str
     type: ParamType
     default: object | None  # already converted: int, float, str, bool, duration as int ns
@@ -36,14 +40,19 @@ class ParamSpec:
 
 @dataclass(frozen=True, slots=True)
 class TargetSpec:
+    """A target binary of the plan, after ${param} substitution."""
+
     name: str
     binary: str  # after ${param} substitution; path, name on PATH, or library short name
     build_id: str | None
     span: Span  # the `binary:` value
+    optional: bool = False  # not found: its probes are left out with a warning
 
 
 @dataclass(frozen=True, slots=True)
 class ArgSpec:
+    """A declared probe argument: position, name, type and string size."""
+
     index: int  # 1-based position (arg1 is index 1)
     name: str | None  # None: only reachable as argN
     type: ValueType | None  # None: derived from the operand (usdt) or int64 (uprobe)
@@ -54,7 +63,17 @@ class ArgSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class StackSpec:
+    """`stack:` of a plan or a probe: how `ustack` is captured and unwound."""
+
+    unwind: UnwindMode = "auto"
+    bytes: int = 16384  # dwarf/auto: user stack copied per event
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeSpec:
+    """One entry of `probes:`: its kind, where it attaches, args and condition."""
+
     name: str
     kind: ProbeKind
     span: Span  # the probe's key in `probes:`
@@ -74,10 +93,15 @@ class ProbeSpec:
     args: tuple[ArgSpec, ...] = ()
     retval: ArgSpec | None = None  # uretprobe
     where: Expr | None = None
+    hz: int | None = None  # profile: samples per second per CPU
+    period_ns: int | None = None  # interval
+    stack: StackSpec | None = None  # None: the plan's
 
 
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
+    """One field of an output: its record key and expression."""
+
     key: str  # the record key (`begin.query` -> `query`, `latency` -> `latency_ns`)
     expr: Expr
     span: Span
@@ -85,6 +109,8 @@ class FieldSpec:
 
 @dataclass(frozen=True, slots=True)
 class OutputSpec:
+    """One entry of `outputs:`: print or an aggregation of one probe."""
+
     index: int
     name: str  # `name:` or str(index)
     kind: OutputKind
@@ -102,17 +128,53 @@ class OutputSpec:
     lhist_max: int | None = None
     lhist_step: int | None = None
 
+    @property
+    def by_keys(self) -> tuple[str, ...]:
+        return tuple(f.key for f in self.by)
+
+
+@dataclass(frozen=True, slots=True)
+class TableColumn:
+    """One column of a table: the count/sum outputs it adds (one, or one per runtime)."""
+
+    name: str
+    outputs: tuple[str, ...]  # count/sum outputs whose values the column adds
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """`table: [a, {b: [c, d]}]`: count/sum outputs sharing their `by` keys, joined into
+    one row per key, a column per output (or per group of outputs it adds). The outputs
+    it joins print only through it."""
+
+    index: int
+    name: str  # `name:` or str(index)
+    columns: tuple[TableColumn, ...]  # in the table's order
+    sort: str  # the column rows are sorted by (largest first); default the first
+    rate: bool  # per-second rates over the interval instead of the interval's totals
+    key_fields: tuple[str, ...]  # the shared `by` keys
+    span: Span  # the output entry
+    table_span: Span  # the `table: [...]` value
+    every_ns: int | None = None
+    top: int | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
+    """Plan-wide limits (`settings:`)."""
+
     string_size: int = 128
     map_size: int = 10240
-    ringbuf_pages: int = 256
+    ringbuf_pages: int | None = None  # None: sized from the print records (render/program.py)
     span_depth: int = 64
+    max_sites: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """A plan file checked and built: params bound, targets, probes and outputs."""
+
     path: str
     source_text: str
     name: str
@@ -124,6 +186,16 @@ class Plan:
     probes: tuple[ProbeSpec, ...]
     outputs: tuple[OutputSpec, ...]
     settings: Settings = field(default_factory=Settings)
+    stack: StackSpec = field(default_factory=StackSpec)
+
+    def stack_of(self, probe: ProbeSpec) -> StackSpec:
+        """The stack capture a probe uses: its own `stack:`, else the plan's."""
+        return probe.stack or self.stack
+    tables: tuple[TableSpec, ...] = ()  # `table:` entries of `outputs:` (not in `outputs`)
+
+    def joined(self) -> dict[str, str]:
+        """Output name -> the table that joins it."""
+        return {o: t.name for t in self.tables for c in t.columns for o in c.outputs}
 
     def probe(self, name: str) -> ProbeSpec:
         return next(p for p in self.probes if p.name == name)

@@ -14,10 +14,12 @@ returns a usable location.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from planrunner.diagnostics import Span
 
 JsonPath = tuple[str | int, ...]
+JsonObj = dict[str, Any]  # a mapping of the plan as loaded (keys are strings)
 
 
 @dataclass

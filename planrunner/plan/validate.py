@@ -7,6 +7,9 @@ one message per real mistake: the oneOf that says "exactly one kind" becomes a s
 sentence naming the kinds (none, or the two given), other oneOf/anyOf errors are
 reduced with `best_match`, and a "missing key" that a misspelt key explains is
 dropped. Diagnostics are sorted by position.
+
+jsonschema is imported only when plan/schema_quick.py does not vouch for the plan (a
+plan with a mistake, or a schema keyword it does not know): its import is ~75 ms.
 """
 
 from __future__ import annotations
@@ -15,29 +18,38 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from typing import TYPE_CHECKING, Any
 
 from planrunner.diagnostics import Diagnostic, Span, did_you_mean
 from planrunner.errors import PlanSchemaError
 from planrunner.kernel_probes import KINDS as KERNEL_KINDS
+from planrunner.plan.schema_quick import conforms
 from planrunner.plan.source import JsonPath, LoadedPlan, describe
 from planrunner.resources import data_dir
 
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
 SCHEMA_FILE = "plan.schema.json"
+# jsonschema's ValidationError. Its stubs type `schema`, `instance` and `validator_value`
+# as unions with `Unset` (errors built by hand may lack them); every error here comes
+# from iter_errors on our own schema, where all are set, so they are read as they are.
+SchemaError = Any
 PROBE_KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "span")
 
 
 @functools.cache
-def load_schema() -> dict:
+def load_schema() -> dict[str, Any]:
     """The plan schema (a dict), read once from the `schema` data folder."""
     with open(data_dir("schema") / SCHEMA_FILE, encoding="utf-8") as fh:
-        return json.load(fh)
+        schema: dict[str, Any] = json.load(fh)
+    return schema
 
 
 @functools.cache
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # lazily: see the module docstring
+
     return Draft202012Validator(load_schema())
 
 
@@ -91,18 +103,19 @@ class _Translator:
         jpath, keys = tag
         return bool(self.suggested.get(jpath, set()) & set(keys))
 
-    def translate(self, err: ValidationError) -> list[Diagnostic]:
+    def translate(self, err: SchemaError) -> list[Diagnostic]:
         jpath: JsonPath = tuple(err.absolute_path)
         handler = getattr(self, f"_{err.validator}", None)
         if handler is not None:
-            return handler(err, jpath)
+            diags: list[Diagnostic] = handler(err, jpath)
+            return diags
         return [Diagnostic(f"{_what(jpath)}: {err.message}", self.spans.value(jpath))]
 
-    def _hint_for(self, err: ValidationError) -> tuple[str, ...]:
+    def _hint_for(self, err: SchemaError) -> tuple[str, ...]:
         desc = err.schema.get("description") if isinstance(err.schema, dict) else None
         return (desc,) if desc else ()
 
-    def _additionalProperties(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _additionalProperties(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         allowed = sorted(err.schema.get("properties", {}))
         patterns = list(err.schema.get("patternProperties", {}))
         out = []
@@ -133,7 +146,7 @@ class _Translator:
         message, hints = kernel_function_message(kind)
         return Diagnostic(message, self.spans.key(jpath + (kind,)), hints)
 
-    def _required(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _required(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         props = err.schema.get("properties", {})
         out = []
         for key in err.validator_value:
@@ -150,11 +163,13 @@ class _Translator:
             out[-1] = self._tag(out[-1], jpath, key)
         return out
 
-    def _oneOf(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _oneOf(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         branches = err.validator_value
         kinds = [b["required"][0] for b in branches
                  if set(b) == {"required"} and len(b["required"]) == 1]
         if len(kinds) != len(branches) or not isinstance(err.instance, dict):
+            from jsonschema.exceptions import best_match  # only once jsonschema ran
+
             best = best_match(err.context)
             return self.translate(best) if best is not None else []
         present = [k for k in kinds if k in err.instance]
@@ -179,72 +194,72 @@ class _Translator:
 
     _anyOf = _oneOf
 
-    def _type(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _type(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         types = err.validator_value if isinstance(err.validator_value, list) else [
             err.validator_value]
-        expected = " or ".join(_EXPECTED.get(t, t) for t in types)
+        expected = " or ".join(_EXPECTED.get(str(t), str(t)) for t in types)
         got = _kind(err.instance)
         if isinstance(err.instance, str | int | float) and err.instance is not None:
             got += f" ({_show(err.instance)})"
         return [Diagnostic(f"{_what(jpath)} must be {expected}, got {got}",
                            self.spans.value(jpath), self._hint_for(err))]
 
-    def _const(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _const(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         msg = f"{_what(jpath)} must be {json.dumps(err.validator_value)}"
         if jpath == ("planrunner",):
             msg += " (the plan format version)"
         return [Diagnostic(f"{msg}, got {_show(err.instance)}", self.spans.value(jpath))]
 
-    def _enum(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _enum(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         options = [str(v) for v in err.validator_value]
         guess = did_you_mean(str(err.instance), options)
         hints = (f"did you mean '{guess}'?",) if guess else ()
         return [Diagnostic(f"{_what(jpath)} must be one of {', '.join(options)}; "
                            f"got {_show(err.instance)}", self.spans.value(jpath), hints)]
 
-    def _bound(self, err: ValidationError, jpath: JsonPath, word: str) -> list[Diagnostic]:
+    def _bound(self, err: SchemaError, jpath: JsonPath, word: str) -> list[Diagnostic]:
         return [Diagnostic(f"{_what(jpath)} must be {word} {err.validator_value}, "
                            f"got {_show(err.instance)}", self.spans.value(jpath),
                            self._hint_for(err))]
 
-    def _minimum(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _minimum(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         return self._bound(err, jpath, "at least")
 
-    def _maximum(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _maximum(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         return self._bound(err, jpath, "at most")
 
-    def _minLength(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _minLength(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         return [Diagnostic(f"{_what(jpath)} must not be empty", self.spans.value(jpath))]
 
-    def _minItems(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _minItems(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         return [Diagnostic(f"{_what(jpath)} must list at least one entry",
                            self.spans.value(jpath), self._hint_for(err))]
 
-    def _maxItems(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _maxItems(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         return [Diagnostic(f"{_what(jpath)} has {len(err.instance)} entries; at most "
                            f"{err.validator_value} are allowed", self.spans.value(jpath))]
 
-    def _minProperties(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _minProperties(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         if jpath == ("probes",):
             return [Diagnostic("'probes' must define at least one probe", self.spans.key(jpath))]
         return self._one_key(err, jpath)
 
-    def _maxProperties(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _maxProperties(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         return self._one_key(err, jpath)
 
-    def _one_key(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _one_key(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         n = len(err.instance)
         return [Diagnostic(f"{_what(jpath)} must be a one-key mapping {{NAME: EXPRESSION}}, "
                            f"got {n} key{'s' if n != 1 else ''}", self.spans.value(jpath),
                            ("write one mapping per computed field: [{a: EXPR1}, {b: EXPR2}]",))]
 
-    def _propertyNames(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _propertyNames(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         name = err.instance
         inner = f" in {describe(jpath)}" if jpath else ""
         return [Diagnostic(f"'{name}' is not a valid name{inner}", self.spans.key(jpath + (name,)),
                            ("use letters, digits and '_', not starting with a digit",))]
 
-    def _pattern(self, err: ValidationError, jpath: JsonPath) -> list[Diagnostic]:
+    def _pattern(self, err: SchemaError, jpath: JsonPath) -> list[Diagnostic]:
         if "propertyNames" in err.schema_path:  # a bad key: the error is about the name
             return self._propertyNames(err, jpath)
         return [Diagnostic(f"{_what(jpath)} {_show(err.instance)} does not match "
@@ -288,6 +303,8 @@ def _broken_part(jpath: JsonPath) -> JsonPath | None:
 def schema_report(loaded: LoadedPlan) -> SchemaReport:
     """Every schema mistake in `loaded` (one Diagnostic each, sorted by position) and
     the parts of the plan they break."""
+    if conforms(loaded.data, load_schema()):  # no mistake: jsonschema is not needed
+        return SchemaReport([])
     translator = _Translator(loaded)
     diags: list[Diagnostic] = []
     broken: set[JsonPath] = set()
@@ -318,6 +335,8 @@ def schema_diagnostics(loaded: LoadedPlan) -> list[Diagnostic]:
 
 def validate(loaded: LoadedPlan) -> None:
     """Raise PlanSchemaError listing every schema mistake; return None when valid."""
+    if conforms(loaded.data, load_schema()):  # no mistake: jsonschema is not needed
+        return
     diags = schema_diagnostics(loaded)
     if diags:
         raise PlanSchemaError(diags)

@@ -52,13 +52,14 @@ def to_metric(fam: Family, snap: AggSnapshot) -> Metric:
     if fam.mtype == "histogram":
         return _histogram(fam, snap)
     if fam.mtype == "counter":
-        metric: Metric = CounterMetricFamily(fam.name, fam.help, labels=fam.labels)
+        metric: CounterMetricFamily | GaugeMetricFamily = CounterMetricFamily(
+            fam.name, fam.help, labels=fam.labels)
     else:
         metric = GaugeMetricFamily(fam.name, fam.help, labels=fam.labels)
     for row in snap.rows:
         value = getattr(row, fam.kind)
         if value is not None:
-            metric.add_metric(_labels(fam, row), value)  # type: ignore[attr-defined]
+            metric.add_metric(_labels(fam, row), value)
     return metric
 
 

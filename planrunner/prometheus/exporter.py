@@ -36,6 +36,7 @@ from typing import Any, TextIO
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 
 from planrunner import __version__
 from planrunner.errors import BackendError
@@ -46,7 +47,7 @@ from planrunner.records import SnapshotSource
 POLL_S = 0.05  # how often serve_forever checks for close(): bounds the stop delay
 
 
-class PlanCollector:
+class PlanCollector(Collector):
     """A prometheus_client Collector over one running session's snapshots."""
 
     def __init__(self, config: ExporterConfig, source: SnapshotSource,

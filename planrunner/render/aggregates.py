@@ -29,11 +29,12 @@ Contract with runtime/aggregates.py (which reads the maps):
 
 from __future__ import annotations
 
-from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StrType
+from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StackType, StrType
 from planrunner.records import lhist_bucket_count
-from planrunner.render.bodies import Body, condition
+from planrunner.render.bodies import Body, condition, stack_copied
 from planrunner.render.expr_c import c_int_literal, lower
 from planrunner.render.model import AggregateOutput
+from planrunner.render.stacks import UCOPY_MAP, ustack_copy_lines, ustack_hash_lines
 from planrunner.resolve.model import CheckedField, ResolvedOutput
 
 # Keys up to this size live on the BPF stack (512 bytes in all); larger ones, and keys
@@ -49,12 +50,23 @@ def _round8(n: int) -> int:
     return (n + 7) & ~7
 
 
-def key_fields(by: tuple[CheckedField, ...]) -> tuple[tuple[str, str], ...]:
-    """(record key, "int" | "uint" | "bool" | "str:N") per `by` field, in order."""
+def key_fields(by: tuple[CheckedField, ...], body: Body | None = None
+               ) -> tuple[tuple[str, str], ...]:
+    """(record key, "int" | "uint" | "bool" | "str:N" | stack) per `by` field, in order.
+    Stacks (render/stacks.py): "kstack:N" (a kernel stack id), "ustack:N" (a user stack
+    id, frame pointers) or "ucopy:N:MODE" (the hash of a copied user stack, unwound with
+    MODE); N is the frames kept. A user stack's key also holds the tgid (`kI_pid`)."""
     out = []
     for f in by:
         typ = f.expr.type
-        if isinstance(typ, StrType):
+        if isinstance(typ, StackType):
+            if typ.kind == "kernel":
+                out.append((f.key, f"kstack:{typ.limit}"))
+            elif body is not None and stack_copied(f.expr, body.stack):
+                out.append((f.key, f"ucopy:{typ.limit}:{body.stack.unwind}"))
+            else:
+                out.append((f.key, f"ustack:{typ.limit}"))
+        elif isinstance(typ, StrType):
             out.append((f.key, f"str:{typ.size}"))
         elif isinstance(typ, BoolType):
             out.append((f.key, "bool"))
@@ -71,6 +83,10 @@ def _key_members(fields: tuple[tuple[str, str], ...], hist: bool) -> list[tuple[
         if kind.startswith("str:"):
             size = _round8(int(kind[4:]))
             members.append((f"char k{i}[{size}];", size))
+        elif kind.startswith("kstack:"):
+            members.append((f"__s64 k{i};", 8))
+        elif kind.startswith(("ustack:", "ucopy:")):
+            members += [(f"__s64 k{i};", 8), (f"__u64 k{i}_pid;", 8)]
         else:
             members.append((f"{'__s64' if kind == 'int' else '__u64'} k{i};", 8))
     if hist:
@@ -139,15 +155,41 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
     else:
         lines = [f"struct {key_struct} pr_kv = {{}};", f"struct {key_struct} *pr_k = &pr_kv;"]
     for i, (f, (_key, kind)) in enumerate(zip(out.by, fields, strict=True)):
+        if kind.startswith("ucopy:"):
+            lines += _ucopy_key_lines(i, index, body)
+            continue
         low = lower(f.expr, body)
         lines.extend(low.prelude)
         if kind.startswith("str:"):
             # _str: copy up to the NUL only; stale bytes after it in a reused buffer
             # would otherwise make equal strings different keys.
             lines.append(f"bpf_probe_read_kernel_str(pr_k->k{i}, {kind[4:]}, {low.c});")
+        elif kind.startswith(("kstack:", "ustack:")):
+            lines += [f"pr_k->k{i} = {low.c};", f"if (pr_k->k{i} < 0 && pr_k->k{i} != -EFAULT)",
+                      "    pr_count(PR_STACK_LOST);  /* -EFAULT: no such stack here */"]
+            if kind.startswith("ustack:"):
+                lines.append(f"pr_k->k{i}_pid = pr_id >> 32;")
         else:
             ctype = "__s64" if kind == "int" else "__u64"
             lines.append(f"pr_k->k{i} = ({ctype})({low.c});")
+    return lines
+
+
+def _ucopy_key_lines(i: int, index: int, body: Body) -> list[str]:
+    """Key member k<i> = the hash of this event's copied user stack; the copy goes into
+    pr_ucopies once per hash (the reader drains it every turn)."""
+    size = body.stack.bytes
+    body.ucopy_bytes = max(body.ucopy_bytes, size)
+    member = f"agg{index}_uc{i}"
+    body.members.append(f"struct {UCOPY_MAP}_val {member};")
+    lines = [f"struct {UCOPY_MAP}_val *pr_uc{i} = &sc->{member};"]
+    lines += ustack_copy_lines(f"pr_uc{i}->", size)
+    lines += ustack_hash_lines(f"pr_uc{i}->", size, f"pr_h{i}")
+    lines += [f"if (!{UCOPY_MAP}.lookup(&pr_h{i}) && {UCOPY_MAP}.update(&pr_h{i}, pr_uc{i})) {{",
+              "    pr_count(PR_STACK_LOST);",
+              f"    pr_h{i} = 0;",
+              "}",
+              f"pr_k->k{i} = (__s64)pr_h{i};", f"pr_k->k{i}_pid = pr_id >> 32;"]
     return lines
 
 
@@ -172,7 +214,7 @@ def aggregate_block(out: ResolvedOutput, body: Body,
     kind, index = spec.kind, spec.index
     map_name, lost_map = f"pr_agg_{index}", f"pr_agg_{index}_lost"
     key_struct = f"{map_name}_key"
-    fields = key_fields(out.by)
+    fields = key_fields(out.by, body)
     members = _key_members(fields, kind in _HIST)
     size = sum(s for _, s in members)
     signed = value_signed(out)

@@ -3,8 +3,9 @@ records. Aggregation map updates live in render/aggregates.py, span bookkeeping 
 render/spans.py.
 
 `Body` is the probe body being emitted: it names the C of every symbolic reference
-(`c_of`), hands out per-CPU scratch buffers (`alloc`) and records what the statements
-need (builtins the prologue must compute, helpers the program must include), so that
+(`c_of`), hands out scratch buffers (`alloc`) and records what the statements need
+(builtins the prologue must compute, helpers the program must include, whether a read
+faults pages in and so makes the probe sleepable: `fault`), so that
 render/program.py decides what to emit from that data, never by reading the C back.
 Everything emitted comes from typed models: generated names (`pr_...`), integers
 formatted here, lowered expressions (render/expr_c.py, which owns literal escaping) and
@@ -23,16 +24,19 @@ from planrunner.expr.typed import (
     DepthRef,
     LatencyRef,
     Ref,
+    StackRef,
     TExpr,
     TRef,
     TStrRead,
 )
-from planrunner.expr.types import BoolType, IntType, StrType
+from planrunner.expr.types import BoolType, IntType, StackType, StrType
+from planrunner.plan.model import StackSpec
 from planrunner.render.expr_c import lower
 from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.names import c_ident
 from planrunner.render.needs import Helper
 from planrunner.render.operand_c import lower_operand
+from planrunner.render.stacks import copied, ustack_copy_lines
 from planrunner.resolve.model import ArgSlot, ResolvedProbe, ResolvedSite
 
 # Builtins the prologue can compute, in prologue order; the body computes only what it
@@ -66,6 +70,13 @@ class Body:
     builtins: set[Builtin] = field(default_factory=lambda: {"pid", "tid"})
     helpers: set[Helper] = field(default_factory=set)
     captures: dict[CaptureRef, str] = field(default_factory=dict)  # the span being ended
+    stack: StackSpec = field(default_factory=StackSpec)  # how the probe captures ustack
+    ucopy_bytes: int = 0  # the largest stack copy an aggregation key hashes (pr_ucopies)
+    # A user-space probe's body: its user-memory reads may fault pages in, which makes
+    # its program sleepable (`sleepable`, set by the first such read) where the kernel
+    # allows. Never a tracepoint's: a tracepoint program cannot sleep.
+    faults: bool = False
+    sleepable: bool = False
     _tmp: int = 0
 
     # -- LoweringContext (render/expr_c.py) ------------------------------------------
@@ -86,10 +97,23 @@ class Body:
             return "pr_latency"
         if isinstance(ref, DepthRef):
             return f"pr_depth_{c_ident(ref.span)}"  # set by render/spans.nested_prologue
+        if isinstance(ref, StackRef):  # a stack id, taken by the thunk (render/stacks.py)
+            assert ref.kind == "kernel" or not copied(self.stack), "a copy has no id"
+            return "a->kstack" if ref.kind == "kernel" else "a->ustack"
         return self.captures[ref]
 
     def need(self, helper: Helper) -> None:
         self.helpers.add(helper)
+
+    def fault(self) -> bool:
+        """Whether the user-memory read being emitted may fault pages in; when it may,
+        the body is now sleepable."""
+        self.sleepable = self.sleepable or self.faults
+        return self.faults
+
+    def fault_arg(self) -> str:
+        """The `fault` argument of the readers in templates/runtime_helpers.h."""
+        return "PR_FAULT" if self.fault() else "PR_NOFAULT"
 
     # -- the rest --------------------------------------------------------------------
 
@@ -164,7 +188,7 @@ def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
             lines.extend(low.prelude)
             body.need(Helper.READ_LSTR)
             lines.append(f"sc->st{i} = pr_read_lstr(sc->s{i}, {slot.size}, a->v{i}, "
-                         f"(__s64)({low.c}));")
+                         f"(__s64)({low.c}), {body.fault_arg()});")
         elif kernel:
             arrays = {f.name for f in probe.tracepoint_fields if f.array_len}
             more = 0 if slot.name in arrays else 1
@@ -173,7 +197,8 @@ def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
                          f"{more});")
         else:
             body.need(Helper.READ_STR)
-            lines.append(f"sc->st{i} = pr_read_str(sc->s{i}, {slot.size + 1}, a->v{i});")
+            lines.append(f"sc->st{i} = pr_read_str(sc->s{i}, {slot.size + 1}, a->v{i}, "
+                         f"{body.fault_arg()});")
     return lines
 
 
@@ -185,11 +210,24 @@ def condition(texpr: TExpr | None, body: Body) -> list[str]:
     return [*low.prelude, f"if (!({low.c})) break;"]
 
 
-def layout_for(output_id: int, fields: list[tuple[str, TExpr]]) -> RecordLayout:
+def stack_copied(texpr: TExpr, spec: StackSpec) -> bool:
+    """A user stack of this probe that the body copies (dwarf, auto), not an id."""
+    return (isinstance(texpr, TRef) and isinstance(texpr.ref, StackRef)
+            and texpr.ref.kind == "user" and copied(spec))
+
+
+def layout_for(output_id: int, fields: list[tuple[str, TExpr]],
+               stack: StackSpec | None = None) -> RecordLayout:
+    spec = stack or StackSpec()
     out = []
     for i, (key, texpr) in enumerate(fields):
         typ = texpr.type
-        if isinstance(typ, StrType):
+        if isinstance(typ, StackType) and stack_copied(texpr, spec):
+            out.append(LayoutField(key, "ucopy", f"f{i}", spec.bytes, typ.kind, typ.limit,
+                                   spec.unwind))
+        elif isinstance(typ, StackType):
+            out.append(LayoutField(key, "stack", f"f{i}", 8, typ.kind, typ.limit))
+        elif isinstance(typ, StrType):
             out.append(LayoutField(key, "str", f"f{i}", typ.size))
         elif isinstance(typ, BoolType):
             out.append(LayoutField(key, "bool", f"f{i}"))
@@ -216,13 +254,14 @@ def str_field_read(texpr: TStrRead, body: Body, lines: list[str]) -> StrField:
     lines.append(f"__u64 {ptr} = (__u64)({addr.c});")
     if texpr.length is None:
         body.need(Helper.READ_STR)
-        lines.append(f"{status} = pr_read_str({buf}, {texpr.cap + 1}, {ptr});")
+        lines.append(f"{status} = pr_read_str({buf}, {texpr.cap + 1}, {ptr}, "
+                     f"{body.fault_arg()});")
     else:
         length = lower(texpr.length, body)
         lines.extend(length.prelude)
         body.need(Helper.READ_LSTR)
         lines.append(f"{status} = pr_read_lstr({buf}, {texpr.cap}, {ptr}, "
-                     f"(__s64)({length.c}));")
+                     f"(__s64)({length.c}), {body.fault_arg()});")
     return StrField(ptr, status, buf)
 
 
@@ -233,6 +272,9 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
     lines = condition(where, body)
     fills: list[str] = []
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
+        if lf.kind == "ucopy":
+            fills += ustack_copy_lines(f"ev->{lf.member}_", lf.size)
+            continue
         if lf.kind == "str" and isinstance(texpr, TStrRead):
             src = str_field_read(texpr, body, lines)
             dst = f"ev->{lf.member}"
@@ -248,8 +290,10 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
             fills.append(f"{dst}_st = {source.status if source else 'PR_STR_OK'};")
             fills.append(f"bpf_probe_read_kernel_str({dst}, {lf.size}, {low.c});")
         else:
-            ctype = "__s64" if lf.kind == "int" else "__u64"
+            ctype = "__s64" if lf.kind in ("int", "stack") else "__u64"
             fills.append(f"{dst} = ({ctype})({low.c});")
+            if lf.kind == "stack":
+                fills.append(f"if ({dst} < 0 && {dst} != -EFAULT) pr_count(PR_STACK_LOST);")
     lines.append(f"struct {layout.c_name} *ev = pr_events.ringbuf_reserve("
                  f"sizeof(struct {layout.c_name}));")
     lines.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")

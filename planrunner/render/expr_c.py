@@ -3,7 +3,8 @@
 Contract:
 - `lower(texpr, ctx) -> Lowered(prelude, c)`: `c` is one fully parenthesised C
   expression; `prelude` holds C statements that must run before it (string reads into
-  buffers obtained from `ctx.alloc(size)`). References (`TRef`) become the C that
+  buffers obtained from `ctx.alloc(size)`, through readers that fault pages in when
+  `ctx.fault()` says so). References (`TRef`) become the C that
   `ctx.c_of(ref)` names; every helper of templates/expr_helpers.h the C calls is
   reported with `ctx.need(Helper.EXPR)`, so the program includes the header only then.
   The same `str(...)` read used twice in one expression is read once. Preludes run
@@ -42,6 +43,11 @@ class LoweringContext(Protocol):
 
     def need(self, helper: Helper) -> None:
         """The emitted C calls `helper`."""
+        ...
+
+    def fault(self) -> bool:
+        """A user-memory read is emitted: may it fault pages in (render/bodies.py
+        `Body.fault`)? Asking records that it does."""
         ...
 
 
@@ -216,10 +222,13 @@ class _Lowerer:
         size = t.type.size
         length = None if t.length is None else self.as_int(t.length, INT64)
         buf = self.ctx.alloc(size)
+        fault = self.ctx.fault()
         if length is None:
-            self.prelude.append(f"bpf_probe_read_user_str({buf}, {size}, {addr});")
+            read = "pr_user_str_f" if fault else "bpf_probe_read_user_str"
+            self.prelude.append(f"{read}({buf}, {size}, {addr});")
         else:
             self.ctx.need(Helper.EXPR)
-            self.prelude.append(f"pr_read_user_n({buf}, {size}, {addr}, {length});")
+            self.prelude.append(f"pr_read_user_n({buf}, {size}, {addr}, {length}, "
+                                f"{'PR_FAULT' if fault else 'PR_NOFAULT'});")
         self.reads[t] = buf
         return buf

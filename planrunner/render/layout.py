@@ -28,29 +28,45 @@ def _pad8(n: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class LayoutField:
+    """One record field. Stacks (render/stacks.py): `stack` is a stack id (__s64, a
+    kernel stack or a user stack walked by frame pointers), `ucopy` a copied user stack
+    (struct pr_ustack of planrunner/stacks: pid, len, start_time, regs[4], data[size]);
+    `stack_kind` and `limit` say which stack and how many frames to keep."""
+
     key: str  # record key
-    kind: Literal["int", "uint", "bool", "str"]
+    kind: Literal["int", "uint", "bool", "str", "stack", "ucopy"]
     member: str  # C member name (generated: f0, f1...)
-    size: int = 8  # str: buffer bytes (content + NUL)
+    size: int = 8  # str: buffer bytes (content + NUL); ucopy: stack bytes
+    stack_kind: str = ""  # "user" | "kernel" for stack and ucopy
+    limit: int = 0  # frames kept
+    unwind: str = ""  # ucopy: "auto" | "dwarf"
 
     @property
     def c_members(self) -> tuple[str, ...]:
+        if self.kind == "ucopy":
+            m = self.member
+            return (f"__u32 {m}_pid;", f"__u32 {m}_len;", f"__u64 {m}_start_time;",
+                    f"__u64 {m}_regs[4];", f"char {m}_data[{self.size}];")
         if self.kind == "str":
             pad = _pad8(self.size) - self.size
             tail = (f"char {self.member}_pad[{pad}];",) if pad else ()
             return (f"__u64 {self.member}_ptr;", f"__s64 {self.member}_st;",
                     f"char {self.member}[{self.size}];", *tail)
-        ctype = "__s64" if self.kind == "int" else "__u64"
+        ctype = "__s64" if self.kind in ("int", "stack") else "__u64"
         return (f"{ctype} {self.member};",)
 
     @property
     def struct_format(self) -> str:
+        if self.kind == "ucopy":
+            return f"{48 + self.size}s"  # parsed by stacks.capture.parse_ustack_record
         if self.kind == "str":
             return f"Qq{self.size}s{_pad8(self.size) - self.size}x"
-        return "q" if self.kind == "int" else "Q"
+        return "q" if self.kind in ("int", "stack") else "Q"
 
     @property
     def byte_size(self) -> int:
+        if self.kind == "ucopy":
+            return 48 + _pad8(self.size)
         return 16 + _pad8(self.size) if self.kind == "str" else 8
 
 
@@ -65,9 +81,11 @@ class RecordLayout:
         """The members in record order: fixed-size fields first, strings last. A string
         is copied up to its NUL only, so a short one leaves the rest of its buffer, and
         the cache lines under it, untouched: writing cold ring buffer lines is most of
-        what a printed event costs the traced thread (issue 7)."""
-        return (tuple(f for f in self.fields if f.kind != "str")
-                + tuple(f for f in self.fields if f.kind == "str"))
+        what a printed event costs the traced thread (issue 7). A stack copy comes last
+        for the same reason: most of its 16 KiB is seldom written."""
+        return (tuple(f for f in self.fields if f.kind not in ("str", "ucopy"))
+                + tuple(f for f in self.fields if f.kind == "str")
+                + tuple(f for f in self.fields if f.kind == "ucopy"))
 
     @property
     def size(self) -> int:

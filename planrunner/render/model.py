@@ -8,7 +8,7 @@ functions, counter slots) is carried here as data, chosen by render/.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 from typing import Literal
 
 from planrunner.render.layout import RecordLayout
@@ -22,15 +22,48 @@ class Counter(IntEnum):
     SUBMITS = 2  # bytes submitted since this CPU's last forced wakeup (not a loss)
     SPAN_REPLACED = 3  # span begins that replaced an open begin of their key
     SPAN_OVERFLOW = 4  # nested span begins past settings.span_depth (not timed)
+    STACK_LOST = 5  # stacks not captured (stack map collision or full, copy map full)
 
 
 class ConfigSlot(IntEnum):
-    """Slots of the config array (`RenderedProgram.config_map`), set after loading."""
+    """Slots of the config array (`RenderedProgram.config_map`), set after loading
+    (templates/runtime_helpers.h PR_CFG_*)."""
 
-    PID = 0  # the --pid filter for tracepoints (uprobes are filtered at attach)
-    SELF = 1  # planrunner's own tgid, whose events are dropped
+    SCOPE_UPROBE = 0  # ScopeFlag bits uprobe/USDT thunks check (one --pid: at attach)
+    SELF = 1  # planrunner's own tgid (in its pid namespace), whose events are dropped
+    SCOPE_TRACEPOINT = 2  # ScopeFlag bits tracepoint thunks check
+    NS_DEV = 3  # planrunner's pid namespace (kernel dev_t of nsfs) when not the init one
+    NS_INO = 4  # its inode; 0: planrunner runs in the init pid namespace
+    CGROUPS = 5  # entries of the cgroup array in use
+    NR_CPUS = 6  # possible CPUs: scales the ring buffer's wakeup watermark
 
 
+@dataclass(frozen=True, slots=True)
+class FileIdentity:
+    """Which file resolve read at a path: attach refuses a path that names another one
+    now (a package upgrade renames a new file over it; offsets would be the old file's)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+
+class ScopeFlag(IntFlag):
+    """Filters a config SCOPE_* slot turns on (PR_SCOPE_*): AND across, OR within."""
+
+    PIDS = 1  # the tgid is in `scope_pids_map`
+    COMM = 2  # the thread's comm is in `scope_comms_map`
+    CGROUP = 4  # the task is under a cgroup of `scope_cgroups_map`
+
+
+# Where the registry of running planrunner processes is pinned (runtime_helpers.h).
+TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
+MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
+# Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
+SCOPE_GIVEN = 1
+SCOPE_NS_KEY = 0x80000000
+MAX_CGROUPS = 8  # PR_MAX_CGROUPS
 @dataclass(frozen=True, slots=True)
 class TargetFile:
     """A binary a uprobe attaches to."""
@@ -38,14 +71,16 @@ class TargetFile:
     path: str  # absolute path attached to (through /proc/PID/root with --pid)
     display: str  # the path as users know it
     build_id: str | None
+    identity: FileIdentity | None = None  # None: not checked at attach
 
 
 @dataclass(frozen=True, slots=True)
 class AttachSite:
     """One thunk and where the kernel attaches it: a uprobe or uretprobe at a file
-    offset of `binary`, or a tracepoint."""
+    offset of `binary`, a tracepoint, or a software cpu-clock perf event (`sample_hz`
+    on every CPU, or every `sample_period_ns` on CPU 0)."""
 
-    kind: Literal["uprobe", "uretprobe", "tracepoint"]
+    kind: Literal["uprobe", "uretprobe", "tracepoint", "perf"]
     fn_name: str  # the C function to load
     probe: str  # plan probe name (for messages)
     index: int  # site number within the probe
@@ -55,6 +90,11 @@ class AttachSite:
     semaphore: int = 0  # semaphore vaddr (for the /proc/PID/mem fallback)
     category: str = ""  # tracepoint
     event: str = ""
+    sample_hz: int = 0  # perf
+    sample_period_ns: int = 0
+    # Its program faults pages in (templates/runtime_helpers.h PR_FAULT) when compiled
+    # with `RenderedProgram.sleepable_switch` defined: then it must be loaded sleepable.
+    sleepable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +124,37 @@ class AggregateOutput:
     map_size: int
     value_signed: bool = True  # value kept as __s64 (False: __u64, a uint64 value)
     lost_map: str = ""  # per-CPU array [0]: updates refused because the map was full
+    table: str | None = None  # the table that joins it (it then prints only there)
+
+
+@dataclass(frozen=True, slots=True)
+class AggTable:
+    """`table:` of the plan: count/sum outputs joined by their shared keys, read at one
+    moment each interval; a column adds the outputs it names (those rendered: an
+    output of a left-out optional target is not)."""
+
+    name: str
+    columns: tuple[tuple[str, tuple[str, ...]], ...]  # (column, aggregate output names)
+    key_fields: tuple[str, ...]
+    sort: str
+    rate: bool
+    every_ns: int | None
+    top: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StackMaps:
+    """The stack maps a program declares (render/stacks.py), for the runtime: kernel and
+    user (build-id frames) stack-id maps as (name, frames per stack), the user stack
+    copies map as (name, bytes); None when the program has no such map."""
+
+    kernel: tuple[str, int] | None = None
+    user: tuple[str, int] | None = None
+    copies: tuple[str, int] | None = None
+    seen: str = ""  # the announced-processes map: "new process" records in the ring
+
+
+NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +170,37 @@ class RenderedProgram:
     events_map: str = "pr_events"  # the ring buffer of print records
     counters_map: str = "pr_counters"  # per-CPU __u64 array indexed by Counter
     config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
+    scope_pids_map: str = "pr_scope_pids"  # __u32 tgid -> __u32 SCOPE_GIVEN or child
+    scope_comms_map: str = "pr_scope_comms"  # char[16] comm -> __u32
+    scope_cgroups_map: str = "pr_scope_cgroups"  # cgroup array, MAX_CGROUPS entries
+    # Every planrunner on the machine: one array element of MAX_TRACERS init-namespace
+    # tgids and their start times, pinned so that all runs share it.
+    tracers_map: str = "pr_tracers"
+    tracers_pin: str = TRACERS_PIN
     # Macros the C uses whose values only the running kernel knows (e.g.
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()
+    stack_maps: StackMaps = StackMaps()  # render/stacks.py
+    tables: tuple[AggTable, ...] = ()
+    # Defined by the loader (`-DPR_SLEEPABLE`) when the kernel has sleepable uprobes: the
+    # programs of `sleepable` sites then fault pages in and are loaded BPF_F_SLEEPABLE.
+    # Left undefined, the same source is today's non-sleepable program.
+    sleepable_switch: str = "PR_SLEEPABLE"
+
+    @property
+    def has_sleepable(self) -> bool:
+        return any(s.sleepable for s in self.sites)
 
     @property
     def has_tracepoints(self) -> bool:
-        return any(s.kind == "tracepoint" for s in self.sites)
+        """Sites the kernel does not filter by process: the scope is applied in the C."""
+        return any(s.kind in ("tracepoint", "perf") for s in self.sites)
+
+
+# Programs of runtime_helpers.h that are not probes of the plan. At every process exit:
+# a planrunner leaves the tracer registry, a followed child the scope (always attached).
+EXIT_SITE = AttachSite("tracepoint", "pr_on_exit", "(planrunner)", 0, category="sched",
+                       event="sched_process_exit")
+# --follow-children: forked children of the scope's processes join it.
+FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
+                       category="task", event="task_newtask")

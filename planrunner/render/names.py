@@ -11,4 +11,6 @@ def c_ident(name: str) -> str:
 def thunk_name(probe: str, kind: str, index: int) -> str:
     """The C function attached at one site of `probe`."""
     base = f"pr_{c_ident(probe)}"
+    if kind == "perf":
+        return f"{base}_perf"
     return f"{base}_tp" if kind == "tracepoint" else f"{base}_s{index}"

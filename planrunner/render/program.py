@@ -9,9 +9,11 @@ decided from what the emitters reported they need (`Body`), never by reading C b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 
 from planrunner.expr.typed import Builtin
+from planrunner.expr.types import StackType
 from planrunner.render import aggregates
 from planrunner.render.bodies import (
     PROLOGUE,
@@ -27,9 +29,12 @@ from planrunner.render.bodies import (
 from planrunner.render.environment import render_template
 from planrunner.render.model import (
     AggregateOutput,
+    AggTable,
     AttachSite,
+    FileIdentity,
     PrintOutput,
     RenderedProgram,
+    StackMaps,
     TargetFile,
 )
 from planrunner.render.names import c_ident, thunk_name
@@ -44,15 +49,53 @@ from planrunner.render.spans import (
     nested_prologue,
     span_view,
 )
+from planrunner.render.stacks import (
+    KSTACK_MAP,
+    SEEN_MAP,
+    UCOPY_MAP,
+    USTACK_MAP,
+    copied,
+    map_decls,
+    pid_notice_lines,
+)
+from planrunner.render.stacks import arg_members as stack_members
+from planrunner.render.stacks import thunk_lines as stack_thunk_lines
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
+from planrunner.resolve.usage import output_exprs
 
 # A CPU forces a consumer wakeup once it has submitted this share of the ring buffer
 # since its last one (a watermark in bytes); the consumer also drains every POLL_MS, so
 # a quiet trickle waits at most that long. One wakeup costs the traced thread ~10 us
 # (irq_work, then waking the reader): every 64 records it was 160 ns per event at 10k/s,
-# 1.9x the uprobe floor instead of 1.5x. 1/16 of the ring per CPU leaves room for 12
-# CPUs' worth before the ring is three quarters full.
+# 1.9x the uprobe floor instead of 1.5x. 1/16 of the ring per CPU is the most; with more
+# than 8 CPUs the share is 1/(2 * CPUs) (the CPU count is set at run time,
+# ConfigSlot.NR_CPUS: templates/record_helpers.h), so all CPUs together never hold back
+# more than half the ring before someone wakes the reader.
 WAKEUP_SHARE = 16
+
+# The ring buffer's default size (settings.ringbuf_pages unset): room for RING_RECORDS of
+# the largest print record, so that a burst that size is kept even when the consumer gets
+# no CPU meanwhile (issue 17: a 10,000-call burst of a short python3.11 run, 12,250
+# returns with the interpreter's start-up, lost 1,246-6,865 of its 352-byte records in
+# the old 1 MiB ring, which held 2,900). bpftrace's default holds fewer (64 pages per
+# CPU) and loses none only because it wakes its reader per event, which slows the
+# target. Between 1 MiB (the old default: small records change nothing) and 32 MiB
+# (locked kernel memory, mapped by the reader): a record over 2 KiB gets fewer slots.
+# The wakeup watermark is a share of the ring, so a larger ring also wakes the reader
+# less often; the reader still drains every POLL_MS.
+RING_RECORDS = 16384
+RING_MIN_BYTES = 1 << 20
+RING_MAX_BYTES = 32 << 20
+RINGBUF_RECORD_HEADER = 8  # what the kernel puts before each record (BPF_RINGBUF_HDR_SZ)
+
+
+def default_ring_pages(record_size: int, page_size: int | None = None) -> int:
+    """Pages (a power of two) of a ring buffer holding RING_RECORDS records of
+    `record_size` bytes, within RING_MIN_BYTES..RING_MAX_BYTES."""
+    page = page_size or os.sysconf("SC_PAGE_SIZE")
+    want = RING_RECORDS * (record_size + RINGBUF_RECORD_HEADER)
+    size = min(max(1 << max(want - 1, 1).bit_length(), RING_MIN_BYTES), RING_MAX_BYTES)
+    return max(size // page, 1)
 
 
 @dataclass
@@ -68,6 +111,7 @@ class ProbeView:
     builtins: list[Builtin]
     thunks: list[dict[str, object]] = field(default_factory=list)
     kind: str = "uprobe"
+    sleepable: bool = False  # reads user strings: sleepable where the kernel allows
 
 
 @dataclass
@@ -77,6 +121,7 @@ class _Outputs:
     prints: list[PrintOutput] = field(default_factory=list)
     aggregates: list[AggregateOutput] = field(default_factory=list)
     maps: list[str] = field(default_factory=list)
+    ucopy_bytes: int = 0  # pr_ucopies' stack bytes (0: no such map)
 
 
 def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
@@ -88,7 +133,7 @@ def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
         spec = out.spec
         if spec.kind == "print":
             fields = [(f.key, f.expr) for f in out.fields]
-            layout = layout_for(spec.index, fields)
+            layout = layout_for(spec.index, fields, body.stack)
             acc.prints.append(PrintOutput(spec.name, probe, layout, spec.format))
             inner = print_block(layout, fields, out.where, body)
         else:
@@ -120,7 +165,12 @@ def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 helpers: set[Helper]) -> ProbeView:
     c_name = c_ident(probe.spec.name)
-    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots})
+    # a probe that captures stacks is not made sleepable: its scratch may hold a 16 KiB
+    # stack copy (per-CPU; a sleepable body's scratch is task storage), and perf events
+    # cannot sleep; its strings fall back to the user-space re-read
+    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
+                faults=probe.spec.kind not in ("tracepoint", "profile", "interval")
+                and not probe.stacks, stack=probe.stack)
     lines = string_reads(probe, body)
     for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
         if span.spec.kind == "span" and span.spec.nested:
@@ -129,21 +179,52 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
             if span.spec.end == probe.spec.name:
                 lines += nested_prologue(span, False, body)
     lines += condition(probe.where, body)
+    if "user" in probe.stacks and copied(probe.stack):
+        lines += pid_notice_lines()
     lines += _output_blocks(resolved, probe.spec.name, body, acc)
     lines += _span_blocks(resolved, probe, body, acc)
     helpers |= body.helpers
-    view = ProbeView(probe.spec.name, c_name, [slot_member(s) for s in probe.slots],
+    acc.ucopy_bytes = max(acc.ucopy_bytes, body.ucopy_bytes)
+    members = [slot_member(s) for s in probe.slots] + stack_members(probe.stacks, probe.stack)
+    view = ProbeView(probe.spec.name, c_name, members,
                      body.scratch_name, body.members, lines,
-                     [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind)
+                     [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
+                     sleepable=body.sleepable)
     for site in probe.sites:
         if site.kind == "tracepoint":
             reads = tracepoint_reads(probe)
+        elif site.kind == "perf":
+            reads = []
         else:
             machine = site.binary.machine if site.binary else "EM_X86_64"
             reads = thunk_reads(site, probe, machine)
+        reads += stack_thunk_lines(probe.stacks, probe.stack, site.kind == "perf")
         view.thunks.append({"fn": thunk_name(site.probe, site.kind, site.index),
-                            "reads": reads, "kind": site.kind})
+                            "reads": reads, "kind": site.kind,
+                            # interval: whatever runs on its CPU; never filtered
+                            # a perf event fires in whatever runs: profile is scoped in
+                            # the C as a tracepoint is; interval is never filtered
+                            "skip": None if site.sample_period_ns else
+                            "PR_CFG_SCOPE_TRACEPOINT"})
     return view
+
+
+def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int) -> StackMaps:
+    """The stack maps the probes' captures need, each as deep as the deepest stack of
+    its kind in an output."""
+    limits = {"user": 0, "kernel": 0}
+    for e in output_exprs(resolved.outputs):
+        if isinstance(e.type, StackType):
+            limits[e.type.kind] = max(limits[e.type.kind], e.type.limit)
+    probes = [p for p in resolved.probes if p.spec.kind != "span"]
+    kernel = any("kernel" in p.stacks for p in probes)
+    user_ids = any("user" in p.stacks and not copied(p.stack) for p in probes)
+    return StackMaps(
+        kernel=(KSTACK_MAP, limits["kernel"] or 32) if kernel else None,
+        user=(USTACK_MAP, limits["user"] or 64) if user_ids else None,
+        copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None,
+        seen=SEEN_MAP if any("user" in p.stacks and copied(p.stack) for p in probes)
+        else "")
 
 
 def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
@@ -160,6 +241,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     constants = tuple(sorted({name for p in resolved.probes for s in p.sites
                               for arg in s.args if arg is not None
                               for name in runtime_constants(arg)}))
+    stack_maps = _stack_maps(resolved, acc.ucopy_bytes)
     c_source = render_template(
         "program.bpf.c.j2",
         runtime_constants=constants,
@@ -171,26 +253,50 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         level_key_struct=LEVEL_KEY_STRUCT if any(s.depth_map for s in spans) else None,
         layouts=[p.layout for p in prints],
         maps=acc.maps,
+        stack_maps=map_decls(stack_maps),
+        perf=any(s.kind == "perf" for p in resolved.probes for s in p.sites),
         prologue=PROLOGUE,
-        ringbuf_pages=settings.ringbuf_pages,
+        ringbuf_pages=settings.ringbuf_pages or default_ring_pages(
+            max((p.layout.size for p in prints), default=0)),
         wakeup_share=WAKEUP_SHARE,
         expr_helpers=Helper.EXPR in helpers,
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
         plan_only=plan_only,
     )
-    sites = tuple(_attach_site(s) for p in resolved.probes for s in p.sites)
+    sleepable = {v.name for v in views if v.sleepable}
+    sites = tuple(_attach_site(s, s.probe in sleepable)
+                  for p in resolved.probes for s in p.sites)
     # in plan order (they were made probe by probe), so their snapshots print in it too
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
     aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
+    tables = _tables(resolved, aggs)
+    joined = {o: t.name for t in tables for _, outs in t.columns for o in outs}
+    aggs = [replace(a, table=joined.get(a.name)) for a in aggs]
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth,
-                           runtime_constants=constants)
+                           runtime_constants=constants, tables=tables,
+                           stack_maps=stack_maps)
 
 
-def _attach_site(site: ResolvedSite) -> AttachSite:
+def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:
+    """The plan's tables over the aggregations rendered (all of them, unless an
+    optional target was left out)."""
+    present = {a.name for a in aggs}
+    return tuple(
+        AggTable(t.name, tuple((c.name, tuple(o for o in c.outputs if o in present))
+                               for c in t.columns),
+                 t.key_fields, t.sort, t.rate, t.every_ns, t.top)
+        for t in resolved.plan.tables)
+
+
+def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:
     """What the runtime needs of a resolved site: where to attach which function."""
     binary = site.binary
-    target = TargetFile(binary.path, binary.display, binary.build_id) if binary else None
+    target = TargetFile(binary.path, binary.display, binary.build_id,
+                        FileIdentity(*binary.identity) if binary.identity else None) \
+        if binary else None
     return AttachSite(site.kind, thunk_name(site.probe, site.kind, site.index), site.probe,
                       site.index, target, site.file_offset, site.ref_ctr_offset,
-                      site.semaphore, site.category, site.event)
+                      site.semaphore, site.category, site.event,
+                      sample_hz=site.sample_hz, sample_period_ns=site.sample_period_ns,
+                      sleepable=sleepable)

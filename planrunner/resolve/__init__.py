@@ -23,8 +23,8 @@ from planrunner.diagnostics import Diagnostic, Span
 from planrunner.errors import OperandError, PlanError, ResolveError, attempt, raise_collected
 from planrunner.expr.check import Scope, check_condition, check_value
 from planrunner.expr.typed import TExpr
-from planrunner.expr.types import BoolType, IntType, StrType, Type
-from planrunner.plan.model import Plan, ProbeSpec
+from planrunner.expr.types import BoolType, IntType, StackType, StrType, Type
+from planrunner.plan.model import Plan, ProbeSpec, StackSpec
 from planrunner.resolve import sites as S
 from planrunner.resolve.locate import LOCATORS, Located
 from planrunner.resolve.model import (
@@ -39,7 +39,7 @@ from planrunner.resolve.outputs import check_outputs
 from planrunner.resolve.preflight import Process, warnings_for
 from planrunner.resolve.scope import Constants
 from planrunner.resolve.spans import SpanScope
-from planrunner.resolve.usage import arg_indexes, captures, output_exprs
+from planrunner.resolve.usage import arg_indexes, captures, output_exprs, stack_kinds
 from planrunner.targets import resolve_target
 from planrunner.usdt.model import ArgOperand, RipRel, SymMem, TlsMem
 from planrunner.usdt.operands import operand_error
@@ -56,6 +56,8 @@ class _Checked:
 
 @dataclass(frozen=True, slots=True)
 class _Span:
+    """A span with its key and condition expressions typed."""
+
     scope: SpanScope
     key_begin: TExpr | None
     key_end: TExpr | None
@@ -68,7 +70,8 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     errors: list[PlanError] = []
     size = plan.settings.string_size
     constants = Constants.of(plan)
-    binaries = _binaries(plan, pid, errors)
+    left_out: list[Diagnostic] = []
+    binaries = _binaries(plan, pid, errors, left_out)
     located = {spec.name: _with_nested(got, plan) for spec in plan.probes
                if spec.kind != "span"
                if (got := _locate(spec, binaries, constants, size, errors)) is not None}
@@ -89,16 +92,20 @@ def resolve_plan(plan: Plan, pid: int | None = None,
              for name, sc in scopes.items()}
     resolved: list[ResolvedProbe] = []
     for spec in plan.probes:
+        if spec.name not in spans and spec.name not in checked:
+            continue  # on an optional target left out (any other failure raised above)
         if spec.kind == "span":
             resolved.append(_span_probe(spans[spec.name], outputs))
         else:
-            probe = attempt(errors, _finish, checked[spec.name], spans, outputs)
+            probe = attempt(errors, _finish, checked[spec.name], spans, outputs,
+                            plan.stack_of(spec))
             if probe is not None:
                 resolved.append(probe)
     raise_collected(errors, ResolveError)
+    _check_size(plan, resolved)
     proc = (Process.of_pid(pid) if pid else Process.of_command(command) if command
             else None)
-    warnings = [w for loc in located.values() for w in _warnings(loc, proc)]
+    warnings = left_out + [w for loc in located.values() for w in _warnings(loc, proc)]
     return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings))
 
 
@@ -109,14 +116,50 @@ def _warnings(loc: Located, proc: Process | None) -> list[Diagnostic]:
     return out
 
 
-def _binaries(plan: Plan, pid: int | None, errors: list[PlanError]) -> dict[str, BinaryRef]:
+# What one site costs to start, measured (bench/many_probes.py, BENCHMARKS.md): clang
+# compiles and the kernel loads one BPF function per site.
+SECONDS_PER_SITE = 0.03
+
+
+def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:
+    """Refuse a plan with more sites than settings.max_sites (see its description)."""
+    sites = sum(len(p.sites) for p in probes)
+    limit = plan.settings.max_sites
+    if sites <= limit:
+        return
+    biggest = max((p for p in probes if p.sites), key=lambda p: len(p.sites))
+    raise ResolveError(
+        f"this plan has {sites} probe sites, more than settings.max_sites ({limit}): "
+        f"each is a BPF function to compile and load, ~{SECONDS_PER_SITE * 1000:.0f} ms "
+        f"each, so it would take about {_about(sites * SECONDS_PER_SITE)} to start",
+        biggest.spec.spec_span,
+        hints=(f"the most sites: probe '{biggest.spec.name}' ({len(biggest.sites)})",
+               "trace fewer functions, or raise settings.max_sites knowingly"))
+
+
+def _about(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],
+              left_out: list[Diagnostic]) -> dict[str, BinaryRef]:
+    """The targets found; an `optional: true` one that is not is a warning in
+    `left_out`, and its probes (then their outputs) are skipped as if it failed."""
     out = {}
     for target in plan.targets:
         try:
             path = resolve_target(target.binary, pid, target.span)
             out[target.name] = S.binary_ref(path, path, target.build_id, target.span)
         except PlanError as err:
-            errors.append(err)
+            if not target.optional:
+                errors.append(err)
+                continue
+            probes = [p.name for p in plan.probes if p.target == target.name]
+            first = err.diagnostics[0].message if err.diagnostics else str(err)
+            left_out.append(Diagnostic(
+                f"optional target '{target.name}' left out ({first}): probes "
+                f"{', '.join(probes) or '(none)'} will not fire", target.span,
+                ("install it, or --set its path, to trace it too",), severity="warning"))
     return out
 
 
@@ -124,7 +167,7 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
             size: int, errors: list[PlanError]) -> Located | None:
     """The probe located by its kind's locator; None when it, or its target, failed."""
     binary = None
-    if spec.kind != "tracepoint":
+    if spec.kind not in ("tracepoint", "profile", "interval"):
         if spec.target is None or spec.target not in binaries:
             return None  # the target's own error was reported
         binary = binaries[spec.target]
@@ -182,9 +225,10 @@ def _span_probe(span: _Span, outputs: list[ResolvedOutput]) -> ResolvedProbe:
                          key_end=span.key_end, captures=captures(_span_exprs(span, outputs)))
 
 
-def _used_args(c: _Checked, spans: Mapping[str, _Span],
-               outputs: list[ResolvedOutput]) -> set[int]:
-    """Every argument an expression running in this probe refers to (resolve/usage.py)."""
+def _probe_exprs(c: _Checked, spans: Mapping[str, _Span],
+                 outputs: list[ResolvedOutput]) -> list[TExpr | None]:
+    """Every expression that runs in this probe: its own, its outputs', and those of the
+    spans it begins (key, captures) or ends (key, filter, outputs)."""
     name = c.located.spec.name
     exprs: list[TExpr | None] = [c.where, *c.lengths.values(),
                                  *output_exprs(_outputs_of(name, outputs))]
@@ -196,21 +240,27 @@ def _used_args(c: _Checked, spans: Mapping[str, _Span],
         if spec.end == name:
             exprs.append(span.key_end)
             exprs += _span_exprs(span, outputs)
-    return arg_indexes(exprs) | set(c.lengths)
+    return exprs
 
 
-def _finish(c: _Checked, spans: Mapping[str, _Span],
-            outputs: list[ResolvedOutput]) -> ResolvedProbe:
+def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutput],
+            stack: StackSpec) -> ResolvedProbe:
     """Slots for the arguments the plan uses, and one ResolvedSite per location."""
     loc = c.located
     spec, scope = loc.spec, loc.scope
+    _check_stack_captures(spec, spans, outputs, stack)
     # Names the plan or a tracepoint gave (not argN: a tracepoint field may be `argv`).
     names = {i: n for n, (i, _t) in scope.args.items()
              if not (n.startswith("arg") and n[3:].isdigit())}
+    exprs = _probe_exprs(c, spans, outputs)
     slots = [_slot(index, names.get(index), scope.type_of(index), c.lengths.get(index))
-             for index in sorted(_used_args(c, spans, outputs))]
+             for index in sorted(arg_indexes(exprs) | set(c.lengths))]
     sites: list[ResolvedSite] = []
-    if spec.kind == "tracepoint":
+    if spec.kind == "profile":
+        sites.append(ResolvedSite("perf", spec.name, 0, sample_hz=spec.hz or 0))
+    elif spec.kind == "interval":
+        sites.append(ResolvedSite("perf", spec.name, 0, sample_period_ns=spec.period_ns or 0))
+    elif spec.kind == "tracepoint":
         sites.append(ResolvedSite("tracepoint", spec.name, 0, category=spec.category or "",
                                   event=spec.event or ""))
     elif spec.kind == "usdt":
@@ -230,7 +280,28 @@ def _finish(c: _Checked, spans: Mapping[str, _Span],
     targets = (loc.binary,) if loc.binary else ()
     return ResolvedProbe(spec, tuple(sites), tuple(slots), c.where, targets,
                          tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
-                         notes=loc.notes)
+                         notes=loc.notes, stacks=stack_kinds(exprs),
+                         stack=stack)
+
+
+def _check_stack_captures(spec: ProbeSpec, spans: Mapping[str, _Span],
+                          outputs: list[ResolvedOutput], stack: StackSpec) -> None:
+    """`begin.ustack` keeps a stack id in the span's map: a copied stack (16 KiB) has
+    none, so the begin probe must walk frame pointers."""
+    if stack.unwind == "fp":
+        return
+    for span in spans.values():
+        if span.scope.spec.begin != spec.name:
+            continue
+        for cap in captures(_span_exprs(span, outputs)):
+            typ = cap.expr.type
+            if isinstance(typ, StackType) and typ.kind == "user":
+                raise ResolveError(
+                    f"span '{span.scope.spec.name}' keeps the user stack of its begin "
+                    f"probe '{spec.name}', which copies stacks (unwind: {stack.unwind})",
+                    cap.expr.span,
+                    hints=(f"give probe '{spec.name}' stack: {{unwind: fp}} (a stack id "
+                           "is kept), or print `ustack` of the end probe",))
 
 
 def _slot(index: int, name: str | None, typ: Type, length: TExpr | None) -> ArgSlot:

@@ -21,6 +21,8 @@ from planrunner.usdt.model import ArgOperand, ProbeSite
 
 @dataclass(frozen=True, slots=True)
 class Located:
+    """Where a probe fires and the names its expressions may use."""
+
     spec: ProbeSpec
     scope: ProbeScope
     binary: BinaryRef | None = None
@@ -136,10 +138,19 @@ def _arg_names(spec: ProbeSpec, types: Mapping[int, Type]) -> Mapping[str, tuple
     return MappingProxyType(names)
 
 
+def locate_sampling(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
+                    string_size: int) -> Located:
+    """profile and interval: a timer, not a place in a program; no arguments."""
+    what = f"{spec.kind} probe ('{spec.name}')"
+    return Located(spec, ProbeScope(MappingProxyType({}), constants, what, 0))
+
+
 Locator = Callable[[ProbeSpec, BinaryRef | None, Constants, int], Located]
 LOCATORS: dict[str, Locator] = {
     "tracepoint": locate_tracepoint,
     "usdt": locate_usdt,
     "uprobe": locate_uprobe,
     "uretprobe": locate_uprobe,
+    "profile": locate_sampling,
+    "interval": locate_sampling,
 }

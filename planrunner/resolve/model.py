@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from planrunner.diagnostics import Diagnostic, Span
-from planrunner.expr.types import IntType
-from planrunner.plan.model import OutputSpec, Plan, ProbeSpec
+from planrunner.expr.types import IntType, StackKind
+from planrunner.plan.model import OutputSpec, Plan, ProbeSpec, StackSpec
 from planrunner.usdt.model import ArgOperand
 
 if TYPE_CHECKING:
@@ -20,14 +20,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class BinaryRef:
+    """A target binary as resolved: path, name shown, build id, machine."""
+
     path: str  # absolute path the uprobe is attached to (through /proc/PID/root with --pid)
     display: str  # the path as users know it
     build_id: str | None
     machine: str
+    # the file resolve read (st_dev, st_ino, st_size, st_mtime_ns): attach checks that
+    # the path still names it (runtime/attach.py); None when unknown
+    identity: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class TracepointField:
+    """One field of a tracepoint's format."""
+
     name: str
     offset: int
     size: int
@@ -38,9 +45,11 @@ class TracepointField:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedSite:
-    """One place a probe fires: a uprobe/uretprobe at a file offset, or a tracepoint."""
+    """One place a probe fires: a uprobe/uretprobe at a file offset, a tracepoint, or a
+    software cpu-clock perf event (profile: `sample_hz` on every CPU; interval:
+    `sample_period_ns` on one CPU)."""
 
-    kind: Literal["uprobe", "uretprobe", "tracepoint"]
+    kind: Literal["uprobe", "uretprobe", "tracepoint", "perf"]
     probe: str  # plan probe name
     index: int  # site number within the probe
     binary: BinaryRef | None = None
@@ -51,6 +60,8 @@ class ResolvedSite:
     args: tuple[ArgOperand | None, ...] = ()  # by argument index (0 = retval); None = unused
     category: str = ""
     event: str = ""
+    sample_hz: int = 0
+    sample_period_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,8 @@ class ArgSlot:
 
 @dataclass(frozen=True, slots=True)
 class CheckedField:
+    """An output field with its expression typed."""
+
     key: str
     expr: TExpr
     span: Span
@@ -75,6 +88,8 @@ class CheckedField:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedOutput:
+    """An output with its expressions typed."""
+
     spec: OutputSpec
     fields: tuple[CheckedField, ...]
     by: tuple[CheckedField, ...]
@@ -90,6 +105,8 @@ class ResolvedOutput:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedProbe:
+    """A probe with its sites, the arguments it reads and its typed condition."""
+
     spec: ProbeSpec
     sites: tuple[ResolvedSite, ...]  # empty for spans
     slots: tuple[ArgSlot, ...]  # args read for this probe (usdt/uprobe/tracepoint/retval)
@@ -104,10 +121,16 @@ class ResolvedProbe:
     # Every argument the probe offers, for summaries: (name, type) in argument order.
     offered: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()  # what resolution did that the plan does not say
+    # The stacks the thunks capture (from the StackRefs of every expression that runs
+    # in this probe), and how a user stack is captured.
+    stacks: tuple[StackKind, ...] = ()
+    stack: StackSpec = StackSpec()
 
 
 @dataclass(frozen=True, slots=True)
 class ResolvedPlan:
+    """A plan checked against the real binaries: what render needs."""
+
     plan: Plan
     probes: tuple[ResolvedProbe, ...]
     outputs: tuple[ResolvedOutput, ...]

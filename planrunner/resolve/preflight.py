@@ -9,7 +9,8 @@ right, the process may not be).
   `-XX:+ExtendedDTraceProbes` (on the command line, JAVA_TOOL_OPTIONS or
   JDK_JAVA_OPTIONS).
 - PHP fires its probes only with USE_ZEND_DTRACE=1 in the environment.
-- Ruby fires method probes only while a TracePoint is active.
+- Ruby fires method__entry/return only while a TracePoint is active (cmethod__* fire
+  without one).
 
 With --pid the process is read (/proc/PID/cmdline and environ) and the warning is given
 only when the condition is really missing; with -c, the command and planrunner's own
@@ -37,10 +38,11 @@ class Process:
 
     argv: Sequence[str] | None
     environ: Mapping[str, str] | None
+    from_pid: bool = False  # read from a running process (--pid), not a -c command
 
     @classmethod
     def of_pid(cls, pid: int) -> Process:
-        return cls(_read_nul(f"/proc/{pid}/cmdline"), _environ(pid))
+        return cls(_read_nul(f"/proc/{pid}/cmdline"), _environ(pid), from_pid=True)
 
     @classmethod
     def of_command(cls, command: Sequence[str]) -> Process:
@@ -105,11 +107,23 @@ def warnings_for(spec: ProbeSpec, provider: str, name: str,
             f"PHP fires php:{name} only with {PHP_VAR}=1 in its environment: {state}",
             at, (f"start php with {PHP_VAR}=1 (e.g. `{PHP_VAR}=1 php script.php`, or "
                  "env in the php-fpm pool)",), severity="warning")]
-    if provider == "ruby" and name in ("method__entry", "method__return",
-                                       "cmethod__entry", "cmethod__return"):
+    # cmethod__entry/return fire without one (checked on Debian's Ruby 3.1.2), except
+    # for the calls the VM runs as specialized instructions (Integer#+, #<...)
+    if provider == "ruby" and name in ("method__entry", "method__return"):
         return [Diagnostic(
             f"Ruby fires ruby:{name} only while a TracePoint is active",
             at, ("enable a TracePoint in the program (e.g. TracePoint.new(:call) {}.enable "
-                 "or a profiler); ruby:object__create and the gc probes fire without one",),
+                 "or a profiler); ruby:cmethod__*, object__create and the gc probes fire "
+                 "without one",),
             severity="warning")]
+    if provider == "ruby" and name == "cmethod__entry" and (proc is None or not proc.from_pid):
+        # Seen on Debian's Ruby 3.1.2: a semaphore raised while the interpreter loads
+        # rubygems crashed it in about a third of runs (NULL dereference in its
+        # rb_dtrace_setup); raised in a process that is already running, it did not.
+        return [Diagnostic(
+            "enabling ruby:cmethod__entry while Ruby starts crashed Debian's Ruby 3.1.2 "
+            "in about a third of runs (inside the interpreter's own dtrace hook)",
+            at, ("attach to a running process with --pid, or count Ruby-defined methods "
+                 "with ruby:method__entry",), severity="warning")]
     return []
+

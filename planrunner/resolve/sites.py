@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planrunner.diagnostics import did_you_mean
-from planrunner.elf.reader import open_binary, vaddr_to_offset
-from planrunner.elf.symbols import lookup_symbol
+from planrunner.diagnostics import Span, did_you_mean
+from planrunner.elf.reader import open_binary, read_notes, vaddr_to_offset
 from planrunner.errors import ResolveError
 from planrunner.expr.types import BoolType, IntType, StrType, Type
 from planrunner.plan.model import ArgSpec, ProbeSpec
 from planrunner.resolve.model import BinaryRef, TracepointField
 from planrunner.usdt.model import ArgOperand, Mem, ProbeSite, Reg, UsdtProbe
-from planrunner.usdt.probes import read_probes
+from planrunner.usdt.probes import group_notes, read_probes
 
 VALUE_TYPES: dict[str, IntType] = {
     "int8": IntType(8, True), "int16": IntType(16, True), "int32": IntType(32, True),
@@ -44,9 +43,8 @@ class Located:
 
 
 def find_usdt(spec: ProbeSpec, binary: BinaryRef) -> UsdtProbe:
-    probes = read_probes(binary.path)
-    matches = [p for p in probes if p.name == spec.probe
-               and (spec.provider is None or p.provider == spec.provider)]
+    matches = read_probes(binary.path, only=lambda provider, name: name == spec.probe and (
+        spec.provider is None or provider == spec.provider))
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
@@ -55,14 +53,15 @@ def find_usdt(spec: ProbeSpec, binary: BinaryRef) -> UsdtProbe:
             f"probe '{spec.probe}' is defined by several providers in {binary.display}: "
             f"{providers}", spec.spec_span,
             hints=(f"name the provider, e.g. '{spec.target}:{matches[0].qualified}'",))
-    names = {p.qualified for p in probes} | {p.name for p in probes}
+    keys = group_notes(read_notes(binary.path))  # names only: no operand is decoded
+    names = {f"{p}:{n}" for p, n in keys} | {n for _, n in keys}
     wanted = f"{spec.provider}:{spec.probe}" if spec.provider else str(spec.probe)
     guess = did_you_mean(wanted, names)
     hints = [f"did you mean '{guess}'?"] if guess else []
-    if not probes:
+    if not keys:
         hints.append(f"{binary.display} has no USDT probes (no .note.stapsdt section)")
     else:
-        hints.append(f"`planrunner list {binary.display}` shows its {len(probes)} probes")
+        hints.append(f"`planrunner list {binary.display}` shows its {len(keys)} probes")
     raise ResolveError(f"probe '{wanted}' not found in {binary.display}", spec.spec_span,
                        hints=tuple(hints))
 
@@ -96,6 +95,9 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
     Several functions share a name when they are local to different files (static C
     functions in a binary with its .symtab): each is probed."""
     assert spec.symbol is not None
+    # lazily: a plan without uprobes needs no symbol table reader (it imports subprocess)
+    from planrunner.elf.symbols import lookup_symbol
+
     try:
         syms = lookup_symbol(binary.path, spec.symbol)
     except ResolveError as err:
@@ -170,20 +172,21 @@ def return_value(size: int, signed: bool, machine: str) -> ArgOperand:
 
 
 def binary_ref(path: str, display: str, build_id_wanted: str | None,
-               span: object) -> BinaryRef:
+               span: Span) -> BinaryRef:
     info = open_binary(path)
     if info.elfclass != 2:  # 32-bit: another ABI for arguments, registers and operands
         raise ResolveError(
             f"{display} is a 32-bit ELF file ({info.machine}): planrunner traces 64-bit "
-            "programs only (x86-64, aarch64)", span,  # type: ignore[arg-type]
+            "programs only (x86-64, aarch64)", span,
             hints=("point the target at the 64-bit build of the program or library",))
     if build_id_wanted and (info.build_id or "").lower() != build_id_wanted.lower():
         raise ResolveError(
             f"build id mismatch for {display}: the plan pins {build_id_wanted}, "
-            f"the file has {info.build_id or 'no build id'}", span,  # type: ignore[arg-type]
+            f"the file has {info.build_id or 'no build id'}", span,
             hints=("the binary changed since the plan was written: check the probes "
                    "still match, then update build_id",))
-    return BinaryRef(path, display, info.build_id, info.machine)
+    return BinaryRef(path, display, info.build_id, info.machine,
+                     (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns))
 
 
 def tracepoint_fields(spec: ProbeSpec) -> tuple[TracepointField, ...]:

@@ -22,6 +22,8 @@ from planrunner.resolve.scope import BUILTINS, DEPTH_TYPE, ProbeScope
 
 @dataclass(frozen=True, slots=True)
 class SpanScope:
+    """The names a span's expressions may use: its begin's and end's."""
+
     spec: ProbeSpec
     begin: ProbeScope
     end: ProbeScope

@@ -1,5 +1,5 @@
 """What the checked expressions use, read off the typed trees: which arguments each probe
-must read, and which begin-side values each span must capture.
+must read, which stacks it captures, and which begin-side values each span must capture.
 
 A probe reads an argument when any expression that runs in it refers to it: its own
 `where:` and string lengths, its outputs, the key of a span it begins or ends, and, for
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from planrunner.expr.typed import ArgRef, CaptureRef, TExpr, refs
+from planrunner.expr.typed import ArgRef, CaptureRef, StackRef, TExpr, refs
+from planrunner.expr.types import StackKind
 from planrunner.resolve.model import ResolvedOutput
 
 
@@ -39,3 +40,10 @@ def arg_indexes(exprs: Iterable[TExpr | None]) -> set[int]:
     """The argument indexes `exprs` refer to directly (not through a capture)."""
     return {ref.index for e in exprs if e is not None for ref in refs(e)
             if isinstance(ref, ArgRef)}
+
+
+def stack_kinds(exprs: Iterable[TExpr | None]) -> tuple[StackKind, ...]:
+    """The stacks `exprs` refer to directly (user first), each once."""
+    kinds = {ref.kind for e in exprs if e is not None for ref in refs(e)
+             if isinstance(ref, StackRef)}
+    return tuple(k for k in ("user", "kernel") if k in kinds)

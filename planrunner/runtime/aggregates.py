@@ -10,7 +10,12 @@ Contract: the maps are those of render/aggregates.py (per-CPU hashes keyed by
   CPUs whose slot saw a value), decodes keys to `((name, value), ...)` in `by` order
   (strings utf-8 with backslashreplace, up to the NUL; bools as bool);
 - builds AggRows, sorts and cuts them with `top_rows`, and hands one AggSnapshot per
-  output to `view.aggregate`.
+  output to `view.aggregate`;
+- for a `table:` (render/model.py AggTable), reads the maps it joins at one moment
+  (on the table's `every:`; the joined outputs never print on their own), joins their
+  rows by key (records.join_rows: per second over the interval with `rate`), adds the
+  command line of a `pid` key (runtime/cmdlines.py: once per pid) and hands one
+  TableSnapshot to `view.table`.
 
 Time: an `every: D` output prints and resets each D (checked on every `tick`, about
 every 50 ms), with `interval_start`/`interval_end` the unix times of the interval;
@@ -23,8 +28,14 @@ update per key per interval at most, accepted instead of swapping maps.
 `dropped` is the number of updates refused because the map was full during the
 interval (from the per-output counter; the session prints the total on stderr).
 
+Stacks: a stack key member is an id or a hash (render/aggregates.py key_fields), turned
+into a `Stack` by runtime/stacks.py (user stacks with the process of the hidden `_pid`
+member, cut to the key's frames); rows whose keys are equal after that (one stack
+in two processes, two copies that unwind alike) are merged.
+
 `AggregateReader` is also the SnapshotSource (records.py) a live view pulls from.
-Imports records.py, output/base.py, render/model.py and runtime/backend.py only.
+Imports records.py, output/base.py, render/model.py, runtime/backend.py and
+runtime/stacks.py only.
 """
 
 from __future__ import annotations
@@ -35,9 +46,20 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from planrunner.output.base import View
-from planrunner.records import AggRow, AggSnapshot, lhist_buckets, log2_buckets, top_rows
-from planrunner.render.model import AggregateOutput, Counter, RenderedProgram
+from planrunner.records import (
+    AggRow,
+    AggSnapshot,
+    TableRow,
+    TableSnapshot,
+    join_rows,
+    lhist_buckets,
+    log2_buckets,
+    top_rows,
+)
+from planrunner.render.model import AggregateOutput, AggTable, Counter, RenderedProgram
 from planrunner.runtime.backend import MapSource
+from planrunner.runtime.cmdlines import Cmdlines
+from planrunner.runtime.stacks import StackResolver
 
 _MASK64 = (1 << 64) - 1
 RowKey = tuple[tuple[str, object], ...]  # a row's `by` values, named, in order
@@ -49,12 +71,16 @@ def _wrap(value: int, signed: bool) -> int:
     return value - (1 << 64) if signed and value >> 63 else value
 
 
-def decode_key(key: Any, fields: tuple[tuple[str, str], ...]) -> tuple[tuple[str, object], ...]:
+def decode_key(key: Any, fields: tuple[tuple[str, str], ...],
+               stacks: StackResolver | None = None,
+               program: RenderedProgram | None = None) -> tuple[tuple[str, object], ...]:
     """The `by` values of a ctypes key struct, named and in order."""
     out: list[tuple[str, object]] = []
     for i, (name, kind) in enumerate(fields):
         raw = getattr(key, f"k{i}")
-        if kind.startswith("str:"):
+        if kind.startswith(("kstack:", "ustack:", "ucopy:")):
+            out.append((name, _stack(key, i, kind, stacks, program)))
+        elif kind.startswith("str:"):
             data = bytes(raw) if not isinstance(raw, bytes) else raw
             out.append((name, data.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")))
         elif kind == "bool":
@@ -62,6 +88,20 @@ def decode_key(key: Any, fields: tuple[tuple[str, str], ...]) -> tuple[tuple[str
         else:
             out.append((name, int(raw)))
     return tuple(out)
+
+
+def _stack(key: Any, i: int, kind: str, stacks: StackResolver | None,
+           program: RenderedProgram | None) -> object:
+    resolver = stacks or StackResolver(None)
+    maps = program.stack_maps if program else None
+    parts = kind.split(":")
+    limit, raw = int(parts[1]), int(getattr(key, f"k{i}"))
+    if parts[0] == "kstack":
+        return resolver.kernel(maps.kernel[0] if maps and maps.kernel else "", raw, limit)
+    pid = int(getattr(key, f"k{i}_pid"))
+    if parts[0] == "ustack":
+        return resolver.user_ids(maps.user[0] if maps and maps.user else "", pid, raw, limit)
+    return resolver.user_hash(raw, limit, parts[2])
 
 
 def _cpu_values(value: Any) -> list[Any]:
@@ -72,8 +112,11 @@ def _cpu_values(value: Any) -> list[Any]:
         return [value]
 
 
-def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[AggRow]:
-    """AggRows from (key, per-CPU value) pairs of one map (not yet sorted or cut)."""
+def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]],
+               stacks: StackResolver | None = None,
+               program: RenderedProgram | None = None) -> list[AggRow]:
+    """AggRows from (key, per-CPU value) pairs of one map (not yet sorted or cut); keys
+    equal once decoded (stacks) are one row."""
     kind = agg.kind
     if kind in ("hist", "lhist"):
         buckets: dict[RowKey, dict[int, int]] = defaultdict(dict)
@@ -82,7 +125,7 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[A
             cpus = _cpu_values(value)
             total = sum(int(c.n) for c in cpus)
             if total:
-                k = decode_key(key, agg.key_fields)
+                k = decode_key(key, agg.key_fields, stacks, program)
                 slots = buckets[k]
                 slots[int(key.slot)] = slots.get(int(key.slot), 0) + total
                 sums[k] += sum(int(c.sum) for c in cpus)
@@ -93,9 +136,13 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]]) -> list[A
         assert agg.lhist is not None
         return [AggRow(k, sum=_wrap(sums[k], signed), buckets=lhist_buckets(c, *agg.lhist))
                 for k, c in buckets.items()]
-    rows = []
+    merged: dict[tuple[tuple[str, object], ...], list[Any]] = {}
     for key, value in items:
-        row = _stat_row(agg, decode_key(key, agg.key_fields), _cpu_values(value))
+        merged.setdefault(decode_key(key, agg.key_fields, stacks, program),
+                          []).extend(_cpu_values(value))
+    rows = []
+    for k, cpus in merged.items():
+        row = _stat_row(agg, k, cpus)
         if row is not None:
             rows.append(row)
     return rows
@@ -122,45 +169,87 @@ def _stat_row(agg: AggregateOutput, key: tuple[tuple[str, object], ...],
     return AggRow(key, max=max(values))
 
 
+def _emit_order(program: RenderedProgram) -> list[AggregateOutput | AggTable]:
+    """What prints, in plan order: each aggregation not joined by a table, and each
+    table where its first joined output is (a table with none rendered: at the end)."""
+    tables = {t.name: t for t in program.tables}
+    order: list[AggregateOutput | AggTable] = []
+    for agg in program.aggregates:
+        if agg.table is None:
+            order.append(agg)
+        elif agg.table in tables:
+            order.append(tables.pop(agg.table))
+    return order + list(tables.values())
+
+
 class AggregateReader:
     def __init__(self, program: RenderedProgram, maps: MapSource,
                  clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
-                 reset: bool = True) -> None:
+                 reset: bool = True,
+                 cmdline: Callable[[int], str | None] | None = None,
+                 stacks: StackResolver | None = None) -> None:
         # reset=False (a live view runs): maps are never cleared, `every:` outputs print
         # once at exit like the others, so what the live view serves only grows.
         self.program = program
         self.maps = maps
+        self.stacks = stacks
         self.clock, self.monotonic = clock, monotonic
+        self.cmdline = cmdline if cmdline is not None else Cmdlines()
         now, mono = clock(), monotonic()
         self._start = now
         self._by_name = {agg.name: agg for agg in program.aggregates}
         self._interval_start: dict[str, float] = {}
         self._due: dict[str, float] = {}
         self._lost_seen: dict[str, int] = {}
+        self._expire_due = monotonic() + 1.0
+        # how the copied stacks of aggregation keys are unwound ("ucopy:N:MODE")
+        self._copy_modes = sorted({kind.split(":")[2] for agg in program.aggregates
+                                   for _k, kind in agg.key_fields
+                                   if kind.startswith("ucopy:")})
+        self._order = _emit_order(program)
         for agg in program.aggregates:
             self._interval_start[agg.name] = now
             self._lost_seen[agg.name] = 0
-            if agg.every_ns and reset:
+            if agg.every_ns and reset and agg.table is None:
                 self._due[agg.name] = mono + agg.every_ns / 1e9
+        for table in program.tables:
+            self._interval_start[table.name] = now
+            if table.every_ns and reset:
+                self._due[table.name] = mono + table.every_ns / 1e9
 
     def tick(self, view: View) -> None:
-        """Print and reset the aggregations whose interval has elapsed."""
+        """Print and reset the aggregations and tables whose interval has elapsed."""
+        self.drain_stacks()
         mono = self.monotonic()
-        for agg in self.program.aggregates:
-            due = self._due.get(agg.name)
-            if due is None or mono < due or agg.every_ns is None:
+        for item in self._order:
+            due = self._due.get(item.name)
+            if due is None or mono < due or item.every_ns is None:
                 continue
-            step = agg.every_ns / 1e9
+            step = item.every_ns / 1e9
             # Late by more than an interval (a stalled loop): restart the cadence.
-            self._due[agg.name] = due + step if mono < due + step else mono + step
-            self._emit(agg, view, force=True)
+            self._due[item.name] = due + step if mono < due + step else mono + step
+            self._emit(item, view, force=True)
         view.flush()
 
     def finish(self, view: View) -> None:
-        """Print what the aggregations hold at the end of the run."""
-        for agg in self.program.aggregates:
-            self._emit(agg, view, force=agg.name not in self._due)
+        """Print what the aggregations and tables hold at the end of the run."""
+        self.drain_stacks()
+        for item in self._order:
+            self._emit(item, view, force=item.name not in self._due)
+
+    def drain_stacks(self) -> None:
+        """Take the user stack copies BPF left since the last turn, and every second
+        let the BPF side announce again the pids of processes that are gone
+        (runtime/stacks.py)."""
+        maps, stacks = self.program.stack_maps, self.stacks
+        if stacks is None:
+            return
+        if maps.copies:
+            stacks.drain(maps.copies[0], self._copy_modes)
+        if maps.seen and self.monotonic() >= self._expire_due:
+            self._expire_due = self.monotonic() + 1.0
+            stacks.expire(maps.seen)
 
     def snapshot(self, agg: AggregateOutput) -> AggSnapshot:
         """Read (and for `every:` outputs reset) one map now."""
@@ -169,7 +258,7 @@ class AggregateReader:
         end = self.clock()
         start = self._interval_start[agg.name] if every else self._start
         self._interval_start[agg.name] = end
-        rows = top_rows(build_rows(agg, items), agg.kind, agg.top)
+        rows = top_rows(build_rows(agg, items, self.stacks, self.program), agg.kind, agg.top)
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
             key_fields=tuple(k for k, _ in agg.key_fields), interval_start=start,
@@ -186,7 +275,8 @@ class AggregateReader:
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
             key_fields=tuple(k for k, _ in agg.key_fields), interval_start=self._start,
-            interval_end=self.clock(), rows=tuple(build_rows(agg, items)),
+            interval_end=self.clock(),
+            rows=tuple(build_rows(agg, items, self.stacks, self.program)),
             dropped=self._lost_total(agg))
 
     def events_lost(self) -> int:
@@ -194,8 +284,44 @@ class AggregateReader:
 
     # --------------------------------------------------------------------------------
 
-    def _emit(self, agg: AggregateOutput, view: View, force: bool) -> None:
-        snap = self.snapshot(agg)
+    def table_snapshot(self, table: AggTable) -> TableSnapshot:
+        """Read (and for `every:` tables reset) the maps a table joins, one after the
+        other (a few microseconds apart), and join their rows by key."""
+        every = table.name in self._due
+        columns: list[list[AggRow]] = []
+        dropped = 0
+        for _, outputs in table.columns:
+            rows: list[AggRow] = []
+            for name in outputs:
+                agg = self._by_name[name]
+                rows += build_rows(agg, self.maps.read_map(agg.map_name, delete=every))
+                dropped += self._dropped(agg)
+            columns.append(rows)
+        end = self.clock()
+        start = self._interval_start[table.name] if every else self._start
+        self._interval_start[table.name] = end
+        names = tuple(c for c, _ in table.columns)
+        joined = join_rows(columns, end - start if table.rate else None,
+                           names.index(table.sort), table.top)
+        if "pid" in table.key_fields:
+            joined = tuple(self._with_cmdline(r) for r in joined)
+        return TableSnapshot(
+            output=table.name, columns=names, key_fields=table.key_fields, rate=table.rate,
+            sort=table.sort, interval_start=start, interval_end=end, rows=joined,
+            dropped=dropped)
+
+    def _with_cmdline(self, row: TableRow) -> TableRow:
+        pid = dict(row.key)["pid"]
+        return TableRow(row.key, row.values,
+                        self.cmdline(pid) if isinstance(pid, int) else None)
+
+    def _emit(self, item: AggregateOutput | AggTable, view: View, force: bool) -> None:
+        if isinstance(item, AggTable):
+            table = self.table_snapshot(item)
+            if force or table.rows or table.dropped:
+                view.table(table)
+            return
+        snap = self.snapshot(item)
         if force or snap.rows or snap.dropped:
             view.aggregate(snap)
 

@@ -6,6 +6,8 @@
   full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares only
   six arguments, so every attach through it passes a garbage seventh (bcc#5236).
 - `Tracepoints`: tracepoints as perf events (libbcc's `bpf_attach_tracepoint`).
+- `PerfEvents`: profile and interval probes as software cpu-clock perf events
+  (libbcc's `bpf_attach_perf_event`), one per online CPU or one on CPU 0.
 
 Which uprobe strategy a session uses is chosen once, from KernelFeatures
 (`uprobe_strategy`), before the first site: a strategy never switches mid-way. Each
@@ -25,8 +27,8 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Literal, Protocol
 
-from planrunner.errors import BackendError
-from planrunner.render.model import AttachSite
+from planrunner.errors import BackendError, ResolveError
+from planrunner.render.model import AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
 from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, close_all, create_link
 
@@ -34,7 +36,7 @@ BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
 
 
 class AttachStrategy(Protocol):
-    prog_kind: Literal["kprobe", "tracepoint"]  # the program type to load for it
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"]  # the program type to load
     attach_type: int | None  # the expected attach type to load with (None: default)
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
@@ -59,6 +61,10 @@ class _Libbcc:
         self.attach_tracepoint = lib.bpf_attach_tracepoint
         self.attach_tracepoint.restype = ct.c_int
         self.attach_tracepoint.argtypes = [ct.c_int, ct.c_char_p, ct.c_char_p]
+        self.attach_perf_event = lib.bpf_attach_perf_event
+        self.attach_perf_event.restype = ct.c_int
+        self.attach_perf_event.argtypes = [ct.c_int, ct.c_uint32, ct.c_uint32, ct.c_uint64,
+                                           ct.c_uint64, ct.c_int, ct.c_int, ct.c_int]
         self.close_perf_event_fd = lib.bpf_close_perf_event_fd
         self.close_perf_event_fd.restype = ct.c_int
         self.close_perf_event_fd.argtypes = [ct.c_int]
@@ -70,6 +76,9 @@ def _libbcc() -> _Libbcc:
 
 
 def where(site: AttachSite) -> str:
+    if site.kind == "perf":
+        return (f"cpu-clock every {site.sample_period_ns} ns" if site.sample_period_ns
+                else f"cpu-clock {site.sample_hz} Hz")
     if site.binary is None:
         return f"tracepoint {site.category}:{site.event}"
     return f"{site.binary.display} offset 0x{site.file_offset:x}"
@@ -85,7 +94,7 @@ def attach_error(site: AttachSite, err: int) -> BackendError:
 
 
 class UprobeLinks:
-    prog_kind: Literal["kprobe", "tracepoint"] = "kprobe"
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "kprobe"
     attach_type: int | None = BPF_TRACE_UPROBE_MULTI
 
     def __init__(self) -> None:
@@ -107,7 +116,7 @@ class UprobeLinks:
 
 
 class PerfUprobes:
-    prog_kind: Literal["kprobe", "tracepoint"] = "kprobe"
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "kprobe"
     attach_type: int | None = None
 
     def __init__(self) -> None:
@@ -135,26 +144,66 @@ class PerfUprobes:
             self._lib.detach_uprobe(ev_name)  # only the tracefs fallback left one
 
 
-class Tracepoints:
-    prog_kind: Literal["kprobe", "tracepoint"] = "tracepoint"
-    attach_type: int | None = None
+class _PerfEventFds:
+    """A strategy whose attaches are perf-event fds (tracepoints, sampling events)."""
 
     def __init__(self) -> None:
         self._lib = _libbcc()
         self._attached: list[int] = []
 
+    def detach_all(self) -> None:
+        # Each close waits for an RCU grace period (~0.1 s): in parallel, they overlap.
+        fds, self._attached = self._attached, []
+        close_all(fds, close=self._lib.close_perf_event_fd)
+
+
+class Tracepoints(_PerfEventFds):
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "tracepoint"
+    attach_type: int | None = None
+
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
-        # pid is filtered in the program (ConfigSlot.PID): a tracepoint is system-wide
+        # a tracepoint is system-wide: pids are filtered in the program
+        # (ConfigSlot.SCOPE_TRACEPOINT)
         pfd = self._lib.attach_tracepoint(prog_fd, site.category.encode(),
                                           site.event.encode())
         if pfd < 0:
             raise attach_error(site, ct.get_errno())
         self._attached.append(pfd)
 
-    def detach_all(self) -> None:
-        while self._attached:
-            self._lib.close_perf_event_fd(self._attached.pop())
+
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
+
+
+def online_cpus() -> list[int]:
+    """/sys/devices/system/cpu/online ("0-3,6") as a list."""
+    with open("/sys/devices/system/cpu/online", encoding="ascii") as fh:
+        text = fh.read().strip()
+    cpus: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus += range(int(lo), int(hi or lo) + 1)
+    return cpus
+
+
+class PerfEvents(_PerfEventFds):
+    """profile: a cpu-clock event at `sample_hz` on every online CPU; interval: one on
+    CPU 0 every `sample_period_ns` (cpu-clock counts nanoseconds)."""
+
+    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "perf_event"
+    attach_type: int | None = None
+
+    def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
+               ref_ctr: bool) -> None:
+        # pid is filtered in the program (ConfigSlot.PID), as for tracepoints
+        cpus = [0] if site.sample_period_ns else online_cpus()
+        for cpu in cpus:
+            pfd = self._lib.attach_perf_event(prog_fd, PERF_TYPE_SOFTWARE,
+                                              PERF_COUNT_SW_CPU_CLOCK, site.sample_period_ns,
+                                              site.sample_hz, -1, cpu, -1)
+            if pfd < 0:
+                raise attach_error(site, ct.get_errno())
+            self._attached.append(pfd)
 
 
 def site_key(site: AttachSite) -> tuple[object, ...]:
@@ -181,6 +230,39 @@ def distinct_sites(sites: Iterable[AttachSite]) -> list[AttachSite]:
             seen.add(key)
             out.append(site)
     return out
+
+
+def check_unchanged(binaries: Iterable[TargetFile], gone_ok: bool = False) -> None:
+    """Refuse when a path no longer names the file resolve read: the kernel attaches by
+    path, at offsets computed from the old file (a package upgrade or a rebuild between
+    resolve and attach). The session checks before attaching and again after, so a
+    replacement during a long attach is caught too; after, with `gone_ok`, a path that
+    is gone proves nothing (a --pid process that ended takes /proc/PID/root with it)."""
+    for binary in {b.path: b for b in binaries}.values():
+        why = _changed(binary, gone_ok)
+        if why:
+            raise ResolveError(
+                f"{binary.display} changed after planrunner read it ({why}): its probe "
+                "offsets are the old file's", hints=(
+                    "a package upgrade or a rebuild replaced it; run planrunner again to "
+                    "resolve the new file",))
+
+
+def _changed(binary: TargetFile, gone_ok: bool) -> str | None:
+    want = binary.identity
+    if want is None:
+        return None
+    try:
+        st = os.stat(binary.path)
+    except OSError as exc:
+        return None if gone_ok else f"it cannot be read now: {exc.strerror}"
+    if (st.st_dev, st.st_ino) != (want.dev, want.ino):
+        return f"the path names another file now: inode {want.ino} -> {st.st_ino}"
+    if st.st_size != want.size:
+        return f"rewritten in place: {want.size} -> {st.st_size} bytes"
+    if st.st_mtime_ns != want.mtime_ns:
+        return "rewritten in place: its modification time changed"
+    return None
 
 
 def uprobe_strategy(features: KernelFeatures) -> AttachStrategy:

@@ -1,7 +1,8 @@
 """The one seam between a tracing session and the kernel: the `Backend` protocol.
 
 A session (runtime/session.py) drives a backend through these steps, in this order:
-`load` the rendered program, `set_config` its config slots, `attach` each distinct site,
+`load` the rendered program, `set_config` its config slots (and `fill_scope`,
+`register_tracer`), `attach` each distinct site,
 `open_ring`, then `read_ring` and `read_map`/`map_total`/`counter` as often as it likes,
 `detach` (every probe gone: what fired is in the ring buffer and maps), read the tail,
 and `close`. `detach` and `close` may be called more than once, and at any point after
@@ -17,6 +18,7 @@ Imports render/model.py and runtime/features.py only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
@@ -45,7 +47,28 @@ class MapSource(Protocol):
         ...
 
 
-class Backend(MapSource, Protocol):
+class StackSource(Protocol):
+    """What runtime/stacks.py reads: the stack maps of render/stacks.py."""
+
+    def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
+        """The addresses of a kernel stack id, innermost first (None: no such id)."""
+        ...
+
+    def stack_build_ids(self, map_name: str,
+                        stack_id: int) -> list[tuple[int, str, int]] | None:
+        """(status, build-id hex, file offset or ip) per frame of a user stack id."""
+        ...
+
+    def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
+        """Every (hash, struct pr_ustack bytes) in the copies map, each deleted once read."""
+        ...
+
+    def forget_pids(self, map_name: str, pids: list[int]) -> None:
+        """Drop pids from the map of processes already announced."""
+        ...
+
+
+class Backend(MapSource, StackSource, Protocol):
     @property
     def features(self) -> KernelFeatures:
         """What the kernel offers (detected once; the attach strategy follows from it)."""
@@ -57,6 +80,19 @@ class Backend(MapSource, Protocol):
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         """Write one slot of the program's config map (before attaching)."""
+        ...
+
+    def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
+                   cgroups: Sequence[str]) -> None:
+        """Fill the scope maps (before attaching): tgid keys of the pid map, comms
+        (without NUL), cgroup v2 directories (runtime/scope.py says what each means)."""
+        ...
+
+    def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
+        """Add this run to the machine's registry of tracers pinned at `pin` (their
+        events are never recorded), cleaning out entries of tracers that are gone; the
+        entry goes when the process exits. Called before `load`: from then on, runs
+        already attached ignore this one. False when the registry is full."""
         ...
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:

@@ -20,17 +20,31 @@ import inspect
 import json
 import os
 import struct
+import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrunner.errors import BackendError, BackendUnavailable
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.render.model import (
+    SCOPE_GIVEN,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    RenderedProgram,
+)
 from planrunner.runtime import compile_cache as cc
-from planrunner.runtime.attach import AttachStrategy, Tracepoints, uprobe_strategy
+from planrunner.runtime.attach import AttachStrategy, PerfEvents, Tracepoints, uprobe_strategy
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
-from planrunner.runtime.ringbuf import RingReader
+from planrunner.runtime.headers import find_headers
+from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
+from planrunner.runtime.ringbuf import RingReader, ordered_host
+from planrunner.runtime.scope import cgroup_key, ensure_bpffs
+
+if TYPE_CHECKING:
+    from planrunner.runtime.tracers import TracerRegistry
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
@@ -54,10 +68,10 @@ def check_machine() -> None:
     if os.geteuid() != 0:
         raise BackendUnavailable("tracing needs root (CAP_BPF and CAP_PERFMON)",
                                  hints=("run with sudo",))
-    release = os.uname().release
-    if not os.path.exists(f"/lib/modules/{release}/build"):
+    headers = find_headers()  # where bcc will look, as `planrunner doctor` says
+    if headers.found is None:
         raise BackendUnavailable(
-            f"kernel headers for {release} are missing (/lib/modules/{release}/build)",
+            f"kernel headers for {os.uname().release} are missing: {headers.detail}",
             hints=("bcc compiles C at run time; `make setup` links Debian's headers there",
                    "`planrunner doctor` checks everything run needs"))
 
@@ -132,9 +146,11 @@ def _module_lib() -> _ModuleLib:
     return _ModuleLib()
 
 
-def _capture(bpf: Any) -> cc.CompiledProgram:
+def _capture(bpf: Any, pins: dict[str, str]) -> cc.CompiledProgram:
     """What the cache keeps of a module bcc just compiled (maps created, fds patched
-    into the instructions, nothing loaded yet). Raises cc.Uncacheable."""
+    into the instructions, nothing loaded yet). `pins`: map name -> where the C pins it
+    (RenderedProgram.tracers_pin); such a map is stored as that pin, to be opened
+    again, never created. Raises cc.Uncacheable."""
     lib: Any = _module_lib()
     mod = bpf.module
     maps, index_of_fd = [], {}
@@ -145,11 +161,15 @@ def _capture(bpf: Any) -> cc.CompiledProgram:
             raise cc.Uncacheable(f"table {i} has no map")
         # the definition as the kernel has it, whatever bcc's bookkeeping says
         mtype, ksize, vsize, entries, flags = cc.map_info(fd)
-        if mtype not in _TABLE_CLASSES:  # a cached run could not read it back
+        # a cached run could not read it back, or create it
+        if mtype not in _TABLE_CLASSES and mtype not in cc.BTF_MAP_TYPES:
             raise cc.Uncacheable(f"map {name} has type {mtype}")
         maps.append(cc.MapDef(name, mtype, ksize, vsize, entries, flags,
                               (lib.bpf_table_key_desc_id(mod, i) or b"").decode(),
-                              (lib.bpf_table_leaf_desc_id(mod, i) or b"").decode()))
+                              (lib.bpf_table_leaf_desc_id(mod, i) or b"").decode(),
+                              pins.get(name, "")))
+        if name in pins and not cc.same_map(fd, pins[name]):
+            raise cc.Uncacheable(f"map {name} is not the one pinned at {pins[name]}")
         index_of_fd[fd] = i
     funcs = []
     for i in range(lib.bpf_num_functions(mod)):
@@ -186,9 +206,11 @@ class _CachedBPF:
         self.loaded = loaded
         self.tables: dict[str, Any] = {}
 
-    def load_func(self, name: str, prog_type: int, attach_type: int = -1) -> _Func:
+    def load_func(self, name: str, prog_type: int, attach_type: int = -1,
+                  prog_flags: int = 0) -> _Func:
         return _Func(self.loaded.load_func(name, prog_type,
-                                           None if attach_type == -1 else attach_type))
+                                           None if attach_type == -1 else attach_type,
+                                           prog_flags))
 
     def __getitem__(self, name: str) -> Any:
         table = self.tables.get(name)
@@ -232,9 +254,12 @@ class BccBackend:
         self._bcc: Any = None
         self._uprobes: AttachStrategy | None = None
         self._tracepoints: Tracepoints | None = None
+        self._perf: PerfEvents | None = None
         self._reader: RingReader | None = None
         self._on_record: Any = None  # keeps bcc's ctypes callback alive
+        self._sleepable: dict[str, int] = {}  # fn name -> fd we loaded (bcc did not)
         self.pending: list[bytes] = []
+        self._registry: TracerRegistry | None = None  # this run's entry in it
 
     @property
     def features(self) -> KernelFeatures:
@@ -247,8 +272,13 @@ class BccBackend:
             self._features = found
         return self._features
 
+    def _kernel(self) -> KernelFeatures:
+        """What the kernel can do, without asking bcc (which `features` imports)."""
+        return self._given_features or detect()
+
     def load(self, program: RenderedProgram) -> None:
         check_machine()
+        ensure_bpffs(os.path.dirname(program.tracers_pin))  # bcc pins pr_tracers there
         self.program = program
         cflags = list(BASE_CFLAGS)
         if program.runtime_constants:  # values of the running kernel (elf/btf.py)
@@ -257,6 +287,8 @@ class BccBackend:
                 cflags += runtime_cflags(program.runtime_constants)
             except BtfError as exc:
                 raise BackendError(str(exc)) from None
+        if program.has_sleepable and self._kernel().sleepable:  # string reads fault pages in
+            cflags.append(f"-D{program.sleepable_switch}")
         key = self._load_cached(program, cflags)
         if self.bpf is not None:
             return
@@ -270,7 +302,8 @@ class BccBackend:
                        "report it with the plan",)) from None
         if self._cache is not None and key is not None:
             try:
-                self._cache.put(key, _capture(self.bpf))
+                pins = {program.tracers_map: program.tracers_pin}
+                self._cache.put(key, _capture(self.bpf, pins))
             except cc.Uncacheable as exc:
                 self._cache.note(f"not stored: {exc}")
 
@@ -278,9 +311,12 @@ class BccBackend:
         """Load `program` from the cache when it holds it (self.bpf set); the key to
         store it under otherwise (None: no cache)."""
         cache_ = self._cache
-        if cache_ is None or not detect().ringbuf_mmap:  # bcc's ring callback needs bcc
+        # bcc's ring callback needs bcc: cached only where the ring is mmapped
+        if cache_ is None or not (self._kernel().ringbuf_mmap and ordered_host()):
             return None
-        key = cc.cache_key(program.c_source, cflags)
+        sleepable = [site.fn_name for site in program.sites
+                     if site.sleepable and self._kernel().sleepable]
+        key = cc.cache_key(program.c_source, cflags, sleepable=sleepable)
         compiled = cache_.get(key)
         if compiled is None:
             return key
@@ -296,6 +332,7 @@ class BccBackend:
                 loaded.close()
             self.bpf, self.from_cache = None, False
             self._uprobes = self._tracepoints = None
+            self._perf = None
             self._features = self._given_features  # asked again, bcc's abilities included
             cache_.discard(key, f"was refused ({exc})")
         return key
@@ -313,6 +350,62 @@ class BccBackend:
         config = self.bpf[name]
         config[ct.c_int(int(slot))] = ct.c_uint32(value)
 
+    def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
+                   cgroups: Sequence[str]) -> None:
+        program = self._loaded()
+        if isinstance(self.bpf, _CachedBPF):
+            self._fill_scope_raw(program, self.bpf.loaded, pids, comms, cgroups)
+            return
+        table = self.bpf[program.scope_pids_map]
+        for pid in pids:
+            table[ct.c_uint32(pid)] = ct.c_uint32(SCOPE_GIVEN)
+        table = self.bpf[program.scope_comms_map]
+        for comm in comms:
+            key = table.Key()
+            key.c = comm
+            table[key] = ct.c_uint32(1)
+        table = self.bpf[program.scope_cgroups_map]
+        for i, path in enumerate(cgroups):
+            try:
+                cgroup_id, level = cgroup_key(path)
+            except OSError as exc:
+                raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
+            value = table.Leaf()
+            value.id, value.level = cgroup_id, level
+            table[ct.c_int(i)] = value
+
+    @staticmethod
+    def _fill_scope_raw(program: RenderedProgram, loaded: cc.LoadedProgram,
+                        pids: Sequence[int], comms: Sequence[bytes],
+                        cgroups: Sequence[str]) -> None:
+        """fill_scope for a cached program, without bcc's tables: the same bytes,
+        packed as runtime_helpers.h lays them out (__u32 pids, struct pr_comm,
+        struct pr_cgroup { __u64 id; __u64 level; })."""
+        for pid in pids:
+            loaded.update(program.scope_pids_map, struct.pack("I", pid),
+                          struct.pack("I", SCOPE_GIVEN))
+        for comm in comms:
+            loaded.update(program.scope_comms_map, struct.pack("16s", comm[:15]),
+                          struct.pack("I", 1))
+        for i, path in enumerate(cgroups):
+            try:
+                cgroup_id, level = cgroup_key(path)
+            except OSError as exc:
+                raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
+            loaded.update(program.scope_cgroups_map, struct.pack("i", i),
+                          struct.pack("QQ", cgroup_id, level))
+
+    def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
+        from planrunner.runtime.tracers import TracerRegistry
+
+        check_machine()
+        if self._registry is None:
+            from planrunner.runtime.bpf_lib import SyscallLib
+
+            # libbcc's calls by raw syscall: a cached program's run never imports bcc
+            self._registry = TracerRegistry(SyscallLib(), pin)
+        return self._registry.register(tgid, start)
+
     # --- attach / detach ------------------------------------------------------------
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
@@ -325,32 +418,86 @@ class BccBackend:
             if self._tracepoints is None:
                 self._tracepoints = Tracepoints()
             return self._tracepoints
+        if site.kind == "perf":
+            if self._perf is None:
+                self._perf = PerfEvents()
+            return self._perf
         if self._uprobes is None:
             self._uprobes = uprobe_strategy(self.features)
         return self._uprobes
 
     def _load_func(self, site: AttachSite, strategy: AttachStrategy) -> int:
-        # bcc's BPF.TRACEPOINT and BPF.KPROBE, spelled here so a cached load needs no bcc
-        prog_type = cc.BPF_PROG_TYPE_TRACEPOINT if strategy.prog_kind == "tracepoint" \
-            else cc.BPF_PROG_TYPE_KPROBE
+        # bcc's BPF.TRACEPOINT, PERF_EVENT and KPROBE, spelled here so a cached load
+        # needs no bcc
+        prog_type = (cc.BPF_PROG_TYPE_TRACEPOINT if strategy.prog_kind == "tracepoint" else
+                     cc.BPF_PROG_TYPE_PERF_EVENT if strategy.prog_kind == "perf_event" else
+                     cc.BPF_PROG_TYPE_KPROBE)
+        if site.sleepable and self.features.sleepable:
+            if isinstance(self.bpf, _CachedBPF):  # the same flags as the compiled path
+                return int(self.bpf.load_func(site.fn_name, prog_type,
+                                              strategy.attach_type or 0,
+                                              BPF_F_SLEEPABLE).fd)
+            return self._load_sleepable(site, prog_type, strategy.attach_type or 0)
         if strategy.attach_type is None:
             return int(self.bpf.load_func(site.fn_name, prog_type).fd)
         return int(self.bpf.load_func(site.fn_name, prog_type,
                                       attach_type=strategy.attach_type).fd)
 
+    def _load_sleepable(self, site: AttachSite, prog_type: int, attach_type: int) -> int:
+        """Load `site`'s function BPF_F_SLEEPABLE from the instructions bcc compiled
+        (runtime/progload.py says why not through bcc's load_func)."""
+        fd = self._sleepable.get(site.fn_name)
+        if fd is not None:
+            return fd
+        lib, module, name = self._bcc.lib, self.bpf.module, site.fn_name.encode()
+        start = lib.bpf_function_start(module, name)
+        if not start:
+            raise BackendError(f"bcc compiled no function {site.fn_name}")
+        fd, err, log = load_program(start, lib.bpf_function_size(module, name),
+                                    lib.bpf_module_license(module), prog_type,
+                                    BPF_F_SLEEPABLE, attach_type, site.fn_name)
+        if fd < 0:
+            said = (f"the verifier said: {log.strip()}",) if log else ()
+            raise BackendError(
+                f"could not load probe '{site.probe}' sleepable: {os.strerror(err)}",
+                hints=(*said, "PLANRUNNER_SLEEPABLE=0 loads no program sleepable (strings "
+                       "the kernel cannot read are then re-read from user space)"))
+        self._sleepable[site.fn_name] = fd
+        return fd
+
     def detach(self) -> None:
-        try:
-            if self._uprobes is not None:
-                self._uprobes.detach_all()
-        finally:
-            if self._tracepoints is not None:
-                self._tracepoints.detach_all()
+        """Every strategy's probes at once: each close waits for a grace period, and
+        side by side they overlap (a run's exit program is a tracepoint beside the plan's
+        uprobes: one after the other, a stop took 0.1 s more)."""
+        strategies = [s for s in (self._uprobes, self._tracepoints, self._perf)
+                      if s is not None]
+        failed: list[BaseException] = []
+
+        def detach_one(strategy: AttachStrategy) -> None:
+            try:
+                strategy.detach_all()
+            except BaseException as exc:  # noqa: BLE001 - raised below, in this thread
+                failed.append(exc)
+
+        threads = [threading.Thread(target=detach_one, args=(s,), daemon=True)
+                   for s in strategies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failed:
+            raise failed[0]
 
     def close(self) -> None:
         self.detach()
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        while self._sleepable:  # after detach: no link holds them any more
+            os.close(self._sleepable.popitem()[1])
+        if self._registry is not None:
+            self._registry.close()
+            self._registry = None
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None
@@ -365,14 +512,15 @@ class BccBackend:
 
     def open_ring(self) -> None:
         """Read print records by mapping the ring buffer (runtime/ringbuf.py) where the
-        kernel allows it, else through bcc's per-record callback."""
+        kernel allows it and the CPU orders memory strongly enough (x86-64), else through
+        bcc's per-record callback (libbpf's consumer, with its memory barriers)."""
         name = self._loaded().events_map
-        if isinstance(self.bpf, _CachedBPF):  # loaded only where the kernel mmaps rings
+        if isinstance(self.bpf, _CachedBPF):  # loaded only where _load_cached allows it
             self._reader = RingReader(self.bpf.loaded.map_fd(name),
                                       self.bpf.loaded.map_def(name).max_entries)
             return
         table = self.bpf[name]
-        if self.features.ringbuf_mmap:
+        if self.features.ringbuf_mmap and ordered_host():
             try:
                 self._reader = RingReader(table.map_fd, table.max_entries)
                 return
@@ -423,3 +571,52 @@ class BccBackend:
                 return sum(sum(self.bpf.loaded.lookup_u64s(name, struct.pack("I", i)) or ())
                            for i in range(m.max_entries))
         return sum(_cpu_sum(value) for _key, value in self.bpf[name].items())
+
+    # --- stacks (runtime/backend.py StackSource) -------------------------------------
+
+    def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
+        table = self.bpf[map_name]
+        try:
+            value = table[table.Key(stack_id)]
+        except KeyError:
+            return None
+        return [int(ip) for ip in value.ip]
+
+    def stack_build_ids(self, map_name: str,
+                        stack_id: int) -> list[tuple[int, str, int]] | None:
+        table = self.bpf[map_name]
+        try:
+            value = table[table.Key(stack_id)]
+        except KeyError:
+            return None
+        out = []
+        for f in value.f:
+            if f.status == 0:  # BPF_STACK_BUILD_ID_EMPTY: the end
+                break
+            out.append((int(f.status), bytes(f.build_id).hex(), int(f.offset)))
+        return out
+
+    def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
+        """Each entry is deleted after its read (BPF stores a hash only while it is
+        absent, so a copy deleted here is stored again by its next event)."""
+        table = self.bpf[map_name]
+        out = []
+        for key in list(table.keys()):
+            try:
+                value = table[key]
+            except KeyError:
+                continue
+            out.append((int(key.value), ct.string_at(ct.addressof(value), ct.sizeof(value))))
+            try:
+                del table[key]
+            except KeyError:
+                pass
+        return out
+
+    def forget_pids(self, map_name: str, pids: list[int]) -> None:
+        table = self.bpf[map_name]
+        for pid in pids:
+            try:
+                del table[table.Key(pid)]
+            except KeyError:
+                pass

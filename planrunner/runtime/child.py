@@ -1,6 +1,9 @@
 """`-c 'CMD ARGS'`: a child started with everything attached before its first
 instruction. The child is forked and waits on a pipe; planrunner attaches (filtering
-on the child's pid), then releases it to exec. Only this child is ever killed, by PID.
+on the child's pid), then releases it to exec. A child never released (start-up was
+stopped) exits without running the command. At the end, a command still running gets
+SIGTERM, then SIGKILL after a grace period (`terminate`). Only this child is ever
+signalled, by PID.
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ import ctypes
 import os
 import shutil
 import signal
+import time
+from collections.abc import Callable
 
 from planrunner.errors import CommandNotFound, UsageError
 
@@ -73,18 +78,52 @@ class Child:
             return 128 + os.WTERMSIG(status)
         return os.WEXITSTATUS(status)
 
-    def kill_if_running(self) -> None:
-        if self._release_fd is not None:  # never released: let it exit without exec
+    @property
+    def released(self) -> bool:
+        return self._release_fd is None
+
+    def abandon(self) -> None:
+        """Never released: close the pipe, so that it exits without running the command,
+        and reap it."""
+        if self._release_fd is not None:
             os.close(self._release_fd)
             self._release_fd = None
-        if self.poll() is None:
-            try:
-                os.kill(self.pid, signal.SIGTERM)
-                _, self._status = os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                pass
-            except ProcessLookupError:
-                pass
+        try:
+            _, self._status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+    def terminate(self, grace_s: float, hurry: Callable[[], bool]) -> str | None:
+        """End the command if it still runs: SIGTERM, then SIGKILL when it is still
+        there after `grace_s` or as soon as `hurry()` says so (a second Ctrl-C). The
+        last signal sent (None: it had ended by itself)."""
+        if self._release_fd is not None:
+            self.abandon()
+            return None
+        if self.poll() is not None:
+            return None
+        sent = self._send(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while self.poll() is None:
+            if time.monotonic() >= deadline or hurry():
+                sent = self._send(signal.SIGKILL)
+                try:
+                    _, self._status = os.waitpid(self.pid, 0)
+                except ChildProcessError:
+                    pass
+                break
+            time.sleep(0.02)
+        return sent
+
+    def _send(self, sig: signal.Signals) -> str | None:
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            return None
+        return sig.name
+
+    def kill_if_running(self, grace_s: float = 3.0) -> None:
+        self.terminate(grace_s, lambda: False)
 
 
 def _why_not_runnable(name: str) -> str:

@@ -67,7 +67,7 @@ from typing import Any, TextIO
 from planrunner import __version__
 from planrunner.runtime.uprobe_links import bpf_syscall
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
 MAGIC = b"PRCACHE\0"
 _HEADER = struct.Struct("<8sI32s")  # magic, format version, sha256 of the body
 MAX_ENTRIES = 64  # entries kept; the oldest (by last use) go first
@@ -75,11 +75,16 @@ DIR_ENV = "PLANRUNNER_CACHE_DIR"
 LOG_ENV = "PLANRUNNER_CACHE_LOG"
 
 BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM = 0, 1, 2
-BPF_PROG_LOAD, BPF_OBJ_GET_INFO_BY_FD = 5, 15
+BPF_PROG_LOAD, BPF_OBJ_PIN, BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 5, 6, 7, 15
 PERCPU_MAP_TYPES = frozenset({5, 6, 10, 21})  # percpu hash, array, lru hash, cgroup
 BPF_LD_IMM64 = 0x18  # BPF_LD | BPF_DW | BPF_IMM: two instruction slots
 BPF_PSEUDO_MAP_FD = 1
-BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT = 2, 5
+BPF_BTF_LOAD = 18
+# local storage the kernel creates only with BTF of an int key: created with
+# storage_btf(); the runtime never reads it (per-task scratch of sleepable probes)
+BPF_MAP_TYPE_TASK_STORAGE = 29
+BTF_MAP_TYPES = frozenset({BPF_MAP_TYPE_TASK_STORAGE})
+BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_PERF_EVENT = 2, 5, 7
 # map-in-map types need an inner map fd at creation: never cached
 _UNSUPPORTED_MAP_TYPES = frozenset({12, 13})
 _INSN = struct.Struct("<BBhi")
@@ -92,6 +97,10 @@ class Uncacheable(Exception):
 class CacheLoadError(Exception):
     """The kernel refused a cached map or program; the entry is dropped and rebuilt."""
 
+    def __init__(self, msg: str, errno_: int = 0) -> None:
+        super().__init__(msg)
+        self.errno = errno_
+
 
 @dataclass(frozen=True, slots=True)
 class MapDef:
@@ -103,6 +112,9 @@ class MapDef:
     flags: int
     key_desc: str  # bcc's JSON description of the key type ("" when it has none)
     leaf_desc: str
+    # a map shared through the BPF filesystem (BPF_TABLE_PINNED): a cached load opens
+    # the map pinned there, as bcc does, and never creates one of its own
+    pin: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +183,14 @@ def kernel_identity() -> str:
 
 
 def cache_key(c_source: str, cflags: Sequence[str], kernel: str | None = None,
-              bcc: str | None = None, version: str = __version__) -> str:
+              bcc: str | None = None, version: str = __version__,
+              sleepable: Sequence[str] = ()) -> str:
+    """`sleepable`: the functions loaded BPF_F_SLEEPABLE (a load input beside the C)."""
     h = hashlib.sha256()
     for part in (f"planrunner-compile-cache:{FORMAT_VERSION}", version,
                  kernel if kernel is not None else kernel_identity(),
-                 bcc if bcc is not None else bcc_identity(), "\0".join(cflags), c_source):
+                 bcc if bcc is not None else bcc_identity(), "\0".join(cflags),
+                 "sleepable:" + ",".join(sorted(sleepable)), c_source):
         data = part.encode()
         h.update(struct.pack("<Q", len(data)))  # length-prefixed: no two splits collide
         h.update(data)
@@ -227,7 +242,7 @@ def encode(key: str, program: CompiledProgram) -> bytes:
     body = json.dumps({
         "key": key, "license": program.license, "kern_version": program.kern_version,
         "maps": [[m.name, m.map_type, m.key_size, m.value_size, m.max_entries, m.flags,
-                  m.key_desc, m.leaf_desc] for m in program.maps],
+                  m.key_desc, m.leaf_desc, m.pin] for m in program.maps],
         "funcs": [[f.name, base64.b64encode(f.insns).decode(), [list(r) for r in f.relocs]]
                   for f in program.funcs],
     }, separators=(",", ":")).encode()
@@ -251,7 +266,8 @@ def decode(key: str, blob: bytes) -> CompiledProgram:
         if d["key"] != key:
             raise ValueError("stored under another key")
         maps = tuple(MapDef(str(n), int(t), int(k), int(v), int(me), int(fl), str(kd),
-                            str(ld)) for n, t, k, v, me, fl, kd, ld in d["maps"])
+                            str(ld), str(pin))
+                     for n, t, k, v, me, fl, kd, ld, pin in d["maps"])
         funcs = []
         for name, insns, relocs in d["funcs"]:
             code = base64.b64decode(insns, validate=True)
@@ -437,12 +453,42 @@ def open_cache(stderr: TextIO, enabled: bool = True) -> ProgramCache | None:
 # --- loading without bcc ----------------------------------------------------------------
 
 class _MapCreate(ct.Structure):
-    """union bpf_attr for BPF_MAP_CREATE, up to map_name (the rest stays zero)."""
+    """union bpf_attr for BPF_MAP_CREATE, up to btf_value_type_id (the rest stays zero)."""
 
     _fields_ = [("map_type", ct.c_uint32), ("key_size", ct.c_uint32),
                 ("value_size", ct.c_uint32), ("max_entries", ct.c_uint32),
                 ("map_flags", ct.c_uint32), ("inner_map_fd", ct.c_uint32),
-                ("numa_node", ct.c_uint32), ("map_name", ct.c_char * 16)]
+                ("numa_node", ct.c_uint32), ("map_name", ct.c_char * 16),
+                ("map_ifindex", ct.c_uint32), ("btf_fd", ct.c_uint32),
+                ("btf_key_type_id", ct.c_uint32), ("btf_value_type_id", ct.c_uint32)]
+
+
+class _BtfLoad(ct.Structure):
+    _fields_ = [("btf", ct.c_uint64), ("btf_log_buf", ct.c_uint64), ("btf_size", ct.c_uint32),
+                ("btf_log_size", ct.c_uint32), ("btf_log_level", ct.c_uint32)]
+
+
+def storage_btf(value_size: int) -> bytes:
+    """The smallest BTF a task-storage map's creation accepts: [1] int (the key the
+    kernel requires), [2] char, [3] char[value_size] (the value: only its size matters
+    to the kernel; planrunner's scratch structs hold no lock, timer or kptr)."""
+    strings = b"\0int\0char\0"
+    types = b"".join([
+        struct.pack("<III", 1, 1 << 24, 4), struct.pack("<I", (1 << 24) | 32),  # int
+        struct.pack("<III", 5, 1 << 24, 1), struct.pack("<I", 8),  # char
+        struct.pack("<III", 0, 3 << 24, 0), struct.pack("<III", 2, 1, value_size),  # array
+    ])
+    header = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types),
+                         len(strings))
+    return header + types + strings
+
+
+def _load_btf(blob: bytes) -> int:
+    buf = ct.create_string_buffer(blob, len(blob))
+    fd, err = bpf_syscall(BPF_BTF_LOAD, _BtfLoad(btf=ct.addressof(buf), btf_size=len(blob)))
+    if fd < 0:
+        raise CacheLoadError(f"BTF for a map: {os.strerror(err)}", err)
+    return fd
 
 
 class _ProgLoad(ct.Structure):
@@ -456,7 +502,7 @@ class _ProgLoad(ct.Structure):
                 ("prog_ifindex", ct.c_uint32), ("expected_attach_type", ct.c_uint32)]
 
 
-class _MapElem(ct.Structure):
+class MapElem(ct.Structure):
     _fields_ = [("map_fd", ct.c_uint32), ("_pad", ct.c_uint32), ("key", ct.c_uint64),
                 ("value", ct.c_uint64), ("flags", ct.c_uint64)]
 
@@ -474,6 +520,26 @@ class _MapInfo(ct.Structure):
                 ("_rest", ct.c_uint8 * 64)]
 
 
+def map_id(fd: int) -> int:
+    info = _MapInfo()
+    attr = _InfoByFd(bpf_fd=fd, info_len=ct.sizeof(info), info=ct.addressof(info))
+    ret, err = bpf_syscall(BPF_OBJ_GET_INFO_BY_FD, attr)
+    if ret < 0:
+        raise Uncacheable(f"map info of fd {fd}: {os.strerror(err)}")
+    return int(info.id)
+
+
+def same_map(fd: int, pin: str) -> bool:
+    """Map fd `fd` is the map pinned at `pin`."""
+    pinned, _err = obj_get(pin)
+    if pinned < 0:
+        return False
+    try:
+        return map_id(pinned) == map_id(fd)
+    finally:
+        os.close(pinned)
+
+
 def map_info(fd: int) -> tuple[int, int, int, int, int]:
     """(type, key_size, value_size, max_entries, flags) of a map, as the kernel has it."""
     info = _MapInfo()
@@ -489,12 +555,27 @@ def _obj_name(name: str) -> bytes:
     return "".join(c for c in name if c.isalnum() or c in "_.").encode()[:15]
 
 
-def _create_map(m: MapDef) -> int:
+def create_map(m: MapDef) -> int:
     if m.map_type in _UNSUPPORTED_MAP_TYPES:
         raise CacheLoadError(f"map {m.name}: type {m.map_type} needs an inner map")
     attr = _MapCreate(map_type=m.map_type, key_size=m.key_size, value_size=m.value_size,
                       max_entries=m.max_entries, map_flags=m.flags,
                       map_name=_obj_name(m.name))
+    btf_fd = -1
+    if m.map_type in BTF_MAP_TYPES:
+        btf_fd = _load_btf(storage_btf(m.value_size))
+        attr.btf_fd, attr.btf_key_type_id, attr.btf_value_type_id = btf_fd, 1, 3
+    try:
+        fd, err = _create(attr)
+    finally:
+        if btf_fd >= 0:  # the map holds its own reference
+            os.close(btf_fd)
+    if fd < 0:
+        raise CacheLoadError(f"map {m.name}: {os.strerror(err)}", err)
+    return fd
+
+
+def _create(attr: _MapCreate) -> tuple[int, int]:
     fd, err = bpf_syscall(BPF_MAP_CREATE, attr)
     if fd < 0 and err == errno.EPERM:
         # before memcg accounting (5.11) maps count against RLIMIT_MEMLOCK: as bcc does
@@ -506,8 +587,40 @@ def _create_map(m: MapDef) -> int:
             fd, err = bpf_syscall(BPF_MAP_CREATE, attr)
         except (ValueError, OSError):
             pass
+    return fd, err
+
+
+class _ObjGet(ct.Structure):
+    """union bpf_attr for BPF_OBJ_PIN / BPF_OBJ_GET."""
+
+    _fields_ = [("pathname", ct.c_uint64), ("bpf_fd", ct.c_uint32),
+                ("file_flags", ct.c_uint32)]
+
+
+def obj_get(path: str) -> tuple[int, int]:
+    """(fd, 0) of the object pinned at `path`, or (-1, errno)."""
+    buf = ct.create_string_buffer(os.fsencode(path))
+    return bpf_syscall(BPF_OBJ_GET, _ObjGet(pathname=ct.addressof(buf)))
+
+
+def obj_pin(fd: int, path: str) -> tuple[int, int]:
+    buf = ct.create_string_buffer(os.fsencode(path))
+    return bpf_syscall(BPF_OBJ_PIN, _ObjGet(pathname=ct.addressof(buf), bpf_fd=fd))
+
+
+def _open_pinned(m: MapDef) -> int:
+    """The map pinned at m.pin, checked to be the map the program was compiled for."""
+    fd, err = obj_get(m.pin)
     if fd < 0:
-        raise CacheLoadError(f"map {m.name}: {os.strerror(err)}")
+        raise CacheLoadError(f"map {m.name}: cannot open {m.pin}: {os.strerror(err)}")
+    try:
+        found = map_info(fd)
+    except Uncacheable as exc:
+        os.close(fd)
+        raise CacheLoadError(str(exc)) from None
+    if found[:4] != (m.map_type, m.key_size, m.value_size, m.max_entries):
+        os.close(fd)
+        raise CacheLoadError(f"map {m.name}: {m.pin} is another map ({found[:4]})")
     return fd
 
 
@@ -535,7 +648,7 @@ class LoadedProgram:
         self._funcs = {f.name: f for f in program.funcs}
         try:
             for m in program.maps:
-                self.map_fds.append(_create_map(m))
+                self.map_fds.append(_open_pinned(m) if m.pin else create_map(m))
         except BaseException:
             self.close()
             raise
@@ -584,7 +697,7 @@ class LoadedProgram:
                              f"expected {m.key_size}/{m.value_size}")
         kbuf, vbuf = ct.create_string_buffer(key, len(key)), \
             ct.create_string_buffer(value, len(value))
-        attr = _MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
+        attr = MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
                         value=ct.addressof(vbuf))
         ret, err = bpf_syscall(BPF_MAP_UPDATE_ELEM, attr)
         if ret < 0:
@@ -600,7 +713,7 @@ class LoadedProgram:
         width = (m.value_size + 7) // 8 * 8 if per_cpu else m.value_size
         size = width * (possible_cpus() if per_cpu else 1)
         kbuf, vbuf = ct.create_string_buffer(key, len(key)), ct.create_string_buffer(size)
-        attr = _MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
+        attr = MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
                         value=ct.addressof(vbuf))
         ret, err = bpf_syscall(BPF_MAP_LOOKUP_ELEM, attr)
         if ret < 0:

@@ -7,8 +7,10 @@ costs about a microsecond per record. Record keys enter the generated source onl
 repr() literals; nothing else of the plan does.
 The `time` string is built from a per-second cache (the date part changes once a
 second) and `comm` from a small cache (a process has few thread names).
-Pure: no bcc. Strings the kernel could not read (a page not yet faulted in) are read
-again from /proc/PID/mem; a NULL pointer is None.
+Pure: no bcc. Strings the kernel could not read (a page not yet faulted in, on a kernel
+without sleepable uprobes) are read again from /proc/PID/mem, later than the probe fired:
+the process may have written another value there meanwhile, so such a record names them
+in `reread` (a list of keys, like `truncated`). A NULL pointer is None.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import cast
 
+from planrunner.records import Record
 from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, RecordLayout
-from planrunner.render.model import PrintOutput
+from planrunner.render.model import NEWPID_OUTPUT, PrintOutput, StackMaps
+from planrunner.runtime.stacks import StackResolver
 
-Record = dict[str, object]
 _OUTPUT_ID = struct.Struct("<I")
+_PID = struct.Struct("<I")  # struct pr_hdr's pid, at offset 12
 _CACHE_MAX = 4096
 
 
@@ -70,12 +75,21 @@ def _source(layout: RecordLayout) -> str:
         names += [f"p{n}", f"s{n}", f"b{n}"] if f.kind == "str" else [f"v{n}"]
     for n, f in enumerate(layout.fields):
         key = repr(f.key)
-        if f.kind == "str":
+        if f.kind == "stack" and f.stack_kind == "kernel":
+            entries.append(f"{key}: kstack(kmap, v{n}, {f.limit})")
+        elif f.kind == "stack":
+            entries.append(f"{key}: ustack(umap, pid, v{n}, {f.limit})")
+        elif f.kind == "ucopy":
+            entries.append(f"{key}: ucopy(v{n}, {f.limit}, {f.unwind!r})")
+        elif f.kind == "str":
             entries.append(f"{key}: (b{n}.split(b'\\0', 1)[0].decode('utf-8', "
                            f"'backslashreplace') if s{n} == STR_OK else "
                            f"slow_string(pid, p{n}, s{n}, b{n}))")
             post.append(f"if s{n} == STR_TRUNCATED: rec.setdefault('truncated', [])"
                         f".append({key})")
+            # the kernel failed and /proc/PID/mem answered: memory as it was later
+            post.append(f"if s{n} < 0 and rec[{key}] is not None: "
+                        f"rec.setdefault('reread', []).append({key})")
         else:
             entries.append(f"{key}: bool(v{n})" if f.kind == "bool" else f"{key}: v{n}")
     lines = [
@@ -95,31 +109,41 @@ def _source(layout: RecordLayout) -> str:
 class Decoder:
     """Turns raw record bytes into print records for every print output of a program."""
 
-    def __init__(self, prints: Iterable[PrintOutput]) -> None:
+    def __init__(self, prints: Iterable[PrintOutput], stacks: StackResolver | None = None,
+                 stack_maps: StackMaps | None = None) -> None:
         # monotonic -> wall clock offset, taken once (bpf_ktime_get_ns is CLOCK_MONOTONIC)
         self.offset_ns = time.time_ns() - time.monotonic_ns()
         self.unreadable = 0
+        self.stacks = stacks or StackResolver(None)
+        self.stack_maps = stack_maps or StackMaps()
         self._caches = _Caches()
-        self._by_id: dict[int, Callable[[bytes], Record]] = {
+        self._by_id: dict[int, Callable[[bytes], Record | None]] = {
             p.layout.output_id: self._decoder(p) for p in prints}
-        self._only = next(iter(self._by_id.values())) if len(self._by_id) == 1 else None
+        if self.stack_maps.seen:  # a process to snapshot now, before it exits
+            self._by_id[NEWPID_OUTPUT] = self._new_process
+        self._only = (next(iter(self._by_id.values()))
+                      if len(self._by_id) == 1 and not self.stack_maps.seen else None)
 
     def decode(self, raw: bytes) -> Record | None:
         (output_id,) = _OUTPUT_ID.unpack_from(raw, 8)
         fn = self._by_id.get(output_id)
         return fn(raw) if fn else None
 
+    def _new_process(self, raw: bytes) -> None:
+        self.stacks.announced(_PID.unpack_from(raw, 12)[0])
+
     def decode_batch(self, batch: Sequence[bytes]) -> list[Record]:
         only = self._only
         if only is not None:  # one print output: every record is its (the common case)
-            return list(map(only, batch))
+            # (set only without stack announcements: then no decoder answers None)
+            return cast(list[Record], list(map(only, batch)))
         by_id = self._by_id
         unpack_id = _OUTPUT_ID.unpack_from
         out = []
         for raw in batch:
             fn = by_id.get(unpack_id(raw, 8)[0])
-            if fn is not None:
-                out.append(fn(raw))
+            if fn is not None and (rec := fn(raw)) is not None:
+                out.append(rec)
         return out
 
     def _decoder(self, out: PrintOutput) -> Callable[[bytes], Record]:
@@ -131,9 +155,13 @@ class Decoder:
             "comms_get": caches.comms.get, "comm": caches.comm,
             "STR_OK": STR_OK, "STR_TRUNCATED": STR_TRUNCATED,
             "slow_string": self._slow_string,
+            "kstack": self.stacks.kernel, "ustack": self.stacks.user_ids,
+            "ucopy": self.stacks.user_copy,
+            "kmap": (self.stack_maps.kernel or ("", 0))[0],
+            "umap": (self.stack_maps.user or ("", 0))[0],
         }
         exec(compile(_source(out.layout), f"<decode {out.name}>", "exec"), namespace)  # noqa: S102
-        return namespace["decode"]  # type: ignore[return-value]
+        return cast(Callable[[bytes], Record], namespace["decode"])  # defined by _source
 
     def _slow_string(self, pid: int, ptr: int, status: int, data: bytes) -> str | None:
         """A string that is NULL, unreadable in the kernel, or truncated."""

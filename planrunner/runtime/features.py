@@ -6,8 +6,10 @@
   (runtime/ringbuf.py); without it, records come through bcc's per-record callback.
 - `ref_ctr`: uprobes carry a USDT semaphore's reference counter (Linux 4.20+); without
   it, semaphores are raised by hand (runtime/semaphores.py, poke mode).
-- `sleepable`: uprobe programs may be loaded sleepable (BPF_F_SLEEPABLE); nothing uses
-  it yet, it is here so that a sleepable string read can ask.
+- `sleepable`: uprobe programs may be loaded sleepable (BPF_F_SLEEPABLE): probes that
+  read user strings then fault in pages the process has not touched yet
+  (templates/runtime_helpers.h); without it, what the kernel could not read is re-read
+  from /proc/PID/mem by the consumer (marked "reread" in the record).
 
 Detection is cheap and needs no compiler: a sysfs file for ref_ctr; for the rest, raw
 bpf() calls on a two-instruction program and a one-page ring buffer, closed at once.
@@ -16,9 +18,11 @@ apart: ENOENT means the kernel looked for the file, so it knows uprobe_multi lin
 EINVAL (or anything else) means it does not. Without root every bpf() call fails, so
 everything but ref_ctr reads False; only the bcc backend asks, and it needs root anyway.
 
-Override for tests: PLANRUNNER_UPROBE_ATTACH=perf forces perf-event uprobes.
+Overrides for tests: PLANRUNNER_UPROBE_ATTACH=perf forces perf-event uprobes;
+PLANRUNNER_SLEEPABLE=0 forces non-sleepable programs (the re-read fallback).
 
-Imports only the stdlib and runtime/uprobe_links.py (raw syscalls); no bcc.
+Imports only the stdlib, runtime/uprobe_links.py and runtime/progload.py (raw
+syscalls); no bcc.
 """
 
 from __future__ import annotations
@@ -30,16 +34,15 @@ import os
 from dataclasses import dataclass
 from functools import cache
 
+from planrunner.runtime.progload import BPF_F_SLEEPABLE, BPF_PROG_TYPE_KPROBE, load_program
 from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, bpf_syscall, create_link
 
 REF_CTR_FORMAT = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset"
 ATTACH_ENV = "PLANRUNNER_UPROBE_ATTACH"
+SLEEPABLE_ENV = "PLANRUNNER_SLEEPABLE"
 
 BPF_MAP_CREATE = 0
-BPF_PROG_LOAD = 5
-BPF_PROG_TYPE_KPROBE = 2
 BPF_MAP_TYPE_RINGBUF = 27
-BPF_F_SLEEPABLE = 1 << 4
 # r0 = 0; exit
 _NOP_PROGRAM = bytes.fromhex("b700000000000000" "9500000000000000")
 _MISSING_PATH = "/nonexistent/planrunner-feature-probe"
@@ -51,17 +54,6 @@ class KernelFeatures:
     ringbuf_mmap: bool
     ref_ctr: bool
     sleepable: bool
-
-
-class _ProgLoad(ct.Structure):
-    """union bpf_attr for BPF_PROG_LOAD, up to expected_attach_type."""
-
-    _fields_ = [("prog_type", ct.c_uint32), ("insn_cnt", ct.c_uint32),
-                ("insns", ct.c_uint64), ("license", ct.c_uint64),
-                ("log_level", ct.c_uint32), ("log_size", ct.c_uint32),
-                ("log_buf", ct.c_uint64), ("kern_version", ct.c_uint32),
-                ("prog_flags", ct.c_uint32), ("prog_name", ct.c_char * 16),
-                ("prog_ifindex", ct.c_uint32), ("expected_attach_type", ct.c_uint32)]
 
 
 class _MapCreate(ct.Structure):
@@ -79,11 +71,9 @@ def kernel_has_ref_ctr() -> bool:
 def _load_nop(flags: int) -> int:
     """A do-nothing uprobe_multi program's fd, or -1."""
     insns = ct.create_string_buffer(_NOP_PROGRAM, len(_NOP_PROGRAM))
-    license_ = ct.create_string_buffer(b"GPL")
-    attr = _ProgLoad(prog_type=BPF_PROG_TYPE_KPROBE, insn_cnt=len(_NOP_PROGRAM) // 8,
-                     insns=ct.addressof(insns), license=ct.addressof(license_),
-                     prog_flags=flags, expected_attach_type=BPF_TRACE_UPROBE_MULTI)
-    fd, _err = bpf_syscall(BPF_PROG_LOAD, attr)
+    fd, _err, _log = load_program(ct.addressof(insns), len(_NOP_PROGRAM), b"GPL",
+                                  BPF_PROG_TYPE_KPROBE, flags, BPF_TRACE_UPROBE_MULTI,
+                                  "planrunner", log=False)
     return fd
 
 
@@ -131,5 +121,7 @@ def _has_ringbuf_mmap() -> bool:
 def detect() -> KernelFeatures:
     """This kernel's features (probed on the first call only), with the env override."""
     multi = os.environ.get(ATTACH_ENV, "").strip().lower() != "perf" and _has_uprobe_multi()
+    sleepable = (os.environ.get(SLEEPABLE_ENV, "").strip().lower() not in ("0", "no", "off")
+                 and _has_sleepable())
     return KernelFeatures(uprobe_multi=multi, ringbuf_mmap=_has_ringbuf_mmap(),
-                          ref_ctr=kernel_has_ref_ctr(), sleepable=_has_sleepable())
+                          ref_ctr=kernel_has_ref_ctr(), sleepable=sleepable)

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from planrunner.elf.procmaps import parse_maps
+from planrunner.elf.procmaps import MappedObject, parse_maps
 
 DevIno = tuple[int, int]
 
@@ -76,7 +76,8 @@ class MapsWatcher:
         return new
 
 
-def _lowest(want: dict[tuple[str, int], DevIno], maps: Iterable) -> dict[DevIno, int]:
+def _lowest(want: dict[tuple[str, int], DevIno], maps: Iterable[MappedObject]
+            ) -> dict[DevIno, int]:
     out: dict[DevIno, int] = {}
     for m in maps:
         key = want.get((m.dev, m.inode))

@@ -13,10 +13,19 @@ Layout (kernel/bpf/ringbuf.c, the same contract libbpf's ringbuf.c relies on):
   bit 30 = discarded, then u32 page offset), the sample, padding to 8 bytes.
 Positions only grow; `pos & (size - 1)` is the offset in the data area.
 
-On x86-64 aligned 8-byte loads and stores are atomic and ordered (TSO), which is what
-the acquire/release pairs of libbpf need here (positions and lengths are host-endian,
-as the kernel writes them). Positions go through a memoryview cast to 'Q': one aligned
-8-byte load or store each. Never `struct.pack_into` for the consumer position:
+Ordering. The kernel publishes a record with a store-release of its length (busy bit
+cleared) and reads consumer_pos with a load-acquire; a consumer must load producer_pos
+and each length with acquire semantics and store consumer_pos with release semantics,
+so that it never reads a sample before its length says it is complete, and the kernel
+never reuses space whose bytes are still being copied out (libbpf's ringbuf.c:
+smp_load_acquire / smp_store_release). Python has no fences. On x86-64 (TSO) every
+aligned 8-byte load is an acquire and every store a release, so plain loads and stores
+are enough there; on aarch64 and other weakly ordered CPUs they are not, so the reader
+is used only where `ordered_host()` says so, and the backend (runtime/bcc_backend.py)
+uses bcc's consumer, libbpf's ring_buffer with its barriers, everywhere else (slower
+per record, but correct). Positions and lengths are host-endian, as the kernel writes
+them. Positions go through a memoryview cast to 'Q': one aligned 8-byte load or store
+each. Never `struct.pack_into` for the consumer position:
 CPython zeroes the target (memset) before it writes the value, and a producer that
 reads consumer_pos == 0 in that window sees a full ring and drops its record (1-15
 records per million at 100k/s, with the ring 10% full). Pure stdlib: no bcc.
@@ -25,14 +34,43 @@ records per million at 100k/s, with the ring 10% full). Pure stdlib: no bcc.
 from __future__ import annotations
 
 import mmap
+import os
+import platform
 import select
 import struct
 
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
 HDR_SIZE = 8
+# Ring bytes one read takes at most: a full 8 MiB ring decoded at once held ~25 MiB more
+# in a 1M/s flood than reading it 1 MiB at a time (issue 17 round two).
+READ_BYTES = 1 << 20
 # Native format on purpose: CPython unpacks "<I" byte by byte, native "I" is one load.
 _LEN = struct.Struct("I")
+
+
+# Where plain aligned loads and stores are acquires and releases (total store order).
+TSO_MACHINES = frozenset({"x86_64", "amd64", "AMD64"})
+
+
+def ordered_host(machine: str | None = None) -> bool:
+    """Whether this CPU orders memory strongly enough for RingReader (see above)."""
+    return (machine or platform.machine()) in TSO_MACHINES
+
+
+def possible_cpus(path: str = "/sys/devices/system/cpu/possible") -> int:
+    """How many CPUs may ever run (ranges like `0-127,130`): each may hold back its
+    share of the ring before a wakeup (templates/record_helpers.h). 1 when unknown."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return os.cpu_count() or 1
+    count = 0
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        count += int(last or first) - int(first) + 1
+    return max(count, 1)
 
 
 class RingReader:
@@ -73,12 +111,15 @@ class RingReader:
             except InterruptedError:  # a signal: the caller checks its stop flag
                 pass
 
-    def read(self, limit: int) -> list[bytes]:
-        """Take up to `limit` submitted records (oldest first) and release their space."""
+    def read(self, limit: int, max_bytes: int = READ_BYTES) -> list[bytes]:
+        """Take up to `limit` submitted records, and about `max_bytes` of ring (oldest
+        first), and release their space. The byte bound keeps what one read copies out
+        of a large ring small: the caller reads again for the rest."""
         cons = self._cons_pos[0]
         prod = self._prod_pos[0]
         if cons >= prod:
             return []
+        prod = min(prod, cons + max_bytes)
         data, mask, base = self._prod, self.mask, self._base + HDR_SIZE
         size_of = _LEN.unpack_from
         out: list[bytes] = []

@@ -32,7 +32,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from planrunner.elf.procmaps import MappedObject, read_maps
+from planrunner.elf.procmaps import MappedObject, read_maps, start_time
 from planrunner.errors import PlanError
 from planrunner.runtime.features import KernelFeatures, kernel_has_ref_ctr
 
@@ -58,17 +58,6 @@ def state_dir(create: bool = True) -> str:
     if create:
         os.makedirs(path, mode=0o700, exist_ok=True)
     return path
-
-
-def start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (clock ticks since boot), None if the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return int(fields[19])  # field 22 overall; fields[0] here is field 3 (state)
 
 
 def runtime_address(maps: Iterable[MappedObject], dev_ino: tuple[int, int],

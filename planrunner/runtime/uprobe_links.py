@@ -21,7 +21,7 @@ import ctypes as ct
 import errno
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 BPF_LINK_CREATE = 28
@@ -76,9 +76,11 @@ def create_link(prog_fd: int, path: str, offset: int, ref_ctr_offset: int,
     return bpf_syscall(BPF_LINK_CREATE, attr)
 
 
-def close_all(fds: Iterable[int], workers: int = 64) -> None:
-    """Close link fds from up to `workers` threads at once, so that their RCU grace
-    periods overlap; returns when every one is closed (every uprobe is gone)."""
+def close_all(fds: Iterable[int], workers: int = 64,
+              close: Callable[[int], object] = os.close) -> None:
+    """Close link fds (or perf-event fds, with libbcc's `close`) from up to `workers`
+    threads at once, so that their RCU grace periods overlap; returns when every one is
+    closed (every probe is gone)."""
     pending = list(fds)
     lock = threading.Lock()
 
@@ -89,7 +91,7 @@ def close_all(fds: Iterable[int], workers: int = 64) -> None:
                     return
                 fd = pending.pop()
             try:
-                os.close(fd)
+                close(fd)
             except OSError:
                 pass
 

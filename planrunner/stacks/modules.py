@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from planrunner.elf.procmaps import MappedObject, parse_maps
+from planrunner.elf.procmaps import start_time as process_start_time
 from planrunner.elf.reader import open_binary
 from planrunner.errors import ResolveError
 from planrunner.stacks.vdso import vdso_file
@@ -84,7 +85,7 @@ def modules_from_maps(text: str, pid: int = 0, start_time: int = 0,
 
 def snapshot(pid: int, start_time: int | None = None) -> ProcessModules:
     """Read /proc/PID/maps. ResolveError when the process is gone or is another one."""
-    now = read_start_time(pid)
+    now = process_start_time(pid)
     if now is None or (start_time is not None and now != start_time):
         raise ResolveError(f"process {pid} (started at {start_time}) is gone")
     try:
@@ -92,21 +93,9 @@ def snapshot(pid: int, start_time: int | None = None) -> ProcessModules:
             text = fh.read()
     except OSError as exc:
         raise ResolveError(f"cannot read /proc/{pid}/maps: {exc.strerror}") from None
-    if read_start_time(pid) != now:  # the pid was reused while we read
+    if process_start_time(pid) != now:  # the pid was reused while we read
         raise ResolveError(f"process {pid} was replaced while its maps were read")
     return _build(parse_maps(text), pid, now, exe_identity(pid))
-
-
-def read_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (clock ticks since boot), None when there is no such pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    # comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-    rest = stat[stat.rfind(b")") + 2:].split()
-    return int(rest[19]) if len(rest) > 19 else None
 
 
 def exe_identity(pid: int) -> tuple[int, int] | None:

@@ -149,6 +149,8 @@ class ProbeSite:
 
 @dataclass(frozen=True, slots=True)
 class UsdtProbe:
+    """A USDT probe (provider:name) of one ELF file, with its sites."""
+
     path: str
     provider: str
     name: str

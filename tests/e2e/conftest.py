@@ -45,6 +45,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
+def bpffs() -> None:
+    """Programs pin the tracer registry under /sys/fs/bpf: tests that load rendered C
+    with bcc directly need the BPF filesystem there, as `run` makes sure."""
+    if REASON is None:
+        from planrunner.runtime.scope import ensure_bpffs
+
+        ensure_bpffs("/sys/fs/bpf")
+
+
+@pytest.fixture(scope="session", autouse=True)
 def program_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every planrunner run of the session caches compiled programs in a fresh 0700
     directory, never the user's ~/.cache; set PLANRUNNER_CACHE_DIR beforehand to share
@@ -81,3 +91,15 @@ def write_plan(tmp_path: Path, text: str, name: str = "plan.yaml") -> str:
     path = tmp_path / name
     path.write_text(text)
     return str(path)
+
+
+def run_plan_out(name: str, command: str, *sets: str) -> tuple[list[dict], str]:
+    """`run NAME -f json -c COMMAND --set ...`: the records, and the whole stdout (a
+    workload's own lines share it with the records)."""
+    args = ["run", name, "-f", "json", "-c", command]
+    for s in sets:
+        args += ["--set", s]
+    proc = run_planrunner(args, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    records = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("{"))
+    return json_records(records), proc.stdout

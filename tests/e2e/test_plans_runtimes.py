@@ -1,6 +1,8 @@
 """The language-runtime and shell plans against the real programs: python-gc,
-python-flow, python-calls on /usr/bin/python3.11; java-gc, java-threads, java-classes on
-OpenJDK 17's libjvm.so; bash-readline on /bin/bash fed lines through a pty."""
+python-flow, python-calls, python-latency, python-threads on /usr/bin/python3.11;
+java-gc, java-threads, java-classes, java-calls, java-latency, java-flow, java-objnew
+on OpenJDK 17's libjvm.so; c-threads, c-allocs on glibc; bash-readline on /bin/bash
+fed lines through a pty."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import json_records, run_planrunner
+from tests.e2e.conftest import json_records, run_plan_out, run_planrunner
 from tests.e2e.workloads.helpers import tracing
 
 MS = 1_000_000
@@ -32,12 +34,12 @@ def need_python() -> None:
 
 
 def run_plan(name: str, command: str, *sets: str) -> list[dict]:
-    args = ["run", name, "-f", "json", "-c", command]
-    for s in sets:
-        args += ["--set", s]
-    proc = run_planrunner(args, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json_records(proc.stdout)
+    return run_plan_out(name, command, *sets)[0]
+
+
+def truth_lines(stdout: str, tag: str) -> list[list[str]]:
+    """The workload's own lines `TAG A B...`, split."""
+    return [line.split()[1:] for line in stdout.splitlines() if line.startswith(tag + " ")]
 
 
 def def_line(name: str) -> int:
@@ -76,6 +78,9 @@ def test_python_flow_entries_and_returns_in_order():
     assert [(p, f) for p, f, _ in got[-2:]] == [("return", "run_flow"), ("return", "<module>")]
     assert all(r["file"] == str(PY_WORKLOAD) for r in recs)
     assert len({r["tid"] for r in recs}) == 1
+    # depth from the nested span: top 0, middle 1, leaf 2; returns never entered at 0
+    want = {"top": 0, "middle": 1, "leaf": 2}
+    assert [r["depth"] for r in recs] == [want.get(r["func"], 0) for r in recs]
 
 
 def test_python_calls_counts_by_file_and_function():
@@ -96,13 +101,80 @@ def test_python_calls_counts_by_file_and_function():
     assert any(file.startswith("<frozen importlib") for file, _ in counts)
 
 
+def test_python_latency_recursive_calls_each_timed():
+    need_python()
+    recs, out = run_plan_out("python-latency", f"{PYTHON} {PY_WORKLOAD} latency",
+                             "file_match=py_workload")
+    naps = [(int(d), int(ns)) for d, ns in truth_lines(out, "nap")]
+    assert sorted(d for d, _ in naps) == [0, 1, 2, 3, 4]
+    by_func = {r["func"]: r for r in recs}
+    assert by_func["fib"]["count"] == 1973  # fib(15), every recursive call paired
+    nap = by_func["nap"]
+    assert nap["count"] == 5
+    mean = sum(ns for _, ns in naps) / len(naps)
+    # the span brackets the workload's own clock: a little longer, never shorter
+    assert mean <= nap["avg"] <= mean + 2 * MS, (nap, naps)
+    assert set(by_func) == {"fib", "nap"}  # entered before the hook: no entry, not timed
+
+
+def _threads_checked(recs: list[dict], out: str, prefix: str) -> list[dict]:
+    """The plan's records of the workload's threads, checked against its own list."""
+    want = {int(tid) for _name, tid in (line[:2] for line in truth_lines(out, "thread"))
+            if _name.startswith(prefix)}
+    assert len(want) == 3
+    ours = [r for r in recs if r["new_tid"] in want]
+    assert sorted(r["new_tid"] for r in ours) == sorted(want)
+    assert len({r["pid"] for r in ours}) == 1
+    assert len({r["start"] for r in ours}) == 1  # one start routine for the three
+    assert all(0 < r["latency_ns"] < 100 * MS for r in ours)
+    return ours
+
+
+def test_python_threads_created_with_their_native_ids():
+    need_python()
+    recs, out = run_plan_out("python-threads", f"{PYTHON} {PY_WORKLOAD} threads")
+    ours = _threads_checked(recs, out, "planrunner-py-")
+    assert all(r["comm"] == "python3.11" and r["tid"] == r["pid"] for r in ours)
+    # python3.11 is not position-independent: thread_run lies in its first LOAD segment
+    start = ours[0]["start"]
+    assert 0x400000 <= start < 0x400000 + os.path.getsize(PYTHON)
+
+
+def test_c_threads_start_routine_and_argument(fixtures_built):
+    recurse = fixtures_built / "recurse"  # main starts THREADS workers: worker(t) for t
+    recs = run_plan("c-threads", f"{recurse} 3 2")
+    assert len(recs) == 3
+    assert [r["arg"] for r in recs] == [0, 1, 2]  # (void *)t, in creation order
+    assert len({r["start"] for r in recs}) == 1
+    assert len({r["new_tid"] for r in recs} | {recs[0]["pid"]}) == 4
+    assert all(r["comm"] == "recurse" and r["tid"] == r["pid"] for r in recs)
+
+
+def test_c_allocs_bytes_by_function_and_malloc_sizes(tmp_path):
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build tests/e2e/workloads/allocs.c")
+    prog = tmp_path / "allocs"
+    subprocess.run(["gcc", "-O0", "-o", str(prog), str(WORKLOADS / "allocs.c")], check=True,
+                   timeout=60)
+    recs = run_plan("c-allocs", str(prog))
+    assert {r["comm"] for r in recs} == {"allocs"}  # the program alone, no stdio buffers
+    by_output = {r["output"]: r for r in recs}
+    assert by_output["malloc"]["sum"] == 100 * 1000 + 20 * 16
+    assert by_output["calloc"]["sum"] == 50 * 10 * 24
+    assert by_output["realloc"]["sum"] == 20 * 4096
+    buckets = {(b["low"], b["high"]): b["count"]
+               for b in by_output["malloc_sizes"]["buckets"] if b["count"]}
+    assert buckets == {(16, 32): 20, (512, 1024): 100}
+
+
 @pytest.fixture(scope="module")
 def jvm_workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not LIBJVM.exists() or not (JDK / "bin" / "javac").exists():
         pytest.skip(f"needs OpenJDK 17 at {JDK} (apt-get install openjdk-17-jdk-headless)")
     out = tmp_path_factory.mktemp("jvm")
     subprocess.run([str(JDK / "bin" / "javac"), "-d", str(out),
-                    str(WORKLOADS / "JvmWorkload.java")], check=True, timeout=120)
+                    str(WORKLOADS / "JvmWorkload.java"), str(WORKLOADS / "JvmCalls.java")],
+                   check=True, timeout=120)
     return out
 
 
@@ -150,6 +222,74 @@ def test_java_classes_loaded_with_a_prefix(jvm_workload):
     every = run_plan("java-classes", java(jvm_workload, "0", "0"), f"libjvm={LIBJVM}")
     assert any(r["class"] == "java/lang/Object" for r in every)
     assert len(every) > 300
+
+
+EXTENDED = "-XX:+ExtendedDTraceProbes"
+
+
+def java_calls(classes: Path, mode: str, *flags: str) -> str:
+    return f"{JDK / 'bin' / 'java'} {' '.join(flags)} -cp {classes} JvmCalls {mode}"
+
+
+def test_java_latency_recursive_calls_each_timed(jvm_workload):
+    recs, out = run_plan_out("java-latency", java_calls(jvm_workload, "latency", EXTENDED),
+                             f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    naps = [(int(d), int(ns)) for d, ns in truth_lines(out, "nap")]
+    assert sorted(d for d, _ in naps) == [0, 1, 2, 3, 4]
+    by_method = {r["method"]: r for r in recs}
+    assert by_method["nap"]["count"] == 5 and by_method["nap"]["class"] == "JvmCalls"
+    mean = sum(ns for _, ns in naps) / len(naps)
+    assert mean <= by_method["nap"]["avg"] <= mean + 2 * MS, (by_method["nap"], naps)
+    assert by_method["main"]["count"] == 1
+    calls = run_plan("java-latency", java_calls(jvm_workload, "calls", EXTENDED),
+                     f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    assert {r["method"]: r["count"] for r in calls} == {"fib": 1973, "main": 1, "<clinit>": 1}
+
+
+def test_java_calls_counts_methods(jvm_workload):
+    recs = run_plan("java-calls", java_calls(jvm_workload, "calls", EXTENDED),
+                    f"libjvm={LIBJVM}", "interval=1s")
+    counts: Counter[tuple[str, str]] = Counter()
+    for r in recs:
+        counts[(r["class"], r["method"])] += r["count"]
+    assert counts[("JvmCalls", "fib")] == 1973
+    assert counts[("java/lang/Object", "<init>")] > 0  # the JDK's own calls too
+    ours = run_plan("java-calls", java_calls(jvm_workload, "calls", EXTENDED),
+                    f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    assert sorted((r["method"], r["count"]) for r in ours) == [
+        ("<clinit>", 1), ("fib", 1973), ("main", 1)]
+
+
+def test_java_flow_indented_by_depth(jvm_workload):
+    recs = run_plan("java-flow", java_calls(jvm_workload, "flow", EXTENDED),
+                    f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    got = [(r["probe"], r["method"], r["depth"]) for r in recs]
+    leaf = [("entry", "leaf", 3), ("return", "leaf", 3)] * 2
+    middle = [("entry", "middle", 2), *leaf, ("return", "middle", 2)]
+    assert got == [("entry", "<clinit>", 0), ("return", "<clinit>", 0), ("entry", "main", 0),
+                   ("entry", "top", 1), *middle, *middle, ("return", "top", 1),
+                   ("return", "main", 0)]
+    assert {r["signature"] for r in recs if r["method"] == "leaf"} == {"(I)I"}
+
+
+def test_java_method_probes_need_the_flag_and_say_so(jvm_workload):
+    proc = run_planrunner(["run", "java-flow", "-f", "json", "--set", f"libjvm={LIBJVM}",
+                           "--set", "class_prefix=JvmCalls", "-c",
+                           java_calls(jvm_workload, "flow")], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "this JVM was started without it" in proc.stderr
+    assert json_records(proc.stdout) == []
+
+
+def test_java_objnew_counts_by_class(jvm_workload):
+    recs = run_plan("java-objnew", java_calls(jvm_workload, "objnew", EXTENDED),
+                    f"libjvm={LIBJVM}")
+    counts = {r["class"]: r["count"] for r in recs if "count" in r}
+    assert counts["JvmCalls$Widget"] == 1000
+    assert counts["[I"] >= 300  # the workload's int[10] x300, and the JDK's own
+    ours = run_plan("java-objnew", java_calls(jvm_workload, "objnew", EXTENDED),
+                    f"libjvm={LIBJVM}", "class_prefix=JvmCalls")
+    assert [(r["class"], r["count"]) for r in ours] == [("JvmCalls$Widget", 1000)]
 
 
 def drive_bash(lines: list[str]) -> None:

@@ -15,7 +15,14 @@ import subprocess
 from pathlib import Path
 
 from tests.e2e.conftest import run_planrunner, write_plan
-from tests.e2e.executor_helpers import kill, semaphore_value, start_tracer, wait_for
+from tests.e2e.executor_helpers import (
+    kill,
+    runtime_address,
+    semaphore_value,
+    site,
+    start_tracer,
+    wait_for,
+)
 
 POKE = {"PLANRUNNER_SEMAPHORE_MODE": "poke"}
 STATE_DIR = Path("/run/planrunner")
@@ -36,6 +43,15 @@ outputs:
 """)
 
 
+def _mapped(pid: int, binary: Path) -> bool:
+    """The semaphore's page of `binary` is mapped in `pid` (exec has got that far)."""
+    try:
+        runtime_address(pid, binary, site(binary, TICK).semaphore_offset)
+    except AssertionError:
+        return False
+    return True
+
+
 def _exe(pid: int) -> str:
     try:
         return os.readlink(f"/proc/{pid}/exe")
@@ -48,7 +64,8 @@ def start_target(build: Path) -> subprocess.Popen:
     squat_word waits for a line on stdin."""
     proc = subprocess.Popen([str(build / "exec_sem"), "30000", str(build / "squat_word")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert wait_for(lambda: _exe(proc.pid).endswith("/exec_sem")), "exec_sem did not start"
+    assert wait_for(lambda: _exe(proc.pid).endswith("/exec_sem")
+                    and _mapped(proc.pid, build / "exec_sem")), "exec_sem did not start"
     return proc
 
 
@@ -111,7 +128,9 @@ def test_semaphore_is_raised_while_exec_sem_runs(fixtures_built, tmp_path):
     binary = fixtures_built / "exec_sem"
     target = subprocess.Popen([str(binary), "30000", "/bin/true"], stdout=subprocess.PIPE)
     try:
-        assert wait_for(lambda: _exe(target.pid).endswith("/exec_sem"))
+        # /proc/PID/exe names the new program before exec has mapped its segments
+        assert wait_for(lambda: _exe(target.pid).endswith("/exec_sem")
+                        and _mapped(target.pid, binary))
         assert semaphore_value(target.pid, binary, TICK) == 0
         tracer = start_tracer(exec_plan(tmp_path, binary), "-p", str(target.pid), env=POKE)
         target.wait(timeout=30)  # raised -> exec /bin/true -> exit

@@ -25,10 +25,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planrunner.render.layout import STR_OK, STR_TRUNCATED, RecordLayout
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.render.model import (
+    EXIT_SITE,
+    FORK_SITE,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    RenderedProgram,
+)
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures
 
+HELPER_FUNCTIONS = {EXIT_SITE.fn_name, FORK_SITE.fn_name}
 ALL_FEATURES = KernelFeatures(uprobe_multi=True, ringbuf_mmap=True, ref_ctr=True,
                               sleepable=True)
 
@@ -83,6 +91,7 @@ class Turn:
 class FakeBackend:
     turns: Sequence[Turn] = ()
     tail: Sequence[bytes] = ()
+    tail_batch: int = 0  # records per read of the tail (0: all in one), as a real ring
     clock: FakeClock | None = None
     feature_set: KernelFeatures = ALL_FEATURES
     idle_sleep_s: float = 0.002
@@ -92,6 +101,12 @@ class FakeBackend:
     # "read", "detach", "tail", "close"
     calls: list[str] = field(default_factory=list)
     config: dict[ConfigSlot, int] = field(default_factory=dict)
+    scope_pids: list[int] = field(default_factory=list)
+    scope_comms: list[bytes] = field(default_factory=list)
+    scope_cgroups: list[str] = field(default_factory=list)
+    tracers: dict[int, int] = field(default_factory=dict)
+    # runtime_helpers.h's own programs attached (exit, --follow-children's fork)
+    helpers: list[tuple[AttachSite, int | None, bool]] = field(default_factory=list)
     attached: list[tuple[AttachSite, int | None, bool]] = field(default_factory=list)
     map_reads: list[tuple[str, bool]] = field(default_factory=list)
     program: RenderedProgram | None = None
@@ -111,7 +126,20 @@ class FakeBackend:
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         self.config[slot] = value
 
+    def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
+                   cgroups: Sequence[str]) -> None:
+        self.scope_pids += pids
+        self.scope_comms += comms
+        self.scope_cgroups += cgroups
+
+    def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
+        self.tracers[tgid] = start
+        return True
+
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
+        if site.fn_name in HELPER_FUNCTIONS:  # not the plan's: kept apart
+            self.helpers.append((site, pid, ref_ctr))
+            return
         if self.attach_error is not None:
             raise self.attach_error
         self.calls.append(f"attach {site.probe}#{site.index}")
@@ -125,8 +153,10 @@ class FakeBackend:
             if self._tail_read:
                 return []
             self.calls.append("tail")
-            self._tail_read = True
-            return list(self.tail)
+            size = self.tail_batch or len(self.tail)
+            batch, self.tail = list(self.tail[:size]), self.tail[size:]
+            self._tail_read = not self.tail
+            return batch
         self.calls.append("read")
         if self._next < len(self.turns):
             turn = self.turns[self._next]
@@ -173,6 +203,22 @@ class FakeBackend:
 
     def counter(self, which: Counter) -> int:
         return self.counters.get(which, 0)
+
+
+    # --- StackSource: recorded plans hold no stack maps -------------------------------
+
+    def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
+        return None
+
+    def stack_build_ids(self, map_name: str,
+                        stack_id: int) -> list[tuple[int, str, int]] | None:
+        return None
+
+    def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
+        return []
+
+    def forget_pids(self, map_name: str, pids: list[int]) -> None:
+        pass
 
 
 def _cpu_sum(value: Any) -> int:

@@ -92,7 +92,8 @@ def test_field_keys_and_defaults() -> None:
     fields = plan.outputs[0].fields
     assert [f.key for f in fields] == ["time", "pid", "latency_ns", "query"]
     assert [f.expr.ident for f in fields] == ["time", "pid", "latency", "begin.query"]
-    assert plan.settings.string_size == 128 and plan.settings.ringbuf_pages == 256
+    # ringbuf_pages unset: render sizes the ring from the records (default_ring_pages)
+    assert plan.settings.string_size == 128 and plan.settings.ringbuf_pages is None
 
 
 def test_overrides_bind_and_substitute() -> None:

@@ -172,3 +172,28 @@ def test_render_plan_only_leaves_the_shared_helpers_out() -> None:
     plan_part = full[full.index("struct pr_rec_0"):]
     assert out.endswith(plan_part)
     assert len(out) < len(full) // 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", "-h"], ["run", "mysql-slow", "--help"], ["run", "-h"], ["list", "-h"],
+    ["render"], ["validate", "a.yaml", "extra"], ["run", "p.yaml", "-f", "xml"],
+    ["run", "p.yaml", "--bogus"], ["list", "--bogus"], ["doctor", "-x"], ["schema", "x"],
+    ["plans", "-h"], ["show"], ["validate", "--version"], ["validate", "p.yaml", "-n", "x"],
+], ids=" ".join)
+def test_the_parser_of_one_subcommand_parses_as_the_whole_one(argv: list[str]) -> None:
+    """main() registers only the subcommand a command line starts with (build_parser):
+    the result, the help and every usage error are those of the parser of all of them."""
+    import contextlib
+
+    from planrunner.cli import build_parser
+
+    def parse(parser) -> tuple[object, str, str]:  # type: ignore[no-untyped-def]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                got: object = vars(parser.parse_args(argv))
+            except SystemExit as exc:
+                got = ("exit", exc.code)
+        return got, out.getvalue(), err.getvalue()
+
+    assert parse(build_parser(argv[0])) == parse(build_parser())

@@ -52,6 +52,24 @@ def test_strings_sit_last_in_the_record_but_keys_keep_plan_order() -> None:
     assert (rec["s"], rec["n"]) == ("ev", -5)
     assert list(rec)[-2:] == ["s", "n"]
 
+def test_a_string_read_again_from_user_space_is_marked_reread(monkeypatch) -> None:
+    """Status < 0: the kernel could not read it; what /proc/PID/mem gives later is the
+    value, listed in `reread`; what it cannot give is null and unmarked."""
+    from planrunner.runtime import decode
+
+    fields = (LayoutField("a", "str", "f0", 9), LayoutField("b", "str", "f1", 9),
+              LayoutField("c", "str", "f2", 9))
+    out = output(fields)
+    memory = {0x1000: b"later"}
+    monkeypatch.setattr(decode, "reread_user_string", lambda pid, ptr, size: memory.get(ptr))
+    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, 0, b"wl",
+                      0x1000, -14, b"\0" * 9, 0x2000, -14, b"\0" * 9, 0x3000, STR_OK, b"ok\0")
+    dec = Decoder([out])
+    (rec,) = dec.decode_batch([raw])
+    assert (rec["a"], rec["b"], rec["c"]) == ("later", None, "ok")
+    assert rec["reread"] == ["a"] and dec.unreadable == 1
+
+
 def test_time_is_cached_per_second_but_exact_to_the_microsecond() -> None:
     out = output()
     dec = Decoder([out])
@@ -85,9 +103,13 @@ def test_unreadable_string_is_read_again_from_the_live_process() -> None:
     raw = pack(out, 1, 0, 0, 0, addr, -14, b"\0" * 9, pid=os.getpid())
     (rec,) = dec.decode_batch([raw])
     assert rec["s"] == "from-use"  # read again: at most size - 1 = 8 bytes
+    assert rec["reread"] == ["s"]  # later than the probe fired: it may be a newer value
     gone = pack(out, 1, 0, 0, 0, 0, -14, b"\0" * 9)
-    assert dec.decode_batch([gone])[0]["s"] is None
+    (lost,) = dec.decode_batch([gone])
+    assert lost["s"] is None and "reread" not in lost
     assert dec.unreadable == 1
+    ok = pack(out, 1, 0, 0, 0, addr, STR_OK, b"kernel\0\0\0", pid=os.getpid())
+    assert "reread" not in dec.decode_batch([ok])[0]
 
 
 def test_several_outputs_dispatch_by_id_and_skip_unknown_ones() -> None:

@@ -3,8 +3,6 @@ exact column, message and hint; several errors in one expression are all reporte
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pytest
 
 from planrunner.diagnostics import Span
@@ -24,20 +22,10 @@ from planrunner.expr.types import (
     IntType,
     StrType,
 )
+from tests.unit.dict_scope import DictScope
 
 BASE = Span("plan.yaml", 3, 10)
 QUERY = T.CaptureRef("query", T.TRef("query", T.ArgRef(2), StrType(129), BASE))
-
-
-class DictScope:
-    def __init__(self, symbols: dict[str, Symbol]) -> None:
-        self.symbols = symbols
-
-    def lookup(self, name: str) -> Symbol | None:
-        return self.symbols.get(name)
-
-    def names(self) -> Iterable[str]:
-        return self.symbols.keys()
 
 
 SCOPE = DictScope({

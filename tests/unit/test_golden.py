@@ -54,3 +54,16 @@ def test_injection_is_inert(monkeypatch: pytest.MonkeyPatch) -> None:
         body = lit[1:-1]
         assert "*/" not in body and "??" not in body
         assert re.fullmatch(r"(?:[ -!#-\[\]-~]|\\[0-7]{3})*", body), body
+
+
+def test_default_ring_holds_16384_records_of_the_largest_print() -> None:
+    from planrunner.render.program import RING_RECORDS, default_ring_pages
+
+    assert default_ring_pages(48, 4096) == 256  # small records: the old 1 MiB
+    assert default_ring_pages(352, 4096) == 2048  # the issue-17 burst record: 8 MiB
+    for size in (48, 100, 216, 352, 1000, 2040):
+        pages = default_ring_pages(size, 4096)
+        assert pages & (pages - 1) == 0
+        assert pages * 4096 // (size + 8) >= RING_RECORDS
+    assert default_ring_pages(100_000, 4096) == 8192  # capped at 32 MiB
+    assert default_ring_pages(352, 65536) == 128  # the same bytes on 64 KiB pages

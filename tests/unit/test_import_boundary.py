@@ -41,3 +41,28 @@ def test_list_imports_neither_jinja_nor_jsonschema_nor_bcc() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_validate_imports_no_jsonschema_and_no_dataclass_without_a_docstring() -> None:
+    """`validate` of a valid plan needs neither jsonschema (plan/schema_quick.py) nor the
+    renderer; and every dataclass it creates has a docstring: for one without, the
+    decorator builds one from inspect.signature (~0.3 ms a class, ~15 ms for 45)."""
+    code = (
+        "import dataclasses, inspect, io, sys\n"
+        "from planrunner.cli import main\n"
+        "assert main(['validate', 'tests/golden/span_latency/plan.yaml'], io.StringIO(),"
+        " io.StringIO()) == 0\n"
+        "bad = sorted(m for m in ('jsonschema', 'jinja2', 'planrunner.render.model')"
+        " if m in sys.modules)\n"
+        "for name, mod in list(sys.modules.items()):\n"
+        "    if not name.startswith('planrunner'):\n"
+        "        continue\n"
+        "    for obj in vars(mod).values():\n"
+        "        if (isinstance(obj, type) and dataclasses.is_dataclass(obj)\n"
+        "                and obj.__module__ == name and obj.__doc__ == obj.__name__ + str("
+        "inspect.signature(obj)).replace(' -> None', '')):\n"
+        "            bad.append(f'{name}.{obj.__qualname__}')\n"
+        "print(sorted(set(bad)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr

@@ -163,15 +163,64 @@ def test_doctor_checks_report_what_to_do(tmp_path: Path) -> None:
     assert not bad_python.ok
 
 
-def test_doctor_kernel_headers_via_build_or_source(tmp_path: Path) -> None:
+def _tree(path: Path) -> Path:
+    (path / "include/linux").mkdir(parents=True)
+    (path / "include/linux/kconfig.h").write_text("")
+    return path
+
+
+def test_doctor_kernel_headers_where_bcc_looks(tmp_path: Path) -> None:
+    """The layouts bcc 0.26 compiles against (runtime/headers.py), and only those."""
     moddir = tmp_path / "lib/modules/9.9.9"
     assert not doctor.check_kernel_headers("9.9.9", str(tmp_path)).ok
-    (tmp_path / "common/include/linux").mkdir(parents=True)
-    (tmp_path / "common/include/linux/kconfig.h").write_text("")
     moddir.mkdir(parents=True)
-    (moddir / "source").symlink_to(tmp_path / "common")
+    (moddir / "source").symlink_to(_tree(tmp_path / "common"))
+    alone = doctor.check_kernel_headers("9.9.9", str(tmp_path))  # bcc ignores it then
+    assert not alone.ok and f"no include/linux/kconfig.h in {moddir}/build" in alone.detail
+    (moddir / "build").symlink_to(_tree(tmp_path / "amd64"))
+    both = doctor.check_kernel_headers("9.9.9", str(tmp_path))  # Debian's split
+    assert both.ok and both.detail == str(tmp_path / "common")
+
+
+def test_doctor_kernel_headers_a_leftover_build_dir_or_kheaders(tmp_path: Path) -> None:
+    build = tmp_path / "lib/modules/9.9.9/build"
+    build.mkdir(parents=True)  # no headers in it
+    assert not doctor.check_kernel_headers("9.9.9", str(tmp_path)).ok
+    (tmp_path / "sys/kernel").mkdir(parents=True)
+    (tmp_path / "sys/kernel/kheaders.tar.xz").write_bytes(b"")
     found = doctor.check_kernel_headers("9.9.9", str(tmp_path))
-    assert found.ok and found.detail == str(tmp_path / "common")
+    assert found.ok and found.detail.endswith("kheaders.tar.xz (CONFIG_IKHEADERS)")
+
+
+@pytest.mark.parametrize("layout", ["none", "source-only", "build", "split", "kheaders"])
+def test_doctor_and_run_give_one_answer(layout: str, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, doctor said OK to `source/` alone and to kheaders, and run refused both."""
+    from planrunner.errors import BackendUnavailable
+    from planrunner.runtime import bcc_backend, headers
+
+    release = os.uname().release
+    moddir = tmp_path / "lib/modules" / release
+    moddir.mkdir(parents=True)
+    if layout in ("source-only", "split"):
+        (moddir / "source").symlink_to(_tree(tmp_path / "common"))
+    if layout in ("build", "split"):
+        (moddir / "build").symlink_to(_tree(tmp_path / "amd64"))
+    if layout == "kheaders":
+        (tmp_path / "sys/kernel").mkdir(parents=True)
+        (tmp_path / "sys/kernel/kheaders.tar.xz").write_bytes(b"")
+    real = headers.find_headers
+    monkeypatch.setattr(bcc_backend, "find_headers", lambda: real(release, str(tmp_path)))
+    monkeypatch.delenv("BCC_KERNEL_SOURCE", raising=False)
+    monkeypatch.delenv("BCC_KERNEL_MODULES_SUFFIX", raising=False)
+    monkeypatch.setattr(bcc_backend.os, "geteuid", lambda: 0)
+    doctor_ok = doctor.check_kernel_headers(release, str(tmp_path)).ok
+    try:
+        bcc_backend.check_machine()
+        run_ok = True
+    except BackendUnavailable:
+        run_ok = False
+    assert doctor_ok == run_ok == (layout in ("build", "split", "kheaders"))
 
 
 def test_list_does_not_import_heavy_modules() -> None:

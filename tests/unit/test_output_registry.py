@@ -37,6 +37,10 @@ def test_every_view_is_a_view_and_writes_once_per_batch(name):
     view = make_view(name, stream, [SCHEMA])
     assert isinstance(view, View)
     view.records([REC] * 50)
+    if name == "folded":  # stacks only: records without one write nothing, ever
+        view.close()
+        assert stream.writes == 0 and stream.flushes == 1
+        return
     assert stream.writes == 1  # the header (text, csv) goes with the batch
     assert stream.flushes == 0  # flushing is the runtime's call
     assert len(stream.getvalue().splitlines()) == 51 if name != "json" else 50

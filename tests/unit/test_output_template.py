@@ -68,3 +68,20 @@ def test_render_null_bool_and_truncated():
 def test_compile_refuses_what_check_rejects():
     with pytest.raises(ValueError, match="attribute and index access"):
         compile_template("{pid.real}", NAMES)
+
+
+def test_indent_is_derived_from_depth():
+    names = (*NAMES, "depth", "func")
+    assert check_format("{indent}-> {func}", names) is None
+    assert check_format("{indent:>8}|", names) is None
+    assert check_format("{indent:d}", names) is not None  # a string
+    assert "unknown name 'indent'" in check_format("{indent}{query}", NAMES)
+    render = compile_template("{indent}-> {func} [{depth}]", names)
+    assert [render(dict(REC, depth=d, func="f")) for d in (0, 1, 3)] == [
+        "-> f [0]", "  -> f [1]", "      -> f [3]"]
+    assert render(dict(REC, depth=None, func="f")) == "-> f [(null)]"
+
+
+def test_a_field_named_indent_wins_over_the_derived_one():
+    render = compile_template("{indent}|", (*NAMES, "depth", "indent"))
+    assert render(dict(REC, depth=2, indent="x")) == "x|"

@@ -102,6 +102,19 @@ def test_php_needs_use_zend_dtrace() -> None:
         spec, "php", "request__startup", Process(["php"], {}))[0].message
 
 
+def test_ruby_method_probes_need_a_tracepoint_c_methods_do_not() -> None:
+    """Checked on Debian's Ruby 3.1.2 (tests/e2e/test_plans_ruby_php.py enables a
+    TracePoint): cmethod__entry fires without one."""
+    spec = _spec()
+    for name in ("method__entry", "method__return"):
+        assert "only while a TracePoint is active" in warnings_for(
+            spec, "ruby", name, None)[0].message
+    for name in ("cmethod__return", "object__create", "gc__mark__begin"):
+        assert warnings_for(spec, "ruby", name, None) == []
+    assert not any("TracePoint" in w.message  # (its crash warning is the next test's)
+                   for w in warnings_for(spec, "ruby", "cmethod__entry", None))
+
+
 def test_a_live_process_is_read_from_proc() -> None:
     """--pid: the command line and environment of the real process decide."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
@@ -116,3 +129,14 @@ def test_a_live_process_is_read_from_proc() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_ruby_cmethod_entry_is_risky_while_ruby_starts() -> None:
+    """Debian's Ruby 3.1.2 crashed in its own dtrace hook when cmethod__entry was
+    enabled during start-up (-c, or a system-wide run catching new processes); a
+    running process (--pid) did not."""
+    spec = _spec()
+    assert "crashed" in warnings_for(spec, "ruby", "cmethod__entry", None)[0].message
+    assert warnings_for(spec, "ruby", "cmethod__entry", Process(["ruby", "x.rb"], {}))
+    assert warnings_for(spec, "ruby", "cmethod__entry",
+                        Process(["ruby", "x.rb"], {}, from_pid=True)) == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -25,20 +24,10 @@ from planrunner.render.expr_c import (
     lower,
 )
 from planrunner.render.needs import Helper
+from tests.unit.dict_scope import DictScope
 
 BASE = Span("plan.yaml", 1, 1)
 HELPERS = Path(__file__).resolve().parents[2] / "templates" / "expr_helpers.h"
-
-
-class DictScope:
-    def __init__(self, symbols: dict[str, Symbol]) -> None:
-        self.symbols = symbols
-
-    def lookup(self, name: str) -> Symbol | None:
-        return self.symbols.get(name)
-
-    def names(self) -> Iterable[str]:
-        return self.symbols.keys()
 
 
 # The C each test reference stands for (the renderer's choice in real programs).
@@ -68,6 +57,9 @@ class Slots:
 
     def need(self, helper: Helper) -> None:
         self.helpers.add(helper)
+
+    def fault(self) -> bool:
+        return False
 
 
 SCOPE = DictScope({
@@ -178,10 +170,22 @@ def test_str_reads_into_allocated_buffers() -> None:
         "bpf_probe_read_user_str(sc->s1, 9, (const void *)(unsigned long)"
         "((__u64)((__s64)(v_a))));",
         "pr_read_user_n(sc->s2, 33, (const void *)(unsigned long)((__u64)(v_u)), "
-        "((__s64)((__s32)(v_n))));",
+        "((__s64)((__s32)(v_n))), PR_NOFAULT);",
     )
     assert out.c == ('((pr_str_eq(sc->s0, 33, "x", 1) && pr_str_contains(sc->s0, 33, "y", 1)) '
                      "&& pr_strbuf_eq(sc->s1, 9, sc->s2, 33))")
+
+
+def test_str_reads_fault_pages_in_where_the_context_allows() -> None:
+    """A user-space probe's context: its reads may fault pages in (render/bodies.py)."""
+    slots = Slots()
+    slots.fault = lambda: True  # type: ignore[method-assign]
+    out = low('str(u) == "x" && str(u, n) == "y"', slots)
+    assert out.prelude == (
+        "pr_user_str_f(sc->s0, 33, (const void *)(unsigned long)((__u64)(v_u)));",
+        "pr_read_user_n(sc->s1, 33, (const void *)(unsigned long)((__u64)(v_u)), "
+        "((__s64)((__s32)(v_n))), PR_FAULT);",
+    )
 
 
 @pytest.mark.parametrize(("text", "helper"), [
@@ -257,6 +261,8 @@ static long bpf_probe_read_user_str(void *dst, __u32 size, const void *src)
 	d[i] = 0;
 	return i + 1;
 }
+#define PR_NOFAULT 0
+#define pr_user_bytes_f bpf_probe_read_user
 """
 
 # (expression, expected truth) evaluated with a=-7 u=5 i=-3 w=3000000000 b=-2 p=65535 f=2

@@ -101,6 +101,24 @@ def test_limit_and_wraparound_positions(ring: FakeRing) -> None:
         reader.close()
 
 
+def test_a_read_takes_about_max_bytes_and_the_next_the_rest(ring: FakeRing) -> None:
+    """Each record takes 16 bytes of ring (8 of header, 8 of sample): a read bounded to
+    100 bytes takes the records starting in them (7), the next ones follow, in order."""
+    reader = RingReader(ring.fd, ring.size)
+    try:
+        for i in range(20):
+            ring.produce(i.to_bytes(8, "little"))
+        first = reader.read(1000, max_bytes=100)
+        assert [int.from_bytes(b, "little") for b in first] == list(range(7))
+        rest: list[bytes] = []
+        while batch := reader.read(1000, max_bytes=100):
+            rest += batch
+        assert [int.from_bytes(b, "little") for b in rest] == list(range(7, 20))
+        assert ring.consumer_pos == ring.prod
+    finally:
+        reader.close()
+
+
 def test_consumer_position_is_one_store_seen_from_another_process(
         ring: FakeRing, tmp_path: Path) -> None:
     if (os.cpu_count() or 1) < 2:
@@ -127,3 +145,53 @@ def test_consumer_position_is_one_store_seen_from_another_process(
     assert int(stats["final"]) == rounds * 16
     assert int(stats["reads"]) > rounds  # it really watched while the reader ran
     assert stats["backwards"] == "0", out
+
+
+# --- where the direct reader is used (issue 15 item 9) ------------------------------------
+
+
+class _Table:
+    """The events map as bcc hands it over: the direct reader or the callback."""
+
+    map_fd = 3
+    max_entries = 1 << 16
+
+    def __init__(self) -> None:
+        self.callback: object = None
+
+    def open_ring_buffer(self, callback: object) -> None:
+        self.callback = callback
+
+
+@pytest.mark.parametrize("machine,direct", [("x86_64", True), ("aarch64", False),
+                                            ("riscv64", False), ("ppc64le", False)])
+def test_the_direct_reader_only_where_plain_loads_are_acquires(
+        machine: str, direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python has no fences: on a weakly ordered CPU the consumer could read a sample
+    before its length, or free space still being copied. There bcc's consumer (libbpf,
+    with smp_load_acquire/smp_store_release) reads the ring."""
+    from planrunner.render.model import RenderedProgram
+    from planrunner.runtime import bcc_backend, ringbuf
+    from planrunner.runtime.features import KernelFeatures
+
+    opened: list[tuple[int, int]] = []
+    monkeypatch.setattr(ringbuf.platform, "machine", lambda: machine)
+    monkeypatch.setattr(bcc_backend, "RingReader", lambda fd, size: opened.append((fd, size))
+                        or "reader")
+    backend = bcc_backend.BccBackend(KernelFeatures(True, True, True, True))
+    table = _Table()
+    backend.bpf = {"pr_events": table}
+    backend.program = RenderedProgram("", (), (), (), "p")
+    backend.open_ring()
+    assert (opened == [(3, 1 << 16)]) is direct
+    assert (table.callback is None) is direct
+    assert ringbuf.ordered_host() is direct
+
+
+@pytest.mark.parametrize("text,count", [("0\n", 1), ("0-1\n", 2), ("0-127\n", 128),
+                                        ("0-3,8-11,16\n", 9)])
+def test_possible_cpus_counts_every_range(text: str, count: int, tmp_path: Path) -> None:
+    from planrunner.runtime.ringbuf import possible_cpus
+
+    (tmp_path / "possible").write_text(text)
+    assert possible_cpus(str(tmp_path / "possible")) == count

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from planrunner.elf.procmaps import parse_maps, read_maps
+from planrunner.elf.procmaps import parse_maps, read_maps, start_time
 from planrunner.runtime import semaphores as S
 from planrunner.runtime.late_libraries import MapsWatcher, _lowest
 from planrunner.targets import _real
@@ -92,7 +92,7 @@ def _needs_mem_access(pid: int) -> None:
 def test_add_and_pid_reuse_guard(child):
     proc, addr = child
     _needs_mem_access(proc.pid)
-    start = S.start_time(proc.pid)
+    start = start_time(proc.pid)
     assert start is not None
     mapping = S.mapping_at(read_maps(proc.pid), addr)
     assert mapping is not None and mapping[1] != 0 and mapping[2] == 0x10
@@ -108,7 +108,7 @@ def test_add_and_pid_reuse_guard(child):
 def test_state_file_lets_a_later_run_undo_a_crashed_one(child, tmp_path):
     proc, addr = child
     _needs_mem_access(proc.pid)
-    start = S.start_time(proc.pid)
+    start = start_time(proc.pid)
     mapping = S.mapping_at(read_maps(proc.pid), addr)
     assert S._add(proc.pid, start, addr, +1, mapping) == 8
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
@@ -131,7 +131,7 @@ def test_no_write_when_another_file_or_no_identity_is_mapped_there(child):
     """What an exec() looks like from here: same pid and start time, other memory."""
     proc, addr = child
     _needs_mem_access(proc.pid)
-    start = S.start_time(proc.pid)
+    start = start_time(proc.pid)
     dev, ino, off = S.mapping_at(read_maps(proc.pid), addr)
     assert S._add(proc.pid, start, addr, +1, (dev, ino + 1, off)) is None  # other inode
     assert S._add(proc.pid, start, addr, +1, (dev, ino, off + 2)) is None  # other offset
@@ -151,7 +151,7 @@ def test_mapping_at_is_none_for_anonymous_memory():
 def test_stale_entry_whose_mapping_changed_is_left_alone(child, tmp_path):
     proc, addr = child
     _needs_mem_access(proc.pid)
-    start = S.start_time(proc.pid)
+    start = start_time(proc.pid)
     dev, ino, off = S.mapping_at(read_maps(proc.pid), addr)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()

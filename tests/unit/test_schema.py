@@ -67,8 +67,8 @@ HEAD = "planrunner: 1\ntargets: {app: {binary: /a}}\n"
 def test_no_kind_is_one_message() -> None:
     got = _diags(HEAD + "probes:\n  p:\n    where: pid == 1\noutputs: [{print: p}]\n")
     hint = "for example: usdt: TARGET:PROVIDER:NAME, or span: {begin: A, end: B}"
-    assert got == [("probe 'p' needs exactly one of usdt, uprobe, uretprobe, tracepoint, span",
-                    4, 3, (hint,))]
+    assert got == [("probe 'p' needs exactly one of usdt, uprobe, uretprobe, tracepoint, "
+                     "profile, interval, span", 4, 3, (hint,))]
 
 
 def test_three_kinds_names_them_all() -> None:

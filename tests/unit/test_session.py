@@ -12,26 +12,33 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
-from planrunner.errors import BackendError
+from planrunner.errors import BackendError, ResolveError
 from planrunner.output.base import LiveView
 from planrunner.records import AggSnapshot, SnapshotSource
 from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.model import (
+    EXIT_SITE,
+    FORK_SITE,
     AggregateOutput,
     AttachSite,
     ConfigSlot,
     Counter,
+    FileIdentity,
     PrintOutput,
     RenderedProgram,
+    ScopeFlag,
     TargetFile,
 )
 from planrunner.runtime import session as session_mod
+from planrunner.runtime.scope import Scope
 from planrunner.runtime.session import POLL_MS, RunOptions, run_session
-from tests.fakes.backend import FakeBackend, FakeClock, Turn, pack_record
+from tests.fakes.backend import HELPER_FUNCTIONS, FakeBackend, FakeClock, Turn, pack_record
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LAYOUT = RecordLayout(0, "pr_rec_0", (LayoutField("i", "int", "f0"),
@@ -92,9 +99,10 @@ def hermetic(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     recovered: list[str] = []
     monkeypatch.setattr(session_mod, "recover", lambda _stderr: recovered.append("x"))
     monkeypatch.delenv("PLANRUNNER_SEMAPHORE_MODE", raising=False)
-    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    before = {sig: signal.getsignal(sig) for sig in (*SIGNALS, signal.SIGALRM)}
     yield recovered
-    assert {sig: signal.getsignal(sig) for sig in SIGNALS} == before
+    assert {sig: signal.getsignal(sig) for sig in (*SIGNALS, signal.SIGALRM)} == before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no alarm left armed
 
 
 def run(backend: FakeBackend, opts: RunOptions, prog: RenderedProgram | None = None,
@@ -143,6 +151,17 @@ def test_duration_stops_on_the_deadline_then_drains_the_tail() -> None:
     assert 1.0 <= clock.t - start < 1.0 + 2 * POLL_MS / 1000
     # detached first, so that the tail holds every event that fired
     assert backend.calls[-4:] == ["read", "detach", "tail", "close"]
+
+
+def test_the_whole_tail_is_drained_in_as_many_reads_as_it_takes() -> None:
+    """A read returns a bounded batch (runtime/ringbuf.py READ_BYTES): the tail after
+    the stop is read until the ring is empty, or records were silently left in it."""
+    stop = Turn([rec(0)], then=lambda: os.kill(os.getpid(), signal.SIGINT))
+    backend = FakeBackend(turns=[stop], tail=[rec(i) for i in range(1, 11)], tail_batch=3,
+                          clock=FakeClock())
+    status, view, _err = run(backend, RunOptions())
+    assert (status, ids(view)) == (0, list(range(11)))
+    assert backend.calls.count("tail") == 4
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
@@ -223,20 +242,64 @@ def test_config_slots_and_distinct_sites() -> None:
     _status, _view, err = run(backend, RunOptions(duration_s=0.1), prog)
     # the same probe at the same byte of the same file is one attach
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
-    assert backend.config == {ConfigSlot.SELF: os.getpid()}  # no --pid: no PID filter
+    cpus = session_mod.possible_cpus()
+    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE]  # registry upkeep
+    # no --pid: no scope filter
+    assert backend.config == {ConfigSlot.SELF: os.getpid(), ConfigSlot.NR_CPUS: cpus}
     assert "Tracing 3 probe sites in all processes." in err
     assert backend.calls[:5] == ["load", "attach hit#0", "attach hit#2",
                                  "attach sched#0", "open_ring"]
 
 
-def test_pid_filter_goes_to_the_config_only_for_tracepoints() -> None:
+def test_one_pid_is_filtered_at_attach_for_uprobes_and_in_bpf_for_tracepoints() -> None:
     me = os.getpid()  # alive throughout: the duration ends the run
     backend = FakeBackend(clock=FakeClock())
     run(backend, RunOptions(pid=me, duration_s=0.1), program(sites=(SITE, TRACEPOINT)))
-    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.PID: me}
+    cpus = session_mod.possible_cpus()
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.SCOPE_TRACEPOINT: ScopeFlag.PIDS,
+                              ConfigSlot.NR_CPUS: cpus}
+    assert backend.scope_pids == [me]
+    assert {pid for _site, pid, _ref in backend.attached} == {me}
+
+
+def test_several_pids_comm_and_cgroup_attach_system_wide_and_filter_in_bpf() -> None:
+    me, parent = os.getpid(), os.getppid()
     backend = FakeBackend(clock=FakeClock())
-    run(backend, RunOptions(pid=me, duration_s=0.1))
-    assert backend.config == {ConfigSlot.SELF: me}
+    scope = Scope(pids=(me, parent), comms=("nginx",), cgroups=("/sys/fs/cgroup/a",))
+    _status, _view, err = run(backend, RunOptions(duration_s=0.1, scope=scope),
+                              program(sites=(SITE, TRACEPOINT)))
+    every = ScopeFlag.PIDS | ScopeFlag.COMM | ScopeFlag.CGROUP
+    assert backend.config == {ConfigSlot.SELF: me, ConfigSlot.SCOPE_UPROBE: every,
+                              ConfigSlot.SCOPE_TRACEPOINT: every, ConfigSlot.CGROUPS: 1,
+                              ConfigSlot.NR_CPUS: session_mod.possible_cpus()}
+    assert (backend.scope_pids, backend.scope_comms, backend.scope_cgroups) == \
+        ([me, parent], [b"nginx"], ["/sys/fs/cgroup/a"])
+    assert {pid for _site, pid, _ref in backend.attached} == {None}
+    assert (f"Tracing 2 probe sites in processes {me}, {parent}, named nginx, in cgroup "
+            "/sys/fs/cgroup/a.") in err
+
+
+def test_follow_children_attaches_the_fork_programs_first() -> None:
+    me = os.getpid()
+    backend = FakeBackend(clock=FakeClock())
+    scope = Scope(pids=(me,), follow_children=True)
+    run(backend, RunOptions(duration_s=0.1, scope=scope), program(sites=(SITE,)))
+    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE, FORK_SITE]
+    assert {pid for _site, pid, _ref in backend.attached} == {None}  # children: any pid
+    assert backend.config[ConfigSlot.SCOPE_UPROBE] == ScopeFlag.PIDS
+
+
+def test_the_run_ends_when_every_pid_has_exited() -> None:
+    short = subprocess.Popen(["sleep", "0.2"])
+    longer = subprocess.Popen(["sleep", "0.6"])
+    backend = FakeBackend()
+    t0 = time.monotonic()
+    _status, _view, err = run(backend, RunOptions(
+        scope=Scope(pids=(short.pid, longer.pid)), duration_s=20))
+    short.wait()
+    longer.wait()
+    assert 0.5 < time.monotonic() - t0 < 10
+    assert f"processes {short.pid}, {longer.pid} exited" in err
 
 
 def test_without_kernel_reference_counters_sites_attach_without_them() -> None:
@@ -264,11 +327,12 @@ def test_losses_are_reported_on_stderr_and_to_the_view() -> None:
                                                           Counter.SUBMITS: 99})],
                           clock=FakeClock())
     status, view, err = run(backend, RunOptions(duration_s=0.2))
-    assert status == 0
+    assert status == session_mod.EXIT_INCOMPLETE  # the exit status says the trace has gaps
     assert view.losses == [(7, "ringbuf full")]
     assert err.splitlines()[1:] == [
         "7 events lost (ring buffer full)",
-        "3 aggregation updates dropped (map full: raise settings.map_size)"]
+        "3 aggregation updates dropped (map full: raise settings.map_size)",
+        "incomplete trace: 7 events lost, 3 aggregation updates dropped"]
 
 
 def test_no_losses_no_report() -> None:
@@ -372,3 +436,235 @@ def test_a_live_view_pulls_cumulative_snapshots_and_maps_are_never_reset() -> No
     assert [[r.count for r in s.rows] for s in view.snaps] == [[5]]
     assert all(not delete for _name, delete in backend.map_reads)
     assert err.startswith("Tracing")
+
+
+# --- stopping when told (issue 15 items 11-13, 15) ---------------------------------------
+
+
+class SignalDuringAttach(FakeBackend):
+    """Sends `sig` to this process while attaching site number `at` (start-up is slow:
+    3000 sites took 82 s)."""
+
+    def __init__(self, sig: int, at: int, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.sig, self.at, self.n = sig, at, 0
+
+    def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
+        super().attach(site, pid, ref_ctr)
+        if site.fn_name in HELPER_FUNCTIONS:  # the run's own exit program: not a site
+            return
+        self.n += 1
+        if self.n == self.at:
+            os.kill(os.getpid(), self.sig)
+
+
+def many_sites(n: int) -> tuple[AttachSite, ...]:
+    return tuple(AttachSite("uprobe", f"pr_fn_{i}", "hit", i, TRUE, file_offset=0x100 + i)
+                 for i in range(n))
+
+
+@pytest.mark.parametrize("sig", (signal.SIGINT, signal.SIGTERM),
+                         ids=lambda s: signal.Signals(s).name)
+def test_a_stop_during_attach_ends_start_up_there_and_never_runs_the_command(
+        sig: int, tmp_path: Path) -> None:
+    backend = SignalDuringAttach(sig, at=2, clock=FakeClock())
+    ran = tmp_path / "ran"
+    status, view, err = run(backend, RunOptions(command=["touch", str(ran)]),
+                            program(sites=many_sites(50)))
+    assert status == 128 + sig
+    assert len(backend.attached) == 2  # not one site more after the signal
+    assert backend.calls[-2:] == ["detach", "close"] and "open_ring" not in backend.calls
+    name = signal.Signals(sig).name
+    assert err == (f"stopped by {name} during start-up, before tracing began: 2 of 50 "
+                   "probe sites had been attached, now detached; the command was not "
+                   "started\n")
+    assert not ran.exists() and view.recs == []
+
+
+def test_a_stop_during_compile_ends_start_up_at_once() -> None:
+    import time
+
+    class SlowCompile(FakeBackend):
+        def load(self, program: RenderedProgram) -> None:
+            super().load(program)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(3)  # a large plan compiles for seconds
+
+    backend = SlowCompile(clock=FakeClock())
+    start = time.monotonic()
+    status, _view, err = run(backend, RunOptions())
+    assert time.monotonic() - start < 2  # the compile is abandoned: nothing is attached
+    assert status == 128 + signal.SIGTERM and backend.attached == []
+    assert err == ("stopped by SIGTERM during start-up, before tracing began: nothing had "
+                   "been attached\n")
+
+
+def test_a_command_still_running_at_the_end_gets_sigterm_and_its_status_says_so() -> None:
+    backend = FakeBackend(clock=FakeClock())
+    status, _view, err = run(backend, RunOptions(command=["sleep", "30"], duration_s=0.2))
+    assert status == 128 + signal.SIGTERM
+    assert err.endswith("was still running: sent SIGTERM\n")
+
+
+def test_a_command_that_ignores_sigterm_gets_sigkill_after_the_grace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setattr(session_mod, "CHILD_GRACE_S", 0.5)
+    ready = tmp_path / "ready"
+
+    def wait_ready() -> None:  # the trap is set before the stop
+        for _ in range(500):
+            if ready.exists():
+                return
+            time.sleep(0.01)
+
+    backend = FakeBackend(turns=[Turn(then=lambda: (wait_ready(),
+                                                    os.kill(os.getpid(), signal.SIGINT)))])
+    start = time.monotonic()
+    status, _view, err = run(backend, RunOptions(
+        command=["sh", "-c", f"trap '' TERM; touch {ready}; sleep 30"]))
+    assert status == 128 + signal.SIGKILL
+    assert 0.5 <= time.monotonic() - start < 5
+    assert "did not end within 0.5 s of SIGTERM: sent SIGKILL\n" in err
+
+
+class BlockedView(RecordingView):
+    """stdout as a pipe nobody reads: the first write never returns."""
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        import time
+        time.sleep(60)  # PEP 475: retried after every handler that returns
+
+
+@pytest.fixture
+def quick_grace(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    silenced: list[bool] = []
+    monkeypatch.setattr(session_mod, "OUTPUT_GRACE_S", 0.3)
+    monkeypatch.setattr(session_mod, "_silence_stdout", lambda: silenced.append(True))
+    return silenced
+
+
+def test_a_blocked_output_cannot_hold_the_deadline(quick_grace: list[bool]) -> None:
+    import time
+
+    backend = FakeBackend(turns=[Turn([rec(0), rec(1)]), Turn([rec(2)])], tail=[rec(3)])
+    start = time.monotonic()
+    status, _view, err = run(backend, RunOptions(duration_s=0.5), view=BlockedView())
+    took = time.monotonic() - start
+    assert status == session_mod.EXIT_INCOMPLETE
+    assert took < 0.5 + 0.3 + 1.0, took
+    assert backend.calls[-3:] == ["detach", "tail", "close"]
+    assert "records not written: the output was blocked for 0.3 s after the stop" in err
+    assert err.endswith("not written\n") and "incomplete trace: " in err
+    assert quick_grace == [True]  # what the view still buffers is never flushed to fd 1
+
+
+def test_a_signal_ends_a_blocked_write(quick_grace: list[bool]) -> None:
+    import threading
+    import time
+
+    backend = FakeBackend(turns=[Turn([rec(0)])], tail=[rec(1), rec(2)])
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    start = time.monotonic()
+    status, _view, err = run(backend, RunOptions(), view=BlockedView())
+    timer.join()
+    assert time.monotonic() - start < 0.2 + 0.3 + 1.0
+    assert status == session_mod.EXIT_INCOMPLETE
+    assert "3 records not written" in err  # the blocked batch and the tail
+    assert backend.calls[-3:] == ["detach", "tail", "close"]
+
+
+def test_with_a_command_losses_keep_its_status_and_the_last_line_says_so() -> None:
+    backend = FakeBackend(turns=[Turn([rec(0)], counters={Counter.LOST_RINGBUF: 2})])
+    status, _view, err = run(backend, RunOptions(command=["sh", "-c", "sleep 0.2"]))
+    assert status == 0
+    assert err.endswith("incomplete trace: 2 events lost\n")
+
+
+# --- the binary changed between resolve and attach (issue 15 item 3) ----------------------
+
+
+def _target(path: Path) -> TargetFile:
+    st = os.stat(path)
+    return TargetFile(str(path), "app", None,
+                      FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+def _replace(path: Path) -> None:
+    """What a package upgrade does: a new file renamed over the old path."""
+    new = path.with_suffix(".new")
+    new.write_bytes(b"\x7fELF new build")
+    os.rename(new, path)
+
+
+def test_a_binary_replaced_before_attach_is_refused(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    app.write_bytes(b"\x7fELF old build")
+    site = AttachSite("uprobe", "pr_fn_0", "hit", 0, _target(app), file_offset=0x100)
+    _replace(app)
+    backend = FakeBackend(clock=FakeClock())
+    with pytest.raises(ResolveError, match=r"app changed after planrunner read it \(the "
+                                           r"path names another file now: inode \d+ -> "
+                                           r"\d+\): its probe offsets are the old file's"):
+        run(backend, RunOptions(), program(sites=(site,)))
+    assert backend.attached == [] and backend.calls[-2:] == ["detach", "close"]
+
+
+def test_a_binary_rewritten_during_attach_is_refused_and_detached(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    app.write_bytes(b"\x7fELF old build")
+    sites = tuple(AttachSite("uprobe", f"pr_fn_{i}", "hit", i, _target(app),
+                             file_offset=0x100 + i) for i in range(3))
+
+    class Rewrites(FakeBackend):
+        def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
+            super().attach(site, pid, ref_ctr)
+            if site.index == 0 and site.fn_name not in HELPER_FUNCTIONS:
+                with open(app, "ab") as fh:  # in place: same inode, another size
+                    fh.write(b"more")
+
+    backend = Rewrites(clock=FakeClock())
+    with pytest.raises(ResolveError, match=r"rewritten in place: 14 -> 18 bytes"):
+        run(backend, RunOptions(), program(sites=sites))
+    assert len(backend.attached) == 3 and backend.calls[-2:] == ["detach", "close"]
+
+
+def test_a_slow_reader_is_not_a_blocked_one(quick_grace: list[bool],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tail that takes longer than the grace to write, but chunk by chunk, is written
+    whole (a terminal over ssh after Ctrl-C)."""
+    import time
+
+    monkeypatch.setattr(session_mod, "OUTPUT_CHUNK", 2)
+
+    class SlowView(RecordingView):
+        def records(self, batch: Sequence[dict[str, object]]) -> None:
+            time.sleep(0.05)  # 2 records per 0.05 s: the tail of 20 takes 0.5 s > 0.3 s
+            super().records(batch)
+
+    stop = Turn([rec(0)], then=lambda: os.kill(os.getpid(), signal.SIGINT))
+    backend = FakeBackend(turns=[stop], tail=[rec(i) for i in range(1, 21)],
+                          clock=FakeClock())
+    status, view, err = run(backend, RunOptions(), view=SlowView())
+    assert (status, ids(view)) == (0, list(range(21)))
+    assert "not written" not in err and quick_grace == []
+
+
+def test_a_binary_gone_after_attach_proves_nothing(tmp_path: Path) -> None:
+    """With --pid the path is /proc/PID/root/...: it goes when the process ends, which
+    may be right after the attach; only a different file there is a replacement."""
+    app = tmp_path / "app"
+    app.write_bytes(b"\x7fELF old build")
+    site = AttachSite("uprobe", "pr_fn_0", "hit", 0, _target(app), file_offset=0x100)
+
+    class Ends(FakeBackend):
+        def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
+            super().attach(site, pid, ref_ctr)
+            if site.fn_name not in HELPER_FUNCTIONS:
+                app.unlink()
+
+    backend = Ends(clock=FakeClock())
+    status, _view, _err = run(backend, RunOptions(duration_s=0.1), program(sites=(site,)))
+    assert status == 0 and len(backend.attached) == 1

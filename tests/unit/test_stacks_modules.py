@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from stacks_fixture import missing_toolchain, session_build
 
+from planrunner.elf.procmaps import start_time as read_start_time
 from planrunner.elf.symbols import lookup_symbol
 from planrunner.stacks.cfi import ModuleCfi
 from planrunner.stacks.modules import (
     ProcessRegistry,
     exe_identity,
     modules_from_maps,
-    read_start_time,
     snapshot,
 )
 from planrunner.stacks.symbolize import Symbolizer

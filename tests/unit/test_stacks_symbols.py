@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from stacks_fixture import CHAIN, SRC, load_dump, missing_toolchain, run_dump, session_build
 
+from planrunner.elf.procmaps import start_time as read_start_time
 from planrunner.elf.reader import open_binary, sections
 from planrunner.stacks.demangle import demangle
 from planrunner.stacks.kallsyms import KERNEL, KernelSymbols
-from planrunner.stacks.modules import Mapping, ProcessRegistry, read_start_time
+from planrunner.stacks.modules import Mapping, ProcessRegistry
 from planrunner.stacks.symbolize import Symbolizer
 from planrunner.stacks.symtab import ModuleSymbols, minidebuginfo_symbols
 from planrunner.stacks.unwind import unwind

@@ -43,6 +43,8 @@ def split_args(text: str) -> list[tuple[str, int]]:
 
 @dataclass(frozen=True, slots=True)
 class Prefix:
+    """The `[-]SIZE[f]@` prefix of an operand."""
+
     size: int | None  # None when the text has no `SIZE@` prefix
     signed: bool
     is_float: bool
@@ -51,6 +53,8 @@ class Prefix:
 
 @dataclass(frozen=True, slots=True)
 class PrefixError:
+    """A prefix that could not be decoded, and where."""
+
     reason: str
     column: int
     size: int = 8

@@ -1,5 +1,5 @@
 // Workload of the java-* plan tests: known System.gc() calls, named threads and
-// classes. Usage: java JvmWorkload GCS THREADS
+// classes. Usage: java JvmWorkload GCS THREADS [SLEEP_MS] (then it stays alive that long)
 public class JvmWorkload {
     /** Loaded only when first used, after the tracer is attached. */
     static final class PlanrunnerMarker {
@@ -22,6 +22,9 @@ public class JvmWorkload {
         }
         for (Thread t : started) {
             t.join();
+        }
+        if (args.length > 2) {
+            Thread.sleep(Long.parseLong(args[2]));
         }
     }
 }

@@ -3,11 +3,19 @@
     python3.11 py_workload.py calls   # alpha x500, beta x300 (via map), gamma x200 (sorted key)
     python3.11 py_workload.py flow    # top -> middle x2 -> leaf x2 each, under a profile hook
     python3.11 py_workload.py gc      # collections of known garbage, one slow finalizer
+    python3.11 py_workload.py latency # under a profile hook: fib(15) (1973 calls), then
+                                      # nap(4): 5 nested calls each sleeping NAP_S then
+                                      # recursing; prints "nap DEPTH NS" per call as measured
+    python3.11 py_workload.py threads # 3 threads named planrunner-py-1..3, started and joined
 """
 
 import gc
 import sys
+import threading
 import time
+
+NAP_S = 0.01
+NAPS = []
 
 
 def alpha():
@@ -32,6 +40,22 @@ def middle(x):
 
 def top():
     return middle(1) + middle(2)
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def nap(n):
+    t0 = time.monotonic_ns()
+    time.sleep(NAP_S)
+    if n > 0:
+        nap(n - 1)
+    NAPS.append((4 - n, time.monotonic_ns() - t0))
+
+
+def worker(n):
+    return n * 2
 
 
 class Node:
@@ -83,5 +107,26 @@ def run_gc():
     gc.collect(2)  # 6 objects + the Slow instance and its __dict__, >= SLOW_S
 
 
+def run_latency():
+    sys.setprofile(slice)  # CPython 3.11 fires function__entry only under a hook
+    fib(15)
+    nap(4)
+    sys.setprofile(None)
+    for depth, ns in NAPS:
+        print("nap", depth, ns)
+
+
+def run_threads():
+    threads = [threading.Thread(target=worker, args=(i,), name=f"planrunner-py-{i}")
+               for i in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for t in threads:
+        print("thread", t.name, t.native_id)
+
+
 if __name__ == "__main__":
-    {"calls": run_calls, "flow": run_flow, "gc": run_gc}[sys.argv[1]]()
+    {"calls": run_calls, "flow": run_flow, "gc": run_gc, "latency": run_latency,
+     "threads": run_threads}[sys.argv[1]]()

@@ -7,11 +7,12 @@
 
 /* templates/expr_helpers.h: included verbatim */
 
-#define PR_RINGBUF_PAGES 256
+#define PR_RINGBUF_PAGES 1024
 BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
 /* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
-#define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
 
 /* templates/record_helpers.h: included verbatim */
 
@@ -33,7 +34,13 @@ struct pr_scratch_start {
     char s2[129];
     __s64 st2;
 };
+#ifdef PR_SLEEPABLE
+/* sleepable: another task may run this probe on this CPU while it waits for a page,
+   so its scratch is the task's own, not the CPU's */
+BPF_TASK_STORAGE(pr_scratch_start, struct pr_scratch_start);
+#else
 BPF_PERCPU_ARRAY(pr_scratch_start, struct pr_scratch_start, 1);
+#endif
 
 static __always_inline int pr_body_start(struct pr_args_start *a)
 {
@@ -41,12 +48,17 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
+#ifdef PR_SLEEPABLE
+    struct pr_scratch_start *sc = pr_scratch_start.task_storage_get(
+        bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+#else
     __u32 pr_zero = 0;
     struct pr_scratch_start *sc = pr_scratch_start.lookup(&pr_zero);
+#endif
     if (!sc)
         return 0;
     do {
-        sc->st2 = pr_read_str(sc->s2, 129, a->v2);
+        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT);
         if (!((pr_str_eq((sc->s2), 129, "\042; system(\042rm -rf /\042); \057*", 25) || pr_str_contains((sc->s2), 129, "*\057 #include <x>\012\077\077/", 19)))) break;
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
@@ -63,7 +75,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_start pr_a = {};
     {

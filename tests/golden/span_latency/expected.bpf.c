@@ -6,11 +6,12 @@
 /* templates/runtime_helpers.h: included verbatim */
 
 
-#define PR_RINGBUF_PAGES 256
+#define PR_RINGBUF_PAGES 1024
 BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
 /* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
-#define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
 
 /* templates/record_helpers.h: included verbatim */
 
@@ -52,7 +53,13 @@ struct pr_scratch_start {
     __s64 st2;
     struct pr_span_request pr_span_request;
 };
+#ifdef PR_SLEEPABLE
+/* sleepable: another task may run this probe on this CPU while it waits for a page,
+   so its scratch is the task's own, not the CPU's */
+BPF_TASK_STORAGE(pr_scratch_start, struct pr_scratch_start);
+#else
 BPF_PERCPU_ARRAY(pr_scratch_start, struct pr_scratch_start, 1);
+#endif
 
 static __always_inline int pr_body_start(struct pr_args_start *a)
 {
@@ -60,12 +67,17 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
+#ifdef PR_SLEEPABLE
+    struct pr_scratch_start *sc = pr_scratch_start.task_storage_get(
+        bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+#else
     __u32 pr_zero = 0;
     struct pr_scratch_start *sc = pr_scratch_start.lookup(&pr_zero);
+#endif
     if (!sc)
         return 0;
     do {
-        sc->st2 = pr_read_str(sc->s2, 129, a->v2);
+        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT);
         do {
             struct pr_span_key pr_key = {};
             pr_key.k = (__u64)(((__u64)(a->v1)));
@@ -86,7 +98,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
@@ -141,7 +153,7 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
 
 int pr_done_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_done pr_a = {};
     pr_a.v1 = (__u64)ctx->bp;

@@ -5,11 +5,12 @@
 /* templates/runtime_helpers.h: included verbatim */
 
 
-#define PR_RINGBUF_PAGES 256
+#define PR_RINGBUF_PAGES 512
 BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
 /* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
-#define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
 
 /* templates/record_helpers.h: included verbatim */
 
@@ -97,7 +98,7 @@ static __always_inline int pr_body_enter(struct pr_args_enter *a)
 
 int pr_enter_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_enter pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
@@ -155,7 +156,7 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a)
 
 int pr_exit_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_exit pr_a = {};
     return pr_body_exit(&pr_a);

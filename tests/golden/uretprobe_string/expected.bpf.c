@@ -6,11 +6,12 @@
 /* templates/runtime_helpers.h: included verbatim */
 
 
-#define PR_RINGBUF_PAGES 256
+#define PR_RINGBUF_PAGES 1024
 BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
 /* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
-#define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
 
 /* templates/record_helpers.h: included verbatim */
 
@@ -36,7 +37,13 @@ struct pr_scratch_ret {
     char s0[41];
     __s64 st0;
 };
+#ifdef PR_SLEEPABLE
+/* sleepable: another task may run this probe on this CPU while it waits for a page,
+   so its scratch is the task's own, not the CPU's */
+BPF_TASK_STORAGE(pr_scratch_ret, struct pr_scratch_ret);
+#else
 BPF_PERCPU_ARRAY(pr_scratch_ret, struct pr_scratch_ret, 1);
+#endif
 
 static __always_inline int pr_body_ret(struct pr_args_ret *a)
 {
@@ -47,12 +54,17 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
     __u64 pr_ts = bpf_ktime_get_ns();
     char pr_comm[16] = {};
     bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+#ifdef PR_SLEEPABLE
+    struct pr_scratch_ret *sc = pr_scratch_ret.task_storage_get(
+        bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+#else
     __u32 pr_zero = 0;
     struct pr_scratch_ret *sc = pr_scratch_ret.lookup(&pr_zero);
+#endif
     if (!sc)
         return 0;
     do {
-        sc->st0 = pr_read_str(sc->s0, 41, a->v0);
+        sc->st0 = pr_read_str(sc->s0, 41, a->v0, PR_FAULT);
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
@@ -72,7 +84,7 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
 
 int pr_ret_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_ret pr_a = {};
     pr_a.v0 = (__u64)ctx->ax;

@@ -5,11 +5,12 @@
 /* templates/runtime_helpers.h: included verbatim */
 
 
-#define PR_RINGBUF_PAGES 256
+#define PR_RINGBUF_PAGES 512
 BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
 /* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
-#define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
 
 /* templates/record_helpers.h: included verbatim */
 
@@ -54,7 +55,7 @@ static __always_inline int pr_body_widths(struct pr_args_widths *a)
 
 int pr_widths_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_widths pr_a = {};
     pr_a.v1 = (__s64)(__s8)ctx->di;

@@ -6,11 +6,12 @@
 /* templates/runtime_helpers.h: included verbatim */
 
 
-#define PR_RINGBUF_PAGES 256
+#define PR_RINGBUF_PAGES 512
 BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
 /* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
-#define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
 
 /* templates/record_helpers.h: included verbatim */
 
@@ -39,7 +40,13 @@ struct pr_scratch_s {
     char s1[33];
     __s64 st1;
 };
+#ifdef PR_SLEEPABLE
+/* sleepable: another task may run this probe on this CPU while it waits for a page,
+   so its scratch is the task's own, not the CPU's */
+BPF_TASK_STORAGE(pr_scratch_s, struct pr_scratch_s);
+#else
 BPF_PERCPU_ARRAY(pr_scratch_s, struct pr_scratch_s, 1);
+#endif
 
 static __always_inline int pr_body_s(struct pr_args_s *a)
 {
@@ -47,12 +54,17 @@ static __always_inline int pr_body_s(struct pr_args_s *a)
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
+#ifdef PR_SLEEPABLE
+    struct pr_scratch_s *sc = pr_scratch_s.task_storage_get(
+        bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+#else
     __u32 pr_zero = 0;
     struct pr_scratch_s *sc = pr_scratch_s.lookup(&pr_zero);
+#endif
     if (!sc)
         return 0;
     do {
-        sc->st1 = pr_read_str(sc->s1, 33, a->v1);
+        sc->st1 = pr_read_str(sc->s1, 33, a->v1, PR_FAULT);
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
@@ -68,7 +80,7 @@ static __always_inline int pr_body_s(struct pr_args_s *a)
 
 int pr_s_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_s pr_a = {};
     pr_a.v1 = (__u64)ctx->ax;
@@ -103,7 +115,7 @@ static __always_inline int pr_body_multi(struct pr_args_multi *a)
 
 int pr_multi_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_multi pr_a = {};
     pr_a.v1 = 1LL;
@@ -113,7 +125,7 @@ int pr_multi_s0(struct pt_regs *ctx)
 
 int pr_multi_s1(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_multi pr_a = {};
     pr_a.v1 = 2LL;

@@ -7,11 +7,12 @@
 
 /* templates/expr_helpers.h: included verbatim */
 
-#define PR_RINGBUF_PAGES 256
+#define PR_RINGBUF_PAGES 1024
 BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
 /* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
-#define PR_WAKEUP_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE / 16)
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
 
 /* templates/record_helpers.h: included verbatim */
 
@@ -44,7 +45,13 @@ struct pr_scratch_start {
     char s2[129];
     __s64 st2;
 };
+#ifdef PR_SLEEPABLE
+/* sleepable: another task may run this probe on this CPU while it waits for a page,
+   so its scratch is the task's own, not the CPU's */
+BPF_TASK_STORAGE(pr_scratch_start, struct pr_scratch_start);
+#else
 BPF_PERCPU_ARRAY(pr_scratch_start, struct pr_scratch_start, 1);
+#endif
 
 static __always_inline int pr_body_start(struct pr_args_start *a)
 {
@@ -52,12 +59,17 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
+#ifdef PR_SLEEPABLE
+    struct pr_scratch_start *sc = pr_scratch_start.task_storage_get(
+        bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+#else
     __u32 pr_zero = 0;
     struct pr_scratch_start *sc = pr_scratch_start.lookup(&pr_zero);
+#endif
     if (!sc)
         return 0;
     do {
-        sc->st2 = pr_read_str(sc->s2, 129, a->v2);
+        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT);
         if (!(((pr_str_startswith((sc->s2), 129, "/api/", 5) && (!pr_str_contains((sc->s2), 129, "users", 5))) || pr_str_eq((sc->s2), 129, "/index.html", 11)))) break;
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
@@ -75,7 +87,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
@@ -97,7 +109,13 @@ struct pr_scratch_raw {
     char t1[5];
     __s64 t1_st;
 };
+#ifdef PR_SLEEPABLE
+/* sleepable: another task may run this probe on this CPU while it waits for a page,
+   so its scratch is the task's own, not the CPU's */
+BPF_TASK_STORAGE(pr_scratch_raw, struct pr_scratch_raw);
+#else
 BPF_PERCPU_ARRAY(pr_scratch_raw, struct pr_scratch_raw, 1);
+#endif
 
 static __always_inline int pr_body_raw(struct pr_args_raw *a)
 {
@@ -105,16 +123,21 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
+#ifdef PR_SLEEPABLE
+    struct pr_scratch_raw *sc = pr_scratch_raw.task_storage_get(
+        bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+#else
     __u32 pr_zero = 0;
     struct pr_scratch_raw *sc = pr_scratch_raw.lookup(&pr_zero);
+#endif
     if (!sc)
         return 0;
     do {
-        bpf_probe_read_user_str(sc->t0, 129, (const void *)(unsigned long)((__u64)(a->v2)));
+        pr_user_str_f(sc->t0, 129, (const void *)(unsigned long)((__u64)(a->v2)));
         if (!(pr_str_startswith(sc->t0, 129, "/api", 4))) break;
         do {
             __u64 pr_p_t1 = (__u64)(((__u64)(a->v2)));
-            sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1);
+            sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1, PR_FAULT);
             struct pr_rec_1 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
             pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
@@ -129,7 +152,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
 
 int pr_raw_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(0))
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
         return 0;
     struct pr_args_raw pr_a = {};
     {

@@ -1,0 +1,166 @@
+"""Stacks in C: what a thunk captures, what a record or an aggregation key holds, and the
+maps behind them. The reader is runtime/stacks.py; the capture contract of a copied
+user stack is planrunner/stacks/__init__.py's.
+
+- Kernel stacks (`kstack`), and user stacks with `unwind: fp`, are walked by the kernel in
+  the thunk (`get_stackid`, the thunk has `ctx`) into a stack map; the record or key
+  holds the id (__s64; negative: not captured, counted in PR_STACK_LOST). User stacks
+  go into a BPF_F_STACK_BUILD_ID map: each frame is (build-id, file offset), fixed when
+  the event fired, so a process that exited or unloaded a library still symbolizes.
+- User stacks with `unwind: dwarf | auto`: the thunk saves ip, sp and bp in `pr_args`;
+  the body copies up to `bytes` of the stack from sp. A print record holds the copy
+  (`struct pr_ustack` inline, last in the record, so only the bytes copied are
+  written); an aggregation key holds a hash of the copy (and the tgid), the copy itself
+  goes once per hash into the `pr_ucopies` map, which the reader drains, unwinds and
+  empties every turn: nothing of 16 KiB crosses per event.
+"""
+
+from __future__ import annotations
+
+from planrunner.expr.types import StackKind, StackType
+from planrunner.plan.model import StackSpec
+from planrunner.render.model import NEWPID_OUTPUT, StackMaps
+from planrunner.render.names import c_ident
+
+# Entries of each stack-id map; a full map (a hash collision, the kernel's stack maps
+# keep one stack per bucket) makes get_stackid fail: counted, shown as an empty stack.
+STACK_MAP_ENTRIES = 4096
+# Copies waiting in pr_ucopies between two reader turns (about 50 ms).
+UCOPY_ENTRIES = 2048
+# Processes already announced to the reader (see pid_notice_lines).
+SEEN_MAP = "pr_seen"
+SEEN_ENTRIES = 16384
+
+KSTACK_MAP = "pr_kstacks"
+USTACK_MAP = "pr_ustacks"
+UCOPY_MAP = "pr_ucopies"
+# struct pr_ustack's head: pid, len, start_time, regs[4]
+USTACK_HEAD = 48
+
+
+def copied(spec: StackSpec) -> bool:
+    """User stacks are copied and unwound in user space (dwarf, auto)."""
+    return spec.unwind != "fp"
+
+
+def arg_members(stacks: tuple[StackKind, ...], spec: StackSpec) -> list[str]:
+    """Members of struct pr_args_<probe> the thunk fills."""
+    out = []
+    for kind in stacks:
+        if kind == "kernel":
+            out.append("__s64 kstack;")
+        elif copied(spec):
+            out.append("__u64 u_regs[3];  /* ip, sp, bp at the event */")
+        else:
+            out.append("__s64 ustack;")
+    return out
+
+
+def thunk_lines(stacks: tuple[StackKind, ...], spec: StackSpec, perf: bool) -> list[str]:
+    """C statements of a thunk (`ctx` in scope) that capture the probe's stacks. A perf
+    event's ctx holds the registers of whatever was interrupted (the kernel, often):
+    the user registers are at the top of the task's kernel stack."""
+    out = []
+    for kind in stacks:
+        if kind == "kernel":
+            out.append(f"pr_a.kstack = {KSTACK_MAP}.get_stackid(ctx, 0);")
+        elif not copied(spec):
+            out.append(f"pr_a.ustack = {USTACK_MAP}.get_stackid(ctx, BPF_F_USER_STACK);")
+        elif perf:
+            out += ["struct pt_regs pr_ur = {};",
+                    "bpf_probe_read_kernel(&pr_ur, sizeof(pr_ur), "
+                    "(void *)bpf_task_pt_regs(bpf_get_current_task_btf()));",
+                    "pr_a.u_regs[0] = pr_ur.ip;", "pr_a.u_regs[1] = pr_ur.sp;",
+                    "pr_a.u_regs[2] = pr_ur.bp;"]
+        else:
+            out += ["pr_a.u_regs[0] = ctx->ip;", "pr_a.u_regs[1] = ctx->sp;",
+                    "pr_a.u_regs[2] = ctx->bp;"]
+    return out
+
+
+def map_decls(maps: StackMaps) -> list[str]:
+    """One declaration (struct and map) per stack map."""
+    out = []
+    if maps.kernel:
+        name, frames = maps.kernel
+        out.append(f"struct {name}_val {{\n    __u64 ip[{frames}];\n}};\n"
+                   f'BPF_TABLE("stacktrace", int, struct {name}_val, {name}, '
+                   f"{STACK_MAP_ENTRIES});")
+    if maps.user:
+        name, frames = maps.user
+        out.append(f"/* frames as (build-id, file offset): see render/stacks.py */\n"
+                   f"struct {name}_val {{\n    struct bpf_stack_build_id f[{frames}];\n}};\n"
+                   f'BPF_F_TABLE("stacktrace", int, struct {name}_val, {name}, '
+                   f"{STACK_MAP_ENTRIES}, BPF_F_STACK_BUILD_ID);")
+    if maps.seen:
+        out.append(f'BPF_TABLE("lru_hash", __u32, __u8, {SEEN_MAP}, {SEEN_ENTRIES});')
+    if maps.copies:
+        name, size = maps.copies
+        out.append(f"struct {name}_val {{\n    __u32 pid;\n    __u32 len;\n"
+                   f"    __u64 start_time;\n    __u64 regs[4];\n    char data[{size}];\n}};\n"
+                   f"BPF_HASH({name}, __u64, struct {name}_val, {UCOPY_ENTRIES});")
+    return out
+
+
+def pid_notice_lines() -> list[str]:
+    """At the top of a body that copies user stacks: the first event of a process sends
+    a notice with a forced wakeup, so that the reader snapshots the process's maps
+    before it can exit (a copy is unwound over them, runtime/stacks.py)."""
+    return ["{  /* a process seen for the first time: wake the reader now */",
+            "    __u32 pr_tgid = pr_id >> 32;",
+            f"    if (!{SEEN_MAP}.lookup(&pr_tgid)) {{",
+            "        __u8 pr_one = 1;",
+            f"        {SEEN_MAP}.update(&pr_tgid, &pr_one);",
+            "        struct pr_hdr *pr_n = pr_events.ringbuf_reserve(sizeof(struct pr_hdr));",
+            "        if (pr_n) {",
+            f"            pr_fill_hdr(pr_n, {NEWPID_OUTPUT:#x}, pr_id, 0);",
+            "            pr_events.ringbuf_submit(pr_n, BPF_RB_FORCE_WAKEUP);",
+            "        }",
+            "    }",
+            "}"]
+
+
+def ustack_copy_lines(dst: str, size: int) -> list[str]:
+    """Statements that fill `dst` (a struct pr_ustack with data[size]) from `a->u_regs`:
+    a read past the end of the stack mapping fails as a whole, so after the full read
+    fails, the largest power-of-two pieces that still succeed are appended."""
+    lines = [f"{dst}pid = pr_id >> 32;", f"{dst}start_time = 0;  /* read by the reader */",
+             f"{dst}regs[0] = a->u_regs[0];", f"{dst}regs[1] = a->u_regs[1];",
+             f"{dst}regs[2] = a->u_regs[2];", f"{dst}regs[3] = 0;",
+             f"if (bpf_probe_read_user({dst}data, {size}, (void *)a->u_regs[1]) == 0) {{",
+             f"    {dst}len = {size};", "} else {", "    __u32 pr_got = 0;"]
+    chunk = size // 2
+    while chunk >= 256:
+        lines += [f"    if (pr_got <= {size - chunk} && bpf_probe_read_user({dst}data + pr_got, "
+                  f"{chunk}, (void *)(a->u_regs[1] + pr_got)) == 0)",
+                  f"        pr_got += {chunk};"]
+        chunk //= 2
+    lines += [f"    {dst}len = pr_got;", "}"]
+    return lines
+
+
+def ustack_hash_lines(src: str, size: int, out: str) -> list[str]:
+    """`out` = an FNV-1a-style hash of the copy in `src` (regs, length and the bytes
+    copied, 64 at a time: one loop turn per word made the verifier walk 2048 turns per
+    path; the last len % 64 bytes, the outermost frames' top, are left out)."""
+    words = [f"    {out} = ({out} ^ pr_w[{k}]) * 0x100000001b3ULL;" for k in range(8)]
+    return [f"__u64 {out} = 0xcbf29ce484222325ULL ^ {src}len;",
+            f"{out} = ({out} ^ {src}regs[0]) * 0x100000001b3ULL;",
+            f"{out} = ({out} ^ {src}regs[1]) * 0x100000001b3ULL;",
+            f"{out} = ({out} ^ {src}regs[2]) * 0x100000001b3ULL;",
+            f"for (__u32 pr_i = 0; pr_i < {size // 64}; pr_i++) {{",
+            f"    if (pr_i * 64 + 64 > {src}len)",
+            "        break;",
+            f"    __u64 *pr_w = (__u64 *)({src}data + pr_i * 64);",
+            *words,
+            "}",
+            f"if (!{out})",
+            f"    {out} = 1;  /* 0 means: no stack */"]
+
+
+def frames_of(typ: StackType) -> int:
+    return typ.limit
+
+
+def probe_ucopy_member(probe: str) -> str:
+    return f"ucopy_{c_ident(probe)}"

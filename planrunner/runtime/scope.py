@@ -1,0 +1,201 @@
+"""Which processes a run records: --pid (several), --comm, --cgroup, -c with
+--follow-children, and never any planrunner's own.
+
+The filter code is always in the program (templates/runtime_helpers.h `pr_skip`); this
+module turns it on by filling the config slots and scope maps before attaching, and
+chooses the attach-time pid: one --pid alone (or a -c command) keeps the kernel's uprobe
+pid filter and costs nothing per event; anything else attaches system-wide and filters
+in BPF.
+
+Pids are the ones planrunner sees (its pid namespace). BPF sees init-namespace tgids,
+so when planrunner runs in another pid namespace the program compares
+`bpf_get_ns_current_pid_tgid` with the namespace's (dev, inode) instead.
+
+Imports render/model.py, runtime/backend.py, runtime/semaphores.py (start times) only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, replace
+
+from planrunner.elf.procmaps import start_time
+from planrunner.errors import BackendUnavailable
+from planrunner.render.model import (
+    EXIT_SITE,
+    FORK_SITE,
+    SCOPE_NS_KEY,
+    TRACERS_PIN,
+    AttachSite,
+    ConfigSlot,
+    RenderedProgram,
+    ScopeFlag,
+)
+from planrunner.runtime.backend import Backend
+
+PROC_PID_INIT_INO = 0xEFFFFFFC  # include/linux/proc_ns.h: the init pid namespace
+COMM_LEN = 16  # TASK_COMM_LEN, with its NUL
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    pids: tuple[int, ...] = ()  # in planrunner's pid namespace
+    comms: tuple[str, ...] = ()
+    cgroups: tuple[str, ...] = ()  # absolute cgroup v2 directories
+    follow_children: bool = False
+
+    def with_command(self, pid: int) -> Scope:
+        """The scope with the -c command's pid as its (only) --pid."""
+        return replace(self, pids=(pid,))
+
+    @property
+    def attach_pid(self) -> int | None:
+        """The pid uprobes are attached for (the kernel filters: free per event), when the
+        scope is exactly one process; None: attach system-wide, filter in BPF."""
+        if len(self.pids) == 1 and not self.follow_children:
+            return self.pids[0]
+        return None
+
+    def flags(self) -> ScopeFlag:
+        flags = ScopeFlag(0)
+        if self.pids:
+            flags |= ScopeFlag.PIDS
+        if self.comms:
+            flags |= ScopeFlag.COMM
+        if self.cgroups:
+            flags |= ScopeFlag.CGROUP
+        return flags
+
+    def describe(self) -> str:
+        """What the start-up line says is traced: 'process 12', 'processes 1, 2 and
+        their children, named nginx, in cgroup /sys/fs/cgroup/x'."""
+        parts = []
+        if self.pids:
+            many = len(self.pids) > 1
+            parts.append(f"process{'es' if many else ''} "
+                         + ", ".join(str(p) for p in self.pids)
+                         + ((" and their descendants" if many else " and its descendants")
+                         if self.follow_children else ""))
+        if self.comms:
+            parts.append("named " + " or ".join(self.comms))
+        if self.cgroups:
+            parts.append(f"in cgroup{'s' if len(self.cgroups) > 1 else ''} "
+                         + " or ".join(self.cgroups))
+        if not parts:
+            return "all processes"
+        if not self.pids:
+            parts[0] = "processes " + parts[0]
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class PidNamespace:
+    dev: int  # the kernel's dev_t of nsfs (MKDEV: major << 20 | minor), as BPF compares
+    ino: int
+
+
+def own_pid_namespace(path: str = "/proc/self/ns/pid") -> PidNamespace | None:
+    """planrunner's pid namespace, or None when it is the init one (BPF's own tgids are
+    then the ones planrunner sees)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_ino == PROC_PID_INIT_INO:
+        return None
+    return PidNamespace((os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino)
+
+
+def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
+                namespace: PidNamespace | None = None) -> list[AttachSite]:
+    """Fill the config slots and scope maps of a loaded program; the extra sites to
+    attach (runtime_helpers.h's exit program, and the fork one for --follow-children)."""
+    me = os.getpid()
+    backend.set_config(ConfigSlot.SELF, me)  # our own events are dropped
+    if namespace is not None:
+        backend.set_config(ConfigSlot.NS_DEV, namespace.dev)
+        backend.set_config(ConfigSlot.NS_INO, namespace.ino)
+    flags = scope.flags()
+    if flags:
+        key = SCOPE_NS_KEY if namespace is not None else 0
+        backend.fill_scope([p | key for p in scope.pids],
+                           [c.encode()[:COMM_LEN - 1] for c in scope.comms],
+                           list(scope.cgroups))
+        if scope.cgroups:
+            backend.set_config(ConfigSlot.CGROUPS, len(scope.cgroups))
+        # One pid alone is filtered at attach for uprobes; tracepoints always need BPF.
+        uprobe_flags = flags & ~ScopeFlag.PIDS if scope.attach_pid else flags
+        if uprobe_flags:
+            backend.set_config(ConfigSlot.SCOPE_UPROBE, int(uprobe_flags))
+        backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
+    return [EXIT_SITE, FORK_SITE] if scope.follow_children else [EXIT_SITE]
+
+
+def register_run(backend: Backend, pin: str = TRACERS_PIN) -> bool:
+    """Add this process to the machine's tracer registry (runtime/tracers.py), before
+    anything is compiled: every run already attached ignores it from now on. Not as a
+    user (`load` says what is missing) nor in another pid namespace, where our
+    init-namespace tgid is unknown: there we still exclude ourselves (SELF) and every
+    registered run. False when MAX_TRACERS runs are registered already."""
+    if os.geteuid() != 0 or own_pid_namespace() is not None:
+        return True
+    me = os.getpid()
+    return backend.register_tracer(pin, me, start_time(me) or 0)
+
+
+def tracer_alive(tgid: int, start: int) -> bool:
+    """A registered tracer is still that process (not dead, not a reused pid)."""
+    now = start_time(tgid)
+    return now is not None and (start == 0 or now == start)
+
+
+def ensure_bpffs(directory: str) -> None:
+    """Mount the BPF filesystem at `directory` (where the tracer registry is pinned)
+    when nothing is mounted there, as systemd does at boot on most distributions."""
+    if _mounted_type(directory) == "bpf":
+        return
+    try:
+        subprocess.run(["mount", "-t", "bpf", "bpf", directory], check=True,
+                       capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BackendUnavailable(
+            f"the BPF filesystem is not mounted at {directory} and mounting it failed "
+            f"({exc})",
+            hints=(f"mount it: `mount -t bpf bpf {directory}`; planrunner pins the "
+                   "registry of running tracers there, so that two runs never trace "
+                   "each other",)) from None
+
+
+def _mounted_type(directory: str) -> str | None:
+    found = None
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 2 and fields[1] == directory:
+                    found = fields[2]  # the last mount there is the visible one
+    except OSError:
+        return None
+    return found
+
+
+__all__ = ["PidNamespace", "Scope", "apply_scope", "ensure_bpffs",
+           "own_pid_namespace", "register_run", "tracer_alive"]
+
+
+def cgroup_key(path: str, mounts: str = "/proc/self/mounts") -> tuple[int, int]:
+    """(cgroup id, depth below the root of its cgroup v2 hierarchy) of the cgroup v2
+    directory `path`: what the program compares with bpf_get_current_ancestor_cgroup_id.
+    A cgroup's id is the inode number of its directory (kernfs)."""
+    real = os.path.realpath(path)
+    with open(mounts, encoding="utf-8", errors="replace") as fh:
+        roots = [parts[1] for parts in (line.split() for line in fh)
+                 if len(parts) >= 3 and parts[2] == "cgroup2"]
+    inside = [r for r in roots if real == r or real.startswith(r.rstrip("/") + "/")]
+    if not inside:
+        raise OSError(0, f"{path} is not in a cgroup v2 hierarchy")
+    root = max(inside, key=len)
+    rel = os.path.relpath(real, root)
+    level = 0 if rel == "." else len(rel.split(os.sep))
+    return os.stat(real).st_ino, level

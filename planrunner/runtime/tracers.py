@@ -1,0 +1,109 @@
+"""The machine's registry of running planrunner processes: a BPF array of one element
+pinned at `RenderedProgram.tracers_pin`, holding MAX_TRACERS slots of (init-namespace
+tgid, start time), which every program's `pr_skip` scans, so that no run records
+another run's events (two system-wide runs of a Python plan would trace each other's
+interpreter). One element scanned in registers costs less per event than a hash lookup
+(BENCHMARKS.md, "Scope filters").
+
+A run registers before it compiles (from then on, a run already attached ignores it),
+creating and pinning the map when it is the first; registrations take a lock file, as
+they rewrite the whole element. Its slot is freed when its process exits, by the exit
+program of any run attached then (`pr_on_exit`): not earlier, since the interpreter
+keeps running Python after the probes are gone, and an attached run would record that.
+A registering run frees the slots of runs that ended while none was attached, or whose
+pid now belongs to another process (start time). The BPF program opens the same pin
+(BPF_TABLE_PINNED in templates/runtime_helpers.h, same layout as here).
+
+Takes libbcc's handle from runtime/bcc_backend.py (which alone imports bcc).
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import errno
+import fcntl
+import os
+from typing import Any
+
+from planrunner.errors import BackendError
+from planrunner.render.model import MAX_TRACERS
+from planrunner.runtime.scope import ensure_bpffs, tracer_alive
+
+BPF_MAP_TYPE_ARRAY = 2
+LOCK = "/run/planrunner/tracers.lock"
+
+
+class TracerTable(ct.Structure):
+    """struct pr_tracer_table (runtime_helpers.h)."""
+
+    _fields_ = [("tgid", ct.c_uint32 * MAX_TRACERS), ("start", ct.c_uint64 * MAX_TRACERS)]
+
+
+class TracerRegistry:
+    def __init__(self, lib: Any, pin: str, lock: str = LOCK) -> None:
+        lib.bcc_create_map.restype = ct.c_int
+        lib.bcc_create_map.argtypes = [ct.c_int, ct.c_char_p, ct.c_int, ct.c_int, ct.c_int,
+                                       ct.c_int]
+        lib.bpf_obj_pin.restype = ct.c_int
+        lib.bpf_obj_pin.argtypes = [ct.c_int, ct.c_char_p]
+        lib.bpf_obj_get.restype = ct.c_int
+        lib.bpf_obj_get.argtypes = [ct.c_char_p]
+        self._lib = lib
+        self._lock = lock
+        self._fd = self._open(pin)
+
+    def _open(self, pin: str) -> int:
+        ensure_bpffs(os.path.dirname(pin))
+        for _attempt in range(3):  # another run may pin it between our get and pin
+            fd = int(self._lib.bpf_obj_get(pin.encode()))
+            if fd >= 0:
+                return fd
+            fd = int(self._lib.bcc_create_map(BPF_MAP_TYPE_ARRAY, b"pr_tracers", 4,
+                                              ct.sizeof(TracerTable), 1, 0))
+            if fd < 0:
+                break
+            if self._lib.bpf_obj_pin(fd, pin.encode()) == 0:
+                return fd
+            err = ct.get_errno()
+            os.close(fd)
+            if err not in (0, errno.EEXIST):
+                break
+        raise BackendError(f"cannot open or create the registry of planrunner runs {pin}",
+                           hints=(f"`ls -l {pin}`; it is a BPF map pinned by the first "
+                                  "run, safe to remove when no run is active",))
+
+    def table(self) -> TracerTable:
+        table = TracerTable()
+        if self._lib.bpf_lookup_elem(self._fd, ct.byref(ct.c_uint32(0)),
+                                     ct.byref(table)) != 0:
+            raise BackendError("cannot read the registry of planrunner runs "
+                               f"({os.strerror(ct.get_errno())})")
+        return table
+
+    def register(self, tgid: int, start: int) -> bool:
+        """Take a slot for `tgid`; False when every slot holds a live run."""
+        os.makedirs(os.path.dirname(self._lock), mode=0o700, exist_ok=True)
+        with open(self._lock, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            table = self.table()
+            free = None
+            for i in range(MAX_TRACERS):
+                pid = table.tgid[i]
+                if pid and (pid == tgid or not tracer_alive(pid, table.start[i])):
+                    table.tgid[i], table.start[i] = 0, 0
+                if not table.tgid[i] and free is None:
+                    free = i
+            if free is None:
+                return False
+            table.tgid[free], table.start[free] = tgid, start
+            if self._lib.bpf_update_elem(self._fd, ct.byref(ct.c_uint32(0)),
+                                         ct.byref(table), 0) != 0:
+                raise BackendError("cannot add this run to the registry of planrunner "
+                                   f"runs ({os.strerror(ct.get_errno())})")
+        return True
+
+    def close(self) -> None:
+        """Close the map; this run's slot stays until its process exits (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,114 @@
+/* planrunner plan: stack-fp -- generated, do not edit */
+/* struct pt_regs only: <linux/sched.h> and <uapi/linux/ptrace.h> doubled clang's time */
+#include <asm/ptrace.h>
+
+/* templates/runtime_helpers.h: included verbatim */
+
+
+#define PR_RINGBUF_PAGES 512
+BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
+
+/* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
+
+/* templates/record_helpers.h: included verbatim */
+
+struct pr_rec_0 {
+    struct pr_hdr h;
+    __u64 f0;
+    __s64 f1;
+    __s64 f2;
+};
+_Static_assert(sizeof(struct pr_rec_0) == 64, "record layout (render/layout.py)");
+
+struct pr_kstacks_val {
+    __u64 ip[8];
+};
+BPF_TABLE("stacktrace", int, struct pr_kstacks_val, pr_kstacks, 4096);
+
+/* frames as (build-id, file offset): see render/stacks.py */
+struct pr_ustacks_val {
+    struct bpf_stack_build_id f[64];
+};
+BPF_F_TABLE("stacktrace", int, struct pr_ustacks_val, pr_ustacks, 4096, BPF_F_STACK_BUILD_ID);
+
+struct pr_agg_1_key {
+    char k0[16];
+    __s64 k1;
+    __u64 k1_pid;
+} __attribute__((aligned(8)));
+
+BPF_PERCPU_HASH(pr_agg_1, struct pr_agg_1_key, __u64, 10240);
+
+BPF_PERCPU_ARRAY(pr_agg_1_lost, __u64, 1);  /* updates refused: map full */
+
+/* probe value */
+struct pr_args_value {
+    __u64 pr_unused;
+    __s64 ustack;
+    __s64 kstack;
+};
+struct pr_scratch_value {
+    struct pr_agg_1_key agg1_key;
+};
+BPF_PERCPU_ARRAY(pr_scratch_value, struct pr_scratch_value, 1);
+
+static __always_inline int pr_body_value(struct pr_args_value *a)
+{
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    __u32 pr_pid = pr_id >> 32;
+    __u32 pr_tid = (__u32)pr_id;
+    __u64 pr_ts = bpf_ktime_get_ns();
+    char pr_comm[16] = {};
+    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    __u32 pr_zero = 0;
+    struct pr_scratch_value *sc = pr_scratch_value.lookup(&pr_zero);
+    if (!sc)
+        return 0;
+    do {
+        do {
+            struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
+            ev->f0 = (__u64)(((__u32)(pr_pid)));
+            ev->f1 = (__s64)((a->ustack));
+            if (ev->f1 < 0 && ev->f1 != -EFAULT) pr_count(PR_STACK_LOST);
+            ev->f2 = (__s64)((a->kstack));
+            if (ev->f2 < 0 && ev->f2 != -EFAULT) pr_count(PR_STACK_LOST);
+            pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
+        } while (0);
+        do {
+            /* output 1: count */
+            struct pr_agg_1_key *pr_k = &sc->agg1_key;
+            __builtin_memset(pr_k, 0, 32);
+            bpf_probe_read_kernel_str(pr_k->k0, 16, (pr_comm));
+            pr_k->k1 = (a->ustack);
+            if (pr_k->k1 < 0 && pr_k->k1 != -EFAULT)
+                pr_count(PR_STACK_LOST);  /* -EFAULT: no such stack here */
+            pr_k->k1_pid = pr_id >> 32;
+            __u64 pr_init = 0;
+            __u64 *pr_v = pr_agg_1.lookup_or_try_init(pr_k, &pr_init);
+            if (!pr_v) {
+                pr_count(PR_LOST_MAPFULL);
+                __u32 pr_lk = 0;
+                __u64 *pr_lost = pr_agg_1_lost.lookup(&pr_lk);
+                if (pr_lost)
+                    *pr_lost += 1;
+                break;
+            }
+            *pr_v += 1;
+        } while (0);
+    } while (0);
+    return 0;
+}
+
+int pr_value_s0(struct pt_regs *ctx)
+{
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+        return 0;
+    struct pr_args_value pr_a = {};
+    pr_a.ustack = pr_ustacks.get_stackid(ctx, BPF_F_USER_STACK);
+    pr_a.kstack = pr_kstacks.get_stackid(ctx, 0);
+    return pr_body_value(&pr_a);
+}
