@@ -171,3 +171,140 @@ def test_counters_config_and_totals_read_without_bcc_agree_with_bcc_tables(
         lost = warm.bpf[lost_map]
         lost[ct.c_int(0)] = lost.Leaf(*per_cpu)
         assert warm.map_total(lost_map) == sum(per_cpu)
+
+
+# --- what main added since the cache was written: sleepable programs, the pinned tracer
+# registry, stacks, perf events, scope maps ---------------------------------------------
+
+def _records(proc_stdout: str) -> list[dict]:
+    return json_records("\n".join(x for x in proc_stdout.split("\n") if x.startswith("{")))
+
+
+def _cold_then_warm(args: list[str], timeout: float = 90) -> tuple[list[dict], list[dict],
+                                                                    str]:
+    cold = run_planrunner(args, timeout=timeout)
+    assert cold.returncode == 0, cold.stderr
+    assert "cache: stored" in cold.stderr, cold.stderr
+    warm = run_planrunner(args, timeout=timeout)
+    assert warm.returncode == 0, warm.stderr
+    assert "cache: hit" in warm.stderr and "cache: stored" not in warm.stderr, warm.stderr
+    return _records(cold.stdout), _records(warm.stdout), warm.stderr
+
+
+def test_sleepable_string_program_warm_reads_the_same_cold_pages(tmp_path, fixtures_built,
+                                                                 cache_dir):
+    """A sleepable program (task-storage scratch, BPF_F_SLEEPABLE) loaded from the cache
+    still reads strings from pages the process never touched: in the kernel, exactly."""
+    from tests.e2e.test_sleepable_strings import EXPECTED, LIMIT, PLAN, _sleepable
+
+    if not _sleepable():
+        pytest.skip("this kernel has no sleepable uprobes")
+    plan = write_plan(tmp_path, PLAN.format(
+        lib=fixtures_built / "libstrs.so", limit=LIMIT,
+        probe="usdt: lib:strs:take\n    args: [{name: k}, {name: s, type: string}]",
+        fields="[k, s]"))
+    cmd = f"{fixtures_built / 'dlopen_strs'} 0 {tmp_path / 'pages'}"
+    cold, warm, _ = _cold_then_warm(["run", plan, "-f", "json", "-c", cmd])
+    assert [r["s"] for r in warm] == [r["s"] for r in cold] == EXPECTED
+    assert not any("reread" in r for r in warm)  # the kernel read them: sleepable
+
+
+def test_stack_program_warm_reports_the_same_frames(tmp_path, tmp_path_factory, cache_dir):
+    """The stack-id maps (BPF_MAP_TYPE_STACK_TRACE, build-id frames) of a cached program,
+    read through bcc's tables built over them after "Tracing"."""
+    from tests.unit.stacks_fixture import CHAIN, missing_toolchain, session_build
+
+    why = missing_toolchain()
+    if why:
+        pytest.skip(why)
+    binary = session_build(tmp_path_factory)["fp_nopie"] / "fx_stack"
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+targets: {{fx: {{binary: {binary}}}}}
+stack: {{unwind: fp}}
+probes: {{inner: {{uprobe: fx:inner}}}}
+outputs:
+  - print: inner
+    fields: [ustack, kstack]
+""")
+    cold, warm, _ = _cold_then_warm(["run", plan, "-f", "json", "-c",
+                                     f"{binary} {tmp_path / 'dump'}"])
+
+    def frames(recs: list[dict]) -> list[tuple[str, str]]:
+        (rec,) = [r for r in recs if "ustack" in r]
+        return [(f["symbol"], os.path.basename(f["module"])) for f in rec["ustack"][:5]]
+
+    assert frames(warm) == frames(cold)
+    assert [s for s, _m in frames(warm)] == CHAIN
+
+
+def test_profile_and_tracepoint_programs_warm(tmp_path, fixtures_built, cache_dir):
+    """A perf-event program (profile) and a tracepoint beside it, from the cache."""
+    plan = write_plan(tmp_path, """
+planrunner: 1
+name: cache-perf
+probes:
+  cpu: {profile: {hz: 99}}
+  exec: {tracepoint: sched:sched_process_exec}
+outputs:
+  - {count: cpu, name: samples}
+  - print: exec
+    fields: [filename]
+""")
+    cmd = "sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec true'"
+    cold, warm, _ = _cold_then_warm(["run", plan, "-f", "json", "-c", cmd])
+    execs = [[r["filename"] for r in recs if r.get("probe") == "exec"] for recs in (cold, warm)]
+    assert execs[0] == execs[1] and execs[1][-1] == "/usr/bin/true", execs
+    for recs in (cold, warm):
+        (samples,) = [r["count"] for r in recs if r.get("output") == "samples"]
+        assert samples > 0  # the shell spun on a CPU: sampled there
+
+
+def test_comm_scope_is_filled_in_a_cached_program(tmp_path, fixtures_built, cache_dir):
+    """--comm fills the scope map of a cached program by raw updates: the same filter."""
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: cache-comm
+targets: {{a: {{binary: {fixtures_built / 'agg'}}}}}
+probes: {{value: {{usdt: a:agg:value}}}}
+outputs:
+  - {{count: value, name: count}}
+""")
+    args = ["run", plan, "-f", "json", "--comm", "agg", "-c",
+            f"{fixtures_built / 'agg'} 1 0 values"]
+    cold, warm, _ = _cold_then_warm(args)
+    assert [r["count"] for r in cold if "count" in r] == [1000]
+    assert [r["count"] for r in warm if "count" in r] == [1000]
+    args[args.index("agg")] = "nosuchcomm"  # another scope, the same cached program
+    other = run_planrunner(args, timeout=90)
+    assert "cache: hit" in other.stderr, other.stderr
+    assert [r["count"] for r in _records(other.stdout) if "count" in r] in ([], [0])
+
+
+def test_a_cached_program_shares_the_pinned_tracer_registry(tmp_path, fixtures_built,
+                                                            cache_dir):
+    """The registry map of a cached load is the one pinned for every run (its map id),
+    never a private copy: a private one would let this run trace other runs."""
+    import io
+
+    from planrunner.pipeline import compile_plan
+    from planrunner.runtime import compile_cache as cc
+    from planrunner.runtime.bcc_backend import BccBackend
+
+    plan, _command = _cases(tmp_path, fixtures_built)[0]
+    _p, _r, program = compile_plan(plan, {})
+    with BccBackend(cache=open_cache_quiet()) as cold:
+        cold.load(program)
+    with BccBackend(cache=cc.open_cache(io.StringIO())) as warm:
+        warm.load(program)
+        assert warm.from_cache
+        assert warm.bpf.loaded.map_def(program.tracers_map).pin == program.tracers_pin
+        assert cc.same_map(warm.bpf.loaded.map_fd(program.tracers_map), program.tracers_pin)
+
+
+def open_cache_quiet():  # noqa: ANN201 - a helper of the test above
+    import io
+
+    from planrunner.runtime.compile_cache import open_cache
+
+    return open_cache(io.StringIO())

@@ -285,3 +285,113 @@ def test_cached_tables_are_bccs_own_classes_with_the_cached_definition() -> None
         bpf["pr_odd"]
     with pytest.raises(KeyError):
         bpf["nope"]
+
+
+def test_the_key_distinguishes_functions_loaded_sleepable() -> None:
+    """The same C loaded with BPF_F_SLEEPABLE or without is another entry."""
+    base: dict[str, Any] = dict(c_source="int x;", cflags=["-DPR_SLEEPABLE"], kernel="k",
+                                bcc="b", version="v")
+    plain = cc.cache_key(**base)
+    one = cc.cache_key(**base, sleepable=["pr_probe_0"])
+    assert len({plain, one, cc.cache_key(**base, sleepable=["pr_probe_1"])}) == 3
+    assert cc.cache_key(**base, sleepable=["b", "a"]) == cc.cache_key(**base,
+                                                                     sleepable=["a", "b"])
+
+
+def test_a_pinned_map_round_trips_as_its_pin(tmp_path: Path) -> None:
+    c, _err = cache(tmp_path)
+    base = program()
+    pinned = cc.MapDef("pr_tracers", 2, 4, 192, 1, 0, '"int"', '"x"',
+                       "/sys/fs/bpf/planrunner_tracers")
+    prog = cc.CompiledProgram(base.license, base.kern_version, (*base.maps, pinned),
+                              base.funcs)
+    c.put("k" * 64, prog)
+    got = c.get("k" * 64)
+    assert got == prog and got.maps[2].pin == "/sys/fs/bpf/planrunner_tracers"
+    assert got.maps[0].pin == ""
+
+
+def test_storage_btf_is_an_int_key_and_a_value_of_the_maps_size() -> None:
+    blob = cc.storage_btf(40)
+    magic, version, _flags, hdr, type_off, type_len, str_off, str_len = \
+        struct.unpack_from("<HBBIIIII", blob)
+    assert (magic, version, hdr, type_off) == (0xEB9F, 1, 24, 0)
+    assert len(blob) == hdr + type_len + str_len and str_off == type_len
+    strings = blob[hdr + str_off:]
+    types = blob[hdr:hdr + type_len]
+    name_off, info, size = struct.unpack_from("<III", types, 0)
+    assert strings[name_off:].split(b"\0")[0] == b"int" and info >> 24 == 1 and size == 4
+    # [3], the value: an array of 40 of [2] (char) indexed by [1]
+    name_off, info, _zero = struct.unpack_from("<III", types, 32)
+    assert info >> 24 == 3 and struct.unpack_from("<III", types, 44) == (2, 1, 40)
+
+
+class _ModLib:
+    """libbcc's module introspection over two maps and one function."""
+
+    def __init__(self, types: dict[int, int]) -> None:
+        self.types = types  # fd -> map type
+
+    def bpf_num_tables(self, _mod: object) -> int:
+        return len(self.types)
+
+    def bpf_table_name(self, _mod: object, i: int) -> bytes:
+        return f"m{i}".encode()
+
+    def bpf_table_fd_id(self, _mod: object, i: int) -> int:
+        return list(self.types)[i]
+
+    def bpf_table_key_desc_id(self, _mod: object, _i: int) -> bytes:
+        return b'"int"'
+
+    bpf_table_leaf_desc_id = bpf_table_key_desc_id
+
+    def bpf_num_functions(self, _mod: object) -> int:
+        return 0
+
+    def bpf_module_license(self, _mod: object) -> bytes:
+        return b"GPL"
+
+    def bpf_module_kern_version(self, _mod: object) -> int:
+        return 0
+
+
+@pytest.mark.parametrize(("mtype", "stored"), [(1, True), (7, True), (29, True),
+                                                (12, False), (25, False), (8, True)])
+def test_only_maps_the_cached_path_can_create_and_read_are_stored(
+        monkeypatch: pytest.MonkeyPatch, mtype: int, stored: bool) -> None:
+    """Hash, stack trace, task storage (created with storage_btf): stored; map-in-map
+    or another kind the cached path cannot create or read back: not stored at all."""
+    from planrunner.runtime import bcc_backend
+
+    types = {10: 2, 11: mtype}
+    monkeypatch.setattr(bcc_backend, "_module_lib", lambda: _ModLib(types))
+    monkeypatch.setattr(cc, "map_info", lambda fd: (types[fd], 4, 8, 16, 0))
+
+    class Bpf:
+        module = object()
+
+    if stored:
+        prog = bcc_backend._capture(Bpf(), {})
+        assert [m.map_type for m in prog.maps] == [2, mtype]
+    else:
+        with pytest.raises(cc.Uncacheable, match=f"type {mtype}"):
+            bcc_backend._capture(Bpf(), {})
+
+
+def test_a_map_named_as_pinned_that_is_not_the_pinned_one_is_not_stored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from planrunner.runtime import bcc_backend
+
+    types = {10: 2}
+    monkeypatch.setattr(bcc_backend, "_module_lib", lambda: _ModLib(types))
+    monkeypatch.setattr(cc, "map_info", lambda fd: (types[fd], 4, 8, 16, 0))
+    monkeypatch.setattr(cc, "same_map", lambda fd, pin: False)
+
+    class Bpf:
+        module = object()
+
+    with pytest.raises(cc.Uncacheable, match="not the one pinned"):
+        bcc_backend._capture(Bpf(), {"m0": "/sys/fs/bpf/x"})
+    monkeypatch.setattr(cc, "same_map", lambda fd, pin: True)
+    assert bcc_backend._capture(Bpf(), {"m0": "/sys/fs/bpf/x"}).maps[0].pin == "/sys/fs/bpf/x"
