@@ -43,19 +43,22 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 BREAKDOWN = r"""
 import io, sys, time
 t0 = time.perf_counter()
-from planrunner.pipeline import compile_plan
+from planrunner.cli import build_parser
+from planrunner.commands import run as run_cmd
 from planrunner.runtime.attach import distinct_sites
 from planrunner.runtime.bcc_backend import BccBackend
 from planrunner.runtime.compile_cache import open_cache
 from planrunner.runtime.session import run_session  # noqa: F401 - what `run` imports
 from planrunner.output.destination import open_view  # noqa: F401
 t1 = time.perf_counter()
-_p, _r, prog = compile_plan(sys.argv[1], {}, int(sys.argv[2]), None)
+args = build_parser("run").parse_args(["run", sys.argv[1], "--pid", sys.argv[2]])
+cache = open_cache(io.StringIO())
+compiled = run_cmd._compiled(args, io.StringIO(), cache, int(sys.argv[2]), True)
 t2 = time.perf_counter()
-b = BccBackend(cache=open_cache(io.StringIO()))
-b.load(prog)
+b = BccBackend(cache=cache)
+b.load(compiled.program)
 t3 = time.perf_counter()
-for s in distinct_sites(prog.sites):
+for s in distinct_sites(compiled.program.sites):
     b.attach(s, int(sys.argv[2]), True)
 t4 = time.perf_counter()
 b.close()
@@ -180,8 +183,8 @@ def main() -> int:
         print(f"| {name} | {med(xs)} | {m / bt:.2f}x | {m / tr:.2f}x | {med(cpus[name])} "
               f"| {c / cbt:.2f}x | {c / ctr:.2f}x |")
     print("\nWhere a planrunner run's time goes (s, medians; in-process, fresh process each):\n")
-    print("| run | python start | imports | load+resolve+render | backend load | attach | "
-          "from cache |")
+    print("| run | python start | imports | plan (run cache, else load+resolve+render) "
+          "| backend load | attach | from cache |")
     print("|---|---|---|---|---|---|---|")
     for kind, rows in breakdown.items():
         if rows:

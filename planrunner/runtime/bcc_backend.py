@@ -16,7 +16,6 @@ Imports render/model.py, errors.py and runtime/ modules; nothing of plan/ or res
 from __future__ import annotations
 
 import ctypes as ct
-import inspect
 import json
 import os
 import struct
@@ -109,6 +108,8 @@ def _loads_for_links(bcc: Any) -> bool:
     """This bcc can load a program for uprobe_multi links (`load_func(attach_type=)`);
     an older one cannot, and its uprobes go through perf events like a kernel without
     links."""
+    import inspect  # noqa: PLC0415 - with bcc only: a cached run imports neither
+
     try:
         return "attach_type" in inspect.signature(bcc.BPF.load_func).parameters
     except (TypeError, ValueError):

@@ -70,7 +70,7 @@ from planrunner.runtime.uprobe_links import bpf_syscall
 FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
 MAGIC = b"PRCACHE\0"
 _HEADER = struct.Struct("<8sI32s")  # magic, format version, sha256 of the body
-MAX_ENTRIES = 64  # entries kept; the oldest (by last use) go first
+MAX_ENTRIES = 128  # entries kept (programs and runs); the oldest (by last use) go first
 DIR_ENV = "PLANRUNNER_CACHE_DIR"
 LOG_ENV = "PLANRUNNER_CACHE_LOG"
 
@@ -368,15 +368,15 @@ class ProgramCache:
             return False
         return True
 
-    def get(self, key: str) -> CompiledProgram | None:
-        path = self.path(key)
+    def read_entry(self, name: str) -> bytes | None:
+        """The bytes of entry `name` when it is a private file of this user in a private
+        directory; None when absent or not to be trusted (said on stderr)."""
+        path = self.dir / name
         if not self._usable_dir(create=False):
-            self.note(f"miss {key[:16]} (no cache directory)")
             return None
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
-            self.note(f"miss {key[:16]}")
             return None
         except OSError as exc:
             self.warn(f"cannot read the cache entry {path}: {exc.strerror}; compiling")
@@ -392,50 +392,65 @@ class ProgramCache:
         finally:
             os.close(fd)
         try:
-            program = decode(key, blob)
-        except ValueError as exc:
-            self.discard(key, f"is corrupt ({exc})")
-            return None
-        try:
             os.utime(path)  # last use, for pruning
         except OSError:
             pass
-        self.note(f"hit {key[:16]} ({path})")
-        return program
+        return blob
 
-    def put(self, key: str, program: CompiledProgram) -> None:
+    def write_entry(self, name: str, data: bytes) -> None:
         if not self._usable_dir(create=True):
             return
         import tempfile  # noqa: PLC0415 - cold runs only (warm ones skip its 1.6 ms import)
 
-        data = encode(key, program)
         try:
-            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".bpf")  # 0600
+            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".part")  # 0600
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
-                os.replace(tmp, self.path(key))
+                os.replace(tmp, self.dir / name)
             except BaseException:
                 os.unlink(tmp)
                 raise
         except OSError as exc:
             self.warn(f"cannot write the program cache {self.dir}: {exc.strerror}")
             return
-        self.note(f"stored {key[:16]} ({len(data)} bytes)")
+        self.note(f"stored {name[:16]} ({len(data)} bytes)")
         self._prune()
 
-    def discard(self, key: str, why: str) -> None:
-        path = self.path(key)
-        self.warn(f"compiled-program cache entry {path} {why}; removed, compiling again")
+    def get(self, key: str) -> CompiledProgram | None:
+        blob = self.read_entry(f"{key}.bpf")
+        if blob is None:
+            self.note(f"miss {key[:16]}")
+            return None
         try:
-            os.unlink(path)
+            program = decode(key, blob)
+        except ValueError as exc:
+            self.discard(key, f"is corrupt ({exc})")
+            return None
+        self.note(f"hit {key[:16]} ({self.path(key)})")
+        return program
+
+    def put(self, key: str, program: CompiledProgram) -> None:
+        self.write_entry(f"{key}.bpf", encode(key, program))
+
+    def discard(self, key: str, why: str) -> None:
+        self.discard_entry(f"{key}.bpf", why)
+
+    def discard_entry(self, name: str, why: str) -> None:
+        self.warn(f"compiled-program cache entry {self.dir / name} {why}; removed, "
+                  "compiling again")
+        self.remove_entry(name)
+
+    def remove_entry(self, name: str) -> None:
+        try:
+            os.unlink(self.dir / name)
         except OSError:
             pass
 
     def _prune(self) -> None:
         try:
             entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(self.dir)
-                       if e.name.endswith(".bpf") and not e.name.startswith(".")]
+                       if e.name.endswith((".bpf", ".run")) and not e.name.startswith(".")]
         except OSError:
             return
         entries.sort()

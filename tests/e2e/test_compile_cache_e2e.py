@@ -308,3 +308,56 @@ def open_cache_quiet():  # noqa: ANN201 - a helper of the test above
     from planrunner.runtime.compile_cache import open_cache
 
     return open_cache(io.StringIO())
+
+
+# --- the run cache (planrunner/run_cache.py): load/resolve/render skipped ------------------
+
+def test_a_warm_run_skips_the_compile_and_reports_the_same(tmp_path, fixtures_built,
+                                                           cache_dir):
+    """The second run takes both levels (run, then program) and prints the same records;
+    what resolve warned is replayed verbatim."""
+    for plan, command in _cases(tmp_path, fixtures_built):
+        cold, err = _run(plan, command)
+        assert "cache: run miss" in err and "run hit" not in err, err
+        warm, werr = _run(plan, command)
+        assert "cache: run hit" in werr and "cache: hit" in werr, werr
+        assert warm == cold
+
+        def warnings(text: str) -> list[str]:
+            return [x for x in text.splitlines() if "warning" in x and "cache" not in x]
+
+        assert warnings(werr) == warnings(err)
+    assert len(list(cache_dir.glob("*.run"))) == 3
+    assert all((e.stat().st_mode & 0o777) == 0o600 for e in cache_dir.iterdir())
+
+
+def test_a_changed_target_binary_is_never_served_from_the_run_cache(tmp_path, fixtures_built,
+                                                                    cache_dir):
+    """The plan's target is rebuilt between runs (PIE, then non-PIE: the probe moves):
+    the entry is stale, the run resolves again and traces the new binary's probe."""
+    import shutil
+
+    from tests.e2e.executor_helpers import simple_plan
+
+    (tmp_path / "t").mkdir()
+    target = tmp_path / "t" / "simple"
+    shutil.copy(fixtures_built / "simple_pie", target)
+    plan = simple_plan(tmp_path, target)
+    first, err = _run(plan, f"{target} 3")
+    assert "run miss" in err, err
+    again, err = _run(plan, f"{target} 3")
+    assert "run hit" in err and again == first, err
+    shutil.copy(fixtures_built / "simple_nopie", tmp_path / "t" / "new")
+    os.replace(tmp_path / "t" / "new", target)  # as an install does: another file
+    rebuilt, err = _run(plan, f"{target} 3")
+    assert "run hit" not in err and "run stale" in err, err
+    assert rebuilt == first and len(rebuilt) == 3  # the new binary's probes, all traced
+    _again, err = _run(plan, f"{target} 3")
+    assert "run hit" in err, err
+
+
+def test_no_cache_skips_the_run_cache_too(tmp_path, fixtures_built, cache_dir):
+    plan, command = _cases(tmp_path, fixtures_built)[0]
+    _run(plan, command)
+    _out, err = _run(plan, command, "--no-cache")
+    assert "cache:" not in err, err
