@@ -19,21 +19,29 @@ BENCHMARKS.md "Issue 17 (round two)"): the backend's load of the bench plan fall
   launch -> attached (~40 ms). Raw syscalls cost a few ms in all. bcc is imported only
   later, if ever: runtime/bcc_backend.py builds bcc table objects over the cached maps'
   fds when an aggregation is first read, after "Tracing".
-- Maps are created without BTF. bcc attaches BTF to maps for pretty printing only; no
-  map planrunner renders holds a field that needs BTF (spin locks, timers, kptrs),
-  and the kernel refuses a program that uses one on a map without BTF, so such a
-  program would fail its cached load and be recompiled (below), never run wrong.
+- Maps are created without BTF, but for task storage (the scratch of sleepable probes),
+  which the kernel creates only with BTF of an int key: `storage_btf` is that, with a
+  value of the map's size. bcc attaches BTF to other maps for pretty printing only; no
+  map planrunner renders holds a field that needs BTF (spin locks, timers, kptrs), and
+  the kernel refuses a program that uses one on a map without BTF, so such a program
+  would fail its cached load and be recompiled (below), never run wrong.
+- A pinned map (BPF_TABLE_PINNED: the registry of planrunner runs, runtime/tracers.py)
+  is stored as its pin and opened there (BPF_OBJ_GET) by a cached load, as bcc does,
+  checked to be the same kind of map; never created, so that every run shares it.
+- Functions loaded BPF_F_SLEEPABLE (runtime/progload.py) are loaded with that flag
+  from the cache too, and the key names them.
 - Only programs whose ld_imm64 are plain map fds (BPF_PSEUDO_MAP_FD) are stored; one
   with anything else (map values of global data, BTF ids), or with a map the cached
-  path cannot read back (map-in-map, ...: runtime/bcc_backend.py), is not cached.
+  path cannot create or read back (map-in-map, ...: runtime/bcc_backend.py), is not.
 
 Safety:
 - The key is a SHA-256 of the rendered C, the cflags (BTF constants of the running
-  kernel are among them), the kernel release and build, the kernel headers bcc used,
-  bcc's version and install, the planrunner version and this file's format: a change of
-  plan, params, kernel or bcc never loads a stale program, nor does a new target
-  build (what of it the program reads, USDT operands and struct offsets, is in the C;
-  attach offsets are resolved afresh every run and never cached).
+  kernel are among them), the functions loaded sleepable, the kernel release and build,
+  the kernel headers bcc used, bcc's version and install, the planrunner version and
+  this file's format: a change of plan, params, kernel or bcc never loads a stale
+  program, nor does a new target build (what of it the program reads, USDT operands and
+  struct offsets, is in the C; attach offsets come from resolve, or from the run cache,
+  planrunner/run_cache.py, which checks each target binary's identity first).
 - Entries live in $PLANRUNNER_CACHE_DIR, else $XDG_CACHE_HOME/planrunner/programs
   (when that directory is the user's), else ~/.cache/planrunner/programs with ~ the
   effective user's home (root's is /root, even under a sudo that kept $HOME);
@@ -43,7 +51,9 @@ Safety:
 - Each file carries a magic, a format version and a SHA-256 of its body: a truncated,
   flipped or foreign entry is reported on stderr, removed and rebuilt by the compile.
 - A cached program the kernel refuses (map or program load) is dropped the same way.
-- `planrunner run --no-cache` neither reads nor writes it.
+- `planrunner run --no-cache` neither reads nor writes it. The run cache
+  (planrunner/run_cache.py) keeps its entries in the same directory (`ProgramCache`'s
+  read_entry/write_entry: the same checks).
 Set PLANRUNNER_CACHE_LOG=1 to see hits, misses and stores on stderr.
 
 Pure stdlib and raw bpf() syscalls (runtime/uprobe_links.py); no bcc.
