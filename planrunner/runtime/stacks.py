@@ -128,6 +128,16 @@ class StackResolver:
         self._modules: dict[str, tuple[Mapping, tuple[tuple[int, int, int], ...]]] = {}
         self.lost = 0  # stacks that could not be shown (not captured, or unwound)
 
+    def prepare(self) -> None:
+        """Import and build the unwinders and symbolizers now, before attaching: done
+        at the first record, it took long enough under load for a short-lived process
+        to exit before its maps were read."""
+        from planrunner.stacks.capture import parse_ustack_record  # noqa: F401
+        from planrunner.stacks.demangle import demangle  # noqa: F401
+        from planrunner.stacks.unwind import unwind  # noqa: F401
+
+        _ = self.registry, self.symbolizer
+
     @property
     def registry(self) -> ProcessRegistry:
         if self._registry is None:
