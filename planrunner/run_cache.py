@@ -8,8 +8,9 @@ before the backend, which on a warm run was most of the time left (BENCHMARKS.md
 
 Key (SHA-256, length-prefixed parts): this file's format, the planrunner version, the
 plan's path and bytes, the raw `--set` values, the --pid / -c values, the current
-directory, the whole environment but the cache's own variables (preflight warnings
-read it, PATH finds binaries),
+directory, the whole environment but the cache's own variables and those a shell or
+sudo sets per command line (`_`, SUDO_COMMAND, OLDPWD) (preflight warnings read it,
+PATH finds binaries),
 the effective uid, the kernel (uname) and whether stderr is a terminal.
 
 An entry also records every input the compile read, seen by an audit hook
@@ -56,8 +57,12 @@ FORMAT_VERSION = 1
 MAGIC = b"PRRUN\0\0\0"
 _HEADER = struct.Struct("<8sI32s")
 SUFFIX = ".run"
-# variables that change where the cache is and what it logs, never what a compile makes
-_NOT_INPUTS = frozenset({"PLANRUNNER_CACHE_DIR", "PLANRUNNER_CACHE_LOG"})
+# variables that change where the cache is and what it logs, never what a compile makes,
+# and those a shell or sudo sets per command line (`_`: the program just run, by the
+# path it was typed as; SUDO_COMMAND: the whole command line; OLDPWD): keyed, they
+# would make runs that differ only in -d or in how planrunner was typed miss
+_NOT_INPUTS = frozenset({"PLANRUNNER_CACHE_DIR", "PLANRUNNER_CACHE_LOG", "_",
+                         "SUDO_COMMAND", "OLDPWD"})
 _EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 # events after which a compile's inputs cannot be named: never stored
 _UNKEYABLE = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",

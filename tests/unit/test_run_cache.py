@@ -37,7 +37,9 @@ def test_the_key_changes_with_every_input_of_a_run() -> None:
 
 
 def test_the_caches_own_variables_are_not_inputs() -> None:
-    env = {**BASE["environ"], "PLANRUNNER_CACHE_LOG": "1", "PLANRUNNER_CACHE_DIR": "/x"}
+    env = {**BASE["environ"], "PLANRUNNER_CACHE_LOG": "1", "PLANRUNNER_CACHE_DIR": "/x",
+           "_": "/usr/bin/sudo", "SUDO_COMMAND": "/usr/bin/planrunner run p -d 5s",
+           "OLDPWD": "/"}
     assert rc.run_key(**{**BASE, "environ": env}) == rc.run_key(**BASE)
 
 
