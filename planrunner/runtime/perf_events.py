@@ -23,6 +23,7 @@ PERF_FLAG_FD_CLOEXEC = 1 << 3
 PERF_ATTR_SIZE = 128  # PERF_ATTR_SIZE_VER7; the fields after wakeup_events stay zero
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401
 PERF_EVENT_IOC_SET_BPF = 0x40042408  # _IOW('$', 8, __u32)
+DEFAULT_TRACEFS = "/sys/kernel/tracing"
 _SYS_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
 
 _libc = ct.CDLL(None, use_errno=True)
@@ -40,6 +41,12 @@ def _tracefs() -> str | None:
 
 def tracepoint_id(category: str, event: str) -> int:
     """The event's id in tracefs; OSError when there is none."""
+    try:  # where tracefs is mounted nearly everywhere, before reading /proc/mounts
+        with open(os.path.join(DEFAULT_TRACEFS, "events", category, event, "id"),
+                  encoding="ascii") as fh:
+            return int(fh.read())
+    except OSError:
+        pass
     root = _tracefs()
     if root is None:
         raise OSError(errno.ENOENT, "tracefs is not mounted")

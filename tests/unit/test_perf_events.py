@@ -21,6 +21,7 @@ def test_the_attr_of_a_tracepoint_is_libbccs() -> None:
 
 
 def test_a_missing_event_is_an_errno(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setattr(perf_events, "DEFAULT_TRACEFS", str(tmp_path / "none"))
     monkeypatch.setattr(perf_events, "_tracefs", lambda: str(tmp_path))
     assert perf_events.attach_tracepoint(3, "nosuch", "event") == (-1, errno.ENOENT)
     monkeypatch.setattr(perf_events, "_tracefs", lambda: None)
