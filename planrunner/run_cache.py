@@ -19,7 +19,8 @@ An entry also records every input the compile read, seen by an audit hook
   bytes are in the key, read again by every run): device, inode,
   size, mtime and ctime (a rebuilt or replaced binary is another file);
 - under /proc and /sys (a --pid target's cmdline and environ, tracefs formats): the
-  bytes read again and compared by hash (/proc/PID/stat: the process's start time);
+  bytes read again and compared by hash (/proc/PID/stat: the process's start time,
+  recorded for every process whose /proc files were read: a pid reused is a miss);
 - a directory listed outside the import system: its sorted names;
 - the directory of each file opened, and each $PATH directory: its mtime (a binary or
   library installed beside or before the one found is another resolution).
@@ -222,6 +223,8 @@ class InputRecorder:
             parts = path.split("/")
             if _is_proc_pid(parts) and len(parts) > 3 and parts[3] in ("mem", "pagemap"):
                 raise Uncacheable(f"the compile read process memory ({path})")
+            if _is_proc_pid(parts):  # the same process, not one that reuses its pid
+                deps[("content", "/".join(parts[:3] + ["stat"]))] = None
             if parts[1] in ("proc", "sys") and not (
                     _is_proc_pid(parts) and len(parts) > 3 and parts[3] in ("root", "exe",
                                                                              "map_files")):

@@ -70,9 +70,10 @@ def test_an_entry_is_served_while_its_inputs_are_unchanged(tmp_path: Path, cache
     (tmp_path / "t").mkdir()  # not beside the cache directory, which store() creates
     target = tmp_path / "t" / "bin"
     target.write_bytes(b"\x7fELF one")
-    rec = _record([str(target), "/proc/self/cmdline"])
+    rec = _record([str(target), f"/proc/{os.getpid()}/cmdline"])
     paths = {p for _k, p, _f in rec.inputs()}
     assert str(target) in paths and str(tmp_path / "t") in paths
+    assert f"/proc/{os.getpid()}/stat" in paths  # the process's identity beside it
     key = rc.run_key(**BASE)
     rc.store(c, key, rec, _run())
     entry = tmp_path / "cache" / f"{key}.run"
