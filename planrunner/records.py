@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from planrunner.stacks.frame import Frame
@@ -309,6 +308,8 @@ def lhist_buckets(counts: Mapping[int, int] | Sequence[int], lo: int, hi: int,
 def iso_utc_ns(unix_ns: int) -> str:
     """`"2026-12-03T02:41:07.123456Z"` from nanoseconds since the epoch (truncated to µs)."""
     secs, ns = divmod(unix_ns, 1_000_000_000)
+    from datetime import UTC, datetime  # noqa: PLC0415 - at the first timestamp shown
+
     base = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{base}.{ns // 1000:06d}Z"
 

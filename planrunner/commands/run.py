@@ -16,7 +16,9 @@ from planrunner.commands.common import add_plan_parser, overrides, plan_path, pr
 from planrunner.errors import UsageError
 
 if TYPE_CHECKING:
+    from planrunner.run_cache import CompiledRun
     from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.compile_cache import ProgramCache
     from planrunner.runtime.scope import Scope
 
 
@@ -43,6 +45,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     parser.add_argument("--follow-children", action="store_true",
                         help="with -c or --pid: also trace the processes they start "
                              "(and theirs), from their fork on")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile the BPF program even if this plan was compiled before "
+                             "(the cache of compiled programs is neither read nor written)")
     parser.set_defaults(func=run)
 
 
@@ -51,11 +56,11 @@ def parse_seconds(text: str | None) -> float | None:
         return None
     import math
 
-    from planrunner.plan.params import parse_duration
-
     try:
         seconds = float(text)
     except ValueError:
+        from planrunner.plan.params import parse_duration  # not for a bare number
+
         try:
             seconds = parse_duration(text) / 1e9
         except ValueError as exc:
@@ -72,6 +77,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.commands.scope_args import first_pid, scope_from_args
     from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.compile_cache import open_cache
     from planrunner.runtime.scope import register_run
 
     if args.pid and args.command:
@@ -87,60 +93,103 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         from planrunner.prometheus.config import parse_address
 
         address = parse_address(args.prometheus)
-    backend = BccBackend()
+    cache = open_cache(stderr, not args.no_cache)
+    backend = BccBackend(cache=cache)
     try:  # the session closes the backend; this is for an error before it starts
         if not register_run(backend):  # first: runs attached already ignore us from now
             stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
                          "may record this one's events\n")
-        return _run(args, stdout, stderr, backend, scope, pid, command, duration, address)
+        compiled = _compiled(args, stderr, cache, pid, address is None)
+        return _run(args, stdout, stderr, backend, scope, pid, command, duration, address,
+                    compiled)
     finally:
         backend.close()
 
 
+def _compiled(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | None,
+              pid: int | None, cacheable: bool) -> CompiledRun:
+    """load -> resolve -> render, or what a run of the same plan with the same inputs
+    computed before (planrunner/run_cache.py: the key and what is checked)."""
+    from planrunner import run_cache
+
+    path = plan_path(args.plan)
+    key = None
+    if cache is not None and cacheable:  # --prometheus: needs the plan itself
+        try:
+            with open(path, "rb") as fh:
+                plan_bytes = fh.read()
+        except OSError:
+            plan_bytes = None  # compile_plan says what is wrong
+        if plan_bytes is not None:
+            key = run_cache.run_key(path, plan_bytes, args.overrides or [],
+                                    [pid] if pid else [], args.command, stderr.isatty())
+            hit = run_cache.lookup(cache, key)
+            if hit is not None:
+                stderr.write(hit.warnings)
+                return hit
+    import io
+
+    from planrunner.pipeline import compile_plan
+
+    recorder = run_cache.InputRecorder.get() if key is not None else None
+    warnings = io.StringIO()
+    command = shlex.split(args.command) if args.command else None
+    if recorder is not None:
+        with recorder.recording():
+            plan, resolved, program = compile_plan(path, overrides(args), pid, command)
+            print_diagnostics(resolved.warnings, warnings)
+    else:
+        plan, resolved, program = compile_plan(path, overrides(args), pid, command)
+        print_diagnostics(resolved.warnings, warnings)
+    stderr.write(warnings.getvalue())
+    # One file per output for CSV with several outputs; aggregations in plan order.
+    # An output a table joins prints only in the table.
+    joined = plan.joined()
+    shown = sorted([(o.index, o.name) for o in plan.outputs if o.name not in joined]
+                   + [(t.index, t.name) for t in plan.tables])
+    run = run_cache.CompiledRun(program, warnings.getvalue(), tuple(n for _, n in shown),
+                                bool(plan.tables), plan.name, plan.description)
+    if recorder is not None and cache is not None and key is not None:
+        run_cache.store(cache, key, recorder, run, keyed=[path])
+    return run
+
+
 def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccBackend,
          scope: Scope, pid: int | None, command: list[str] | None, duration: float | None,
-         address: tuple[str, int] | None) -> int:
+         address: tuple[str, int] | None, compiled: CompiledRun) -> int:
     from planrunner.output.base import LiveView
     from planrunner.output.destination import open_view
-    from planrunner.pipeline import compile_plan
     from planrunner.records import PrintSchema
     from planrunner.runtime.session import RunOptions, run_session
 
-    _plan, resolved, program = compile_plan(plan_path(args.plan), overrides(args), pid,
-                                            command)
-    print_diagnostics(resolved.warnings, stderr)
+    program = compiled.program
     live: list[LiveView] = []
     if address is not None:
         from planrunner.prometheus import PrometheusView
         from planrunner.prometheus.config import exporter_config
 
-        prom = exporter_config(address, _plan.name, _plan.description, program)
+        prom = exporter_config(address, compiled.plan_name, compiled.description, program)
         live.append(PrometheusView(prom, stderr))
     schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format,
                            tuple(f.key for f in p.layout.fields
                                  if f.kind in ("stack", "ucopy")))
                for p in program.prints]
-    # One file per output for CSV with several outputs; aggregations in plan order.
-    # An output a table joins prints only in the table.
-    joined = _plan.joined()
-    shown = sorted([(o.index, o.name) for o in _plan.outputs if o.name not in joined]
-                   + [(t.index, t.name) for t in _plan.tables])
     # A terminal gets one table redrawn in place; a pipe or a file plain intervals (and
     # so do plans with print records: they scroll, the live table is redrawn over them).
-    live_table = (args.format == "text" and args.output in (None, "-") and bool(_plan.tables)
+    live_table = (args.format == "text" and args.output in (None, "-") and compiled.has_tables
                   and not program.prints and stdout.isatty())
     options: dict[str, object] = {}
     held = _held_stderr(stderr) if live_table else None
     if held is not None:  # what the session reports while the table is up comes after it
         options = {"live": True, "held_stderr": held}
         stderr = held
-    view = open_view(args.format, args.output, stdout, schemas, [n for _, n in shown],
+    view = open_view(args.format, args.output, stdout, schemas, list(compiled.shown),
                      stderr, **options)
     try:
         if args.flamegraph:
             from planrunner.output.folded import FlameGraphTap
 
-            view = FlameGraphTap(view, args.flamegraph, _plan.name)
+            view = FlameGraphTap(view, args.flamegraph, compiled.plan_name)
         opts = RunOptions(pid if len(scope.pids) == 1 else None, command, duration,
                           args.max_events, scope)
         return run_session(program, opts, view, stderr, backend, live)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from planrunner.elf.reader import is_elf
 from planrunner.errors import ResolveError
 
 _DELETED = " (deleted)"
@@ -68,6 +67,8 @@ def read_maps(pid: int) -> tuple[MappedObject, ...]:
 
 def executable_objects(pid: int) -> tuple[str, ...]:
     """Host-readable paths of the ELF files mapped executable in `pid`, deduplicated."""
+    from planrunner.elf.reader import is_elf  # noqa: PLC0415 - resolve's, not the session's
+
     prefix = host_prefix(pid)
     seen: set[str] = set()
     out: list[str] = []

@@ -5,7 +5,8 @@
 - `PerfUprobes`: uprobes as perf events through libbcc's C `bpf_attach_uprobe` with its
   full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares only
   six arguments, so every attach through it passes a garbage seventh (bcc#5236).
-- `Tracepoints`: tracepoints as perf events (libbcc's `bpf_attach_tracepoint`).
+- `Tracepoints`: tracepoints as perf events (runtime/perf_events.py, raw syscalls: what
+  libbcc's `bpf_attach_tracepoint` does).
 - `PerfEvents`: profile and interval probes as software cpu-clock perf events
   (libbcc's `bpf_attach_perf_event`), one per online CPU or one on CPU 0.
 
@@ -30,6 +31,7 @@ from typing import Literal, Protocol
 from planrunner.errors import BackendError, ResolveError
 from planrunner.render.model import AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
+from planrunner.runtime.perf_events import attach_tracepoint, close_event
 from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, close_all, create_link
 
 BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
@@ -157,19 +159,29 @@ class _PerfEventFds:
         close_all(fds, close=self._lib.close_perf_event_fd)
 
 
-class Tracepoints(_PerfEventFds):
+class Tracepoints:
+    """Tracepoints as perf events by raw syscalls (runtime/perf_events.py: every run
+    attaches one, and libbcc's dlopen would cost a warm run more than all else)."""
+
     prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "tracepoint"
     attach_type: int | None = None
+
+    def __init__(self) -> None:
+        self._attached: list[int] = []
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
         # a tracepoint is system-wide: pids are filtered in the program
         # (ConfigSlot.SCOPE_TRACEPOINT)
-        pfd = self._lib.attach_tracepoint(prog_fd, site.category.encode(),
-                                          site.event.encode())
+        pfd, err = attach_tracepoint(prog_fd, site.category, site.event)
         if pfd < 0:
-            raise attach_error(site, ct.get_errno())
+            raise attach_error(site, err)
         self._attached.append(pfd)
+
+    def detach_all(self) -> None:
+        # Each close waits for an RCU grace period (~0.1 s): in parallel, they overlap.
+        fds, self._attached = self._attached, []
+        close_all(fds, close=close_event)
 
 
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0

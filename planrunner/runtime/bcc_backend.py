@@ -5,17 +5,24 @@ Compiles the rendered C with bcc, loads each site's function for its attach stra
 by runtime/ringbuf.py where the kernel allows, else bcc's callback), maps and counters.
 bcc objects are `Any` here and nowhere else.
 
+A program compiled before is loaded from the compiled-program cache
+(runtime/compile_cache.py) without clang and without importing bcc: `_CachedBPF` stands
+where bcc's BPF object would, and builds bcc's table objects over the cached maps only
+when an aggregation is read, after attaching. `_capture` is the bcc side of storing one.
+
 Imports render/model.py, errors.py and runtime/ modules; nothing of plan/ or resolve/.
 """
 
 from __future__ import annotations
 
 import ctypes as ct
-import inspect
+import json
 import os
+import struct
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from planrunner.errors import BackendError, BackendUnavailable
@@ -26,6 +33,7 @@ from planrunner.render.model import (
     Counter,
     RenderedProgram,
 )
+from planrunner.runtime import compile_cache as cc
 from planrunner.runtime.attach import AttachStrategy, PerfEvents, Tracepoints, uprobe_strategy
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
 MAX_BATCH = 65536
+BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
 
 
 def _import_bcc() -> Any:
@@ -99,18 +108,148 @@ def _loads_for_links(bcc: Any) -> bool:
     """This bcc can load a program for uprobe_multi links (`load_func(attach_type=)`);
     an older one cannot, and its uprobes go through perf events like a kernel without
     links."""
+    import inspect  # noqa: PLC0415 - with bcc only: a cached run imports neither
+
     try:
         return "attach_type" in inspect.signature(bcc.BPF.load_func).parameters
     except (TypeError, ValueError):
         return False
 
 
+class _ModuleLib:
+    """libbcc's module introspection, declared on a handle of our own (bcc's ctypes
+    declarations are left as they are)."""
+
+    def __init__(self) -> None:
+        lib = ct.CDLL("libbcc.so.0", use_errno=True)
+        size_t, vp = ct.c_ulonglong, ct.c_void_p
+        decls: dict[str, tuple[Any, list[Any]]] = {
+            "bpf_num_tables": (size_t, [vp]),
+            "bpf_table_name": (ct.c_char_p, [vp, size_t]),
+            "bpf_table_fd_id": (ct.c_int, [vp, size_t]),
+            "bpf_table_key_desc_id": (ct.c_char_p, [vp, size_t]),
+            "bpf_table_leaf_desc_id": (ct.c_char_p, [vp, size_t]),
+            "bpf_num_functions": (size_t, [vp]),
+            "bpf_function_name": (ct.c_char_p, [vp, size_t]),
+            "bpf_function_start": (vp, [vp, ct.c_char_p]),
+            "bpf_function_size": (size_t, [vp, ct.c_char_p]),
+            "bpf_module_license": (ct.c_char_p, [vp]),
+            "bpf_module_kern_version": (ct.c_uint, [vp]),
+        }
+        for name, (restype, argtypes) in decls.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+            setattr(self, name, fn)
+
+
+@cache
+def _module_lib() -> _ModuleLib:
+    return _ModuleLib()
+
+
+def _capture(bpf: Any, pins: dict[str, str]) -> cc.CompiledProgram:
+    """What the cache keeps of a module bcc just compiled (maps created, fds patched
+    into the instructions, nothing loaded yet). `pins`: map name -> where the C pins it
+    (RenderedProgram.tracers_pin); such a map is stored as that pin, to be opened
+    again, never created. Raises cc.Uncacheable."""
+    lib: Any = _module_lib()
+    mod = bpf.module
+    maps, index_of_fd = [], {}
+    for i in range(lib.bpf_num_tables(mod)):
+        fd = lib.bpf_table_fd_id(mod, i)
+        name = (lib.bpf_table_name(mod, i) or b"").decode()
+        if fd < 0 or not name:
+            raise cc.Uncacheable(f"table {i} has no map")
+        # the definition as the kernel has it, whatever bcc's bookkeeping says
+        mtype, ksize, vsize, entries, flags = cc.map_info(fd)
+        # a cached run could not read it back, or create it
+        if mtype not in _TABLE_CLASSES and mtype not in cc.BTF_MAP_TYPES:
+            raise cc.Uncacheable(f"map {name} has type {mtype}")
+        maps.append(cc.MapDef(name, mtype, ksize, vsize, entries, flags,
+                              (lib.bpf_table_key_desc_id(mod, i) or b"").decode(),
+                              (lib.bpf_table_leaf_desc_id(mod, i) or b"").decode(),
+                              pins.get(name, "")))
+        if name in pins and not cc.same_map(fd, pins[name]):
+            raise cc.Uncacheable(f"map {name} is not the one pinned at {pins[name]}")
+        index_of_fd[fd] = i
+    funcs = []
+    for i in range(lib.bpf_num_functions(mod)):
+        name = lib.bpf_function_name(mod, i)
+        start, size = lib.bpf_function_start(mod, name), lib.bpf_function_size(mod, name)
+        if not start or not size:
+            raise cc.Uncacheable(f"function {name.decode()} has no instructions")
+        insns, relocs = cc.find_relocs(ct.string_at(start, size), index_of_fd)
+        funcs.append(cc.FuncDef(name.decode(), insns, relocs))
+    return cc.CompiledProgram((lib.bpf_module_license(mod) or b"GPL").decode(),
+                              int(lib.bpf_module_kern_version(mod)), tuple(maps), tuple(funcs))
+
+
+# bcc.table class for each map type (bcc's own Table() asks the module, which a cached
+# program has not got)
+_TABLE_CLASSES = {1: "HashTable", 2: "Array", 3: "ProgArray", 4: "PerfEventArray",
+                  5: "PerCpuHash", 6: "PerCpuArray", 7: "StackTrace", 8: "CgroupArray",
+                  9: "LruHash", 10: "LruPerCpuHash", 11: "LpmTrie", 27: "RingBuf"}
+_NAMED_TABLES = {"PerfEventArray", "RingBuf"}
+
+
+class _Func:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+
+class _CachedBPF:
+    """Where bcc's BPF object stands, for a program loaded from the cache: the maps
+    and functions of runtime/compile_cache.LoadedProgram, bcc tables on demand."""
+
+    module = None  # bcc's table classes ask libbcc about it: NULL answers -1, overwritten
+
+    def __init__(self, loaded: cc.LoadedProgram) -> None:
+        self.loaded = loaded
+        self.tables: dict[str, Any] = {}
+
+    def load_func(self, name: str, prog_type: int, attach_type: int = -1,
+                  prog_flags: int = 0) -> _Func:
+        return _Func(self.loaded.load_func(name, prog_type,
+                                           None if attach_type == -1 else attach_type,
+                                           prog_flags))
+
+    def __getitem__(self, name: str) -> Any:
+        table = self.tables.get(name)
+        if table is None:
+            table = self.tables[name] = self._table(name)
+        return table
+
+    def _table(self, name: str) -> Any:
+        bcc = _import_bcc()  # only now: reading aggregations, after "Tracing"
+        m = self.loaded.map_def(name)
+        cls_name = _TABLE_CLASSES.get(m.map_type)
+        if cls_name is None:
+            raise BackendError(f"map {name}: type {m.map_type} is not readable from a "
+                               "cached program", hints=("run with --no-cache",))
+        decode = bcc.BPF._decode_table_type
+        key = decode(json.loads(m.key_desc)) if m.key_desc else ct.c_int
+        leaf = decode(json.loads(m.leaf_desc)) if m.leaf_desc else ct.c_int
+        cls = getattr(bcc.table, cls_name)
+        args = (self, self.loaded.program.map_index(name), self.loaded.map_fd(name),
+                key, leaf)
+        table = cls(*args, name.encode()) if cls_name in _NAMED_TABLES else cls(*args)
+        table.ttype, table.flags, table.max_entries = m.map_type, m.flags, m.max_entries
+        return table
+
+    def cleanup(self) -> None:
+        self.tables.clear()
+        self.loaded.close()
+
+
 class BccBackend:
     """A compiled, loaded program. Construction is cheap (nothing is checked or
     compiled before `load`); use as a context manager: `close` on exit."""
 
-    def __init__(self, features: KernelFeatures | None = None) -> None:
-        self._features = features
+    def __init__(self, features: KernelFeatures | None = None,
+                 cache: cc.ProgramCache | None = None) -> None:
+        self._features = self._given_features = features
+        self._cache = cache  # None: compile every time (--no-cache, tests)
+        self.from_cache = False
         self.bpf: Any = None
         self.program: RenderedProgram | None = None
         self._bcc: Any = None
@@ -127,25 +266,34 @@ class BccBackend:
     def features(self) -> KernelFeatures:
         if self._features is None:
             found = detect()
-            if found.uprobe_multi and not _loads_for_links(_import_bcc()):
+            # a cached program is loaded by our own syscall, whatever bcc can do
+            if found.uprobe_multi and not self.from_cache and \
+                    not _loads_for_links(_import_bcc()):
                 found = replace(found, uprobe_multi=False)
             self._features = found
         return self._features
 
+    def _kernel(self) -> KernelFeatures:
+        """What the kernel can do, without asking bcc (which `features` imports)."""
+        return self._given_features or detect()
+
     def load(self, program: RenderedProgram) -> None:
         check_machine()
         ensure_bpffs(os.path.dirname(program.tracers_pin))  # bcc pins pr_tracers there
-        self._bcc = _import_bcc()
         self.program = program
-        cflags = ["-Wno-macro-redefined", "-Wno-unused-function"]
+        cflags = list(BASE_CFLAGS)
         if program.runtime_constants:  # values of the running kernel (elf/btf.py)
             from planrunner.elf.btf import BtfError, runtime_cflags
             try:
                 cflags += runtime_cflags(program.runtime_constants)
             except BtfError as exc:
                 raise BackendError(str(exc)) from None
-        if program.has_sleepable and self.features.sleepable:  # string reads fault pages in
+        if program.has_sleepable and self._kernel().sleepable:  # string reads fault pages in
             cflags.append(f"-D{program.sleepable_switch}")
+        key = self._load_cached(program, cflags)
+        if self.bpf is not None:
+            return
+        self._bcc = _import_bcc()
         try:
             self.bpf = self._bcc.BPF(text=program.c_source.encode(), cflags=cflags)
         except Exception as exc:  # bcc raises bare Exception with clang's output on stderr
@@ -153,6 +301,42 @@ class BccBackend:
                 f"bcc could not compile the plan's BPF program: {exc}",
                 hints=("this is a planrunner bug: `planrunner render` shows the C; please "
                        "report it with the plan",)) from None
+        if self._cache is not None and key is not None:
+            try:
+                pins = {program.tracers_map: program.tracers_pin}
+                self._cache.put(key, _capture(self.bpf, pins))
+            except cc.Uncacheable as exc:
+                self._cache.note(f"not stored: {exc}")
+
+    def _load_cached(self, program: RenderedProgram, cflags: list[str]) -> str | None:
+        """Load `program` from the cache when it holds it (self.bpf set); the key to
+        store it under otherwise (None: no cache)."""
+        cache_ = self._cache
+        # bcc's ring callback needs bcc: cached only where the ring is mmapped
+        if cache_ is None or not (self._kernel().ringbuf_mmap and ordered_host()):
+            return None
+        sleepable = [site.fn_name for site in program.sites
+                     if site.sleepable and self._kernel().sleepable]
+        key = cc.cache_key(program.c_source, cflags, sleepable=sleepable)
+        compiled = cache_.get(key)
+        if compiled is None:
+            return key
+        loaded: cc.LoadedProgram | None = None
+        try:
+            loaded = cc.LoadedProgram(compiled)
+            self.bpf, self.from_cache = _CachedBPF(loaded), True
+            # every function now, so that a refusal still falls back to the compile
+            for site in program.sites:
+                self._load_func(site, self._strategy(site))
+        except (cc.CacheLoadError, KeyError) as exc:
+            if loaded is not None:
+                loaded.close()
+            self.bpf, self.from_cache = None, False
+            self._uprobes = self._tracepoints = None
+            self._perf = None
+            self._features = self._given_features  # asked again, bcc's abilities included
+            cache_.discard(key, f"was refused ({exc})")
+        return key
 
     def _loaded(self) -> RenderedProgram:
         if self.program is None or self.bpf is None:
@@ -160,12 +344,19 @@ class BccBackend:
         return self.program
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
-        config = self.bpf[self._loaded().config_map]
+        name = self._loaded().config_map
+        if isinstance(self.bpf, _CachedBPF):  # without importing bcc
+            self.bpf.loaded.update(name, struct.pack("i", int(slot)), struct.pack("I", value))
+            return
+        config = self.bpf[name]
         config[ct.c_int(int(slot))] = ct.c_uint32(value)
 
     def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
                    cgroups: Sequence[str]) -> None:
         program = self._loaded()
+        if isinstance(self.bpf, _CachedBPF):
+            self._fill_scope_raw(program, self.bpf.loaded, pids, comms, cgroups)
+            return
         table = self.bpf[program.scope_pids_map]
         for pid in pids:
             table[ct.c_uint32(pid)] = ct.c_uint32(SCOPE_GIVEN)
@@ -184,39 +375,69 @@ class BccBackend:
             value.id, value.level = cgroup_id, level
             table[ct.c_int(i)] = value
 
+    @staticmethod
+    def _fill_scope_raw(program: RenderedProgram, loaded: cc.LoadedProgram,
+                        pids: Sequence[int], comms: Sequence[bytes],
+                        cgroups: Sequence[str]) -> None:
+        """fill_scope for a cached program, without bcc's tables: the same bytes,
+        packed as runtime_helpers.h lays them out (__u32 pids, struct pr_comm,
+        struct pr_cgroup { __u64 id; __u64 level; })."""
+        for pid in pids:
+            loaded.update(program.scope_pids_map, struct.pack("I", pid),
+                          struct.pack("I", SCOPE_GIVEN))
+        for comm in comms:
+            loaded.update(program.scope_comms_map, struct.pack("16s", comm[:15]),
+                          struct.pack("I", 1))
+        for i, path in enumerate(cgroups):
+            try:
+                cgroup_id, level = cgroup_key(path)
+            except OSError as exc:
+                raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
+            loaded.update(program.scope_cgroups_map, struct.pack("i", i),
+                          struct.pack("QQ", cgroup_id, level))
+
     def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         from planrunner.runtime.tracers import TracerRegistry
 
         check_machine()
         if self._registry is None:
-            self._registry = TracerRegistry(_import_bcc().libbcc.lib, pin)
+            from planrunner.runtime.bpf_lib import SyscallLib
+
+            # libbcc's calls by raw syscall: a cached program's run never imports bcc
+            self._registry = TracerRegistry(SyscallLib(), pin)
         return self._registry.register(tgid, start)
 
     # --- attach / detach ------------------------------------------------------------
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         self._loaded()
-        strategy: AttachStrategy
+        strategy = self._strategy(site)
+        strategy.attach(self._load_func(site, strategy), site, pid, ref_ctr)
+
+    def _strategy(self, site: AttachSite) -> AttachStrategy:
         if site.kind == "tracepoint":
             if self._tracepoints is None:
                 self._tracepoints = Tracepoints()
-            strategy = self._tracepoints
-        elif site.kind == "perf":
+            return self._tracepoints
+        if site.kind == "perf":
             if self._perf is None:
                 self._perf = PerfEvents()
-            strategy = self._perf
-        else:
-            if self._uprobes is None:
-                self._uprobes = uprobe_strategy(self.features)
-            strategy = self._uprobes
-        strategy.attach(self._load_func(site, strategy), site, pid, ref_ctr)
+            return self._perf
+        if self._uprobes is None:
+            self._uprobes = uprobe_strategy(self.features)
+        return self._uprobes
 
     def _load_func(self, site: AttachSite, strategy: AttachStrategy) -> int:
-        bpf_cls = self._bcc.BPF
-        prog_type = (bpf_cls.TRACEPOINT if strategy.prog_kind == "tracepoint" else
-                     bpf_cls.PERF_EVENT if strategy.prog_kind == "perf_event" else
-                     bpf_cls.KPROBE)
+        # bcc's BPF.TRACEPOINT, PERF_EVENT and KPROBE, spelled here so a cached load
+        # needs no bcc
+        prog_type = (cc.BPF_PROG_TYPE_TRACEPOINT if strategy.prog_kind == "tracepoint" else
+                     cc.BPF_PROG_TYPE_PERF_EVENT if strategy.prog_kind == "perf_event" else
+                     cc.BPF_PROG_TYPE_KPROBE)
         if site.sleepable and self.features.sleepable:
+            if isinstance(self.bpf, _CachedBPF):  # the same flags as the compiled path
+                return int(self.bpf.load_func(site.fn_name, prog_type,
+                                              strategy.attach_type or 0,
+                                              BPF_F_SLEEPABLE).fd)
             return self._load_sleepable(site, prog_type, strategy.attach_type or 0)
         if strategy.attach_type is None:
             return int(self.bpf.load_func(site.fn_name, prog_type).fd)
@@ -294,7 +515,12 @@ class BccBackend:
         """Read print records by mapping the ring buffer (runtime/ringbuf.py) where the
         kernel allows it and the CPU orders memory strongly enough (x86-64), else through
         bcc's per-record callback (libbpf's consumer, with its memory barriers)."""
-        table = self.bpf[self._loaded().events_map]
+        name = self._loaded().events_map
+        if isinstance(self.bpf, _CachedBPF):  # loaded only where _load_cached allows it
+            self._reader = RingReader(self.bpf.loaded.map_fd(name),
+                                      self.bpf.loaded.map_def(name).max_entries)
+            return
+        table = self.bpf[name]
         if self.features.ringbuf_mmap and ordered_host():
             try:
                 self._reader = RingReader(table.map_fd, table.max_entries)
@@ -330,13 +556,21 @@ class BccBackend:
     # --- maps -------------------------------------------------------------------------
 
     def counter(self, which: Counter) -> int:
-        table = self.bpf[self._loaded().counters_map]
+        name = self._loaded().counters_map
+        if isinstance(self.bpf, _CachedBPF):  # at exit too: no bcc import for it
+            return sum(self.bpf.loaded.lookup_u64s(name, struct.pack("i", int(which))) or ())
+        table = self.bpf[name]
         return _cpu_sum(table[ct.c_int(int(which))])
 
     def read_map(self, name: str, delete: bool) -> MapItems:
         return read_table(self.bpf[name], delete)
 
     def map_total(self, name: str) -> int:
+        if isinstance(self.bpf, _CachedBPF):
+            m = self.bpf.loaded.map_def(name)
+            if m.map_type in (2, 6) and m.key_size == 4 and m.value_size == 8:  # u64 arrays
+                return sum(sum(self.bpf.loaded.lookup_u64s(name, struct.pack("I", i)) or ())
+                           for i in range(m.max_entries))
         return sum(_cpu_sum(value) for _key, value in self.bpf[name].items())
 
     # --- stacks (runtime/backend.py StackSource) -------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
 from typing import cast
 
 from planrunner.records import Record
@@ -52,6 +51,8 @@ class _Caches:
     def second(self, sec: int) -> str:
         if len(self.seconds) > _CACHE_MAX:  # records come in time order: old ones are done
             self.seconds.clear()
+        from datetime import UTC, datetime  # noqa: PLC0415 - not before attaching
+
         text = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
         self.seconds[sec] = text
         return text

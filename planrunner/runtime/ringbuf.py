@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import platform
 import select
 import struct
 
@@ -55,7 +54,11 @@ TSO_MACHINES = frozenset({"x86_64", "amd64", "AMD64"})
 
 def ordered_host(machine: str | None = None) -> bool:
     """Whether this CPU orders memory strongly enough for RingReader (see above)."""
-    return (machine or platform.machine()) in TSO_MACHINES
+    return (machine or _machine()) in TSO_MACHINES
+
+
+def _machine() -> str:
+    return os.uname().machine  # platform.machine()'s answer, without importing platform
 
 
 def possible_cpus(path: str = "/sys/devices/system/cpu/possible") -> int:

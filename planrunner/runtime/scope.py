@@ -17,7 +17,6 @@ Imports render/model.py, runtime/backend.py, runtime/semaphores.py (start times)
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass, replace
 
 from planrunner.elf.procmaps import start_time
@@ -155,6 +154,8 @@ def ensure_bpffs(directory: str) -> None:
     when nothing is mounted there, as systemd does at boot on most distributions."""
     if _mounted_type(directory) == "bpf":
         return
+    import subprocess  # noqa: PLC0415 - once per boot at most
+
     try:
         subprocess.run(["mount", "-t", "bpf", "bpf", directory], check=True,
                        capture_output=True, timeout=10)

@@ -329,6 +329,7 @@ def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions
     if child is not None and opts.command:
         known.append(shutil.which(opts.command[0]) or opts.command[0])
     stacks = StackResolver(backend, known)
+    stacks.prepare()
     if opts.pid:
         stacks.observe(opts.pid)
     return stacks

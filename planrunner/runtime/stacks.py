@@ -29,19 +29,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from planrunner.elf.procmaps import start_time as read_start_time
-from planrunner.elf.reader import open_binary
 from planrunner.errors import ResolveError
 from planrunner.records import Stack
 from planrunner.runtime.backend import StackSource
-from planrunner.stacks.capture import X86_64, UserStackCapture, parse_ustack_record
-from planrunner.stacks.demangle import demangle
 from planrunner.stacks.frame import Frame
-from planrunner.stacks.kallsyms import KernelSymbols
-from planrunner.stacks.modules import Mapping, ProcessRegistry
-from planrunner.stacks.symbolize import Symbolizer
-from planrunner.stacks.unwind import unwind
+
+# The unwinders, symbolizers and ELF readers are imported where a stack is first read:
+# a run whose program has no stacks never needs them, and a warm run's start-up
+# (issue 17) does not pay for them.
+if TYPE_CHECKING:
+    from planrunner.stacks.capture import UserStackCapture
+    from planrunner.stacks.kallsyms import KernelSymbols
+    from planrunner.stacks.modules import Mapping, ProcessRegistry
+    from planrunner.stacks.symbolize import Symbolizer
 
 BUILD_ID_VALID, BUILD_ID_IP = 1, 2  # enum bpf_stack_build_id_status
 LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
@@ -66,6 +69,8 @@ class BuildIdIndex:
                 self._pending_dirs.append(d)
 
     def add_file(self, path: str) -> None:
+        from planrunner.elf.reader import open_binary
+
         try:
             self.add(open_binary(path).build_id, path)
         except ResolveError:
@@ -106,8 +111,8 @@ class StackResolver:
     def __init__(self, source: StackSource | None, targets: Iterable[str] = (),
                  registry: ProcessRegistry | None = None) -> None:
         self.source = source
-        self.registry = registry or ProcessRegistry()
-        self.symbolizer = Symbolizer()
+        self._registry = registry
+        self._symbolizer: Symbolizer | None = None
         self.index = BuildIdIndex()
         for path in targets:
             self.index.add_file(path)
@@ -122,6 +127,32 @@ class StackResolver:
         self._interned: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
         self._modules: dict[str, tuple[Mapping, tuple[tuple[int, int, int], ...]]] = {}
         self.lost = 0  # stacks that could not be shown (not captured, or unwound)
+
+    def prepare(self) -> None:
+        """Import and build the unwinders and symbolizers now, before attaching: done
+        at the first record, it took long enough under load for a short-lived process
+        to exit before its maps were read."""
+        from planrunner.stacks.capture import parse_ustack_record  # noqa: F401
+        from planrunner.stacks.demangle import demangle  # noqa: F401
+        from planrunner.stacks.unwind import unwind  # noqa: F401
+
+        _ = self.registry, self.symbolizer
+
+    @property
+    def registry(self) -> ProcessRegistry:
+        if self._registry is None:
+            from planrunner.stacks.modules import ProcessRegistry
+
+            self._registry = ProcessRegistry()
+        return self._registry
+
+    @property
+    def symbolizer(self) -> Symbolizer:
+        if self._symbolizer is None:
+            from planrunner.stacks.symbolize import Symbolizer
+
+            self._symbolizer = Symbolizer()
+        return self._symbolizer
 
     # -- processes --------------------------------------------------------------------
 
@@ -170,6 +201,8 @@ class StackResolver:
         if frames is None:
             ips = self.source.stack_ips(map_name, stack_id) or []
             if self._kernel is None:
+                from planrunner.stacks.kallsyms import KernelSymbols
+
                 self._kernel = KernelSymbols.load()
             frames = tuple(self._kernel.symbolize([ip for ip in ips if ip]))
             self._ids[(map_name, stack_id)] = frames
@@ -187,6 +220,8 @@ class StackResolver:
         raw = self.source.stack_build_ids(map_name, stack_id) or []
         frames = [self._build_id_frame(i, status, bid, off, pid, start)
                   for i, (status, bid, off) in enumerate(raw[:limit]) if status]
+        from planrunner.stacks.demangle import demangle
+
         names = demangle([f.symbol for f in frames if f.symbol])
         if names:
             frames = [Frame(f.address, names.get(f.symbol, f.symbol), f.offset, f.module)
@@ -221,12 +256,16 @@ class StackResolver:
         got = self._modules.get(build_id)
         if got is None:
             try:
+                from planrunner.elf.reader import open_binary
+
                 info = open_binary(path)
                 segs = tuple((s.offset, s.filesz, s.vaddr) for s in info.segments)
                 st = os.stat(path)
                 dev, ino = st.st_dev, st.st_ino
             except (ResolveError, OSError):
                 segs, dev, ino = (), 0, 0
+            from planrunner.stacks.modules import Mapping
+
             got = (Mapping(0, 0, 0, "r-xp", path, dev, ino, build_id, None), segs)
             self._modules[build_id] = got
         return got
@@ -253,12 +292,16 @@ class StackResolver:
         return Stack("user", self._unwind(capture, mode, limit))
 
     def _capture(self, raw: bytes) -> UserStackCapture | None:
+        from planrunner.stacks.capture import X86_64, parse_ustack_record
+
         capture = parse_ustack_record(raw, X86_64)
         start = self.observe(capture.pid)
         return None if start is None else replace(capture, start_time=start)
 
     def _unwind(self, capture: UserStackCapture, mode: str, limit: int) -> tuple[Frame, ...]:
         process = self.registry.bind(capture.pid, capture.start_time)
+        from planrunner.stacks.unwind import unwind
+
         result = unwind(capture, process, mode, limit)
         return tuple(self.symbolizer.symbolize(result.addrs, process))
 

@@ -14,7 +14,9 @@ A registering run frees the slots of runs that ended while none was attached, or
 pid now belongs to another process (start time). The BPF program opens the same pin
 (BPF_TABLE_PINNED in templates/runtime_helpers.h, same layout as here).
 
-Takes libbcc's handle from runtime/bcc_backend.py (which alone imports bcc).
+Takes a handle with libbcc's map calls: runtime/bcc_backend.py passes
+runtime/bpf_lib.SyscallLib, the same calls by raw syscall, so that registering never
+imports bcc (a run whose program comes from the cache never does).
 """
 
 from __future__ import annotations

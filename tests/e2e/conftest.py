@@ -54,6 +54,20 @@ def bpffs() -> None:
         ensure_bpffs("/sys/fs/bpf")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def program_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every planrunner run of the session caches compiled programs in a fresh 0700
+    directory, never the user's ~/.cache; set PLANRUNNER_CACHE_DIR beforehand to share
+    one between sessions (a second session then runs warm)."""
+    preset = os.environ.get("PLANRUNNER_CACHE_DIR")
+    if preset:
+        return Path(preset)
+    path = tmp_path_factory.mktemp("program-cache")
+    path.chmod(0o700)
+    os.environ["PLANRUNNER_CACHE_DIR"] = str(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def fixtures_built() -> Path:
     """Build the C fixtures once per session (idempotent make)."""

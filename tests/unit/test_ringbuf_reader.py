@@ -175,7 +175,7 @@ def test_the_direct_reader_only_where_plain_loads_are_acquires(
     from planrunner.runtime.features import KernelFeatures
 
     opened: list[tuple[int, int]] = []
-    monkeypatch.setattr(ringbuf.platform, "machine", lambda: machine)
+    monkeypatch.setattr(ringbuf, "_machine", lambda: machine)
     monkeypatch.setattr(bcc_backend, "RingReader", lambda fd, size: opened.append((fd, size))
                         or "reader")
     backend = bcc_backend.BccBackend(KernelFeatures(True, True, True, True))

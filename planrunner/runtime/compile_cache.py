@@ -1,0 +1,757 @@
+"""A cache of compiled BPF programs, so that a second run of the same plan skips clang.
+
+What is kept: for each function of the module bcc compiled, its instructions as bcc
+left them after creating the maps, with the map fds zeroed out and, beside them, which
+ld_imm64 slot refers to which map (`FuncDef.relocs`); for each map, its definition as
+the kernel reports it (type, key/value size, max_entries, flags, name) and bcc's
+key/leaf type descriptions (the JSON that bcc's table API turns into ctypes types).
+A later run creates the maps with the bpf syscall, patches their new fds into those
+slots and loads the functions with BPF_PROG_LOAD: no clang, no bcc, no libbcc.
+
+Why this way (measured on Linux 6.18, bcc 0.26, Intel Xeon; bench/startup_cache.py,
+BENCHMARKS.md "Issue 17 (round two)"): the backend's load of the bench plan falls from
+0.664 s (clang inside bcc) to 0.003 s; capture and store on a cold run cost ~1-5 ms.
+- bcc 0.26 cannot load a pre-built object: `BPF()` takes C text (or a `.b` file), the
+  clang output stays inside libbcc's memory and libbcc exports no object loader, so
+  caching clang's ELF would mean running clang ourselves on bcc's rewritten C.
+- Loading through libbcc (`bcc_func_load`) would still need `import bcc`, i.e. dlopen
+  of libbcc.so with libclang-cpp and libLLVM: 60-120 ms, more than bpftrace's whole
+  launch -> attached (~40 ms). Raw syscalls cost a few ms in all. bcc is imported only
+  later, if ever: runtime/bcc_backend.py builds bcc table objects over the cached maps'
+  fds when an aggregation is first read, after "Tracing".
+- Maps are created without BTF, but for task storage (the scratch of sleepable probes),
+  which the kernel creates only with BTF of an int key: `storage_btf` is that, with a
+  value of the map's size. bcc attaches BTF to other maps for pretty printing only; no
+  map planrunner renders holds a field that needs BTF (spin locks, timers, kptrs), and
+  the kernel refuses a program that uses one on a map without BTF, so such a program
+  would fail its cached load and be recompiled (below), never run wrong.
+- A pinned map (BPF_TABLE_PINNED: the registry of planrunner runs, runtime/tracers.py)
+  is stored as its pin and opened there (BPF_OBJ_GET) by a cached load, as bcc does,
+  checked to be the same kind of map; never created, so that every run shares it.
+- Functions loaded BPF_F_SLEEPABLE (runtime/progload.py) are loaded with that flag
+  from the cache too, and the key names them.
+- Only programs whose ld_imm64 are plain map fds (BPF_PSEUDO_MAP_FD) are stored; one
+  with anything else (map values of global data, BTF ids), or with a map the cached
+  path cannot create or read back (map-in-map, ...: runtime/bcc_backend.py), is not.
+
+Safety:
+- The key is a SHA-256 of the rendered C, the cflags (BTF constants of the running
+  kernel are among them), the functions loaded sleepable, the kernel release and build,
+  the kernel headers bcc used, bcc's version and install, the planrunner version and
+  this file's format: a change of plan, params, kernel or bcc never loads a stale
+  program, nor does a new target build (what of it the program reads, USDT operands and
+  struct offsets, is in the C; attach offsets come from resolve, or from the run cache,
+  planrunner/run_cache.py, which checks each target binary's identity first).
+- Entries live in $PLANRUNNER_CACHE_DIR, else $XDG_CACHE_HOME/planrunner/programs
+  (when that directory is the user's), else ~/.cache/planrunner/programs with ~ the
+  effective user's home (root's is /root, even under a sudo that kept $HOME);
+  directories 0700, files 0600, written to a temporary file and renamed. A directory
+  or file not owned by the user, or open to others, is not trusted (warning; the run
+  compiles).
+- Each file carries a magic, a format version and a SHA-256 of its body: a truncated,
+  flipped or foreign entry is reported on stderr, removed and rebuilt by the compile.
+- A cached program the kernel refuses (map or program load) is dropped the same way.
+- `planrunner run --no-cache` neither reads nor writes it. The run cache
+  (planrunner/run_cache.py) keeps its entries in the same directory (`ProgramCache`'s
+  read_entry/write_entry: the same checks).
+Set PLANRUNNER_CACHE_LOG=1 to see hits, misses and stores on stderr.
+
+Pure stdlib and raw bpf() syscalls (runtime/uprobe_links.py); no bcc.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes as ct
+import errno
+import hashlib
+import json
+import os
+import stat
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from planrunner import __version__
+from planrunner.runtime.uprobe_links import bpf_syscall
+
+FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
+MAGIC = b"PRCACHE\0"
+_HEADER = struct.Struct("<8sI32s")  # magic, format version, sha256 of the body
+MAX_ENTRIES = 128  # entries kept (programs and runs); the oldest (by last use) go first
+DIR_ENV = "PLANRUNNER_CACHE_DIR"
+LOG_ENV = "PLANRUNNER_CACHE_LOG"
+
+BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM = 0, 1, 2
+BPF_PROG_LOAD, BPF_OBJ_PIN, BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 5, 6, 7, 15
+PERCPU_MAP_TYPES = frozenset({5, 6, 10, 21})  # percpu hash, array, lru hash, cgroup
+BPF_LD_IMM64 = 0x18  # BPF_LD | BPF_DW | BPF_IMM: two instruction slots
+BPF_PSEUDO_MAP_FD = 1
+BPF_BTF_LOAD = 18
+# local storage the kernel creates only with BTF of an int key: created with
+# storage_btf(); the runtime never reads it (per-task scratch of sleepable probes)
+BPF_MAP_TYPE_TASK_STORAGE = 29
+BTF_MAP_TYPES = frozenset({BPF_MAP_TYPE_TASK_STORAGE})
+BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_PERF_EVENT = 2, 5, 7
+# map-in-map types need an inner map fd at creation: never cached
+_UNSUPPORTED_MAP_TYPES = frozenset({12, 13})
+_INSN = struct.Struct("<BBhi")
+
+
+class Uncacheable(Exception):
+    """This compiled program cannot be stored (said why); the run goes on uncached."""
+
+
+class CacheLoadError(Exception):
+    """The kernel refused a cached map or program; the entry is dropped and rebuilt."""
+
+    def __init__(self, msg: str, errno_: int = 0) -> None:
+        super().__init__(msg)
+        self.errno = errno_
+
+
+@dataclass(frozen=True, slots=True)
+class MapDef:
+    name: str
+    map_type: int
+    key_size: int
+    value_size: int
+    max_entries: int
+    flags: int
+    key_desc: str  # bcc's JSON description of the key type ("" when it has none)
+    leaf_desc: str
+    # a map shared through the BPF filesystem (BPF_TABLE_PINNED): a cached load opens
+    # the map pinned there, as bcc does, and never creates one of its own
+    pin: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FuncDef:
+    name: str
+    insns: bytes  # map fds zeroed
+    relocs: tuple[tuple[int, int], ...]  # (instruction slot, index into maps)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledProgram:
+    license: str
+    kern_version: int
+    maps: tuple[MapDef, ...]
+    funcs: tuple[FuncDef, ...]
+
+    def map_index(self, name: str) -> int:
+        for i, m in enumerate(self.maps):
+            if m.name == name:
+                return i
+        raise KeyError(name)
+
+
+# --- keying ---------------------------------------------------------------------------
+
+def _stat_id(path: str) -> str:
+    """Where a file really is and which version of it (a reinstall changes it)."""
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        return f"{path}:missing"
+
+
+def bcc_identity() -> str:
+    """bcc's version and install, read without importing bcc (dlopen of LLVM)."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("bcc")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return "bcc:none"
+    pkg = next(iter(spec.submodule_search_locations))
+    version = "?"
+    try:
+        for line in Path(pkg, "version.py").read_text(encoding="utf-8").splitlines():
+            if line.startswith("__version__"):
+                version = line.split("=", 1)[1].strip().strip("'\"")
+    except OSError:
+        pass
+    libs = [_stat_id(os.path.join(d, "libbcc.so.0"))
+            for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                      "/usr/lib64", "/usr/lib", "/usr/local/lib")
+            if os.path.exists(os.path.join(d, "libbcc.so.0"))]
+    return "|".join([f"bcc:{version}", _stat_id(os.path.join(pkg, "libbcc.py")), *libs])
+
+
+def kernel_identity() -> str:
+    """The running kernel (release and build) and the headers bcc compiles against."""
+    u = os.uname()
+    return "|".join([u.release, u.version, u.machine,
+                     _stat_id(f"/lib/modules/{u.release}/build")])
+
+
+def cache_key(c_source: str, cflags: Sequence[str], kernel: str | None = None,
+              bcc: str | None = None, version: str = __version__,
+              sleepable: Sequence[str] = ()) -> str:
+    """`sleepable`: the functions loaded BPF_F_SLEEPABLE (a load input beside the C)."""
+    h = hashlib.sha256()
+    for part in (f"planrunner-compile-cache:{FORMAT_VERSION}", version,
+                 kernel if kernel is not None else kernel_identity(),
+                 bcc if bcc is not None else bcc_identity(), "\0".join(cflags),
+                 "sleepable:" + ",".join(sorted(sleepable)), c_source):
+        data = part.encode()
+        h.update(struct.pack("<Q", len(data)))  # length-prefixed: no two splits collide
+        h.update(data)
+    return h.hexdigest()
+
+
+# --- instructions ---------------------------------------------------------------------
+
+def find_relocs(insns: bytes,
+                map_of_fd: dict[int, int]) -> tuple[bytes, tuple[tuple[int, int], ...]]:
+    """bcc's instructions (map fds patched in) -> (instructions with the fds zeroed,
+    (slot, map index) of each). Raises Uncacheable on any other ld_imm64 relocation."""
+    if len(insns) % 8:
+        raise Uncacheable("instructions are not a whole number of slots")
+    out = bytearray(insns)
+    relocs = []
+    slot, n = 0, len(insns) // 8
+    while slot < n:
+        code, regs, off, imm = _INSN.unpack_from(insns, slot * 8)
+        if code == BPF_LD_IMM64:
+            src = regs >> 4
+            if src == BPF_PSEUDO_MAP_FD:
+                if imm not in map_of_fd:
+                    raise Uncacheable(f"slot {slot} refers to fd {imm}, not one of the maps")
+                relocs.append((slot, map_of_fd[imm]))
+                _INSN.pack_into(out, slot * 8, code, regs, off, 0)
+            elif src != 0:
+                raise Uncacheable(f"slot {slot} has an ld_imm64 of kind {src}")
+            slot += 2
+        else:
+            slot += 1
+    return bytes(out), tuple(relocs)
+
+
+def relocate(func: FuncDef, fds: Sequence[int]) -> bytes:
+    """The function's instructions with the maps' fds of this run patched in."""
+    out = bytearray(func.insns)
+    for slot, index in func.relocs:
+        code, regs, off, _imm = _INSN.unpack_from(out, slot * 8)
+        if code != BPF_LD_IMM64 or (regs >> 4) != BPF_PSEUDO_MAP_FD:
+            raise CacheLoadError(f"{func.name}: slot {slot} is not a map load")
+        _INSN.pack_into(out, slot * 8, code, regs, off, fds[index])
+    return bytes(out)
+
+
+# --- the file format ------------------------------------------------------------------
+
+def encode(key: str, program: CompiledProgram) -> bytes:
+    body = json.dumps({
+        "key": key, "license": program.license, "kern_version": program.kern_version,
+        "maps": [[m.name, m.map_type, m.key_size, m.value_size, m.max_entries, m.flags,
+                  m.key_desc, m.leaf_desc, m.pin] for m in program.maps],
+        "funcs": [[f.name, base64.b64encode(f.insns).decode(), [list(r) for r in f.relocs]]
+                  for f in program.funcs],
+    }, separators=(",", ":")).encode()
+    return _HEADER.pack(MAGIC, FORMAT_VERSION, hashlib.sha256(body).digest()) + body
+
+
+def decode(key: str, blob: bytes) -> CompiledProgram:
+    """Raises ValueError saying what is wrong with the entry."""
+    if len(blob) < _HEADER.size:
+        raise ValueError("truncated header")
+    magic, version, digest = _HEADER.unpack_from(blob)
+    if magic != MAGIC:
+        raise ValueError("not a planrunner cache entry")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"format version {version}, expected {FORMAT_VERSION}")
+    body = blob[_HEADER.size:]
+    if hashlib.sha256(body).digest() != digest:
+        raise ValueError("checksum mismatch")
+    try:
+        d = json.loads(body)
+        if d["key"] != key:
+            raise ValueError("stored under another key")
+        maps = tuple(MapDef(str(n), int(t), int(k), int(v), int(me), int(fl), str(kd),
+                            str(ld), str(pin))
+                     for n, t, k, v, me, fl, kd, ld, pin in d["maps"])
+        funcs = []
+        for name, insns, relocs in d["funcs"]:
+            code = base64.b64decode(insns, validate=True)
+            rel = tuple((int(s), int(i)) for s, i in relocs)
+            if len(code) % 8 or any(not 0 <= i < len(maps) or not 0 <= s < len(code) // 8
+                                    for s, i in rel):
+                raise ValueError(f"function {name}: bad relocations")
+            funcs.append(FuncDef(str(name), code, rel))
+        return CompiledProgram(str(d["license"]), int(d["kern_version"]), maps, tuple(funcs))
+    except (KeyError, TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(f"malformed body: {exc}") from None
+
+
+# --- the directory --------------------------------------------------------------------
+
+def _home() -> Path:
+    """The effective user's home from the password database: under sudo, $HOME may
+    still be the invoking user's, and root must not write its cache there."""
+    import pwd
+
+    try:
+        return Path(pwd.getpwuid(os.geteuid()).pw_dir)
+    except KeyError:
+        return Path.home()
+
+
+def default_dir() -> Path:
+    env = os.environ.get(DIR_ENV)
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = _home() / ".cache"
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is ignored
+        try:
+            mine = os.stat(xdg).st_uid == os.geteuid()
+        except OSError:
+            mine = False
+        if mine:  # another user's (sudo kept the variable): ours instead
+            base = Path(xdg)
+    return base / "planrunner" / "programs"
+
+
+def _makedirs_private(path: Path) -> None:
+    """mkdir -p with 0700 at every level created (os.makedirs gives the parents the
+    umask's mode); a umask can only narrow it."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _private(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
+class ProgramCache:
+    """Entries of one directory; every failure to read or write is a warning at most,
+    never an error of the run."""
+
+    def __init__(self, directory: Path, stderr: TextIO) -> None:
+        self.dir = directory
+        self.stderr = stderr
+        self.log = os.environ.get(LOG_ENV, "") not in ("", "0")
+
+    def note(self, msg: str) -> None:
+        if self.log:
+            self.stderr.write(f"planrunner: cache: {msg}\n")
+
+    def warn(self, msg: str) -> None:
+        self.stderr.write(f"planrunner: warning: {msg}\n")
+
+    def path(self, key: str) -> Path:
+        return self.dir / f"{key}.bpf"
+
+    def _usable_dir(self, create: bool) -> bool:
+        try:
+            st = os.lstat(self.dir)
+        except FileNotFoundError:
+            if not create:
+                return False
+            try:
+                _makedirs_private(self.dir)
+                st = os.lstat(self.dir)
+            except OSError as exc:
+                self.warn(f"cannot create the program cache {self.dir}: {exc.strerror}")
+                return False
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or not _private(st):
+            self.warn(f"not using the program cache {self.dir}: it must be a directory "
+                      "of this user, closed to others (chmod 700)")
+            return False
+        return True
+
+    def read_entry(self, name: str) -> bytes | None:
+        """The bytes of entry `name` when it is a private file of this user in a private
+        directory; None when absent or not to be trusted (said on stderr)."""
+        path = self.dir / name
+        if not self._usable_dir(create=False):
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.warn(f"cannot read the cache entry {path}: {exc.strerror}; compiling")
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or not _private(st):
+                self.warn(f"ignoring the cache entry {path}: not a private file of this "
+                          "user; compiling")
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                blob = fh.read()
+        finally:
+            os.close(fd)
+        try:
+            os.utime(path)  # last use, for pruning
+        except OSError:
+            pass
+        return blob
+
+    def write_entry(self, name: str, data: bytes) -> None:
+        if not self._usable_dir(create=True):
+            return
+        import tempfile  # noqa: PLC0415 - cold runs only (warm ones skip its 1.6 ms import)
+
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".part")  # 0600
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, self.dir / name)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError as exc:
+            self.warn(f"cannot write the program cache {self.dir}: {exc.strerror}")
+            return
+        self.note(f"stored {name[:16]} ({len(data)} bytes)")
+        self._prune()
+
+    def get(self, key: str) -> CompiledProgram | None:
+        blob = self.read_entry(f"{key}.bpf")
+        if blob is None:
+            self.note(f"miss {key[:16]}")
+            return None
+        try:
+            program = decode(key, blob)
+        except ValueError as exc:
+            self.discard(key, f"is corrupt ({exc})")
+            return None
+        self.note(f"hit {key[:16]} ({self.path(key)})")
+        return program
+
+    def put(self, key: str, program: CompiledProgram) -> None:
+        self.write_entry(f"{key}.bpf", encode(key, program))
+
+    def discard(self, key: str, why: str) -> None:
+        self.discard_entry(f"{key}.bpf", why)
+
+    def discard_entry(self, name: str, why: str) -> None:
+        self.warn(f"compiled-program cache entry {self.dir / name} {why}; removed, "
+                  "compiling again")
+        self.remove_entry(name)
+
+    def remove_entry(self, name: str) -> None:
+        try:
+            os.unlink(self.dir / name)
+        except OSError:
+            pass
+
+    def _prune(self) -> None:
+        try:
+            entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(self.dir)
+                       if e.name.endswith((".bpf", ".run")) and not e.name.startswith(".")]
+        except OSError:
+            return
+        entries.sort()
+        for _mtime, path in entries[:max(0, len(entries) - MAX_ENTRIES)]:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def open_cache(stderr: TextIO, enabled: bool = True) -> ProgramCache | None:
+    return ProgramCache(default_dir(), stderr) if enabled else None
+
+
+# --- loading without bcc ----------------------------------------------------------------
+
+class _MapCreate(ct.Structure):
+    """union bpf_attr for BPF_MAP_CREATE, up to btf_value_type_id (the rest stays zero)."""
+
+    _fields_ = [("map_type", ct.c_uint32), ("key_size", ct.c_uint32),
+                ("value_size", ct.c_uint32), ("max_entries", ct.c_uint32),
+                ("map_flags", ct.c_uint32), ("inner_map_fd", ct.c_uint32),
+                ("numa_node", ct.c_uint32), ("map_name", ct.c_char * 16),
+                ("map_ifindex", ct.c_uint32), ("btf_fd", ct.c_uint32),
+                ("btf_key_type_id", ct.c_uint32), ("btf_value_type_id", ct.c_uint32)]
+
+
+class _BtfLoad(ct.Structure):
+    _fields_ = [("btf", ct.c_uint64), ("btf_log_buf", ct.c_uint64), ("btf_size", ct.c_uint32),
+                ("btf_log_size", ct.c_uint32), ("btf_log_level", ct.c_uint32)]
+
+
+def storage_btf(value_size: int) -> bytes:
+    """The smallest BTF a task-storage map's creation accepts: [1] int (the key the
+    kernel requires), [2] char, [3] char[value_size] (the value: only its size matters
+    to the kernel; planrunner's scratch structs hold no lock, timer or kptr)."""
+    strings = b"\0int\0char\0"
+    types = b"".join([
+        struct.pack("<III", 1, 1 << 24, 4), struct.pack("<I", (1 << 24) | 32),  # int
+        struct.pack("<III", 5, 1 << 24, 1), struct.pack("<I", 8),  # char
+        struct.pack("<III", 0, 3 << 24, 0), struct.pack("<III", 2, 1, value_size),  # array
+    ])
+    header = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types),
+                         len(strings))
+    return header + types + strings
+
+
+def _load_btf(blob: bytes) -> int:
+    buf = ct.create_string_buffer(blob, len(blob))
+    fd, err = bpf_syscall(BPF_BTF_LOAD, _BtfLoad(btf=ct.addressof(buf), btf_size=len(blob)))
+    if fd < 0:
+        raise CacheLoadError(f"BTF for a map: {os.strerror(err)}", err)
+    return fd
+
+
+class _ProgLoad(ct.Structure):
+    """union bpf_attr for BPF_PROG_LOAD, up to expected_attach_type."""
+
+    _fields_ = [("prog_type", ct.c_uint32), ("insn_cnt", ct.c_uint32),
+                ("insns", ct.c_uint64), ("license", ct.c_uint64),
+                ("log_level", ct.c_uint32), ("log_size", ct.c_uint32),
+                ("log_buf", ct.c_uint64), ("kern_version", ct.c_uint32),
+                ("prog_flags", ct.c_uint32), ("prog_name", ct.c_char * 16),
+                ("prog_ifindex", ct.c_uint32), ("expected_attach_type", ct.c_uint32)]
+
+
+class MapElem(ct.Structure):
+    _fields_ = [("map_fd", ct.c_uint32), ("_pad", ct.c_uint32), ("key", ct.c_uint64),
+                ("value", ct.c_uint64), ("flags", ct.c_uint64)]
+
+
+class _InfoByFd(ct.Structure):
+    _fields_ = [("bpf_fd", ct.c_uint32), ("info_len", ct.c_uint32), ("info", ct.c_uint64)]
+
+
+class _MapInfo(ct.Structure):
+    """struct bpf_map_info, the fields planrunner reads."""
+
+    _fields_ = [("type", ct.c_uint32), ("id", ct.c_uint32), ("key_size", ct.c_uint32),
+                ("value_size", ct.c_uint32), ("max_entries", ct.c_uint32),
+                ("map_flags", ct.c_uint32), ("name", ct.c_char * 16),
+                ("_rest", ct.c_uint8 * 64)]
+
+
+def map_id(fd: int) -> int:
+    info = _MapInfo()
+    attr = _InfoByFd(bpf_fd=fd, info_len=ct.sizeof(info), info=ct.addressof(info))
+    ret, err = bpf_syscall(BPF_OBJ_GET_INFO_BY_FD, attr)
+    if ret < 0:
+        raise Uncacheable(f"map info of fd {fd}: {os.strerror(err)}")
+    return int(info.id)
+
+
+def same_map(fd: int, pin: str) -> bool:
+    """Map fd `fd` is the map pinned at `pin`."""
+    pinned, _err = obj_get(pin)
+    if pinned < 0:
+        return False
+    try:
+        return map_id(pinned) == map_id(fd)
+    finally:
+        os.close(pinned)
+
+
+def map_info(fd: int) -> tuple[int, int, int, int, int]:
+    """(type, key_size, value_size, max_entries, flags) of a map, as the kernel has it."""
+    info = _MapInfo()
+    attr = _InfoByFd(bpf_fd=fd, info_len=ct.sizeof(info), info=ct.addressof(info))
+    ret, err = bpf_syscall(BPF_OBJ_GET_INFO_BY_FD, attr)
+    if ret < 0:
+        raise Uncacheable(f"map info of fd {fd}: {os.strerror(err)}")
+    return info.type, info.key_size, info.value_size, info.max_entries, info.map_flags
+
+
+def _obj_name(name: str) -> bytes:
+    # what bcc/libbpf pass: at most 15 bytes of [A-Za-z0-9_.]
+    return "".join(c for c in name if c.isalnum() or c in "_.").encode()[:15]
+
+
+def create_map(m: MapDef) -> int:
+    if m.map_type in _UNSUPPORTED_MAP_TYPES:
+        raise CacheLoadError(f"map {m.name}: type {m.map_type} needs an inner map")
+    attr = _MapCreate(map_type=m.map_type, key_size=m.key_size, value_size=m.value_size,
+                      max_entries=m.max_entries, map_flags=m.flags,
+                      map_name=_obj_name(m.name))
+    btf_fd = -1
+    if m.map_type in BTF_MAP_TYPES:
+        btf_fd = _load_btf(storage_btf(m.value_size))
+        attr.btf_fd, attr.btf_key_type_id, attr.btf_value_type_id = btf_fd, 1, 3
+    try:
+        fd, err = _create(attr)
+    finally:
+        if btf_fd >= 0:  # the map holds its own reference
+            os.close(btf_fd)
+    if fd < 0:
+        raise CacheLoadError(f"map {m.name}: {os.strerror(err)}", err)
+    return fd
+
+
+def _create(attr: _MapCreate) -> tuple[int, int]:
+    fd, err = bpf_syscall(BPF_MAP_CREATE, attr)
+    if fd < 0 and err == errno.EPERM:
+        # before memcg accounting (5.11) maps count against RLIMIT_MEMLOCK: as bcc does
+        import resource  # noqa: PLC0415 - that old kernel only
+
+        try:
+            resource.setrlimit(resource.RLIMIT_MEMLOCK,
+                               (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            fd, err = bpf_syscall(BPF_MAP_CREATE, attr)
+        except (ValueError, OSError):
+            pass
+    return fd, err
+
+
+class _ObjGet(ct.Structure):
+    """union bpf_attr for BPF_OBJ_PIN / BPF_OBJ_GET."""
+
+    _fields_ = [("pathname", ct.c_uint64), ("bpf_fd", ct.c_uint32),
+                ("file_flags", ct.c_uint32)]
+
+
+def obj_get(path: str) -> tuple[int, int]:
+    """(fd, 0) of the object pinned at `path`, or (-1, errno)."""
+    buf = ct.create_string_buffer(os.fsencode(path))
+    return bpf_syscall(BPF_OBJ_GET, _ObjGet(pathname=ct.addressof(buf)))
+
+
+def obj_pin(fd: int, path: str) -> tuple[int, int]:
+    buf = ct.create_string_buffer(os.fsencode(path))
+    return bpf_syscall(BPF_OBJ_PIN, _ObjGet(pathname=ct.addressof(buf), bpf_fd=fd))
+
+
+def _open_pinned(m: MapDef) -> int:
+    """The map pinned at m.pin, checked to be the map the program was compiled for."""
+    fd, err = obj_get(m.pin)
+    if fd < 0:
+        raise CacheLoadError(f"map {m.name}: cannot open {m.pin}: {os.strerror(err)}")
+    try:
+        found = map_info(fd)
+    except Uncacheable as exc:
+        os.close(fd)
+        raise CacheLoadError(str(exc)) from None
+    if found[:4] != (m.map_type, m.key_size, m.value_size, m.max_entries):
+        os.close(fd)
+        raise CacheLoadError(f"map {m.name}: {m.pin} is another map ({found[:4]})")
+    return fd
+
+
+def possible_cpus() -> int:
+    """How many values a per-CPU map holds per key (the kernel's possible CPUs)."""
+    try:
+        with open("/sys/devices/system/cpu/possible", encoding="ascii") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return os.cpu_count() or 1
+    n = 0
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        n += int(hi or lo) - int(lo) + 1
+    return n
+
+
+class LoadedProgram:
+    """A cached program's maps, created now, and its functions, loaded on demand."""
+
+    def __init__(self, program: CompiledProgram) -> None:
+        self.program = program
+        self.map_fds: list[int] = []
+        self.prog_fds: dict[str, int] = {}
+        self._funcs = {f.name: f for f in program.funcs}
+        try:
+            for m in program.maps:
+                self.map_fds.append(_open_pinned(m) if m.pin else create_map(m))
+        except BaseException:
+            self.close()
+            raise
+
+    def map_fd(self, name: str) -> int:
+        return self.map_fds[self.program.map_index(name)]
+
+    def map_def(self, name: str) -> MapDef:
+        return self.program.maps[self.program.map_index(name)]
+
+    def load_func(self, name: str, prog_type: int, attach_type: int | None = None,
+                  prog_flags: int = 0) -> int:
+        """The fd of function `name` loaded as `prog_type` (once; later calls return it).
+        Raises CacheLoadError with the verifier's log when the kernel refuses it."""
+        if name in self.prog_fds:
+            return self.prog_fds[name]
+        func = self._funcs.get(name)
+        if func is None:
+            raise CacheLoadError(f"no function {name} in the cached program")
+        code = relocate(func, self.map_fds)
+        insns = ct.create_string_buffer(code, len(code))
+        lic = ct.create_string_buffer(self.program.license.encode())
+        attr = _ProgLoad(prog_type=prog_type, insn_cnt=len(code) // 8,
+                         insns=ct.addressof(insns), license=ct.addressof(lic),
+                         kern_version=self.program.kern_version, prog_flags=prog_flags,
+                         prog_name=_obj_name(name),
+                         expected_attach_type=attach_type if attach_type is not None else 0)
+        fd, err = bpf_syscall(BPF_PROG_LOAD, attr)
+        if fd < 0:
+            log = ct.create_string_buffer(1 << 20)
+            attr.log_level, attr.log_size, attr.log_buf = 1, len(log), ct.addressof(log)
+            fd2, _err2 = bpf_syscall(BPF_PROG_LOAD, attr)
+            if fd2 >= 0:  # loaded with a log: keep it
+                fd = fd2
+            else:
+                tail = log.value.decode(errors="replace").strip().splitlines()[-3:]
+                raise CacheLoadError(f"function {name}: {os.strerror(err)}: "
+                                     + " / ".join(tail))
+        self.prog_fds[name] = fd
+        return fd
+
+    def update(self, name: str, key: bytes, value: bytes) -> None:
+        m = self.map_def(name)
+        if len(key) != m.key_size or len(value) != m.value_size:
+            raise ValueError(f"map {name}: key/value of {len(key)}/{len(value)} bytes, "
+                             f"expected {m.key_size}/{m.value_size}")
+        kbuf, vbuf = ct.create_string_buffer(key, len(key)), \
+            ct.create_string_buffer(value, len(value))
+        attr = MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
+                        value=ct.addressof(vbuf))
+        ret, err = bpf_syscall(BPF_MAP_UPDATE_ELEM, attr)
+        if ret < 0:
+            raise OSError(err, f"update of map {name}: {os.strerror(err)}")
+
+    def lookup_u64s(self, name: str, key: bytes) -> list[int] | None:
+        """The value at `key` as u64s (one per possible CPU for a per-CPU map of u64
+        values); None when the key is absent."""
+        m = self.map_def(name)
+        if len(key) != m.key_size:
+            raise ValueError(f"map {name}: key of {len(key)} bytes, expected {m.key_size}")
+        per_cpu = m.map_type in PERCPU_MAP_TYPES
+        width = (m.value_size + 7) // 8 * 8 if per_cpu else m.value_size
+        size = width * (possible_cpus() if per_cpu else 1)
+        kbuf, vbuf = ct.create_string_buffer(key, len(key)), ct.create_string_buffer(size)
+        attr = MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
+                        value=ct.addressof(vbuf))
+        ret, err = bpf_syscall(BPF_MAP_LOOKUP_ELEM, attr)
+        if ret < 0:
+            if err == errno.ENOENT:
+                return None
+            raise OSError(err, f"lookup in map {name}: {os.strerror(err)}")
+        return [v for (v,) in struct.iter_unpack("Q", vbuf.raw[:size - size % 8])]
+
+    def close(self) -> None:
+        fds: list[Any] = [*self.prog_fds.values(), *self.map_fds]
+        self.prog_fds, self.map_fds = {}, []
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
