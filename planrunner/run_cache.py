@@ -6,12 +6,13 @@ The first level (runtime/compile_cache.py) skips clang; this one skips the Pytho
 before the backend, which on a warm run was most of the time left (BENCHMARKS.md,
 "Issue 17 (round two): startup").
 
-Key (SHA-256, length-prefixed parts): this file's format, the planrunner version, the
-plan's path and bytes, the raw `--set` values, the --pid / -c values, the current
-directory, the whole environment but the cache's own variables and those a shell or
-sudo sets per command line (`_`, SUDO_COMMAND, OLDPWD) (preflight warnings read it,
-PATH finds binaries),
-the effective uid, the kernel (uname) and whether stderr is a terminal.
+Key (SHA-256, length-prefixed parts): this file's format, the planrunner version and
+the identity of its source files (a checkout edited without a new version never gets
+a program pickled by older code), the plan's path and bytes, the raw `--set` values,
+the --pid / -c values, the current directory, the whole environment but the cache's
+own variables and those a shell or sudo sets per command line (`_`, SUDO_COMMAND,
+OLDPWD) (preflight warnings read it, PATH finds binaries), the effective uid, the
+kernel (uname) and whether stderr is a terminal.
 
 An entry also records every input the compile read, seen by an audit hook
 (sys.addaudithook) while it ran, and each is checked again before the entry is used:
@@ -88,7 +89,8 @@ def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int
     env = os.environ if environ is None else environ
     u = os.uname()
     h = hashlib.sha256()
-    for part in (f"planrunner-run-cache:{FORMAT_VERSION}", __version__, plan, plan_bytes,
+    for part in (f"planrunner-run-cache:{FORMAT_VERSION}", __version__, source_identity(),
+                 plan, plan_bytes,
                  "\0".join(sets), ",".join(map(str, pid)), command or "",
                  cwd if cwd is not None else os.getcwd(),
                  "\0".join(f"{k}={v}" for k, v in sorted(env.items())
@@ -98,6 +100,25 @@ def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int
         data = part if isinstance(part, bytes) else part.encode("utf-8", "surrogateescape")
         h.update(struct.pack("<Q", len(data)))
         h.update(data)
+    return h.hexdigest()
+
+
+def source_identity(root: str | None = None) -> str:
+    """Path, size and mtime of every file of the planrunner package (~150 stats, well
+    under a millisecond): the code that computed an entry, which the version alone does
+    not name in a working tree."""
+    h = hashlib.sha256()
+    stack = [root or os.path.dirname(os.path.abspath(__file__))]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for e in sorted(it, key=lambda e: e.name):
+                if e.is_dir(follow_symlinks=False):
+                    if e.name != "__pycache__":
+                        stack.append(e.path)
+                elif e.name.endswith(".py"):
+                    st = e.stat()
+                    h.update(f"{e.path}|{st.st_size}|{st.st_mtime_ns}\n".encode(
+                        "utf-8", "surrogateescape"))
     return h.hexdigest()
 
 

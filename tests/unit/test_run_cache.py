@@ -36,6 +36,25 @@ def test_the_key_changes_with_every_input_of_a_run() -> None:
         assert rc.run_key(**{**BASE, field: value}) != key, field
 
 
+def test_an_edited_source_file_is_another_code_identity(tmp_path: Path) -> None:
+    """A working tree edited without a new version must not be served programs pickled
+    by the code before the edit."""
+    pkg = tmp_path / "planrunner"
+    (pkg / "render").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    mod = pkg / "render" / "bodies.py"
+    mod.write_text("A = 1\n")
+    (pkg / "render" / "__pycache__").mkdir()
+    before = rc.source_identity(str(pkg))
+    assert rc.source_identity(str(pkg)) == before
+    (pkg / "render" / "__pycache__" / "bodies.cpython-311.pyc").write_bytes(b"x")
+    assert rc.source_identity(str(pkg)) == before  # byte-code is not source
+    mod.write_text("A = 2\n")
+    os.utime(mod, ns=(1, 1))
+    assert rc.source_identity(str(pkg)) != before
+    assert rc.source_identity() == rc.source_identity()  # the installed package
+
+
 def test_the_caches_own_variables_are_not_inputs() -> None:
     env = {**BASE["environ"], "PLANRUNNER_CACHE_LOG": "1", "PLANRUNNER_CACHE_DIR": "/x",
            "_": "/usr/bin/sudo", "SUDO_COMMAND": "/usr/bin/planrunner run p -d 5s",
