@@ -140,14 +140,45 @@ def test_python_threads_created_with_their_native_ids():
     assert 0x400000 <= start < 0x400000 + os.path.getsize(PYTHON)
 
 
+ROUTINES = ("reader_main", "writer_main", "pthread_exit")
+# The threads fixture lives this long after its threads: its first event wakes the
+# reader, which reads its maps (where libc is) while it runs (plan-format.md, usym).
+LINGER_MS = 300
+
+
+def created_threads(stdout: str) -> list[tuple[str, int, int]]:
+    """The threads fixture's own lines: (start routine, its address, the argument)."""
+    return [(name, int(addr, 16), int(arg)) for name, addr, arg in
+            (line.split() for line in stdout.splitlines()
+             if line.split()[:1] and line.split()[0] in ROUTINES)]
+
+
 def test_c_threads_start_routine_and_argument(fixtures_built):
-    recurse = fixtures_built / "recurse"  # main starts THREADS workers: worker(t) for t
-    recs = run_plan("c-threads", f"{recurse} 3 2")
-    assert len(recs) == 3
-    assert [r["arg"] for r in recs] == [0, 1, 2]  # (void *)t, in creation order
-    assert len({r["start"] for r in recs}) == 1
-    assert len({r["new_tid"] for r in recs} | {recs[0]["pid"]}) == 4
-    assert all(r["comm"] == "recurse" and r["tid"] == r["pid"] for r in recs)
+    """The fixture prints each start routine's name and address as it passes them: the
+    plan names every one (two in the PIE, libc's pthread_exit in a shared library)."""
+    threads = fixtures_built / "threads"
+    recs, out = run_plan_out("c-threads", f"{threads} 2 50 {LINGER_MS}")
+    truth = created_threads(out)
+    assert len(truth) == 8
+    assert [(r["start"]["symbol"], r["start"]["address"], r["arg"]) for r in recs] == truth, out
+    assert all(r["start"]["offset"] == 0 for r in recs)
+    for r in recs:
+        module = r["start"]["module"]
+        assert (module == str(threads) if r["start"]["symbol"] != "pthread_exit"
+                else os.path.basename(module) == "libc.so.6")
+    assert len({r["new_tid"] for r in recs} | {recs[0]["pid"]}) == 9
+    assert all(r["comm"] == "threads" and r["tid"] == r["pid"] for r in recs)
+
+
+def test_c_threads_text_names_the_start_routine(fixtures_built):
+    proc = run_planrunner(["run", "c-threads", "-c",
+                           f"{fixtures_built / 'threads'} 1 50 {LINGER_MS}"],
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    starts = re.findall(r"created tid \d+: start (\S+) arg (0x\d)", proc.stdout)
+    assert starts == [("reader_main+0x0", "0x0"), ("writer_main+0x0", "0x1"),
+                      ("writer_main+0x0", "0x2"), ("pthread_exit+0x0", "0x3")], (
+        proc.stdout + proc.stderr)
 
 
 def test_c_allocs_bytes_by_function_and_malloc_sizes(tmp_path):
