@@ -5,7 +5,8 @@
     python3.11 py_workload.py gc      # collections of known garbage, one slow finalizer
     python3.11 py_workload.py latency # under a profile hook: fib(15) (1973 calls), then
                                       # nap(4): 5 nested calls each sleeping NAP_S then
-                                      # recursing; prints "nap DEPTH NS" per call as measured
+                                      # recursing; prints "nap DEPTH INNER OUTER" per call:
+                                      # ns inside it, and from before its call to after
     python3.11 py_workload.py threads # 3 threads named planrunner-py-1..3, started and joined
 """
 
@@ -16,6 +17,7 @@ import time
 
 NAP_S = 0.01
 NAPS = []
+OUTER = {}  # depth -> ns from before the call to after its return
 
 
 def alpha():
@@ -49,8 +51,10 @@ def fib(n):
 def nap(n):
     t0 = time.monotonic_ns()
     time.sleep(NAP_S)
-    if n > 0:
+    if n > 0:  # the inner call timed from here too: from before it to after its return
+        t1 = time.monotonic_ns()
         nap(n - 1)
+        OUTER[4 - (n - 1)] = time.monotonic_ns() - t1
     NAPS.append((4 - n, time.monotonic_ns() - t0))
 
 
@@ -110,10 +114,12 @@ def run_gc():
 def run_latency():
     sys.setprofile(slice)  # CPython 3.11 fires function__entry only under a hook
     fib(15)
+    t0 = time.monotonic_ns()
     nap(4)
+    OUTER[0] = time.monotonic_ns() - t0
     sys.setprofile(None)
     for depth, ns in NAPS:
-        print("nap", depth, ns)
+        print("nap", depth, ns, OUTER[depth])
 
 
 def run_threads():

@@ -2,7 +2,8 @@
 #
 #   ruby3.1 rb_workload.rb calls    # fib(15): 1973 calls of Object#fib; Greeter#hello x300, Greeter#wave x200
 #   ruby3.1 rb_workload.rb latency  # nap(4): 5 nested calls, each sleeping NAP_S then recursing;
-#                                   # prints "nap DEPTH NS" per call, as measured here
+#                                   # prints "nap DEPTH INNER OUTER" per call: ns inside it,
+#                                   # and from before its call to after its return
 #   ruby3.1 rb_workload.rb flow     # top -> middle x2 -> leaf x2 each
 #   ruby3.1 rb_workload.rb gc       # GC disabled, GC.start x3; prints "gc COUNT" (GC.count)
 #   ruby3.1 rb_workload.rb objnew   # Widget.new x1000, [i, i, i] x300, {a: i, b: i} x200,
@@ -26,7 +27,11 @@ end
 def nap(n)
   t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
   sleep(NAP_S)
-  nap(n - 1) if n > 0
+  if n > 0 # the inner call timed from here too: from before it to after its return
+    t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+    nap(n - 1)
+    $outer[4 - (n - 1)] = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - t1
+  end
   took = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - t0
   $naps << [4 - n, took]
 end
@@ -60,8 +65,13 @@ end
 
 def run_latency
   $naps = []
-  traced { nap(4) }
-  $naps.each { |depth, ns| puts "nap #{depth} #{ns}" }
+  $outer = {}
+  traced do
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+    nap(4)
+    $outer[0] = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - t0
+  end
+  $naps.each { |depth, ns| puts "nap #{depth} #{ns} #{$outer[depth]}" }
 end
 
 def run_flow
