@@ -2,12 +2,14 @@
 
     python3.11 py_workload.py calls   # alpha x500, beta x300 (via map), gamma x200 (sorted key)
     python3.11 py_workload.py flow    # top -> middle x2 -> leaf x2 each, under a profile hook
-    python3.11 py_workload.py gc      # collections of known garbage, one slow finalizer
+    python3.11 py_workload.py gc      # collections of known garbage, one slow finalizer;
+                                      # prints "gc GEN NS" (ns around each gc.collect)
     python3.11 py_workload.py latency # under a profile hook: fib(15) (1973 calls), then
                                       # nap(4): 5 nested calls each sleeping NAP_S then
                                       # recursing; prints "nap DEPTH INNER OUTER" per call:
                                       # ns inside it, and from before its call to after
-    python3.11 py_workload.py threads # 3 threads named planrunner-py-1..3, started and joined
+    python3.11 py_workload.py threads # 3 threads named planrunner-py-1..3, started and joined;
+                                      # prints "thread NAME TID NS" (ns around its start())
 """
 
 import gc
@@ -99,16 +101,23 @@ def run_flow():
     sys.setprofile(None)
 
 
+def timed_collect(generation):
+    """gc.collect(generation), printing "gc GENERATION NS": the time around the call."""
+    t0 = time.monotonic_ns()
+    gc.collect(generation)
+    print("gc", generation, time.monotonic_ns() - t0)
+
+
 def run_gc():
     gc.disable()  # no automatic collections: only the ones below
     gc.collect()  # flush whatever start-up left behind
     cycles(10)
-    gc.collect(0)  # 20 objects
+    timed_collect(0)  # 20 objects
     cycles(5)
-    gc.collect(1)  # 10 objects
+    timed_collect(1)  # 10 objects
     cycles(3)
     Slow()
-    gc.collect(2)  # 6 objects + the Slow instance and its __dict__, >= SLOW_S
+    timed_collect(2)  # 6 objects + the Slow instance and its __dict__, >= SLOW_S
 
 
 def run_latency():
@@ -125,12 +134,15 @@ def run_latency():
 def run_threads():
     threads = [threading.Thread(target=worker, args=(i,), name=f"planrunner-py-{i}")
                for i in (1, 2, 3)]
+    around = []  # ns around each start(): its pthread_create and clone lie inside
     for t in threads:
+        t0 = time.monotonic_ns()
         t.start()
+        around.append(time.monotonic_ns() - t0)
     for t in threads:
         t.join()
-    for t in threads:
-        print("thread", t.name, t.native_id)
+    for t, ns in zip(threads, around, strict=True):
+        print("thread", t.name, t.native_id, ns)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 #   ruby3.1 rb_workload.rb gc       # GC disabled, GC.start x3; prints "gc COUNT" (GC.count)
 #   ruby3.1 rb_workload.rb objnew   # Widget.new x1000, [i, i, i] x300, {a: i, b: i} x200,
 #                                   # a 100-byte string literal x4000
-#   ruby3.1 rb_workload.rb threads  # 3 threads named rb-worker-1..3; prints "thread NAME TID"
+#   ruby3.1 rb_workload.rb threads  # 3 threads named rb-worker-1..3; prints "thread NAME TID NS"
+#                                   # (NS: around its Thread.new)
 #
 # Ruby 3.1 fires ruby:method__entry/return only while a TracePoint is active: every mode
 # but gc and objnew enables one (its block is a block, not a method: it fires nothing).
@@ -95,13 +96,16 @@ end
 
 def run_threads
   gate = Queue.new
+  around = {} # ns around each Thread.new: its pthread_create and clone lie inside
   threads = (1..3).map do |i|
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
     t = Thread.new { gate.pop && Thread.current.native_thread_id }
+    around[t] = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - t0
     t.name = "rb-worker-#{i}" # an OS thread name too (pthread_setname_np)
     t
   end
   3.times { gate << :go }
-  threads.each { |t| puts "thread #{t.name} #{t.value}" }
+  threads.each { |t| puts "thread #{t.name} #{t.value} #{around[t]}" }
 end
 
 send("run_#{ARGV[0]}")
