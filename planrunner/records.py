@@ -33,7 +33,9 @@ Bucketing (the BPF C computes the index, these functions give its bounds):
 
 A stack value (`ustack`, `kstack` in a record or an aggregation key) is a `Stack`: its
 frames innermost first (planrunner.stacks.frame.Frame: address, symbol or None, offset,
-module); `json()` is what the JSON view writes.
+module); `json()` is what the JSON view writes. A `usym(addr)` value is a `UserSymbol`:
+the address named as `symbol+offset` in its module, written like one stack frame in
+JSON (`{"address", "symbol", "offset", "module"}`) and as `symbol+0xoff` in text.
 
 Pure; imports nothing of ours but the Frame type.
 """
@@ -41,7 +43,7 @@ Pure; imports nothing of ours but the Frame type.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from planrunner.stacks.frame import Frame
@@ -88,6 +90,34 @@ class Stack:
         from planrunner.stacks.formats import text_line
 
         return ";".join(text_line(f, 0) for f in self.frames)
+
+
+@dataclass(frozen=True, slots=True)
+class UserSymbol:
+    """`usym(addr)`: a code address of a traced process named as `symbol+offset` in
+    `module` (symbol None: not found; offset and module then as in a stack `Frame`).
+    Two are equal when they name the same place: the address is not compared, so one
+    thread start routine in two processes is one aggregation row."""
+
+    address: int = field(compare=False)
+    symbol: str | None
+    offset: int
+    module: str
+
+    def json(self) -> dict[str, object]:
+        return {"address": self.address, "symbol": self.symbol, "offset": self.offset,
+                "module": self.module}
+
+    def __str__(self) -> str:
+        if self.symbol is None:
+            return f"{self.address:#x}"
+        return f"{self.symbol}+{self.offset:#x}"
+
+    def __format__(self, spec: str) -> str:
+        """An integer spec (`{start:#x}`) formats the address, any other the name."""
+        if spec and spec[-1] in "bdoxXn":
+            return format(self.address, spec)
+        return format(str(self), spec)
 
 
 @dataclass(frozen=True, slots=True)

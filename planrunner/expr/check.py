@@ -15,6 +15,8 @@ Rules (see types.py for integer conversions):
   contents are compared; two run-time strings are compared bounded by the smaller buffer);
   comparing an unsigned 64-bit value with a negative constant is an error (always false);
 - `&& || !` take bools or integers; results are bool;
+- `usym(x)` needs an integer (a named value of fewer than 64 bits cannot be an address);
+  its result, like a stack, is only printed or grouped by (no operator, no condition);
 - a string literal compared with or searched in a string longer than it can hold is an
   error (it could never match).
 """
@@ -40,6 +42,7 @@ from planrunner.expr.types import (
     StackKind,
     StackType,
     StrType,
+    SymType,
     Type,
     arithmetic_result,
     promoted,
@@ -49,7 +52,7 @@ from planrunner.expr.types import (
 MAX_STR_CAP = 4096  # largest constant cap in str(x, N)
 FUNCTIONS: dict[str, tuple[int, int]] = {"str": (1, 2), "contains": (2, 2),
                                          "startswith": (2, 2), "ustack": (0, 1),
-                                         "kstack": (0, 1)}
+                                         "kstack": (0, 1), "usym": (1, 1)}
 STACKS: dict[str, StackKind] = {"ustack": "user", "kstack": "kernel"}
 ARITHMETIC = ("+", "-", "*", "/", "%")
 SHIFTS = ("<<", ">>")
@@ -102,9 +105,15 @@ def _desc(t: T.TExpr) -> str:
     return "string literal" if isinstance(t, T.TStrConst) else str(t.type)
 
 
+# Values that are only printed or grouped by: no operator or condition takes one.
+SHOWN_ONLY = (StackType, SymType)
+
+
 def _kind(t: Type) -> str:
     if isinstance(t, StackType):
         return "a stack"
+    if isinstance(t, SymType):
+        return "a user symbol"
     return "an integer" if isinstance(t, IntType) else "a string" if isinstance(
         t, StrType) else "a bool"
 
@@ -127,9 +136,9 @@ class _Checker:
         return result
 
     def want(self, t: T.TExpr, want: str | None) -> None:
-        if want == "condition" and isinstance(t.type, StackType):
+        if want == "condition" and isinstance(t.type, SHOWN_ONLY):
             self.error(f"a condition must be a bool or an integer, got {t.type}", t.span,
-                       "a stack can be printed or be a `by` key")
+                       f"{_kind(t.type)} can be printed or be a `by` key")
         elif want == "condition" and isinstance(t.type, StrType):
             self.error(f"a condition must be a bool or an integer, got {t.type}", t.span,
                        'compare the string (== "...") or test it with contains()/startswith()')
@@ -209,7 +218,7 @@ class _Checker:
             return operand
         t = operand.type
         if e.op == "!":
-            if isinstance(t, StrType | StackType):
+            if isinstance(t, StrType | StackType | SymType):
                 return self.error(f"operator '!' needs a bool or an integer, got {t}",
                                   operand.span)
             return T.TUnary("!", operand, BOOL, e.span)
@@ -228,7 +237,7 @@ class _Checker:
         op = e.op
         if op in LOGICAL:
             for side, t in (("left", left), ("right", right)):
-                if isinstance(t.type, StrType | StackType):
+                if isinstance(t.type, StrType | StackType | SymType):
                     return self.error(f"operator '{op}' needs bools or integers, but its "
                                       f"{side} operand is a {t.type}", t.span)
             return T.TBinary(op, left, right, BOOL, None, e.span)
@@ -339,7 +348,24 @@ class _Checker:
             return self.str_call(e, typed)
         if e.func in STACKS:
             return self.stack_call(e, typed)
+        if e.func == "usym":
+            return self.usym_call(e, typed[0])
         return self.str_test(e, typed)
+
+    def usym_call(self, e: A.Call, addr: T.TExpr) -> T.TExpr | _Failed:
+        """`usym(ADDRESS)`: a code address of the traced process, named in user space."""
+        if not isinstance(addr.type, IntType):
+            hint = ("usym() names a code address, such as a function pointer argument"
+                    if isinstance(addr.type, StrType) else "")
+            return self.error(f"usym() needs an address (an integer), got {addr.type}",
+                              addr.span, hint)
+        if isinstance(addr, T.TRef) and addr.type.bits < 64:
+            return self.error(f"usym() needs an address, but '{addr.name}' is a "
+                              f"{addr.type.bits // 8}-byte {addr.type}: it cannot be a "
+                              "pointer", addr.span, "check the argument's position and "
+                              "declared type (`planrunner list BINARY -vv` shows each "
+                              "operand's size)")
+        return T.TUsym(addr, e.span)
 
     def stack_call(self, e: A.Call, args: list[T.TExpr]) -> T.TExpr | _Failed:
         """`ustack(N)` / `kstack(N)`: the stack the scope offers, cut to N frames."""
@@ -395,6 +421,7 @@ class _Checker:
 
 _USAGE = {
     "ustack": "ustack or ustack(FRAMES)",
+    "usym": "usym(ADDRESS)",
     "kstack": "kstack or kstack(FRAMES)",
     "str": "str(ADDRESS) or str(ADDRESS, LENGTH)",
     "contains": 'contains(STRING, "literal")',

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from planrunner.diagnostics import Span
-from planrunner.expr.types import BOOL, BoolType, IntType, StackKind, StrType, Type
+from planrunner.expr.types import BOOL, BoolType, IntType, StackKind, StrType, SymType, Type
 
 Builtin = Literal["pid", "tid", "uid", "gid", "cpu", "ts", "comm"]
 
@@ -167,7 +167,21 @@ class TStrTest:
     type: BoolType = BOOL
 
 
-TExpr = TIntConst | TBoolConst | TStrConst | TRef | TUnary | TBinary | TStrEq | TStrRead | TStrTest
+@dataclass(frozen=True, slots=True)
+class TUsym:
+    """`usym(addr)`: the code address `addr` (a 64-bit integer) of the process the event
+    is in, to be named in user space (runtime/stacks.py) as `symbol+offset`."""
+
+    addr: TExpr
+    span: Span = field(compare=False)
+
+    @property
+    def type(self) -> SymType:
+        return SymType()
+
+
+TExpr = (TIntConst | TBoolConst | TStrConst | TRef | TUnary | TBinary | TStrEq | TStrRead
+         | TStrTest | TUsym)
 
 
 def children(t: TExpr) -> tuple[TExpr, ...]:
@@ -181,7 +195,20 @@ def children(t: TExpr) -> tuple[TExpr, ...]:
         return (t.addr,) if t.length is None else (t.addr, t.length)
     if isinstance(t, TStrTest):
         return (t.subject,)
+    if isinstance(t, TUsym):
+        return (t.addr,)
     return ()
+
+
+def names_symbols(t: TExpr) -> bool:
+    """Whether `t` holds a `usym(...)` anywhere."""
+    stack = [t]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, TUsym):
+            return True
+        stack.extend(children(node))
+    return False
 
 
 def refs(t: TExpr) -> list[Ref]:

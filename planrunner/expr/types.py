@@ -7,6 +7,8 @@
 - `StrType(size)`: a char buffer of `size` bytes holding a NUL-terminated string, so at
   most `size - 1` bytes of content (`capacity`).
 - `BoolType()`: the result of comparisons and `&&`/`||`/`!`; 0 or 1 in C.
+- `StackType(kind, limit)`: a call stack; `SymType()`: an address named as a symbol
+  (`usym(addr)`). Neither takes an operator: they are printed or are `by` keys.
 Durations are `UINT64` nanoseconds with the unit "ns" (`DURATION`). A unit is a note on
 the type, not part of it: it takes no part in equality, and it survives only `+` and `-`
 of two values with that unit (`latency / 1000` has none). Output titles read it.
@@ -97,7 +99,18 @@ class StackType:
         return f"{self.kind} stack (up to {self.limit} frames)"
 
 
-Type = IntType | StrType | BoolType | StackType
+@dataclass(frozen=True, slots=True)
+class SymType:
+    """`usym(addr)`: a code address of the traced process, shown as the symbol it falls
+    in (`worker+0x0`), named in user space with the process's module maps. In C it is
+    the address; the record or key also carries the pid. Like a stack, it can be
+    printed and be a `by` key; no operator takes one."""
+
+    def __str__(self) -> str:
+        return "user symbol"
+
+
+Type = IntType | StrType | BoolType | StackType | SymType
 
 INT8, INT16, INT32, INT64 = (IntType(b, True) for b in (8, 16, 32, 64))
 UINT8, UINT16, UINT32, UINT64 = (IntType(b, False) for b in (8, 16, 32, 64))

@@ -43,12 +43,13 @@ from planrunner.records import (
     Stack,
     TableRow,
     TableSnapshot,
+    UserSymbol,
     iso_utc,
 )
 
 
 def _default(obj: object) -> object:
-    if isinstance(obj, Stack):
+    if isinstance(obj, Stack | UserSymbol):
         return obj.json()
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 

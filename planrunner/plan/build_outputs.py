@@ -5,7 +5,8 @@ required by sum/min/max/avg/hist/lhist and refused by count/print; `fields` and
 `format` belong to print, `by`, `every` and `top` to aggregations, `sort` and `rate` to
 tables; lhist needs `range: {min, max, step}` with step > 0, max > min and at
 most MAX_LHIST_BUCKETS buckets. A field given by name keeps its last part as its key
-(`begin.query` -> `query`, `latency` -> `latency_ns`); two fields with one key are an
+(`begin.query` -> `query`, `latency` -> `latency_ns`), `usym(NAME)` that of NAME
+(`usym(begin.start)` -> `start`); two fields with one key are an
 error asking for a {NAME: EXPRESSION} mapping.
 """
 
@@ -26,6 +27,9 @@ MAX_LHIST_BUCKETS = 1000
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 # `ustack(N)` and `kstack(N)` are fields of their own, keyed ustack and kstack
 _STACK_FIELD = re.compile(r"^([uk]stack)\s*\(\s*[0-9]+\s*\)$")
+# `usym(NAME)` is keyed like NAME: `usym(begin.start)` -> start
+_USYM_FIELD = re.compile(r"^usym\s*\(\s*((?:[A-Za-z_][A-Za-z0-9_]*\.)?([A-Za-z_][A-Za-z0-9_]*))"
+                         r"\s*\)$")
 # Only for print: the record keys, or only for aggregations: group keys and intervals.
 _PRINT_ONLY = ("fields", "format")
 _AGG_ONLY = ("by", "every", "top")
@@ -151,6 +155,10 @@ def _field(ctx: BuildContext, jpath: JsonPath, item: str | JsonObj) -> FieldSpec
     if stack:
         expr = ctx.expr(jpath, item)
         return FieldSpec(stack.group(1), expr, at) if expr is not None else None
+    usym = _USYM_FIELD.match(item.strip())
+    if usym:
+        expr = ctx.expr(jpath, item)
+        return FieldSpec(usym.group(2), expr, at) if expr is not None else None
     if not _FIELD_NAME.match(item):
         ctx.error(f"field '{item}' is not a name", at,
                   f"give a computed field a key: {{NAME: \"{item}\"}}")

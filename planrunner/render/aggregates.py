@@ -29,9 +29,9 @@ Contract with runtime/aggregates.py (which reads the maps):
 
 from __future__ import annotations
 
-from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StackType, StrType
+from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StackType, StrType, SymType
 from planrunner.records import lhist_bucket_count
-from planrunner.render.bodies import Body, condition, stack_copied
+from planrunner.render.bodies import Body, condition, stack_copied, symbol_notice
 from planrunner.render.expr_c import c_int_literal, lower
 from planrunner.render.model import AggregateOutput
 from planrunner.render.stacks import UCOPY_MAP, ustack_copy_lines, ustack_hash_lines
@@ -55,7 +55,8 @@ def key_fields(by: tuple[CheckedField, ...], body: Body | None = None
     """(record key, "int" | "uint" | "bool" | "str:N" | stack) per `by` field, in order.
     Stacks (render/stacks.py): "kstack:N" (a kernel stack id), "ustack:N" (a user stack
     id, frame pointers) or "ucopy:N:MODE" (the hash of a copied user stack, unwound with
-    MODE); N is the frames kept. A user stack's key also holds the tgid (`kI_pid`)."""
+    MODE); N is the frames kept; "usym" a code address (`usym(...)`). A user stack's or
+    symbol's key also holds the tgid (`kI_pid`): the reader names it in that process."""
     out = []
     for f in by:
         typ = f.expr.type
@@ -66,6 +67,8 @@ def key_fields(by: tuple[CheckedField, ...], body: Body | None = None
                 out.append((f.key, f"ucopy:{typ.limit}:{body.stack.unwind}"))
             else:
                 out.append((f.key, f"ustack:{typ.limit}"))
+        elif isinstance(typ, SymType):
+            out.append((f.key, "usym"))
         elif isinstance(typ, StrType):
             out.append((f.key, f"str:{typ.size}"))
         elif isinstance(typ, BoolType):
@@ -87,6 +90,8 @@ def _key_members(fields: tuple[tuple[str, str], ...], hist: bool) -> list[tuple[
             members.append((f"__s64 k{i};", 8))
         elif kind.startswith(("ustack:", "ucopy:")):
             members += [(f"__s64 k{i};", 8), (f"__u64 k{i}_pid;", 8)]
+        elif kind == "usym":
+            members += [(f"__u64 k{i};", 8), (f"__u64 k{i}_pid;", 8)]
         else:
             members.append((f"{'__s64' if kind == 'int' else '__u64'} k{i};", 8))
     if hist:
@@ -169,6 +174,8 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
                       "    pr_count(PR_STACK_LOST);  /* -EFAULT: no such stack here */"]
             if kind.startswith("ustack:"):
                 lines.append(f"pr_k->k{i}_pid = pr_id >> 32;")
+        elif kind == "usym":
+            lines += [f"pr_k->k{i} = {low.c};", f"pr_k->k{i}_pid = pr_id >> 32;"]
         else:
             ctype = "__s64" if kind == "int" else "__u64"
             lines.append(f"pr_k->k{i} = ({ctype})({low.c});")
@@ -234,7 +241,8 @@ def aggregate_block(out: ResolvedOutput, body: Body,
     decls.append(f"BPF_PERCPU_HASH({map_name}, struct {key_struct}, {vtype}, {map_size});")
     decls.append(f"BPF_PERCPU_ARRAY({lost_map}, __u64, 1);  /* updates refused: map full */")
 
-    lines = [f"/* output {index}: {kind} */", *condition(out.where, body)]
+    lines = [f"/* output {index}: {kind} */", *condition(out.where, body),
+             *symbol_notice([f.expr for f in out.by], body)]
     lines += _key_lines(out, fields, key_struct, size, body, index)
     if out.value is not None:
         low = lower(out.value, body)

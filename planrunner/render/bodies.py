@@ -28,15 +28,16 @@ from planrunner.expr.typed import (
     TExpr,
     TRef,
     TStrRead,
+    names_symbols,
 )
-from planrunner.expr.types import BoolType, IntType, StackType, StrType
+from planrunner.expr.types import BoolType, IntType, StackType, StrType, SymType
 from planrunner.plan.model import StackSpec
 from planrunner.render.expr_c import lower
 from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.names import c_ident
 from planrunner.render.needs import Helper
 from planrunner.render.operand_c import lower_operand
-from planrunner.render.stacks import copied, ustack_copy_lines
+from planrunner.render.stacks import copied, pid_notice_lines, ustack_copy_lines
 from planrunner.resolve.model import ArgSlot, ResolvedProbe, ResolvedSite
 
 # Builtins the prologue can compute, in prologue order; the body computes only what it
@@ -77,6 +78,7 @@ class Body:
     # allows. Never a tracepoint's: a tracepoint program cannot sleep.
     faults: bool = False
     sleepable: bool = False
+    announces: bool = False  # sends "new process" notices (pid_notice_lines)
     _tmp: int = 0
 
     # -- LoweringContext (render/expr_c.py) ------------------------------------------
@@ -210,6 +212,16 @@ def condition(texpr: TExpr | None, body: Body) -> list[str]:
     return [*low.prelude, f"if (!({low.c})) break;"]
 
 
+def symbol_notice(exprs: list[TExpr], body: Body) -> list[str]:
+    """Before an output whose record or key holds a `usym(...)`: the address is named
+    over its process's maps in user space, so the first event of each process wakes the
+    reader to read them before the process can exit (render/stacks.py)."""
+    if not any(names_symbols(e) for e in exprs):
+        return []
+    body.announces = True
+    return pid_notice_lines()
+
+
 def stack_copied(texpr: TExpr, spec: StackSpec) -> bool:
     """A user stack of this probe that the body copies (dwarf, auto), not an id."""
     return (isinstance(texpr, TRef) and isinstance(texpr.ref, StackRef)
@@ -227,6 +239,8 @@ def layout_for(output_id: int, fields: list[tuple[str, TExpr]],
                                    spec.unwind))
         elif isinstance(typ, StackType):
             out.append(LayoutField(key, "stack", f"f{i}", 8, typ.kind, typ.limit))
+        elif isinstance(typ, SymType):
+            out.append(LayoutField(key, "usym", f"f{i}"))
         elif isinstance(typ, StrType):
             out.append(LayoutField(key, "str", f"f{i}", typ.size))
         elif isinstance(typ, BoolType):
@@ -269,7 +283,7 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
                 body: Body) -> list[str]:
     """One `print` output: filter, reserve a record, fill it, submit. Strings are copied
     up to their NUL (the decoder cuts there): the tail of the buffer is never written."""
-    lines = condition(where, body)
+    lines = condition(where, body) + symbol_notice([e for _, e in fields], body)
     fills: list[str] = []
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
         if lf.kind == "ucopy":

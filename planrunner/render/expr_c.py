@@ -128,6 +128,8 @@ class _Lowerer:
             return self.str_eq(t)
         if isinstance(t, T.TStrRead):
             return self.str_read(t)
+        if isinstance(t, T.TUsym):  # the address; the reader names it (runtime/stacks.py)
+            return self.as_int(t.addr, UINT64)
         if isinstance(t, T.TStrTest):
             buf, size = self.string(t.subject)
             self.ctx.need(Helper.EXPR)

@@ -31,10 +31,11 @@ class LayoutField:
     """One record field. Stacks (render/stacks.py): `stack` is a stack id (__s64, a
     kernel stack or a user stack walked by frame pointers), `ucopy` a copied user stack
     (struct pr_ustack of planrunner/stacks: pid, len, start_time, regs[4], data[size]);
-    `stack_kind` and `limit` say which stack and how many frames to keep."""
+    `stack_kind` and `limit` say which stack and how many frames to keep. `usym` is a
+    code address (__u64) the reader names with the process of the record's pid."""
 
     key: str  # record key
-    kind: Literal["int", "uint", "bool", "str", "stack", "ucopy"]
+    kind: Literal["int", "uint", "bool", "str", "stack", "ucopy", "usym"]
     member: str  # C member name (generated: f0, f1...)
     size: int = 8  # str: buffer bytes (content + NUL); ucopy: stack bytes
     stack_kind: str = ""  # "user" | "kernel" for stack and ucopy

@@ -122,6 +122,7 @@ class _Outputs:
     aggregates: list[AggregateOutput] = field(default_factory=list)
     maps: list[str] = field(default_factory=list)
     ucopy_bytes: int = 0  # pr_ucopies' stack bytes (0: no such map)
+    announces: bool = False  # a body sends "new process" notices (usym outputs)
 
 
 def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
@@ -185,6 +186,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     lines += _span_blocks(resolved, probe, body, acc)
     helpers |= body.helpers
     acc.ucopy_bytes = max(acc.ucopy_bytes, body.ucopy_bytes)
+    acc.announces = acc.announces or body.announces
     members = [slot_member(s) for s in probe.slots] + stack_members(probe.stacks, probe.stack)
     view = ProbeView(probe.spec.name, c_name, members,
                      body.scratch_name, body.members, lines,
@@ -209,9 +211,10 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     return view
 
 
-def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int) -> StackMaps:
+def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int, announces: bool) -> StackMaps:
     """The stack maps the probes' captures need, each as deep as the deepest stack of
-    its kind in an output."""
+    its kind in an output; the announced-processes map when copies are unwound or
+    `usym` addresses named over a process's maps (`announces`)."""
     limits = {"user": 0, "kernel": 0}
     for e in output_exprs(resolved.outputs):
         if isinstance(e.type, StackType):
@@ -223,8 +226,8 @@ def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int) -> StackMaps:
         kernel=(KSTACK_MAP, limits["kernel"] or 32) if kernel else None,
         user=(USTACK_MAP, limits["user"] or 64) if user_ids else None,
         copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None,
-        seen=SEEN_MAP if any("user" in p.stacks and copied(p.stack) for p in probes)
-        else "")
+        seen=SEEN_MAP if announces or any("user" in p.stacks and copied(p.stack)
+                                          for p in probes) else "")
 
 
 def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
@@ -241,7 +244,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     constants = tuple(sorted({name for p in resolved.probes for s in p.sites
                               for arg in s.args if arg is not None
                               for name in runtime_constants(arg)}))
-    stack_maps = _stack_maps(resolved, acc.ucopy_bytes)
+    stack_maps = _stack_maps(resolved, acc.ucopy_bytes, acc.announces)
     c_source = render_template(
         "program.bpf.c.j2",
         runtime_constants=constants,

@@ -31,7 +31,9 @@ interval (from the per-output counter; the session prints the total on stderr).
 Stacks: a stack key member is an id or a hash (render/aggregates.py key_fields), turned
 into a `Stack` by runtime/stacks.py (user stacks with the process of the hidden `_pid`
 member, cut to the key's frames); rows whose keys are equal after that (one stack
-in two processes, two copies that unwind alike) are merged.
+in two processes, two copies that unwind alike) are merged. A `usym` key member is an
+address named in the process of its `_pid` member (a `UserSymbol`): one symbol in two
+processes is one row.
 
 `AggregateReader` is also the SnapshotSource (records.py) a live view pulls from.
 Imports records.py, output/base.py, render/model.py, runtime/backend.py and
@@ -80,6 +82,10 @@ def decode_key(key: Any, fields: tuple[tuple[str, str], ...],
         raw = getattr(key, f"k{i}")
         if kind.startswith(("kstack:", "ustack:", "ucopy:")):
             out.append((name, _stack(key, i, kind, stacks, program)))
+        elif kind == "usym":  # an address of the key's process
+            resolver = stacks or StackResolver(None)
+            out.append((name, resolver.user_symbol(int(getattr(key, f"k{i}_pid")),
+                                                   int(raw))))
         elif kind.startswith("str:"):
             data = bytes(raw) if not isinstance(raw, bytes) else raw
             out.append((name, data.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")))

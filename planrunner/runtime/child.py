@@ -1,7 +1,9 @@
 """`-c 'CMD ARGS'`: a child started with everything attached before its first
 instruction. The child is forked and waits on a pipe; planrunner attaches (filtering
 on the child's pid), then releases it to exec. A child never released (start-up was
-stopped) exits without running the command. At the end, a command still running gets
+stopped) exits without running the command. `execed()` says when the command has
+replaced the copy of planrunner (a second pipe, closed by the exec), so that its maps
+are read then. At the end, a command still running gets
 SIGTERM, then SIGKILL after a grace period (`terminate`). Only this child is ever
 signalled, by PID.
 """
@@ -19,9 +21,12 @@ from planrunner.errors import CommandNotFound, UsageError
 
 
 class Child:
-    def __init__(self, pid: int, release_fd: int) -> None:
+    def __init__(self, pid: int, release_fd: int, exec_fd: int | None = None) -> None:
         self.pid = pid
         self._release_fd: int | None = release_fd
+        # read end of a pipe whose only writer is the child's close-on-exec copy: EOF
+        # once the child has exec'd (or exited)
+        self._exec_fd = exec_fd
         self._status: int | None = None
 
     @classmethod
@@ -42,10 +47,12 @@ class Child:
         c_path = os.fsencode(path)
         c_argv = (ctypes.c_char_p * (len(argv) + 1))(*map(os.fsencode, argv), None)
         read_fd, write_fd = os.pipe()
+        exec_r, exec_w = os.pipe()  # both close-on-exec (PEP 446)
         pid = os.fork()
         if pid == 0:  # child: wait for the go-ahead, then become the command
             try:
                 os.close(write_fd)  # not traced yet: we are still waiting below
+                os.close(exec_r)
                 if os.read(read_fd, 1):  # read_fd is close-on-exec (PEP 446)
                     execv(c_path, c_argv)
                     os.execv(path, argv)  # it failed: again, for the OSError with errno
@@ -54,7 +61,23 @@ class Child:
                 os._exit(127)
             os._exit(0)  # planrunner went away before releasing us
         os.close(read_fd)
-        return cls(pid, write_fd)
+        os.close(exec_w)
+        os.set_blocking(exec_r, False)
+        return cls(pid, write_fd, exec_r)
+
+    def execed(self) -> bool:
+        """Whether the child has exec'd the command (or ended): its maps are then the
+        command's, no longer a copy of planrunner's."""
+        if self._exec_fd is None:
+            return True
+        try:
+            if os.read(self._exec_fd, 1):
+                return False  # nothing writes to it: not expected
+        except BlockingIOError:
+            return False
+        os.close(self._exec_fd)
+        self._exec_fd = None
+        return True
 
     def release(self) -> None:
         if self._release_fd is not None:
@@ -88,6 +111,9 @@ class Child:
         if self._release_fd is not None:
             os.close(self._release_fd)
             self._release_fd = None
+        if self._exec_fd is not None:
+            os.close(self._exec_fd)
+            self._exec_fd = None
         try:
             _, self._status = os.waitpid(self.pid, 0)
         except ChildProcessError:

@@ -82,6 +82,8 @@ def _source(layout: RecordLayout) -> str:
             entries.append(f"{key}: ustack(umap, pid, v{n}, {f.limit})")
         elif f.kind == "ucopy":
             entries.append(f"{key}: ucopy(v{n}, {f.limit}, {f.unwind!r})")
+        elif f.kind == "usym":  # an address of the record's process
+            entries.append(f"{key}: usym(pid, v{n})")
         elif f.kind == "str":
             entries.append(f"{key}: (b{n}.split(b'\\0', 1)[0].decode('utf-8', "
                            f"'backslashreplace') if s{n} == STR_OK else "
@@ -157,7 +159,7 @@ class Decoder:
             "STR_OK": STR_OK, "STR_TRUNCATED": STR_TRUNCATED,
             "slow_string": self._slow_string,
             "kstack": self.stacks.kernel, "ustack": self.stacks.user_ids,
-            "ucopy": self.stacks.user_copy,
+            "ucopy": self.stacks.user_copy, "usym": self.stacks.user_symbol,
             "kmap": (self.stack_maps.kernel or ("", 0))[0],
             "umap": (self.stack_maps.user or ("", 0))[0],
         }

@@ -59,6 +59,8 @@ from planrunner.runtime.stacks import StackResolver
 from planrunner.runtime.upkeep import Upkeep, recover
 
 POLL_MS = 50
+EXEC_POLL_MS = 2  # a loop turn while the -c command has not exec'd yet
+EXEC_WAIT_S = 1.0  # then its maps are read anyway (an exec takes milliseconds)
 # After a stop or the deadline, how long one write of at most OUTPUT_CHUNK records may
 # stay blocked before the output is abandoned: a reader that is merely slow (a terminal
 # over ssh) keeps up by the chunk, one that reads nothing does not.
@@ -322,7 +324,7 @@ def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions
                     child: Child | None) -> StackResolver:
     """The reader of the program's stacks; it knows the files the plan attaches to and
     the -c command's, and reads the --pid process's maps now, before it can exit (a -c
-    child has not exec'd yet: the loop's first turn reads its maps)."""
+    child has not exec'd yet: the loop reads its maps right after its exec)."""
     if program.stack_maps == StackMaps():  # no stacks: nothing to read, no file to index
         return StackResolver(backend)
     known = [s.binary.path for s in program.sites if s.binary is not None]
@@ -411,7 +413,9 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
           clocks: _Clocks) -> int:
     stacks = aggs.stacks or StackResolver(backend)
     decoder = Decoder(program.prints, stacks, program.stack_maps)
-    seen_child = program.stack_maps == StackMaps()  # no stacks: nothing to read
+    # no command, or no stacks (nothing to read): nothing to wait for
+    seen_child = child is None or program.stack_maps == StackMaps()
+    exec_wait_end = clocks.monotonic() + EXEC_WAIT_S
     deadline = clocks.monotonic() + opts.duration_s if opts.duration_s else None
 
     def left() -> float | None:  # real seconds to the deadline, for the output's guard
@@ -422,8 +426,11 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
     watched = () if child is not None else opts.effective_scope(None).pids
     while True:
         upkeep.turn()
-        batch = backend.read_ring(POLL_MS)
-        if child is not None and not seen_child:  # exec'd by now: its maps, early
+        # until the command has exec'd, short turns: its maps are read right after the
+        # exec, before it can fire and exit (addresses are named over them)
+        batch = backend.read_ring(POLL_MS if seen_child else EXEC_POLL_MS)
+        if child is not None and not seen_child and (
+                child.execed() or clocks.monotonic() >= exec_wait_end):
             seen_child = True
             stacks.observe(child.pid)
         if batch:

@@ -12,7 +12,9 @@ What the BPF side hands over (render/stacks.py):
 - a copy of the user stack (unwind: dwarf | auto), in a print record or, for an
   aggregation, under its hash in the copies map: unwound with planrunner/stacks over the
   process's maps snapshot (ProcessRegistry: taken on the first record of each process,
-  never read again once the pid names another process).
+  never read again once the pid names another process);
+- an address of `usym(addr)` with its pid: named over the same snapshot
+  (`user_symbol`; the first event of each process also sends the notice below).
 The registry is keyed by (pid, start time); the start time is read when a pid is first
 seen (BPF does not send it: reading it in BPF needs the kernel's task_struct, and its
 headers cost clang more than the rest of a plan). When copies are taken, the first event
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from planrunner.elf.procmaps import start_time as read_start_time
 from planrunner.errors import ResolveError
-from planrunner.records import Stack
+from planrunner.records import Stack, UserSymbol
 from planrunner.runtime.backend import StackSource
 from planrunner.stacks.frame import Frame
 
@@ -174,8 +176,11 @@ class StackResolver:
 
     def announced(self, pid: int) -> None:
         """The BPF side saw `pid` for the first time (since it was last expired)."""
-        if pid in self._starts and read_start_time(pid) != self._starts[pid]:
+        start, now = self._starts.get(pid), read_start_time(pid)
+        if pid in self._starts and now is not None and now != start:
             del self._starts[pid]  # another process under a reused pid
+        elif start is not None and now == start:  # seen before: its maps as they are now
+            self.registry.reread(pid, start)
         self._expired.discard(pid)
         self.observe(pid)
 
@@ -278,6 +283,17 @@ class StackResolver:
             if m.build_id == build_id and m.bias is not None:
                 return vaddr + m.bias
         return vaddr
+
+    # -- user symbols (usym) -------------------------------------------------------------
+
+    def user_symbol(self, pid: int, address: int) -> UserSymbol:
+        """`address` of process `pid` as `symbol+offset` (a plain address when the
+        process was gone before its maps were read, or no symbol covers it)."""
+        start = self.observe(pid)
+        if start is None:
+            return UserSymbol(address, None, address, "")
+        frame = self.symbolizer.symbolize([address], self.registry.bind(pid, start))[0]
+        return UserSymbol(address, frame.symbol, frame.offset, frame.module)
 
     # -- user stacks, copies (dwarf, auto) ----------------------------------------------
 

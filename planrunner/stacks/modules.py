@@ -12,7 +12,9 @@ seen (`observe`), and refreshes it only when an address falls outside every know
 mapping (`find`), at most every `min_refresh_interval` seconds, while /proc/PID/stat
 still shows the same start time; a changed
 /proc/PID/exe (dev, inode) means an exec: the new snapshot is tried first, the older ones
-remain for stacks captured before. A pid that now names another process (other start
+remain for stacks captured before; `reread` takes a new snapshot at once (a process
+that fires its first event, seen before: a -c command read right after its exec, before
+the loader mapped its libraries). A pid that now names another process (other start
 time), or none, is never read again: its stacks symbolize from the snapshot, whose files
 are still on disk. Paths are as the kernel shows them (no /proc/PID/root prefix).
 """
@@ -157,6 +159,23 @@ class ProcessRegistry:
         else:
             snaps[-1] = fresh  # mmap/dlopen: the new maps include the old ones
         return fresh.find(addr)
+
+    def reread(self, pid: int, start_time: int) -> None:
+        """Snapshot a known process again now (it fired its first event: what it has
+        mapped since it was first seen, an exec, the libraries the loader mapped after
+        the exec, are read while it still runs)."""
+        snaps = self._snaps.get((pid, start_time))
+        if not snaps:
+            return
+        try:
+            fresh = snapshot(pid, start_time)
+        except ResolveError:
+            return
+        self._refreshed[(pid, start_time)] = time.monotonic()
+        if fresh.exe != snaps[-1].exe:
+            snaps.append(fresh)  # exec: keep what came before for older stacks
+        else:
+            snaps[-1] = fresh
 
     def bind(self, pid: int, start_time: int) -> BoundProcess:
         """This registry seen from one process: what unwind() and symbolize() take."""

@@ -32,6 +32,9 @@ from tests.e2e.executor_helpers import (
 )
 
 HIT = "sem:hit"
+# The semaphore fixture that runs until asked (SIGUSR1) when started with REPEAT 0: a
+# test's steps (compiles on a loaded machine) never outlast it.
+UNTIL = "semaphore_until"
 STATE_DIR = Path("/run/planrunner")
 POKE = {"PLANRUNNER_SEMAPHORE_MODE": "poke"}
 
@@ -56,7 +59,10 @@ def report(proc: subprocess.Popen) -> tuple[int, int]:
 
 
 def report_times(proc: subprocess.Popen) -> tuple[int, int, list[tuple[int, int]]]:
-    """`times` mode: the report, and (i, CLOCK_MONOTONIC ns) of every hit."""
+    """`times` mode: the report, and (i, CLOCK_MONOTONIC ns) of every hit. A
+    semaphore_until started with REPEAT 0 is asked to end first (SIGUSR1, by its pid)."""
+    if proc.poll() is None and Path(proc.args[0]).name == UNTIL:
+        proc.send_signal(signal.SIGUSR1)
     out, err = proc.communicate(timeout=60)
     m = re.fullmatch(r"hits=(\d+) semaphore=(\d+)\n", out)
     assert m, out
@@ -82,8 +88,8 @@ def _mapped(pid: int, binary: Path) -> bool:
 def test_system_wide_semaphore_before_and_after_the_tracer(fixtures_built, tmp_path):
     if not kernel_has_ref_ctr():
         pytest.skip("this kernel has no uprobe reference counters")
-    b = fixtures_built / "semaphore"
-    early = start_fixture(b, 400, 10, "times")  # ~4 s, started before the tracer
+    b = fixtures_built / UNTIL
+    early = start_fixture(b, 0, 10, "times")  # started before the tracer, runs until asked
     try:
         time.sleep(0.2)
         assert semaphore_value(early.pid, b, HIT) == 0
@@ -105,7 +111,8 @@ def test_system_wide_semaphore_before_and_after_the_tracer(fixtures_built, tmp_p
         mine = [r["i"] for r in recs if r["pid"] == early.pid]
         later = [(r["i"], r["x"]) for r in recs if r["pid"] not in (early.pid,)]
         assert later == [(i, 3 * i) for i in range(5)]
-        hits, sem, times = report_times(early)  # it keeps running ~3 s after the detach
+        time.sleep(0.3)  # let it hit a few times after the detach, then end it
+        hits, sem, times = report_times(early)
         assert sem == 0 and hits == len(times)
         # sem:hit fired only while the semaphore was up, and every hit before the stop
         # was asked for was traced, in order. While the link closes, the kernel drops the
@@ -123,8 +130,8 @@ def _state_files() -> list[Path]:
 
 
 def test_poke_mode_raises_and_restores_through_proc_mem(fixtures_built, tmp_path):
-    b = fixtures_built / "semaphore"
-    target = start_fixture(b, 300, 10)
+    b = fixtures_built / UNTIL
+    target = start_fixture(b, 0, 10)  # runs until report() asks it to end
     try:
         assert semaphore_value(target.pid, b, HIT) == 0
         tracer = start_tracer(sem_plan(tmp_path, b), "-f", "json", "-p", str(target.pid),
@@ -149,8 +156,8 @@ def test_poke_mode_raises_and_restores_through_proc_mem(fixtures_built, tmp_path
 
 
 def test_poke_mode_after_sigkill_the_next_run_restores(fixtures_built, tmp_path):
-    b = fixtures_built / "semaphore"
-    target = start_fixture(b, 1000, 10)
+    b = fixtures_built / UNTIL
+    target = start_fixture(b, 0, 10)  # runs until the end of the test
     try:
         plan = sem_plan(tmp_path, b)
         tracer = start_tracer(plan, "-f", "json", "-p", str(target.pid), env=POKE)

@@ -4,6 +4,7 @@ seen through another mount namespace (/proc/PID/root), one attach per inode."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -95,19 +96,22 @@ outputs:
   - {print: work, fields: [x, y]}
   - {print: state, fields: [arg1]}
 """)
-        time.sleep(0.3)
-        maps = (open(f"/proc/{user.pid}/maps").read())
-        assert "libprobe.so" not in maps  # not loaded yet when the tracer starts
-        started = time.monotonic()
-        proc = run_planrunner(["run", plan, "-f", "json", "-p", str(user.pid)])
-        assert proc.returncode == 0, proc.stderr
-        assert time.monotonic() - started > 3
-        recs = json_records(proc.stdout)
+        # held stopped (by its pid) within its 4 s sleep until the tracer is attached:
+        # however long the compile takes, the library is loaded after that
+        assert wait_for(lambda: "dlopen_user" in _maps(user.pid))
+        os.kill(user.pid, signal.SIGSTOP)
+        assert "libprobe.so" not in _maps(user.pid)  # not loaded yet when the tracer starts
+        tracer = start_tracer(plan, "-f", "json", "-p", str(user.pid))
+        assert "libprobe.so" not in _maps(user.pid)
+        os.kill(user.pid, signal.SIGCONT)
+        out, err = tracer.communicate(timeout=60)  # it ends when the process exits
+        assert tracer.returncode == 0, err
+        recs = json_records(out)
         assert [(r["x"], r["y"]) for r in recs if r["probe"] == "work"] == \
             [(i, 2 * i) for i in range(1, 6)]
         assert [r["arg1"] for r in recs if r["probe"] == "state"] == [1, 2, 3, 4, 5]
-        assert f"libprobe.so mapped by process {user.pid}" in proc.stderr
-        assert f"process {user.pid} exited" in proc.stderr
+        assert f"libprobe.so mapped by process {user.pid}" in err
+        assert f"process {user.pid} exited" in err
     finally:
         kill(user)
 
@@ -163,12 +167,17 @@ outputs:
 """)
         (tmp_path / "host").mkdir()
         host = simple_plan(tmp_path / "host", ctr / "bin" / "simple")
+        # held stopped (by its pid) within its 4 s sleep until both tracers are
+        # attached, however long their compiles take
+        os.kill(inner.pid, signal.SIGSTOP)
         wide = start_tracer(host, "-f", "json")
-        proc = run_planrunner(["run", plan, "-f", "json", "-p", str(inner.pid)])
+        proc = start_tracer(plan, "-f", "json", "-p", str(inner.pid))
+        os.kill(inner.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=60)  # it ends when the process exits
         wide.send_signal(signal.SIGINT)
         wide_out, _ = wide.communicate(timeout=30)
-        assert proc.returncode == 0, proc.stderr
-        assert [r["i"] for r in json_records(proc.stdout)] == [1, 2, 3, 4]
+        assert proc.returncode == 0, err
+        assert [r["i"] for r in json_records(out)] == [1, 2, 3, 4]
         assert [r["i"] for r in json_records(wide_out) if r["pid"] == inner.pid] == \
             [1, 2, 3, 4]
     finally:

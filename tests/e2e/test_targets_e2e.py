@@ -5,6 +5,7 @@ system-wide in a process started after the tracer."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import ROOT, json_records, run_planrunner, write_plan
-from tests.e2e.executor_helpers import simple_plan, start_tracer, stop_tracer
+from tests.e2e.executor_helpers import simple_plan, start_tracer, stop_tracer, wait_for
 
 PYTHON = "/usr/bin/python3.11"
 
@@ -99,16 +100,27 @@ outputs:
 
 
 def test_pid_filter_only_traces_that_process(fixtures_built, tmp_path):
+    """Both processes are held stopped (SIGSTOP, by their pids, during the sleep before
+    their first hit) until the tracer says it is attached, so neither fires before it,
+    however slow the compile on a loaded machine."""
     binary = fixtures_built / "simple_pie"
     plan = simple_plan(tmp_path, binary)
     target = subprocess.Popen([str(binary), "200", "1500", "0"])
     other = subprocess.Popen([str(binary), "200", "1500", "0"])
     try:
-        proc = run_planrunner(["run", plan, "-f", "json", "-p", str(target.pid)])
-        assert proc.returncode == 0, proc.stderr
-        assert "exited" in proc.stderr
-        pids = {r["pid"] for r in json_records(proc.stdout)}
-        assert pids == {target.pid}
+        for p in (target, other):
+            assert wait_for(lambda p=p: _maps_file(p.pid, binary)), "fixture did not start"
+            os.kill(p.pid, signal.SIGSTOP)
+        tracer = start_tracer(plan, "-f", "json", "-p", str(target.pid))
+        for p in (target, other):
+            os.kill(p.pid, signal.SIGCONT)
+        out, err = tracer.communicate(timeout=60)  # it ends when the target exits
+        assert tracer.returncode == 0, err
+        assert "exited" in err
+        recs = json_records(out)
+        assert {r["pid"] for r in recs} == {target.pid}
+        assert [r["i"] for r in recs] == list(range(1, 201))
+        assert other.wait(timeout=30) == 0  # it fired too, untraced
     finally:
         for p in (target, other):
             p.kill()
@@ -124,3 +136,12 @@ def test_stdout_closed_early_ends_quietly(fixtures_built, tmp_path):
     assert len(proc.stdout.splitlines()) == 3
     assert "Traceback" not in proc.stderr
     assert "BrokenPipe" not in proc.stderr
+
+
+def _maps_file(pid: int, binary: object) -> bool:
+    """The process has exec'd `binary` (its file is mapped)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8") as fh:
+            return str(binary) in fh.read()
+    except OSError:
+        return False

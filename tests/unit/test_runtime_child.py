@@ -65,3 +65,20 @@ def _write(path: Path, text: str, mode: int) -> Path:
     path.write_text(text)
     os.chmod(path, mode)
     return path
+
+
+def test_execed_says_when_the_command_replaced_the_copy_of_planrunner() -> None:
+    child = Child.spawn_stopped(["sleep", "30"])
+    try:
+        assert not child.execed()  # waiting for the release: still a copy of us
+        assert os.readlink(f"/proc/{child.pid}/exe") == os.readlink("/proc/self/exe")
+        child.release()
+        limit = time.monotonic() + 10
+        while not child.execed():
+            assert time.monotonic() < limit, "no exec seen"
+            time.sleep(0.001)
+        assert os.path.basename(os.readlink(f"/proc/{child.pid}/exe")) == "sleep"
+        assert child.execed()  # stays true
+    finally:
+        os.kill(child.pid, 9)
+        _wait(child)

@@ -3,7 +3,8 @@
 // probes fire only with it). Usage: java JvmCalls calls|latency|flow|objnew
 //   calls    fib(15): 1973 calls of JvmCalls.fib
 //   latency  nap(4): 5 nested calls, each sleeping NAP_MS then recursing; prints
-//            "nap DEPTH NS" per call, as measured here
+//            "nap DEPTH INNER OUTER" per call: ns inside it, and from before its call
+//            to after its return
 //   flow     top -> middle x2 -> leaf x2 each
 //   objnew   1000 JvmCalls$Widget (one int field: 16 bytes), 300 int[10] (56 bytes)
 import java.util.ArrayList;
@@ -12,6 +13,7 @@ import java.util.List;
 public class JvmCalls {
     static final int NAP_MS = 10;
     static final List<long[]> NAPS = new ArrayList<>();
+    static final long[] OUTER = new long[5];  // depth -> ns from before the call to after
 
     static final class Widget {
         int i;
@@ -28,8 +30,10 @@ public class JvmCalls {
     static void nap(int n) throws InterruptedException {
         long t0 = System.nanoTime();
         Thread.sleep(NAP_MS);
-        if (n > 0) {
+        if (n > 0) {  // the inner call timed from here too: before it to after its return
+            long t1 = System.nanoTime();
             nap(n - 1);
+            OUTER[4 - (n - 1)] = System.nanoTime() - t1;
         }
         NAPS.add(new long[] {4 - n, System.nanoTime() - t0});
     }
@@ -52,9 +56,11 @@ public class JvmCalls {
                 fib(15);
                 break;
             case "latency":
+                long t0 = System.nanoTime();
                 nap(4);
+                OUTER[0] = System.nanoTime() - t0;
                 for (long[] n : NAPS) {
-                    System.out.println("nap " + n[0] + " " + n[1]);
+                    System.out.println("nap " + n[0] + " " + n[1] + " " + OUTER[(int) n[0]]);
                 }
                 break;
             case "flow":

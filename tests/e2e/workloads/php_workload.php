@@ -3,7 +3,8 @@
 //
 //   USE_ZEND_DTRACE=1 php8.2 php_workload.php calls    # fib(15): 1973 calls; Greeter->hello x300, Greeter::wave x200
 //   USE_ZEND_DTRACE=1 php8.2 php_workload.php latency  # nap(4): 5 nested calls, each sleeping NAP_US then
-//                                                      # recursing; prints "nap DEPTH NS" per call, as measured here
+//                                                      # recursing; prints "nap DEPTH INNER OUTER" per call:
+//                                                      # ns inside it, and from before its call to after
 //   USE_ZEND_DTRACE=1 php8.2 php_workload.php flow     # top -> middle x2 -> leaf x2 each
 //
 // PHP fires its php:* probes only when started with USE_ZEND_DTRACE=1 in its
@@ -19,11 +20,16 @@ class Greeter {
 }
 
 $naps = [];
+$outer = [];  // depth => ns from before the call to after its return
 function nap($n) {
-    global $naps;
+    global $naps, $outer;
     $t0 = hrtime(true);
     usleep(NAP_US);
-    if ($n > 0) { nap($n - 1); }
+    if ($n > 0) {
+        $t1 = hrtime(true);
+        nap($n - 1);
+        $outer[4 - ($n - 1)] = hrtime(true) - $t1;
+    }
     $naps[] = [4 - $n, hrtime(true) - $t0];
 }
 
@@ -39,8 +45,10 @@ case "calls":
     for ($i = 0; $i < 200; $i++) { Greeter::wave($i); }
     break;
 case "latency":
+    $t0 = hrtime(true);
     nap(4);
-    foreach ($naps as [$depth, $ns]) { echo "nap $depth $ns\n"; }
+    $outer[0] = hrtime(true) - $t0;
+    foreach ($naps as [$depth, $ns]) { echo "nap $depth $ns {$outer[$depth]}\n"; }
     break;
 case "flow":
     top();

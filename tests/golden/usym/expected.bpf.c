@@ -1,0 +1,121 @@
+/* planrunner plan: usym -- generated, do not edit */
+/* struct pt_regs only: <linux/sched.h> and <uapi/linux/ptrace.h> doubled clang's time */
+#include <asm/ptrace.h>
+
+/* templates/runtime_helpers.h: included verbatim */
+
+
+#define PR_RINGBUF_PAGES 256
+BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
+
+/* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
+
+/* templates/record_helpers.h: included verbatim */
+
+struct pr_rec_0 {
+    struct pr_hdr h;
+    __u64 f0;
+    __u64 f1;
+};
+_Static_assert(sizeof(struct pr_rec_0) == 56, "record layout (render/layout.py)");
+
+BPF_TABLE("lru_hash", __u32, __u8, pr_seen, 16384);
+
+struct pr_agg_1_key {
+    char k0[16];
+    __u64 k1;
+    __u64 k1_pid;
+} __attribute__((aligned(8)));
+
+BPF_PERCPU_HASH(pr_agg_1, struct pr_agg_1_key, __u64, 10240);
+
+BPF_PERCPU_ARRAY(pr_agg_1_lost, __u64, 1);  /* updates refused: map full */
+
+/* probe value */
+struct pr_args_value {
+    __u64 pr_unused;
+    __u64 v1;
+};
+struct pr_scratch_value {
+    struct pr_agg_1_key agg1_key;
+};
+BPF_PERCPU_ARRAY(pr_scratch_value, struct pr_scratch_value, 1);
+
+static __always_inline int pr_body_value(struct pr_args_value *a)
+{
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    __u32 pr_pid = pr_id >> 32;
+    __u32 pr_tid = (__u32)pr_id;
+    __u64 pr_ts = bpf_ktime_get_ns();
+    char pr_comm[16] = {};
+    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    __u32 pr_zero = 0;
+    struct pr_scratch_value *sc = pr_scratch_value.lookup(&pr_zero);
+    if (!sc)
+        return 0;
+    do {
+        do {
+            {  /* a process seen for the first time: wake the reader now */
+                __u32 pr_tgid = pr_id >> 32;
+                if (!pr_seen.lookup(&pr_tgid)) {
+                    __u8 pr_one = 1;
+                    pr_seen.update(&pr_tgid, &pr_one);
+                    struct pr_hdr *pr_n = pr_events.ringbuf_reserve(sizeof(struct pr_hdr));
+                    if (pr_n) {
+                        pr_fill_hdr(pr_n, 0xffffffff, pr_id, 0);
+                        pr_events.ringbuf_submit(pr_n, BPF_RB_FORCE_WAKEUP);
+                    }
+                }
+            }
+            struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
+            ev->f0 = (__u64)(((__u32)(pr_pid)));
+            ev->f1 = (__u64)(((__u64)(a->v1)));
+            pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
+        } while (0);
+        do {
+            /* output 1: count */
+            {  /* a process seen for the first time: wake the reader now */
+                __u32 pr_tgid = pr_id >> 32;
+                if (!pr_seen.lookup(&pr_tgid)) {
+                    __u8 pr_one = 1;
+                    pr_seen.update(&pr_tgid, &pr_one);
+                    struct pr_hdr *pr_n = pr_events.ringbuf_reserve(sizeof(struct pr_hdr));
+                    if (pr_n) {
+                        pr_fill_hdr(pr_n, 0xffffffff, pr_id, 0);
+                        pr_events.ringbuf_submit(pr_n, BPF_RB_FORCE_WAKEUP);
+                    }
+                }
+            }
+            struct pr_agg_1_key *pr_k = &sc->agg1_key;
+            __builtin_memset(pr_k, 0, 32);
+            bpf_probe_read_kernel_str(pr_k->k0, 16, (pr_comm));
+            pr_k->k1 = ((__u64)(a->v1));
+            pr_k->k1_pid = pr_id >> 32;
+            __u64 pr_init = 0;
+            __u64 *pr_v = pr_agg_1.lookup_or_try_init(pr_k, &pr_init);
+            if (!pr_v) {
+                pr_count(PR_LOST_MAPFULL);
+                __u32 pr_lk = 0;
+                __u64 *pr_lost = pr_agg_1_lost.lookup(&pr_lk);
+                if (pr_lost)
+                    *pr_lost += 1;
+                break;
+            }
+            *pr_v += 1;
+        } while (0);
+    } while (0);
+    return 0;
+}
+
+int pr_value_s0(struct pt_regs *ctx)
+{
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+        return 0;
+    struct pr_args_value pr_a = {};
+    pr_a.v1 = (__s64)ctx->di;
+    return pr_body_value(&pr_a);
+}
