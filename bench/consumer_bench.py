@@ -34,7 +34,7 @@ def raw_records(out: PrintOutput, n: int) -> list[bytes]:
     recs = []
     for i in range(n):
         w = WORDS[i & 3]
-        recs.append(pack(ts0 + i * 1000, 0, 4242, 4242, 0, b"workload", i,
+        recs.append(pack(ts0 + i * 1000, 0, 4242, 4242, b"workload", i,
                          0x5555_0000 + i, STR_OK, w, len(w)))
     return recs
 

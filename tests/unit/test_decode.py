@@ -22,7 +22,7 @@ def output(fields=FIELDS, output_id=3, name="out", probe="pr") -> PrintOutput:
 
 
 def pack(out: PrintOutput, ts: int, *values: object, pid: int = 42, comm: bytes = b"wl") -> bytes:
-    return struct.pack(out.layout.struct_format, ts, out.layout.output_id, pid, pid + 1, 0,
+    return struct.pack(out.layout.struct_format, ts, out.layout.output_id, pid, pid + 1,
                        comm, *values)
 
 
@@ -47,7 +47,7 @@ def test_strings_sit_last_in_the_record_but_keys_keep_plan_order() -> None:
     out = output(fields)
     assert [f.key for f in out.layout.in_memory] == ["n", "s"]
     stale = b"ev\0lpha\0"  # an older, longer string still in the ring past the NUL
-    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, 0, b"wl", -5, 0, STR_OK, stale)
+    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, b"wl", -5, 0, STR_OK, stale)
     (rec,) = Decoder([out]).decode_batch([raw])
     assert (rec["s"], rec["n"]) == ("ev", -5)
     assert list(rec)[-2:] == ["s", "n"]
@@ -62,7 +62,7 @@ def test_a_string_read_again_from_user_space_is_marked_reread(monkeypatch) -> No
     out = output(fields)
     memory = {0x1000: b"later"}
     monkeypatch.setattr(decode, "reread_user_string", lambda pid, ptr, size: memory.get(ptr))
-    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, 0, b"wl",
+    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, b"wl",
                       0x1000, -14, b"\0" * 9, 0x2000, -14, b"\0" * 9, 0x3000, STR_OK, b"ok\0")
     dec = Decoder([out])
     (rec,) = dec.decode_batch([raw])
@@ -116,7 +116,7 @@ def test_several_outputs_dispatch_by_id_and_skip_unknown_ones() -> None:
     a = output(output_id=0, name="a")
     b = output(fields=(LayoutField("x", "int", "f0"),), output_id=1, name="b")
     dec = Decoder([a, b])
-    stray = struct.pack("<QIIII16sq", 1, 9, 1, 1, 0, b"", 5)
+    stray = struct.pack("<QIII4x16sq", 1, 9, 1, 1, b"", 5)
     recs = dec.decode_batch([pack(b, 1, 11), stray, pack(a, 1, 1, 2, 0, 0, STR_OK, b"s\0")])
     assert [(r["output"], r.get("x"), r.get("ok")) for r in recs] == [("b", 11, None),
                                                                       ("a", None, False)]
