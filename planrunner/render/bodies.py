@@ -358,7 +358,7 @@ def _reserve_by_length(layout: RecordLayout, last: LayoutField, length: str, src
             size_c = str(size)
         out += [f"    pr_size_{n} = {size_c};",
                 f"    ev = pr_events.ringbuf_reserve({size_c});",
-                f"    if (ev)",
+                "    if (ev)",
                 f"        bpf_probe_read_kernel_str({dst}, {room}, {src});"]
     out.append("}")
     return out
