@@ -127,3 +127,47 @@ def test_keys_enter_the_generated_code_only_as_literals() -> None:
     out = output(fields=(LayoutField(evil, "int", "f0"),), output_id=0)
     (rec,) = Decoder([out]).decode_batch([pack(out, 1, 99)])
     assert rec[evil] == 99
+
+
+# -- variable records (render/layout.py RecordLayout.variable) --------------------------
+
+LONG = (LayoutField("n", "int", "f0"), LayoutField("s", "str", "f1", 129))
+
+
+def test_a_variable_layout_reserves_by_the_last_string_and_is_its_prefix_first() -> None:
+    fixed = RecordLayout(0, "pr_rec_0", LONG)
+    var = RecordLayout(0, "pr_rec_0", LONG, variable=True)
+    assert fixed.sizes == (fixed.size,) and fixed.size == 200
+    # 40 header + 8 int + 16 pointer and status, then 16 or 64 bytes of string, or all 136
+    assert var.prefix_size == 64 and struct.calcsize(var.prefix_format) == 64
+    assert var.sizes == (80, 128, 200)
+    assert var.struct_format == fixed.struct_format  # the same C struct
+
+
+def test_a_variable_record_decodes_as_the_whole_record_does() -> None:
+    """Records cut to each reserved size give what the whole record gives; what follows
+    the string's NUL (never written by the kernel) is ignored, as in a whole record."""
+    whole = output(LONG, output_id=0)
+    var = PrintOutput("out", "pr", RecordLayout(0, "pr_rec_0", LONG, variable=True), None)
+    for text in (b"", b"a" * 15, b"b" * 16, b"c" * 63, b"d" * 64, b"e" * 128):
+        raw = struct.pack(whole.layout.struct_format, 9, 0, 42, 43, b"wl", -1, 0x10,
+                          STR_OK if len(text) < 128 else STR_TRUNCATED,
+                          text + b"\0" + b"\xffstale"[: 128 - len(text)])
+        size = next(s for s in var.layout.sizes if s - var.layout.prefix_size > len(text))
+        got = Decoder([var]).decode_batch([raw[:size]])
+        assert got == Decoder([whole]).decode_batch([raw])
+        assert got[0]["s"] == text.decode() and got[0]["n"] == -1
+
+
+def test_an_unreadable_string_of_a_variable_record_is_read_again_whole(monkeypatch) -> None:
+    """The kernel could not read it (status < 0): the record holds one byte of it, and the
+    read from user space still asks for the whole buffer's worth (size - 1 bytes)."""
+    from planrunner.runtime import decode
+
+    asked = []
+    monkeypatch.setattr(decode, "reread_user_string",
+                        lambda pid, ptr, size: asked.append(size) or b"later")
+    var = PrintOutput("out", "pr", RecordLayout(0, "pr_rec_0", LONG, variable=True), None)
+    raw = struct.pack(var.layout.prefix_format, 9, 0, 42, 43, b"wl", 5, 0x10, -14) + b"\0" * 16
+    (rec,) = Decoder([var]).decode_batch([raw])
+    assert rec["s"] == "later" and rec["reread"] == ["s"] and asked == [128]
