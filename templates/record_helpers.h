@@ -27,17 +27,18 @@ static __always_inline void pr_count(__u32 which)
    the ring, or 1/(2 * CPUs) on a host with more than PR_WAKEUP_SHARE / 2 CPUs: what all
    CPUs hold back without a wakeup stays under half the ring. The CPU count is the
    runtime's (pr_config), so the C is the same on every host. The counter holds the bytes
-   this CPU may still submit without a wakeup (0 at first: the first record wakes), so an
-   event reads the config only when it wakes the reader (~30 ns less per event than
-   reading it every time, issue 17). */
+   this CPU may still submit without a wakeup, so an event reads the config only when it
+   wakes the reader (~30 ns less per event than reading it every time, issue 17). It is 0
+   only before this CPU's first record, which sets it and wakes no one, as before. */
 static __always_inline __u64 pr_wakeup_flags(__u64 size)
 {
     __u32 which = PR_SUBMITS;
     __u64 *left = pr_counters.lookup(&which);
     if (!left)
         return 0;
-    if (*left > size) {
-        *left -= size;
+    __u64 was = *left;
+    if (was > size) {
+        *left = was - size;
         return BPF_RB_NO_WAKEUP;
     }
     __u32 key = PR_CFG_NR_CPUS;
@@ -46,7 +47,7 @@ static __always_inline __u64 pr_wakeup_flags(__u64 size)
     if (cpus && *cpus > PR_WAKEUP_SHARE / 2)
         share = 2 * (__u64)*cpus;
     *left = PR_RINGBUF_BYTES / share;
-    return BPF_RB_FORCE_WAKEUP;
+    return was ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* No uid: no view shows one, and reading it cost a helper call per event. */
