@@ -3,8 +3,8 @@
    runtime_helpers.h's pr_config): loss counters, batched wakeups and the
    record header. Coupled with render/layout.py: struct pr_hdr must match HEADER_FORMAT. */
 /* Per-CPU counters (render/model.py Counter): [0] records lost (ring buffer full),
-   [1] aggregation keys dropped (map full), [2] bytes left to submit before the next
-   forced wakeup, [3] span begins that replaced an open begin of their key, [4] nested span
+   [1] aggregation keys dropped (map full), [2] bytes submitted since the last forced
+   wakeup, [3] span begins that replaced an open begin of their key, [4] nested span
    begins deeper than settings.span_depth (not timed), [5] stacks not captured. */
 #define PR_LOST_RINGBUF 0
 #define PR_LOST_MAPFULL 1
@@ -26,28 +26,23 @@ static __always_inline void pr_count(__u32 which)
    long. One wakeup per record costs ~10x the uprobe. The share is 1/PR_WAKEUP_SHARE of
    the ring, or 1/(2 * CPUs) on a host with more than PR_WAKEUP_SHARE / 2 CPUs: what all
    CPUs hold back without a wakeup stays under half the ring. The CPU count is the
-   runtime's (pr_config), so the C is the same on every host. The counter holds the bytes
-   this CPU may still submit without a wakeup, so an event reads the config only when it
-   wakes the reader (~30 ns less per event than reading it every time, issue 17). It is 0
-   only before this CPU's first record, which sets it and wakes no one, as before. */
+   runtime's (pr_config), so the C is the same on every host. */
 static __always_inline __u64 pr_wakeup_flags(__u64 size)
 {
     __u32 which = PR_SUBMITS;
-    __u64 *left = pr_counters.lookup(&which);
-    if (!left)
+    __u64 *n = pr_counters.lookup(&which);
+    if (!n)
         return 0;
-    __u64 was = *left;
-    if (was > size) {
-        *left = was - size;
-        return BPF_RB_NO_WAKEUP;
-    }
+    *n += size;
     __u32 key = PR_CFG_NR_CPUS;
     __u32 *cpus = pr_config.lookup(&key);
     __u64 share = PR_WAKEUP_SHARE;
     if (cpus && *cpus > PR_WAKEUP_SHARE / 2)
         share = 2 * (__u64)*cpus;
-    *left = PR_RINGBUF_BYTES / share;
-    return was ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+    if (*n < PR_RINGBUF_BYTES / share)
+        return BPF_RB_NO_WAKEUP;
+    *n = 0;
+    return BPF_RB_FORCE_WAKEUP;
 }
 
 /* No uid: no view shows one, and reading it cost a helper call per event. */

@@ -19,7 +19,7 @@ class Counter(IntEnum):
 
     LOST_RINGBUF = 0  # print records the full ring buffer refused
     LOST_MAPFULL = 1  # aggregation updates a full map refused
-    SUBMITS = 2  # bytes this CPU submits before its next forced wakeup (not a loss)
+    SUBMITS = 2  # bytes submitted since this CPU's last forced wakeup (not a loss)
     SPAN_REPLACED = 3  # span begins that replaced an open begin of their key
     SPAN_OVERFLOW = 4  # nested span begins past settings.span_depth (not timed)
     STACK_LOST = 5  # stacks not captured (stack map collision or full, copy map full)
