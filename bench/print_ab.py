@@ -2,13 +2,18 @@
 and from a baseline tree (e.g. a `git archive` of main), beside the uprobe floor, in
 the same run: rounds interleaved, order rotated, ratios taken within each round.
 
-Two modes, as bench/run.py's overhead phases: `rate` (workload `rate 10000 1.5`, every
-event printed; figure: busy wall ns per event) and `loop` (back to back, `loop 1`;
-figure: the target's CPU ns per hit). Both planrunner trees run with the same
-interpreter and venv, chosen by PYTHONPATH alone.
+Modes: `rate` (workload `rate 10000 1.5`, every event printed; figure: busy wall ns per
+event) and `loop` (back to back, `loop 1`; figure: the target's CPU ns per hit), both
+against the uprobe floor as in bench/run.py's overhead phases; `flood` (`rate 1000000
+--flood-secs`; figure: records printed per second) against bpftrace's printf. Beside
+each: the BPF programs' own run time per run (BPF_ENABLE_STATS held by this driver), the
+figure least disturbed by other jobs on the machine. Both planrunner trees run with the
+same interpreter and venv, chosen by PYTHONPATH alone, from `/` (`python -m` would put
+the working directory first on sys.path). `--now DIR` measures another tree than this
+one (a variant cut by hand, say); `--baseline-env` sets the baseline's environment.
 
     sudo .venv/bin/python bench/print_ab.py --baseline /tmp/base [--rounds 9]
-        [--modes rate,loop] [--format text]
+        [--modes rate,loop,flood] [--format text|json|csv] [--now DIR]
 """
 
 from __future__ import annotations
