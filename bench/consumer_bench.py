@@ -24,7 +24,7 @@ WORDS = (b"ev-alpha", b"ev-beta", b"ev-gamma", b"ev-delta")
 def bench_output(string_size: int = 129) -> PrintOutput:
     fields = (LayoutField("counter", "int", "f0"), LayoutField("word", "str", "f1", string_size),
               LayoutField("len", "int", "f2"))
-    return PrintOutput("0", "tick", RecordLayout(0, "pr_rec_0", fields), None)
+    return PrintOutput("0", "tick", RecordLayout(0, "pr_rec_0", fields, variable=True), None)
 
 
 def raw_records(out: PrintOutput, n: int) -> list[bytes]:
@@ -34,8 +34,12 @@ def raw_records(out: PrintOutput, n: int) -> list[bytes]:
     recs = []
     for i in range(n):
         w = WORDS[i & 3]
-        recs.append(pack(ts0 + i * 1000, 0, 4242, 4242, 0, b"workload", i,
-                         0x5555_0000 + i, STR_OK, w, len(w)))
+        # memory order (RecordLayout.in_memory): the ints, then the string; cut to the
+        # size the program reserves for it when the layout is variable
+        raw = pack(ts0 + i * 1000, 0, 4242, 4242, b"workload", i, len(w), 0x5555_0000 + i,
+                   STR_OK, w)
+        recs.append(raw[:next(s for s in out.layout.sizes
+                              if s - out.layout.prefix_size > len(w))])
     return recs
 
 

@@ -45,8 +45,10 @@ def _cpu(row: dict[str, object]) -> None:
 
 
 def traced_run(env: Env, tool: Tool | None, variant: str, wl_args: list[str], tag: str,
-               bound: float = 90) -> dict[str, object]:
-    """One workload run (it waits for the attach), traced by `tool` (None: untraced)."""
+               bound: float = 90, before_stop=None) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """One workload run (it waits for the attach), traced by `tool` (None: untraced).
+    `before_stop(tracer_pid, row)`, when given, runs once the workload has ended and
+    before the tracer is stopped (bench/print_ab.py reads the tracer's BPF stats)."""
     binary = env.bins[variant]
     row: dict[str, object] = {"tool": tool.name if tool else "none", "variant": variant}
     if tool is None:
@@ -75,6 +77,8 @@ def traced_run(env: Env, tool: Tool | None, variant: str, wl_args: list[str], ta
     _cpu(row)
     if row.get("attach_ok") != 1.0:
         row.setdefault("error", "tracer did not attach within 30 s")
+    if before_stop is not None:
+        before_stop(tr.pid, row)
     if tool.kind == "print":
         row["drain_s"] = round(wait_stable(str(outp)), 2)
     else:

@@ -237,13 +237,18 @@ int pr_on_exit(void *ctx)
     return 0;
 }
 
+/* The string readers below also store in *len the bytes the string takes in buf, its
+   NUL included (1 when nothing was read): a record that ends with the string reserves
+   no more than that (render/layout.py RecordLayout.variable). */
 #ifdef PR_USE_READ_STR
 /* Read a NUL-terminated user string into buf[cap] (content <= cap-1 bytes).
    Returns a status: PR_STR_NULL for a NULL pointer, -errno when unreadable (the
    consumer retries from user space), PR_STR_TRUNCATED when more bytes followed.
    `fault`: PR_FAULT in a probe that may be loaded sleepable, else PR_NOFAULT. */
-static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr, int fault)
+static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr, int fault,
+                                         __u32 *len)
 {
+    *len = 1;
     if (!ptr) {
         buf[0] = 0;
         return PR_STR_NULL;
@@ -254,6 +259,8 @@ static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr, int fa
         buf[0] = 0;
         return n;
     }
+    if (n > 0)
+        *len = n;
     if (n == cap) {
         char next = 0;
         if (fault)
@@ -270,13 +277,17 @@ static __always_inline __s64 pr_read_str(char *buf, __u32 cap, __u64 ptr, int fa
 #ifdef PR_USE_READ_KSTR
 /* The same for kernel memory (tracepoint strings). `more`: whether bytes may follow the
    buffer's worth (a __data_loc string) or not (a char[N] field read whole). */
-static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr, int more)
+static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr, int more,
+                                          __u32 *len)
 {
+    *len = 1;
     long n = bpf_probe_read_kernel_str(buf, cap, (void *)ptr);
     if (n < 0) {
         buf[0] = 0;
         return n;
     }
+    if (n > 0)
+        *len = n;
     if (more && n == cap) {
         char next = 0;
         bpf_probe_read_kernel(&next, 1, (void *)(ptr + cap - 1));
@@ -291,8 +302,9 @@ static __always_inline __s64 pr_read_kstr(char *buf, __u32 cap, __u64 ptr, int m
 /* Read exactly min(len, cap) bytes (a pointer + length string, not NUL-terminated)
    into buf[cap + 1] and terminate it. `fault` as for pr_read_str. */
 static __always_inline __s64 pr_read_lstr(char *buf, __u32 cap, __u64 ptr, __s64 len,
-                                          int fault)
+                                          int fault, __u32 *taken)
 {
+    *taken = 1;
     if (!ptr) {
         buf[0] = 0;
         return PR_STR_NULL;
@@ -316,6 +328,7 @@ static __always_inline __s64 pr_read_lstr(char *buf, __u32 cap, __u64 ptr, __s64
         return err;
     }
     buf[n & 0xffff] = 0;
+    *taken = n + 1;
     return status;
 }
 #endif

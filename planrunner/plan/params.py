@@ -16,7 +16,6 @@ by name, never by text substitution, so nothing is pasted into C.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
 
 from planrunner.diagnostics import Diagnostic, Span, did_you_mean
 from planrunner.errors import PlanSemanticError, UsageError
@@ -55,6 +54,9 @@ def parse_duration(value: object) -> int:
             bare = text.strip()
             raise ParamValueError(f"a duration needs a unit: '{bare}' what? (e.g. {bare}ms)")
         raise ParamValueError(f"'{text}' is not a duration")
+    # lazily: exact decimal arithmetic only for plans with durations (start-up, issue 17)
+    from decimal import Decimal, InvalidOperation
+
     try:
         ns = Decimal(m.group(1)) * _UNITS[m.group(2)]
     except InvalidOperation:  # pragma: no cover - the regex only admits decimals

@@ -55,10 +55,12 @@ PROLOGUE: dict[Builtin, str] = {
 
 @dataclass
 class StringSource:
-    """Where a string value's user pointer and read status live (for record fields)."""
+    """Where a string value's user pointer and read status live (for record fields), and
+    the bytes it takes in its buffer with its NUL (`length`, "" when not kept)."""
 
     ptr: str
     status: str
+    length: str = ""
 
 
 @dataclass
@@ -128,7 +130,8 @@ class Body:
         """Where the pointer and status of the string `ref` names live, when it has them
         (a string argument, or a capture of one); None for strings always read whole."""
         if isinstance(ref, ArgRef) and self.slots[ref.index].kind != "int":
-            return StringSource(f"a->v{ref.index}", f"sc->st{ref.index}")
+            return StringSource(f"a->v{ref.index}", f"sc->st{ref.index}",
+                                f"sc->n{ref.index}")
         if isinstance(ref, CaptureRef) and isinstance(ref.expr.type, StrType):
             member = self.captures[ref]
             return StringSource(f"{member}_ptr", f"{member}_st")
@@ -185,22 +188,23 @@ def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
         i = slot.index
         body.members.append(f"char s{i}[{slot.size + 1}];")
         body.members.append(f"__s64 st{i};")
+        body.members.append(f"__u32 n{i};")
         if slot.kind == "lstring" and slot.length_expr is not None:
             low = lower(slot.length_expr, body)
             lines.extend(low.prelude)
             body.need(Helper.READ_LSTR)
             lines.append(f"sc->st{i} = pr_read_lstr(sc->s{i}, {slot.size}, a->v{i}, "
-                         f"(__s64)({low.c}), {body.fault_arg()});")
+                         f"(__s64)({low.c}), {body.fault_arg()}, &sc->n{i});")
         elif kernel:
             arrays = {f.name for f in probe.tracepoint_fields if f.array_len}
             more = 0 if slot.name in arrays else 1
             body.need(Helper.READ_KSTR)
             lines.append(f"sc->st{i} = pr_read_kstr(sc->s{i}, {slot.size + 1}, a->v{i}, "
-                         f"{more});")
+                         f"{more}, &sc->n{i});")
         else:
             body.need(Helper.READ_STR)
             lines.append(f"sc->st{i} = pr_read_str(sc->s{i}, {slot.size + 1}, a->v{i}, "
-                         f"{body.fault_arg()});")
+                         f"{body.fault_arg()}, &sc->n{i});")
     return lines
 
 
@@ -228,6 +232,15 @@ def stack_copied(texpr: TExpr, spec: StackSpec) -> bool:
             and texpr.ref.kind == "user" and copied(spec))
 
 
+def length_known(texpr: TExpr) -> bool:
+    """A string field whose length the body has before it reserves the record: a string
+    argument (read once at the top of the body) or a `str(...)` read (see StringSource)."""
+    if isinstance(texpr, TStrRead):
+        return True
+    return (isinstance(texpr, TRef) and isinstance(texpr.ref, ArgRef)
+            and isinstance(texpr.type, StrType))
+
+
 def layout_for(output_id: int, fields: list[tuple[str, TExpr]],
                stack: StackSpec | None = None) -> RecordLayout:
     spec = stack or StackSpec()
@@ -248,7 +261,13 @@ def layout_for(output_id: int, fields: list[tuple[str, TExpr]],
         else:
             assert isinstance(typ, IntType)
             out.append(LayoutField(key, "int" if typ.signed else "uint", f"f{i}"))
-    return RecordLayout(output_id, f"pr_rec_{output_id}", tuple(out))
+    fixed = RecordLayout(output_id, f"pr_rec_{output_id}", tuple(out))
+    last = fixed.last_string
+    texprs = {f"f{i}": texpr for i, (_key, texpr) in enumerate(fields)}
+    if last is None or not length_known(texprs[last.member]):
+        return fixed
+    variable = RecordLayout(output_id, fixed.c_name, fixed.fields, variable=True)
+    return variable if len(variable.sizes) > 1 else fixed  # else no shorter size
 
 
 @dataclass
@@ -262,29 +281,33 @@ def str_field_read(texpr: TStrRead, body: Body, lines: list[str]) -> StrField:
     addr = lower(texpr.addr, body)
     lines.extend(addr.prelude)
     buf = body.alloc(texpr.cap + 1)
-    status = buf + "_st"
+    status, length = buf + "_st", buf + "_n"
     body.members.append(f"__s64 {status[len('sc->'):]};")
+    body.members.append(f"__u32 {length[len('sc->'):]};")
     ptr = "pr_p_" + buf[len("sc->"):]
     lines.append(f"__u64 {ptr} = (__u64)({addr.c});")
     if texpr.length is None:
         body.need(Helper.READ_STR)
         lines.append(f"{status} = pr_read_str({buf}, {texpr.cap + 1}, {ptr}, "
-                     f"{body.fault_arg()});")
+                     f"{body.fault_arg()}, &{length});")
     else:
-        length = lower(texpr.length, body)
-        lines.extend(length.prelude)
+        size = lower(texpr.length, body)
+        lines.extend(size.prelude)
         body.need(Helper.READ_LSTR)
         lines.append(f"{status} = pr_read_lstr({buf}, {texpr.cap}, {ptr}, "
-                     f"(__s64)({length.c}), {body.fault_arg()});")
-    return StrField(ptr, status, buf)
+                     f"(__s64)({size.c}), {body.fault_arg()}, &{length});")
+    return StrField(ptr, status, length, buf)
 
 
 def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TExpr | None,
                 body: Body) -> list[str]:
     """One `print` output: filter, reserve a record, fill it, submit. Strings are copied
-    up to their NUL (the decoder cuts there): the tail of the buffer is never written."""
+    up to their NUL (the decoder cuts there): the tail of the buffer is never written.
+    A variable layout (render/layout.py) reserves by the length of its last string."""
     lines = condition(where, body) + symbol_notice([e for _, e in fields], body)
     fills: list[str] = []
+    last = layout.last_string if layout.variable else None
+    last_copy: tuple[str, str] = ("", "")  # (the string's length, its source buffer)
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
         if lf.kind == "ucopy":
             fills += ustack_copy_lines(f"ev->{lf.member}_", lf.size)
@@ -292,8 +315,11 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
         if lf.kind == "str" and isinstance(texpr, TStrRead):
             src = str_field_read(texpr, body, lines)
             dst = f"ev->{lf.member}"
-            fills += [f"{dst}_ptr = {src.ptr};", f"{dst}_st = {src.status};",
-                      f"bpf_probe_read_kernel_str({dst}, {lf.size}, {src.buf});"]
+            fills += [f"{dst}_ptr = {src.ptr};", f"{dst}_st = {src.status};"]
+            if lf is last:
+                last_copy = (src.length, src.buf)
+            else:
+                fills.append(f"bpf_probe_read_kernel_str({dst}, {lf.size}, {src.buf});")
             continue
         low = lower(texpr, body)
         lines.extend(low.prelude)
@@ -302,17 +328,51 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
             source = body.string_source(texpr.ref) if isinstance(texpr, TRef) else None
             fills.append(f"{dst}_ptr = {source.ptr if source else '0'};")
             fills.append(f"{dst}_st = {source.status if source else 'PR_STR_OK'};")
-            fills.append(f"bpf_probe_read_kernel_str({dst}, {lf.size}, {low.c});")
+            if lf is last:
+                assert source is not None and source.length, "layout_for: length known"
+                last_copy = (source.length, low.c)
+            else:
+                fills.append(f"bpf_probe_read_kernel_str({dst}, {lf.size}, {low.c});")
         else:
             ctype = "__s64" if lf.kind in ("int", "stack") else "__u64"
             fills.append(f"{dst} = ({ctype})({low.c});")
             if lf.kind == "stack":
                 fills.append(f"if ({dst} < 0 && {dst} != -EFAULT) pr_count(PR_STACK_LOST);")
-    lines.append(f"struct {layout.c_name} *ev = pr_events.ringbuf_reserve("
-                 f"sizeof(struct {layout.c_name}));")
+    rec = f"struct {layout.c_name}"
+    if last is None:
+        size = f"sizeof({rec})"
+        lines.append(f"{rec} *ev = pr_events.ringbuf_reserve({size});")
+    else:
+        lines += _reserve_by_length(layout, last, *last_copy)
+        size = f"pr_size_{layout.output_id}"
     lines.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")
     lines.append(f"pr_fill_hdr(&ev->h, {layout.output_id}, pr_id, {body.builtin('ts')});")
     lines.extend(fills)
-    lines.append(f"pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct "
-                 f"{layout.c_name})));")
+    lines.append(f"pr_events.ringbuf_submit(ev, pr_wakeup_flags({size}));")
     return lines
+
+
+def _reserve_by_length(layout: RecordLayout, last: LayoutField, length: str, src: str
+                       ) -> list[str]:
+    """Reserve the smallest of the layout's sizes that holds the last string (`length`
+    bytes with its NUL), and copy the string into it. Each branch reserves a constant
+    size and copies at most what it reserved, so the verifier sees every access in
+    bounds on its own path."""
+    n = layout.output_id
+    rec, dst = f"struct {layout.c_name}", f"ev->{last.member}"
+    out = [f"__u32 pr_len_{n} = {length};", f"__u32 pr_size_{n};", f"{rec} *ev;"]
+    for i, size in enumerate(layout.sizes):
+        room = min(size - layout.prefix_size, last.size)
+        head = "if" if i == 0 else "} else if"
+        if size == layout.size:
+            out.append("} else {" if i else "{")
+            size_c = f"sizeof({rec})"
+        else:
+            out.append(f"{head} (pr_len_{n} <= {room}) {{")
+            size_c = str(size)
+        out += [f"    pr_size_{n} = {size_c};",
+                f"    ev = pr_events.ringbuf_reserve({size_c});",
+                "    if (ev)",
+                f"        bpf_probe_read_kernel_str({dst}, {room}, {src});"]
+    out.append("}")
+    return out

@@ -360,12 +360,13 @@ def _with_address(operand: ArgOperand, path: str, errors: list[PlanError],
                   spec: ProbeSpec) -> ArgOperand:
     """Fill a symbolic operand's value from the symbol table: a rip-relative or absolute
     global's link-time address, a thread-local variable's offset (elf/tls.py)."""
-    from planrunner.elf.symbols import lookup_symbol
-
     op = operand.operand
     symbol = _symbol_of(op)
     if symbol is None:
         return operand
+    # lazily: most operands name no symbol, and the reader imports subprocess
+    from planrunner.elf.symbols import lookup_symbol
+
     tls = isinstance(op, TlsMem) or (isinstance(op, SymMem) and op.reloc == "dtpoff")
     syms = [s for s in lookup_symbol(path, symbol)
             if (s.type == "STT_TLS") == tls and (s.value or tls)]

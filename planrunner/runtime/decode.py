@@ -67,13 +67,17 @@ class _Caches:
 
 def _source(layout: RecordLayout) -> str:
     """The generated decode function for one layout (see the module docstring)."""
-    names = ["ts", "_out", "pid", "tid", "_uid", "comm_raw"]
+    names = ["ts", "_out", "pid", "tid", "comm_raw"]
     entries: list[str] = []
     post: list[str] = []
     index = {f.member: n for n, f in enumerate(layout.fields)}
+    tail = layout.last_string if layout.variable else None
     for f in layout.in_memory:  # unpacked in record order, shown in plan order
         n = index[f.member]
-        names += [f"p{n}", f"s{n}", f"b{n}"] if f.kind == "str" else [f"v{n}"]
+        if f is tail:  # as long as the record is (a variable layout's last string)
+            names += [f"p{n}", f"s{n}"]
+        else:
+            names += [f"p{n}", f"s{n}", f"b{n}"] if f.kind == "str" else [f"v{n}"]
     for n, f in enumerate(layout.fields):
         key = repr(f.key)
         if f.kind == "stack" and f.stack_kind == "kernel":
@@ -87,7 +91,7 @@ def _source(layout: RecordLayout) -> str:
         elif f.kind == "str":
             entries.append(f"{key}: (b{n}.split(b'\\0', 1)[0].decode('utf-8', "
                            f"'backslashreplace') if s{n} == STR_OK else "
-                           f"slow_string(pid, p{n}, s{n}, b{n}))")
+                           f"slow_string(pid, p{n}, s{n}, b{n}, {f.size}))")
             post.append(f"if s{n} == STR_TRUNCATED: rec.setdefault('truncated', [])"
                         f".append({key})")
             # the kernel failed and /proc/PID/mem answered: memory as it was later
@@ -98,6 +102,7 @@ def _source(layout: RecordLayout) -> str:
     lines = [
         "def decode(raw):",
         f"    {', '.join(names)}, = unpack(raw)",
+        *([f"    b{index[tail.member]} = raw[{layout.prefix_size}:]"] if tail else []),
         "    sec, ns = divmod(ts + offset, 1000000000)",
         "    rec = {'time': (seconds_get(sec) or second(sec)) + '%06dZ' % (ns // 1000),",
         "           'ts_ns': ts, 'pid': pid, 'tid': tid,",
@@ -152,7 +157,10 @@ class Decoder:
     def _decoder(self, out: PrintOutput) -> Callable[[bytes], Record]:
         caches = self._caches
         namespace: dict[str, object] = {
-            "unpack": struct.Struct(out.layout.struct_format).unpack,
+            # a variable record is its prefix and as much of its last string as it holds
+            "unpack": (struct.Struct(out.layout.prefix_format).unpack_from
+                       if out.layout.variable else
+                       struct.Struct(out.layout.struct_format).unpack),
             "offset": self.offset_ns, "probe": out.probe, "name": out.name,
             "seconds_get": caches.seconds.get, "second": caches.second,
             "comms_get": caches.comms.get, "comm": caches.comm,
@@ -166,12 +174,14 @@ class Decoder:
         exec(compile(_source(out.layout), f"<decode {out.name}>", "exec"), namespace)  # noqa: S102
         return cast(Callable[[bytes], Record], namespace["decode"])  # defined by _source
 
-    def _slow_string(self, pid: int, ptr: int, status: int, data: bytes) -> str | None:
-        """A string that is NULL, unreadable in the kernel, or truncated."""
+    def _slow_string(self, pid: int, ptr: int, status: int, data: bytes, size: int
+                     ) -> str | None:
+        """A string that is NULL, unreadable in the kernel, or truncated; `size`: its
+        buffer's bytes (a variable record holds fewer)."""
         if status == STR_NULL:
             return None
         if status < 0:  # the kernel could not read it: try again from user space
-            again = reread_user_string(pid, ptr, len(data) - 1) if ptr else None
+            again = reread_user_string(pid, ptr, size - 1) if ptr else None
             if again is None:
                 self.unreadable += 1
                 return None

@@ -42,11 +42,13 @@ ALL_FEATURES = KernelFeatures(uprobe_multi=True, ringbuf_mmap=True, ref_ctr=True
 
 
 def pack_record(layout: RecordLayout, values: Mapping[str, object], *, ts_ns: int = 1,
-                pid: int = 100, tid: int = 101, uid: int = 0, comm: bytes = b"app",
+                pid: int = 100, tid: int = 101, comm: bytes = b"app",
                 truncated: Sequence[str] = ()) -> bytes:
     """One record as the BPF program submits it (struct pr_hdr, then the fields in
-    memory order). Strings are given as str or bytes; `truncated` keys get that status."""
-    args: list[object] = [ts_ns, layout.output_id, pid, tid, uid, comm]
+    memory order; a variable layout's record only as long as the size the program
+    reserves for its last string). Strings are given as str or bytes; `truncated` keys
+    get that status."""
+    args: list[object] = [ts_ns, layout.output_id, pid, tid, comm]
     for f in layout.in_memory:
         value = values[f.key]
         if f.kind == "str":
@@ -59,7 +61,13 @@ def pack_record(layout: RecordLayout, values: Mapping[str, object], *, ts_ns: in
         else:
             assert isinstance(value, int)
             args.append(value)
-    return struct.Struct(layout.struct_format).pack(*args)
+    whole = struct.Struct(layout.struct_format).pack(*args)
+    last = layout.last_string if layout.variable else None
+    if last is None:
+        return whole
+    used = len(args[-1]) + 1  # type: ignore[arg-type]  # the string and its NUL
+    size = next(s for s in layout.sizes if s - layout.prefix_size >= min(used, last.size))
+    return whole[:size]
 
 
 class FakeClock:

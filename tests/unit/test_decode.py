@@ -22,7 +22,7 @@ def output(fields=FIELDS, output_id=3, name="out", probe="pr") -> PrintOutput:
 
 
 def pack(out: PrintOutput, ts: int, *values: object, pid: int = 42, comm: bytes = b"wl") -> bytes:
-    return struct.pack(out.layout.struct_format, ts, out.layout.output_id, pid, pid + 1, 0,
+    return struct.pack(out.layout.struct_format, ts, out.layout.output_id, pid, pid + 1,
                        comm, *values)
 
 
@@ -47,7 +47,7 @@ def test_strings_sit_last_in_the_record_but_keys_keep_plan_order() -> None:
     out = output(fields)
     assert [f.key for f in out.layout.in_memory] == ["n", "s"]
     stale = b"ev\0lpha\0"  # an older, longer string still in the ring past the NUL
-    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, 0, b"wl", -5, 0, STR_OK, stale)
+    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, b"wl", -5, 0, STR_OK, stale)
     (rec,) = Decoder([out]).decode_batch([raw])
     assert (rec["s"], rec["n"]) == ("ev", -5)
     assert list(rec)[-2:] == ["s", "n"]
@@ -62,7 +62,7 @@ def test_a_string_read_again_from_user_space_is_marked_reread(monkeypatch) -> No
     out = output(fields)
     memory = {0x1000: b"later"}
     monkeypatch.setattr(decode, "reread_user_string", lambda pid, ptr, size: memory.get(ptr))
-    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, 0, b"wl",
+    raw = struct.pack(out.layout.struct_format, 1, 3, 42, 43, b"wl",
                       0x1000, -14, b"\0" * 9, 0x2000, -14, b"\0" * 9, 0x3000, STR_OK, b"ok\0")
     dec = Decoder([out])
     (rec,) = dec.decode_batch([raw])
@@ -116,7 +116,7 @@ def test_several_outputs_dispatch_by_id_and_skip_unknown_ones() -> None:
     a = output(output_id=0, name="a")
     b = output(fields=(LayoutField("x", "int", "f0"),), output_id=1, name="b")
     dec = Decoder([a, b])
-    stray = struct.pack("<QIIII16sq", 1, 9, 1, 1, 0, b"", 5)
+    stray = struct.pack("<QIII4x16sq", 1, 9, 1, 1, b"", 5)
     recs = dec.decode_batch([pack(b, 1, 11), stray, pack(a, 1, 1, 2, 0, 0, STR_OK, b"s\0")])
     assert [(r["output"], r.get("x"), r.get("ok")) for r in recs] == [("b", 11, None),
                                                                       ("a", None, False)]
@@ -127,3 +127,47 @@ def test_keys_enter_the_generated_code_only_as_literals() -> None:
     out = output(fields=(LayoutField(evil, "int", "f0"),), output_id=0)
     (rec,) = Decoder([out]).decode_batch([pack(out, 1, 99)])
     assert rec[evil] == 99
+
+
+# -- variable records (render/layout.py RecordLayout.variable) --------------------------
+
+LONG = (LayoutField("n", "int", "f0"), LayoutField("s", "str", "f1", 129))
+
+
+def test_a_variable_layout_reserves_by_the_last_string_and_is_its_prefix_first() -> None:
+    fixed = RecordLayout(0, "pr_rec_0", LONG)
+    var = RecordLayout(0, "pr_rec_0", LONG, variable=True)
+    assert fixed.sizes == (fixed.size,) and fixed.size == 200
+    # 40 header + 8 int + 16 pointer and status, then 16 or 64 bytes of string, or all 136
+    assert var.prefix_size == 64 and struct.calcsize(var.prefix_format) == 64
+    assert var.sizes == (80, 128, 200)
+    assert var.struct_format == fixed.struct_format  # the same C struct
+
+
+def test_a_variable_record_decodes_as_the_whole_record_does() -> None:
+    """Records cut to each reserved size give what the whole record gives; what follows
+    the string's NUL (never written by the kernel) is ignored, as in a whole record."""
+    whole = output(LONG, output_id=0)
+    var = PrintOutput("out", "pr", RecordLayout(0, "pr_rec_0", LONG, variable=True), None)
+    for text in (b"", b"a" * 15, b"b" * 16, b"c" * 63, b"d" * 64, b"e" * 128):
+        raw = struct.pack(whole.layout.struct_format, 9, 0, 42, 43, b"wl", -1, 0x10,
+                          STR_OK if len(text) < 128 else STR_TRUNCATED,
+                          text + b"\0" + b"\xffstale"[: 128 - len(text)])
+        size = next(s for s in var.layout.sizes if s - var.layout.prefix_size > len(text))
+        got = Decoder([var]).decode_batch([raw[:size]])
+        assert got == Decoder([whole]).decode_batch([raw])
+        assert got[0]["s"] == text.decode() and got[0]["n"] == -1
+
+
+def test_an_unreadable_string_of_a_variable_record_is_read_again_whole(monkeypatch) -> None:
+    """The kernel could not read it (status < 0): the record holds one byte of it, and the
+    read from user space still asks for the whole buffer's worth (size - 1 bytes)."""
+    from planrunner.runtime import decode
+
+    asked = []
+    monkeypatch.setattr(decode, "reread_user_string",
+                        lambda pid, ptr, size: asked.append(size) or b"later")
+    var = PrintOutput("out", "pr", RecordLayout(0, "pr_rec_0", LONG, variable=True), None)
+    raw = struct.pack(var.layout.prefix_format, 9, 0, 42, 43, b"wl", 5, 0x10, -14) + b"\0" * 16
+    (rec,) = Decoder([var]).decode_batch([raw])
+    assert rec["s"] == "later" and rec["reread"] == ["s"] and asked == [128]

@@ -44,5 +44,5 @@ def test_only_a_user_space_body_faults(faults: bool, arg: str,
     lines: list[str] = []
     span = Span("plan.yaml", 1, 1)
     str_field_read(TStrRead(TRef("p", ArgRef(1), UINT64, span), 16, None, span), body, lines)
-    assert lines[-1].endswith(f", {arg});")
+    assert lines[-1].endswith(f", {arg}, &sc->t0_n);")
     assert body.sleepable is sleepable

@@ -13,26 +13,32 @@ Contract:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from planrunner.usdt.model import ArgOperand, Const, Undecodable, Unreadable
-from planrunner.usdt.operands import aarch64, x86_64
 from planrunner.usdt.operands.common import effective_const, split_args
 
-PARSERS: dict[str, Callable[[str], ArgOperand]] = {
-    "EM_X86_64": x86_64.parse_operand,
-    "EM_AARCH64": aarch64.parse_operand,
+# e_machine -> the module of its parser, imported on first use: a run reads the notes
+# of one architecture, and each parser's regexes cost start-up (validate, issue 17).
+PARSER_MODULES: dict[str, str] = {
+    "EM_X86_64": "planrunner.usdt.operands.x86_64",
+    "EM_AARCH64": "planrunner.usdt.operands.aarch64",
 }
+_PARSERS: dict[str, Callable[[str], ArgOperand]] = {}
 
-__all__ = ["PARSERS", "describe_operand", "operand_error", "parse_args", "parse_operand",
+__all__ = ["PARSER_MODULES", "describe_operand", "operand_error", "parse_args", "parse_operand",
            "const_value"]
 
 
 def parse_operand(text: str, machine: str) -> ArgOperand:
-    parser = PARSERS.get(machine)
+    parser = _PARSERS.get(machine)
     if parser is None:
-        return ArgOperand(text, 8, False, False,
-                          Undecodable(f"no operand parser for {machine}", 0))
+        module = PARSER_MODULES.get(machine)
+        if module is None:
+            return ArgOperand(text, 8, False, False,
+                              Undecodable(f"no operand parser for {machine}", 0))
+        parser = _PARSERS[machine] = importlib.import_module(module).parse_operand
     return parser(text)
 
 

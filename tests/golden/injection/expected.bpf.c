@@ -33,6 +33,7 @@ struct pr_args_start {
 struct pr_scratch_start {
     char s2[129];
     __s64 st2;
+    __u32 n2;
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
@@ -58,16 +59,33 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
     if (!sc)
         return 0;
     do {
-        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT);
+        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT, &sc->n2);
         if (!((pr_str_eq((sc->s2), 129, "\042; system(\042rm -rf /\042); \057*", 25) || pr_str_contains((sc->s2), 129, "*\057 #include <x>\012\077\077/", 19)))) break;
         do {
-            struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+            __u32 pr_len_0 = sc->n2;
+            __u32 pr_size_0;
+            struct pr_rec_0 *ev;
+            if (pr_len_0 <= 16) {
+                pr_size_0 = 72;
+                ev = pr_events.ringbuf_reserve(72);
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f0, 16, (sc->s2));
+            } else if (pr_len_0 <= 64) {
+                pr_size_0 = 120;
+                ev = pr_events.ringbuf_reserve(120);
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f0, 64, (sc->s2));
+            } else {
+                pr_size_0 = sizeof(struct pr_rec_0);
+                ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f0, 129, (sc->s2));
+            }
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_ptr = a->v2;
             ev->f0_st = sc->st2;
-            bpf_probe_read_kernel_str(ev->f0, 129, (sc->s2));
-            pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
+            pr_events.ringbuf_submit(ev, pr_wakeup_flags(pr_size_0));
         } while (0);
     } while (0);
     return 0;

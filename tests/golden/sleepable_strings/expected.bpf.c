@@ -55,6 +55,7 @@ struct pr_args_start {
 struct pr_scratch_start {
     char s2[129];
     __s64 st2;
+    __u32 n2;
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
@@ -80,17 +81,34 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
     if (!sc)
         return 0;
     do {
-        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT);
+        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT, &sc->n2);
         if (!(pr_str_startswith((sc->s2), 129, "/api", 4))) break;
         do {
-            struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+            __u32 pr_len_0 = sc->n2;
+            __u32 pr_size_0;
+            struct pr_rec_0 *ev;
+            if (pr_len_0 <= 16) {
+                pr_size_0 = 80;
+                ev = pr_events.ringbuf_reserve(80);
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 16, (sc->s2));
+            } else if (pr_len_0 <= 64) {
+                pr_size_0 = 128;
+                ev = pr_events.ringbuf_reserve(128);
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 64, (sc->s2));
+            } else {
+                pr_size_0 = sizeof(struct pr_rec_0);
+                ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 129, (sc->s2));
+            }
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__u64)(((__u64)(a->v1)));
             ev->f1_ptr = a->v2;
             ev->f1_st = sc->st2;
-            bpf_probe_read_kernel_str(ev->f1, 129, (sc->s2));
-            pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
+            pr_events.ringbuf_submit(ev, pr_wakeup_flags(pr_size_0));
         } while (0);
     } while (0);
     return 0;
@@ -120,8 +138,10 @@ struct pr_scratch_raw {
     char t0[129];
     char t1[5];
     __s64 t1_st;
+    __u32 t1_n;
     char t2[129];
     __s64 t2_st;
+    __u32 t2_n;
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
@@ -151,10 +171,28 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
         if (!(pr_str_startswith(sc->t0, 129, "/", 1))) break;
         do {
             __u64 pr_p_t1 = (__u64)(((__u64)(a->v2)));
-            sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1, PR_FAULT);
+            sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1, PR_FAULT, &sc->t1_n);
             __u64 pr_p_t2 = (__u64)(((__u64)(a->v2)));
-            sc->t2_st = pr_read_lstr(sc->t2, 128, pr_p_t2, (__s64)(((__u64)(a->v1))), PR_FAULT);
-            struct pr_rec_1 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
+            sc->t2_st = pr_read_lstr(sc->t2, 128, pr_p_t2, (__s64)(((__u64)(a->v1))), PR_FAULT, &sc->t2_n);
+            __u32 pr_len_1 = sc->t2_n;
+            __u32 pr_size_1;
+            struct pr_rec_1 *ev;
+            if (pr_len_1 <= 16) {
+                pr_size_1 = 96;
+                ev = pr_events.ringbuf_reserve(96);
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 16, sc->t2);
+            } else if (pr_len_1 <= 64) {
+                pr_size_1 = 144;
+                ev = pr_events.ringbuf_reserve(144);
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 64, sc->t2);
+            } else {
+                pr_size_1 = sizeof(struct pr_rec_1);
+                ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 129, sc->t2);
+            }
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
             pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
             ev->f0_ptr = pr_p_t1;
@@ -162,8 +200,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
             bpf_probe_read_kernel_str(ev->f0, 5, sc->t1);
             ev->f1_ptr = pr_p_t2;
             ev->f1_st = sc->t2_st;
-            bpf_probe_read_kernel_str(ev->f1, 129, sc->t2);
-            pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_1)));
+            pr_events.ringbuf_submit(ev, pr_wakeup_flags(pr_size_1));
         } while (0);
     } while (0);
     return 0;

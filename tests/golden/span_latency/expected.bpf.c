@@ -51,6 +51,7 @@ struct pr_args_start {
 struct pr_scratch_start {
     char s2[129];
     __s64 st2;
+    __u32 n2;
     struct pr_span_request pr_span_request;
 };
 #ifdef PR_SLEEPABLE
@@ -77,7 +78,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
     if (!sc)
         return 0;
     do {
-        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT);
+        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT, &sc->n2);
         do {
             struct pr_span_key pr_key = {};
             pr_key.k = (__u64)(((__u64)(a->v1)));

@@ -36,6 +36,7 @@ struct pr_args_ret {
 struct pr_scratch_ret {
     char s0[41];
     __s64 st0;
+    __u32 n0;
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
@@ -64,7 +65,7 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
     if (!sc)
         return 0;
     do {
-        sc->st0 = pr_read_str(sc->s0, 41, a->v0, PR_FAULT);
+        sc->st0 = pr_read_str(sc->s0, 41, a->v0, PR_FAULT, &sc->n0);
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }

@@ -44,6 +44,7 @@ struct pr_args_start {
 struct pr_scratch_start {
     char s2[129];
     __s64 st2;
+    __u32 n2;
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
@@ -69,17 +70,34 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
     if (!sc)
         return 0;
     do {
-        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT);
+        sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT, &sc->n2);
         if (!(((pr_str_startswith((sc->s2), 129, "/api/", 5) && (!pr_str_contains((sc->s2), 129, "users", 5))) || pr_str_eq((sc->s2), 129, "/index.html", 11)))) break;
         do {
-            struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+            __u32 pr_len_0 = sc->n2;
+            __u32 pr_size_0;
+            struct pr_rec_0 *ev;
+            if (pr_len_0 <= 16) {
+                pr_size_0 = 80;
+                ev = pr_events.ringbuf_reserve(80);
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 16, (sc->s2));
+            } else if (pr_len_0 <= 64) {
+                pr_size_0 = 128;
+                ev = pr_events.ringbuf_reserve(128);
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 64, (sc->s2));
+            } else {
+                pr_size_0 = sizeof(struct pr_rec_0);
+                ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+                if (ev)
+                    bpf_probe_read_kernel_str(ev->f1, 129, (sc->s2));
+            }
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__u64)(((__u64)(a->v1)));
             ev->f1_ptr = a->v2;
             ev->f1_st = sc->st2;
-            bpf_probe_read_kernel_str(ev->f1, 129, (sc->s2));
-            pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
+            pr_events.ringbuf_submit(ev, pr_wakeup_flags(pr_size_0));
         } while (0);
     } while (0);
     return 0;
@@ -108,6 +126,7 @@ struct pr_scratch_raw {
     char t0[129];
     char t1[5];
     __s64 t1_st;
+    __u32 t1_n;
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
@@ -137,7 +156,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
         if (!(pr_str_startswith(sc->t0, 129, "/api", 4))) break;
         do {
             __u64 pr_p_t1 = (__u64)(((__u64)(a->v2)));
-            sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1, PR_FAULT);
+            sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1, PR_FAULT, &sc->t1_n);
             struct pr_rec_1 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
             pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);

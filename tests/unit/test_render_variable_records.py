@@ -1,0 +1,59 @@
+"""Which print records are variable (render/bodies.py layout_for, render/layout.py
+RecordLayout.variable): those that end with a string whose length the body knows before
+it reserves (a string argument, a `str(...)` read) and whose buffer is longer than the
+smallest size class; and the C reserves one constant size per class."""
+
+from __future__ import annotations
+
+from planrunner.diagnostics import Span
+from planrunner.expr.typed import ArgRef, BuiltinRef, CaptureRef, TExpr, TRef, TStrRead
+from planrunner.expr.types import INT64, UINT64, StrType
+from planrunner.render.bodies import Body, layout_for, print_block
+from planrunner.resolve.model import ArgSlot
+
+SPAN = Span("plan.yaml", 1, 1)
+
+
+def arg_str(index: int, size: int) -> TRef:
+    return TRef(f"s{index}", ArgRef(index), StrType(size), SPAN)
+
+
+def test_a_record_ending_with_a_string_argument_is_variable() -> None:
+    fields: list[tuple[str, TExpr]] = [("s", arg_str(2, 129)),
+                                       ("n", TRef("n", ArgRef(1), INT64, SPAN))]
+    layout = layout_for(0, fields)
+    assert layout.variable and layout.last_string is not None
+    assert layout.last_string.key == "s" and layout.sizes == (80, 128, 200)
+
+
+def test_a_str_read_is_variable_too() -> None:
+    read = TStrRead(TRef("p", ArgRef(1), UINT64, SPAN), 100, None, SPAN)
+    assert layout_for(0, [("r", read)]).variable
+
+
+def test_records_whose_last_string_has_no_known_length_or_is_short_are_whole() -> None:
+    comm = TRef("comm", BuiltinRef("comm"), StrType(16), SPAN)
+    capture = TRef("c", CaptureRef("c", arg_str(1, 64)), StrType(65), SPAN)
+    assert not layout_for(0, [("comm", comm)]).variable
+    assert not layout_for(0, [("c", capture)]).variable
+    assert not layout_for(0, [("s", arg_str(1, 16))]).variable  # 16 bytes: no shorter size
+    assert layout_for(0, [("s", arg_str(1, 17))]).variable
+    assert not layout_for(0, [("n", TRef("n", ArgRef(1), INT64, SPAN))]).variable
+    # the last string in the record is the one that counts: here the capture
+    mixed = layout_for(0, [("s", arg_str(1, 64)), ("c", capture)])
+    assert not mixed.variable
+
+
+def test_each_size_is_reserved_as_a_constant_and_the_copy_stays_within_it() -> None:
+    body = Body("pr_scratch_p", {2: ArgSlot(2, "s", "string", 128, False, 0)})
+    fields: list[tuple[str, TExpr]] = [("s", arg_str(2, 129))]
+    layout = layout_for(0, fields)
+    c = "\n".join(print_block(layout, fields, None, body))
+    assert "pr_len_0 = sc->n2;" in c
+    for size, room in ((72, 16), (120, 64)):
+        assert (f"pr_len_0 <= {room}) {{\n    pr_size_0 = {size};\n"
+                f"    ev = pr_events.ringbuf_reserve({size});\n    if (ev)\n"
+                f"        bpf_probe_read_kernel_str(ev->f0, {room}, (sc->s2));") in c
+    assert "bpf_probe_read_kernel_str(ev->f0, 129, (sc->s2));" in c
+    assert c.count("ringbuf_reserve(") == 3
+    assert c.endswith("pr_events.ringbuf_submit(ev, pr_wakeup_flags(pr_size_0));")
