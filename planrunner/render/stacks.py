@@ -34,7 +34,7 @@ SEEN_ENTRIES = 16384
 KSTACK_MAP = "pr_kstacks"
 USTACK_MAP = "pr_ustacks"
 UCOPY_MAP = "pr_ucopies"
-# struct pr_ustack's head: pid, len, start_time, regs[4]
+# struct pr_ustack's head: pid, len, time, regs[4]
 USTACK_HEAD = 48
 
 
@@ -97,7 +97,7 @@ def map_decls(maps: StackMaps) -> list[str]:
     if maps.copies:
         name, size = maps.copies
         out.append(f"struct {name}_val {{\n    __u32 pid;\n    __u32 len;\n"
-                   f"    __u64 start_time;\n    __u64 regs[4];\n    char data[{size}];\n}};\n"
+                   f"    __u64 time;\n    __u64 regs[4];\n    char data[{size}];\n}};\n"
                    f"BPF_HASH({name}, __u64, struct {name}_val, {UCOPY_ENTRIES});")
     return out
 
@@ -124,7 +124,8 @@ def ustack_copy_lines(dst: str, size: int) -> list[str]:
     """Statements that fill `dst` (a struct pr_ustack with data[size]) from `a->u_regs`:
     a read past the end of the stack mapping fails as a whole, so after the full read
     fails, the largest power-of-two pieces that still succeed are appended."""
-    lines = [f"{dst}pid = pr_id >> 32;", f"{dst}start_time = 0;  /* read by the reader */",
+    lines = [f"{dst}pid = pr_id >> 32;",
+             f"{dst}time = bpf_ktime_get_ns();  /* where it falls among maps changes */",
              f"{dst}regs[0] = a->u_regs[0];", f"{dst}regs[1] = a->u_regs[1];",
              f"{dst}regs[2] = a->u_regs[2];", f"{dst}regs[3] = 0;",
              f"if (bpf_probe_read_user({dst}data, {size}, (void *)a->u_regs[1]) == 0) {{",

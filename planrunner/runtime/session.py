@@ -56,7 +56,9 @@ from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.scope import Scope, apply_scope, own_pid_namespace
 from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.stacks import StackResolver
+from planrunner.runtime.task_events import TaskEvents
 from planrunner.runtime.upkeep import Upkeep, recover
+from planrunner.stacks.timeline import MapsTimeline
 
 POLL_MS = 50
 # After a stop or the deadline, how long one write of at most OUTPUT_CHUNK records may
@@ -250,6 +252,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     child: Child | None = None
     upkeep: Upkeep | None = None
     started: list[LiveView] = []
+    feed: TaskEvents | None = None
     out = _Output(view, stop)
     status = 0
     try:
@@ -271,7 +274,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                              mode)
                     started.append(lv)
                 stop.check(len(sites), len(sites))  # the last moment before the command runs
-                stacks = _stack_resolver(backend, program, opts, child)
+                feed = _maps_feed(program, stderr)
+                stacks = _stack_resolver(backend, program, opts, child, feed)
                 aggs = AggregateReader(program, backend, wall, monotonic, reset=not live,
                                        stacks=stacks)
                 n = len(sites)
@@ -310,6 +314,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
         _silence_stdout()
         status = 0
     finally:
+        if feed is not None:
+            feed.close()
         if child is not None:
             child.terminate(CHILD_GRACE_S, lambda: stop.count > 1)  # no-op when it ended
         stop.restore()
@@ -318,17 +324,33 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     return status
 
 
+def _maps_feed(program: RenderedProgram, stderr: TextIO) -> TaskEvents | None:
+    """The kernel's maps records, for a program that copies user stacks (they are
+    unwound over the maps their process had then, runtime/task_events.py); opened
+    before the command runs. Without them (perf events refused), the maps are read
+    from /proc when a process is first seen, as before."""
+    if not program.stack_maps.seen:
+        return None
+    try:
+        return TaskEvents(MapsTimeline())
+    except OSError as exc:
+        stderr.write(f"the kernel's mmap records are not available ({exc.strerror}): "
+                     "stacks of processes that exit within microseconds may be lost\n")
+        return None
+
+
 def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions,
-                    child: Child | None) -> StackResolver:
+                    child: Child | None, feed: TaskEvents | None) -> StackResolver:
     """The reader of the program's stacks; it knows the files the plan attaches to and
     the -c command's, and reads the --pid process's maps now, before it can exit (a -c
-    child has not exec'd yet: the loop's first turn reads its maps)."""
+    child has not exec'd yet: the loop's first turn reads its maps, or its exec is in
+    the feed)."""
     if program.stack_maps == StackMaps():  # no stacks: nothing to read, no file to index
         return StackResolver(backend)
     known = [s.binary.path for s in program.sites if s.binary is not None]
     if child is not None and opts.command:
         known.append(shutil.which(opts.command[0]) or opts.command[0])
-    stacks = StackResolver(backend, known)
+    stacks = StackResolver(backend, known, feed=feed)
     if opts.pid:
         stacks.observe(opts.pid)
     return stacks
@@ -424,7 +446,8 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
         batch = backend.read_ring(POLL_MS)
         if child is not None and not seen_child:  # exec'd by now: its maps, early
             seen_child = True
-            stacks.observe(child.pid)
+            if stacks.feed is None:
+                stacks.observe(child.pid)
         if batch:
             recs = decoder.decode_batch(batch)  # a "new process" notice is no record
             if remaining is not None:
@@ -463,7 +486,7 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
         stderr.write(f"{decoder.unreadable} strings could not be read (shown as null)\n")
     if stacks.lost:
         stderr.write(f"{stacks.lost} stacks could not be shown (not captured, or their "
-                     "process had exited before planrunner read its maps: see `stack:` in "
+                     "process had exited before planrunner knew its maps: see `stack:` in "
                      "docs/plan-format.md)\n")
     return exit_status
 

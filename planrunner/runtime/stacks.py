@@ -10,25 +10,33 @@ What the BPF side hands over (render/stacks.py):
   the library, still symbolizes. A frame the kernel could not resolve (JIT code, a page
   not in memory) is a plain address: symbolized from the process's snapshot;
 - a copy of the user stack (unwind: dwarf | auto), in a print record or, for an
-  aggregation, under its hash in the copies map: unwound with planrunner/stacks over the
-  process's maps snapshot (ProcessRegistry: taken on the first record of each process,
-  never read again once the pid names another process).
+  aggregation, under its hash in the copies map, with the time of its event: unwound
+  with planrunner/stacks over the process's maps at that time. With a `MapsFeed` (the
+  kernel's mmap/exec/fork records, runtime/task_events.py, opened by the session) the
+  maps of every process started or exec'd since tracing began are known at any time,
+  after it has exited, exec'd or unmapped a library too, and a reused pid is a new
+  process: the feed is drained before a copy newer than its last drain is unwound, so
+  every mapping the stack ran with is in it. Processes already running when tracing
+  began (and any, without a feed) are unwound over a maps snapshot (ProcessRegistry:
+  taken on the first record of each process, never read again once the pid names
+  another process).
 The registry is keyed by (pid, start time); the start time is read when a pid is first
 seen (BPF does not send it: reading it in BPF needs the kernel's task_struct, and its
 headers cost clang more than the rest of a plan). When copies are taken, the first event
 of each process sends a notice that wakes the reader at once (render/stacks.py), so its
 maps are read before it can exit; `expire()` (every second) forgets the processes that
 have gone from the BPF side's list, so a pid reused later is announced, and read, again.
-A stack copied from a process that exited before the reader read its maps (within
-microseconds of its first event) cannot be unwound: it is counted as lost (use
-`unwind: fp` for such programs).
+Without the feed, a stack copied from a process that exited before the reader read its
+maps (within microseconds of its first event) cannot be unwound: it is counted as lost.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from planrunner.elf.procmaps import start_time as read_start_time
 from planrunner.elf.reader import open_binary
@@ -41,13 +49,22 @@ from planrunner.stacks.frame import Frame
 from planrunner.stacks.kallsyms import KernelSymbols
 from planrunner.stacks.modules import Mapping, ProcessRegistry
 from planrunner.stacks.symbolize import Symbolizer
-from planrunner.stacks.unwind import unwind
+from planrunner.stacks.timeline import MapsTimeline
+from planrunner.stacks.unwind import MappingLookup, unwind
 
 BUILD_ID_VALID, BUILD_ID_IP = 1, 2  # enum bpf_stack_build_id_status
 LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
             "/usr/local/lib")
 MAX_FRAMES = 127
 EFAULT = 14  # get_stackid: the event has no such stack (a kstack in user mode): empty
+
+
+class MapsFeed(Protocol):
+    """The kernel's maps records (runtime/task_events.py.TaskEvents)."""
+
+    timeline: MapsTimeline
+
+    def drain(self) -> None: ...
 
 
 @dataclass
@@ -104,8 +121,11 @@ class StackResolver:
     """Turns what BPF captured into `Stack` values (see the module docstring)."""
 
     def __init__(self, source: StackSource | None, targets: Iterable[str] = (),
-                 registry: ProcessRegistry | None = None) -> None:
+                 registry: ProcessRegistry | None = None,
+                 feed: MapsFeed | None = None) -> None:
         self.source = source
+        self.feed = feed
+        self._fed_at = 0  # CLOCK_MONOTONIC ns when the feed was last drained
         self.registry = registry or ProcessRegistry()
         self.symbolizer = Symbolizer()
         self.index = BuildIdIndex()
@@ -143,6 +163,10 @@ class StackResolver:
 
     def announced(self, pid: int) -> None:
         """The BPF side saw `pid` for the first time (since it was last expired)."""
+        if self.feed is not None:
+            self._feed()
+            if self.feed.timeline.knows(pid):
+                return  # its maps are known at any time: nothing to read now
         if pid in self._starts and read_start_time(pid) != self._starts[pid]:
             del self._starts[pid]  # another process under a reused pid
         self._expired.discard(pid)
@@ -246,19 +270,35 @@ class StackResolver:
         """A copy from a print record (struct pr_ustack)."""
         if _no_user_stack(raw):
             return Stack("user", ())
-        capture = self._capture(raw)
-        if capture is None:
+        got = self._capture(raw)
+        if got is None:
             self.lost += 1
             return Stack("user", (), lost=True)
-        return Stack("user", self._unwind(capture, mode, limit))
+        return Stack("user", self._unwind(*got, mode, limit))
 
-    def _capture(self, raw: bytes) -> UserStackCapture | None:
+    def _capture(self, raw: bytes) -> tuple[UserStackCapture, MappingLookup] | None:
+        """The capture and the maps of its process at its time (see the docstring)."""
         capture = parse_ustack_record(raw, X86_64)
+        if self.feed is not None and capture.time:
+            if capture.time > self._fed_at:
+                self._feed()
+            modules = self.feed.timeline.modules(capture.pid, capture.time)
+            if modules is not None:
+                return capture, modules
         start = self.observe(capture.pid)
-        return None if start is None else replace(capture, start_time=start)
+        if start is None:
+            return None
+        return (replace(capture, start_time=start),
+                self.registry.bind(capture.pid, start))
 
-    def _unwind(self, capture: UserStackCapture, mode: str, limit: int) -> tuple[Frame, ...]:
-        process = self.registry.bind(capture.pid, capture.start_time)
+    def _feed(self) -> None:
+        assert self.feed is not None
+        now = time.monotonic_ns()  # taken first: what happened before is in the rings
+        self.feed.drain()
+        self._fed_at = now
+
+    def _unwind(self, capture: UserStackCapture, process: MappingLookup, mode: str,
+                limit: int) -> tuple[Frame, ...]:
         result = unwind(capture, process, mode, limit)
         return tuple(self.symbolizer.symbolize(result.addrs, process))
 
@@ -269,7 +309,7 @@ class StackResolver:
         if self.source is None:
             return
         for key, raw in self.source.drain_copies(map_name):
-            capture = None
+            got = None
             if _no_user_stack(raw):  # a kernel thread: an empty stack, not a lost one
                 for mode in modes:
                     self._unwound[(key, mode)] = ()
@@ -277,10 +317,10 @@ class StackResolver:
             for mode in modes:
                 if (key, mode) in self._unwound:
                     continue
-                capture = capture or self._capture(raw)
-                if capture is None:
+                got = got or self._capture(raw)
+                if got is None:
                     break
-                frames = self._unwind(capture, mode, MAX_FRAMES)
+                frames = self._unwind(*got, mode, MAX_FRAMES)
                 self._unwound[(key, mode)] = self._interned.setdefault(frames, frames)
 
     def user_hash(self, key: int, limit: int, mode: str) -> Stack:
