@@ -165,8 +165,10 @@ class StackResolver:
         """The BPF side saw `pid` for the first time (since it was last expired)."""
         if self.feed is not None:
             self._feed()
-            if self.feed.timeline.knows(pid):
-                return  # its maps are known at any time: nothing to read now
+            if self.feed.timeline.knows(pid):  # its maps are known at any time
+                self._starts[pid] = read_start_time(pid)  # for expire() only
+                self._expired.discard(pid)
+                return
         if pid in self._starts and read_start_time(pid) != self._starts[pid]:
             del self._starts[pid]  # another process under a reused pid
         self._expired.discard(pid)

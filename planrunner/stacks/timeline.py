@@ -118,8 +118,9 @@ class MapsTimeline:
         return built
 
     def knows(self, pid: int) -> bool:
-        """A known image of `pid` has begun since tracing began."""
-        return any(i.known for i in self._images.get(pid, ()))
+        """The current image of `pid` is known (see the module docstring)."""
+        image = self._current(pid)
+        return image is not None and image.known
 
     # -- internals ----------------------------------------------------------------------
 

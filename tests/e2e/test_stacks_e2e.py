@@ -277,6 +277,9 @@ outputs:
     code = "import time; leaf = lambda: 1; [leaf() for _ in range(50)]; time.sleep(0.3)"
     res = run_planrunner(["run", plan, "-f", "json", "-c", f"{PYTHON} -c '{code}'"])
     assert res.returncode == 0, res.stderr
+    # every stack unwound over the maps python had then (its exec and every library it
+    # mapped are in the kernel's records), even those taken as it exits
+    assert "could not be shown" not in res.stderr, res.stderr
     rows = _json(res.stdout)
     named = [_symbols(r["ustack"]) for r in rows]
     assert any("_PyEval_EvalFrameDefault" in n for n in named), named[:3]
