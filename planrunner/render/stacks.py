@@ -3,10 +3,12 @@ maps behind them. The reader is runtime/stacks.py; the capture contract of a cop
 user stack is planrunner/stacks/__init__.py's.
 
 - Kernel stacks (`kstack`), and user stacks with `unwind: fp`, are walked by the kernel in
-  the thunk (`get_stackid`, the thunk has `ctx`) into a stack map; the record or key
-  holds the id (__s64; negative: not captured, counted in PR_STACK_LOST). User stacks
-  go into a BPF_F_STACK_BUILD_ID map: each frame is (build-id, file offset), fixed when
-  the event fired, so a process that exited or unloaded a library still symbolizes.
+  the thunk (`get_stackid`, the thunk has `ctx`) into a stack map of addresses; the
+  record or key holds the id (__s64; negative: not captured, counted in
+  PR_STACK_LOST). User addresses are symbolized over the process's maps at the event
+  (the kernel's mmap records, runtime/task_events.py), so a process that exited or
+  unloaded a library still symbolizes. (A BPF_F_STACK_BUILD_ID map would need no maps,
+  but the kernel's build-id lookup per frame costs more than the walk: issue 17.)
 - User stacks with `unwind: dwarf | auto`: the thunk saves ip, sp and bp in `pr_args`;
   the body copies up to `bytes` of the stack from sp. A print record holds the copy
   (`struct pr_ustack` inline, last in the record, so only the bytes copied are
@@ -88,10 +90,9 @@ def map_decls(maps: StackMaps) -> list[str]:
                    f"{STACK_MAP_ENTRIES});")
     if maps.user:
         name, frames = maps.user
-        out.append(f"/* frames as (build-id, file offset): see render/stacks.py */\n"
-                   f"struct {name}_val {{\n    struct bpf_stack_build_id f[{frames}];\n}};\n"
-                   f'BPF_F_TABLE("stacktrace", int, struct {name}_val, {name}, '
-                   f"{STACK_MAP_ENTRIES}, BPF_F_STACK_BUILD_ID);")
+        out.append(f"struct {name}_val {{\n    __u64 ip[{frames}];\n}};\n"
+                   f'BPF_TABLE("stacktrace", int, struct {name}_val, {name}, '
+                   f"{STACK_MAP_ENTRIES});")
     if maps.seen:
         out.append(f'BPF_TABLE("lru_hash", __u32, __u8, {SEEN_MAP}, {SEEN_ENTRIES});')
     if maps.copies:

@@ -78,7 +78,7 @@ def _source(layout: RecordLayout) -> str:
         if f.kind == "stack" and f.stack_kind == "kernel":
             entries.append(f"{key}: kstack(kmap, v{n}, {f.limit})")
         elif f.kind == "stack":
-            entries.append(f"{key}: ustack(umap, pid, v{n}, {f.limit})")
+            entries.append(f"{key}: ustack(umap, pid, v{n}, {f.limit}, ts)")
         elif f.kind == "ucopy":
             entries.append(f"{key}: ucopy(v{n}, {f.limit}, {f.unwind!r})")
         elif f.kind == "str":

@@ -33,7 +33,6 @@ prometheus/ or commands/.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import threading
 import time
@@ -275,7 +274,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                     started.append(lv)
                 stop.check(len(sites), len(sites))  # the last moment before the command runs
                 feed = _maps_feed(program, stderr)
-                stacks = _stack_resolver(backend, program, opts, child, feed)
+                stacks = _stack_resolver(backend, program, opts, feed)
                 aggs = AggregateReader(program, backend, wall, monotonic, reset=not live,
                                        stacks=stacks)
                 n = len(sites)
@@ -325,11 +324,11 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
 
 
 def _maps_feed(program: RenderedProgram, stderr: TextIO) -> TaskEvents | None:
-    """The kernel's maps records, for a program that copies user stacks (they are
-    unwound over the maps their process had then, runtime/task_events.py); opened
-    before the command runs. Without them (perf events refused), the maps are read
-    from /proc when a process is first seen, as before."""
-    if not program.stack_maps.seen:
+    """The kernel's maps records, for a program with user stacks (they are symbolized
+    over the maps their process had then, runtime/task_events.py); opened before the
+    command runs. Without them (perf events refused), the maps are read from /proc
+    when a process is first seen."""
+    if not (program.stack_maps.seen or program.stack_maps.user):
         return None
     try:
         return TaskEvents(MapsTimeline())
@@ -340,17 +339,13 @@ def _maps_feed(program: RenderedProgram, stderr: TextIO) -> TaskEvents | None:
 
 
 def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions,
-                    child: Child | None, feed: TaskEvents | None) -> StackResolver:
-    """The reader of the program's stacks; it knows the files the plan attaches to and
-    the -c command's, and reads the --pid process's maps now, before it can exit (a -c
-    child has not exec'd yet: the loop's first turn reads its maps, or its exec is in
-    the feed)."""
-    if program.stack_maps == StackMaps():  # no stacks: nothing to read, no file to index
+                    feed: TaskEvents | None) -> StackResolver:
+    """The reader of the program's stacks; it reads the --pid process's maps now,
+    before it can exit (a -c child's exec is in the feed, or the loop's first turn
+    reads its maps)."""
+    if program.stack_maps == StackMaps():  # no stacks: nothing to read
         return StackResolver(backend)
-    known = [s.binary.path for s in program.sites if s.binary is not None]
-    if child is not None and opts.command:
-        known.append(shutil.which(opts.command[0]) or opts.command[0])
-    stacks = StackResolver(backend, known, feed=feed)
+    stacks = StackResolver(backend, feed=feed)
     if opts.pid:
         stacks.observe(opts.pid)
     return stacks

@@ -21,6 +21,7 @@ newest record are forgotten (a late stack of one is then unwound from the fallba
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from planrunner.elf.procmaps import MappedObject
@@ -110,12 +111,23 @@ class MapsTimeline:
                 image = candidate
         if image is None or not image.known:
             return None
-        n = sum(1 for t, _ in image.maps if t <= time)
-        built = image._built.get(n)
-        if built is None:
-            built = build_modules(_visible([m for _, m in image.maps[:n]]), pid)
-            image._built[n] = built
-        return built
+        return self._build(pid, image, sum(1 for t, _ in image.maps if t <= time))
+
+    def modules_holding(self, pid: int, addrs: Sequence[int]) -> ProcessModules | None:
+        """For a stack without a time (an aggregation key): the newest known image of
+        `pid` whose mappings hold the most of `addrs` (all of them, normally); None when
+        no known image holds any."""
+        best, best_hits = None, 0
+        for image in reversed(self._images.get(pid, ())):
+            if not image.known:
+                continue
+            modules = self._build(pid, image, len(image.maps))
+            hits = sum(1 for a in addrs if modules.find(a) is not None)
+            if hits == len(addrs) and addrs:
+                return modules
+            if hits > best_hits:
+                best, best_hits = modules, hits
+        return best
 
     def knows(self, pid: int) -> bool:
         """The current image of `pid` is known (see the module docstring)."""
@@ -123,6 +135,15 @@ class MapsTimeline:
         return image is not None and image.known
 
     # -- internals ----------------------------------------------------------------------
+
+    @staticmethod
+    def _build(pid: int, image: _Image, n: int) -> ProcessModules:
+        """The image's first `n` mappings as ProcessModules (cached)."""
+        built = image._built.get(n)
+        if built is None:
+            built = build_modules(_visible([m for _, m in image.maps[:n]]), pid)
+            image._built[n] = built
+        return built
 
     def _current(self, pid: int) -> _Image | None:
         images = self._images.get(pid)
