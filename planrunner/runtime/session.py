@@ -449,6 +449,7 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
                 recs = recs[:remaining]
                 remaining -= len(recs)
             out.records(recs, left())
+        stacks.follow()
         if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
             out.call(aggs.tick, left())
         if remaining is not None and remaining <= 0:

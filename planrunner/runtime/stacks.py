@@ -184,6 +184,12 @@ class StackResolver:
         start = self.observe(pid)
         return None if start is None else self.registry.bind(pid, start)
 
+    def follow(self) -> None:
+        """Take the kernel's maps records now (every turn of the loop), so that its
+        rings do not fill while no stack is read."""
+        if self.feed is not None:
+            self._feed()
+
     def _feed(self) -> None:
         assert self.feed is not None
         now = time.monotonic_ns()  # taken first: what happened before is in the rings

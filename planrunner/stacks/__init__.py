@@ -26,9 +26,10 @@ that was running before tracing began, from its own /proc/PID/maps snapshot
 Only sp, fp (and lr) are tracked: a CFA defined by any other register (gcc's stack
 realignment in main via r10, signal trampolines) stops the walk; sending all general
 registers would lift that, at 128 more bytes per record.
-User stack, frame-pointer mode (`unwind: fp`): pid, start_time and the u64 addresses of
-bpf_get_stack(ctx, buf, size, BPF_F_USER_STACK) (innermost first, ip first; `size`/8
-of them are valid as returned). Symbolize them with first_is_pc=True.
+User stack, frame-pointer mode (`unwind: fp`): pid, the event's time and the u64
+addresses of bpf_get_stack(ctx, buf, size, BPF_F_USER_STACK) or of a stack map
+(innermost first, ip first; `size`/8 of them are valid as returned). Symbolize them
+with first_is_pc=True.
 Kernel stack: the u64 addresses of bpf_get_stack(ctx, buf, size, 0) (kallsyms.py).
 Deduplication (a hash or a stack id) is the capture side's business: every function here
 takes one stack.

@@ -5,7 +5,8 @@ A process's history is a list of *images*: one begins at a fork (the parent's ma
 at that time, inherited) or an exec (none: the new program maps its own), and lasts
 until the next image of the same pid begins; mmap records add mappings to the current
 image, a later mapping over an earlier range hiding it. `modules(pid, time)` is the
-image current at `time` with the mappings made by then, as a `ProcessModules`: a stack
+image current at `time` with the mappings made by then, as a `ProcessModules` (for a
+stack without a time, `modules_holding(pid, addrs)`: the image holding them): a stack
 is unwound over the maps it ran with, even after its process has exited, exec'd or
 unloaded a library, and never over another process that reused its pid (a new pid
 life begins with a fork record).
