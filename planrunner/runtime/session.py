@@ -477,7 +477,8 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
             tail = tail[:remaining]
             remaining -= len(tail)
         out.records(tail, 0.0)
-    out.call(aggs.finish, 0.0)
+    final = aggs.final()  # stacks unwound and symbolized before the guarded write
+    out.call(lambda view: aggs.write(final, view), 0.0)
     if decoder.unreadable:
         stderr.write(f"{decoder.unreadable} strings could not be read (shown as null)\n")
     if stacks.lost:
