@@ -4,7 +4,8 @@ DWARF copy (registers + 16 KiB of stack, hashed into the key, each distinct copy
 once), side by side with bpftrace `@[ustack] = count()` and bcc's `trace -U` (a stack id
 per event, printed), with the untraced loop and the uprobe floor in every round.
 
-    sudo .venv/bin/python bench/stack_cost.py [--rounds 5] [--iters 200000]
+    sudo .venv/bin/python bench/stack_cost.py [--rounds 5] [--iters 200000] [--only RE]
+        [--baseline OTHER_CHECKOUT]
 
 The machinery is bench/agg_overhead.py's (its workload mode: probe bench:hit fired
 ITERS times back to back on CPU 1, the tracer attached with -p PID first, stopped with
@@ -119,9 +120,16 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=200_000)
     ap.add_argument("--only", default="", help="a regex: run only the tools it matches "
                     "(none and the floor always run)")
+    ap.add_argument("--baseline", default="", help="another planrunner checkout (an A/B): "
+                    "its fp plan runs as one more tool, with this venv's python")
     a = ap.parse_args()
     site = A.build()
     table = tools(site)
+    if a.baseline:
+        plan = A.WORKLOAD.parent / "stack_fp.yaml"
+        table["planrunner baseline count by ustack (fp)"] = [
+            "sh", "-c", f"cd {a.baseline} && exec {sys.executable} -m planrunner run {plan} "
+            "--pid {pid} -f json"]
     if a.only:
         keep = list(table)[:2]
         table = {n: v for n, v in table.items() if n in keep or re.search(a.only, n)}
