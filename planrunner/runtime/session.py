@@ -273,7 +273,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                              mode)
                     started.append(lv)
                 stop.check(len(sites), len(sites))  # the last moment before the command runs
-                feed = _maps_feed(program, stderr)
+                feed = _maps_feed(program, stderr, child)
                 stacks = _stack_resolver(backend, program, opts, feed)
                 aggs = AggregateReader(program, backend, wall, monotonic, reset=not live,
                                        stacks=stacks)
@@ -323,19 +323,25 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     return status
 
 
-def _maps_feed(program: RenderedProgram, stderr: TextIO) -> TaskEvents | None:
+def _maps_feed(program: RenderedProgram, stderr: TextIO,
+               child: Child | None) -> TaskEvents | None:
     """The kernel's maps records, for a program with user stacks (they are symbolized
     over the maps their process had then, runtime/task_events.py); opened before the
-    command runs. Without them (perf events refused), the maps are read from /proc
-    when a process is first seen."""
+    command runs. Without a -c command, the processes already running are read from
+    /proc now (a --pid process, or any of a system-wide profile, may exit before its
+    stacks are read). Without the records (perf events refused), the maps are read
+    from /proc when a process is first seen."""
     if not (program.stack_maps.seen or program.stack_maps.user):
         return None
     try:
-        return TaskEvents(MapsTimeline())
+        feed = TaskEvents(MapsTimeline())
     except OSError as exc:
         stderr.write(f"the kernel's mmap records are not available ({exc.strerror}): "
                      "stacks of processes that exit within microseconds may be lost\n")
         return None
+    if child is None:
+        feed.seed_running()
+    return feed
 
 
 def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions,

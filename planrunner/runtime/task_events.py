@@ -24,8 +24,9 @@ import os
 import struct
 from dataclasses import dataclass
 
+from planrunner.elf.procmaps import MappedObject, parse_maps
 from planrunner.runtime.attach import online_cpus
-from planrunner.stacks.timeline import MapsTimeline, Mmap
+from planrunner.stacks.timeline import PROT_EXEC, PROT_READ, PROT_WRITE, MapsTimeline, Mmap
 
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY = 1, 9
 PERF_SAMPLE_TID, PERF_SAMPLE_TIME = 1 << 1, 1 << 2
@@ -104,6 +105,23 @@ class TaskEvents:
             self.close()
             raise
 
+    def seed_running(self) -> None:
+        """The processes running now, from their /proc/PID/maps (their executable file
+        mappings), as perf synthesizes them: read after the events were enabled, so a
+        mapping made since is in a ring too; a process gone meanwhile is skipped."""
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/maps", encoding="utf-8", errors="replace") as fh:
+                    objs = parse_maps(fh.read())
+            except (OSError, ValueError):
+                continue
+            maps = [_mmap_of(o) for o in objs if o.executable and
+                    (o.path.startswith("/") or o.path == "[vdso]")]
+            if maps:  # kernel threads have none
+                self.timeline.seed(int(name), maps)
+
     def drain(self) -> None:
         """Every record now in the rings, to the timeline in time order (each ring is
         in order; records of different CPUs are merged by their time)."""
@@ -173,3 +191,12 @@ class TaskEvents:
         elif kind == LOST:
             self.lost += _LOST.unpack_from(body)[1]
             self.timeline.unsure(time)
+
+
+def _mmap_of(o: MappedObject) -> Mmap:
+    """A /proc/PID/maps line as the kernel's mmap record would have told it."""
+    prot = sum(bit for c, bit in (("r", PROT_READ), ("w", PROT_WRITE), ("x", PROT_EXEC))
+               if c in o.perms)
+    major, _, minor = o.dev.partition(":")
+    return Mmap(o.start, o.end, o.offset, prot, os.makedev(int(major, 16), int(minor, 16)),
+                o.inode, o.path)

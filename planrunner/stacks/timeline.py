@@ -11,12 +11,13 @@ is unwound over the maps it ran with, even after its process has exited, exec'd 
 unloaded a library, and never over another process that reused its pid (a new pid
 life begins with a fork record).
 
-An image is *known* when it began with a fork of a known image or with an exec after
-tracing started; the images of processes that were already running (first seen through
-a bare mmap) are not, nor any image current when the kernel dropped records (its ring
-was full): `modules` returns None for those and the reader falls back on the /proc
-snapshot (modules.ProcessRegistry). Images that ended more than `keep_ns` before the
-newest record are forgotten (a late stack of one is then unwound from the fallback).
+An image is *known* when it began with a fork of a known image, with an exec after
+tracing started, or was seeded from /proc/PID/maps when tracing began (`seed`); the
+images of processes first seen through a bare mmap are not, nor any image current when
+the kernel dropped records (its ring was full): `modules` returns None for those and
+the reader falls back on the /proc snapshot (modules.ProcessRegistry). Images that
+ended more than `keep_ns` before the newest record are forgotten (a late stack of one
+is then unwound from the fallback).
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ class MapsTimeline:
 
     def exec(self, pid: int, time: int) -> None:
         self._begin(pid, _Image(time, True))
+
+    def seed(self, pid: int, maps: Sequence[Mmap]) -> None:
+        """A process running when tracing began, with the mappings /proc/PID/maps showed
+        then (read after the records were enabled, as perf synthesizes them): known from
+        the start; later records apply on top."""
+        if pid not in self._images:
+            self._images[pid] = [_Image(0, True, [(0, m) for m in maps])]
 
     def mmap(self, pid: int, time: int, m: Mmap) -> None:
         self._tick(time)

@@ -121,3 +121,36 @@ def test_the_kernel_reports_the_maps_of_a_process_that_has_exited() -> None:
     main = next(m for m in mods.mappings if m.path == TRUE)
     assert main.executable and main.bias is not None and main.build_id
     assert not os.path.exists(f"/proc/{proc.pid}/maps")  # reaped: nothing left to read
+
+
+def test_a_seeded_process_is_known_from_the_start_and_gains_later_mappings() -> None:
+    tl = MapsTimeline()
+    tl.seed(12, [_m(0x1000, 0x2000, "/a")])
+    tl.mmap(12, 500, _m(0x5000, 0x6000, "/dlopened.so"))
+    assert tl.knows(12)
+    assert _paths(tl, 12, 100) == [(0x1000, 0x2000, "/a")]
+    assert _paths(tl, 12, 600) == [(0x1000, 0x2000, "/a"), (0x5000, 0x6000, "/dlopened.so")]
+
+
+def test_processes_running_when_tracing_begins_are_read_from_proc() -> None:
+    """A process started before the records were opened, and gone before its stacks
+    are read, still has its maps: read from /proc when tracing began (as perf does)."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.1)  # exec'd and mapped
+        tl = MapsTimeline()
+        events = _task_events(tl)
+        try:
+            events.seed_running()
+        finally:
+            sleeper.kill()  # our own child, by its pid
+            sleeper.wait()
+            events.drain()
+            events.close()
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+    mods = tl.modules(sleeper.pid, time.monotonic_ns())
+    assert mods is not None
+    assert any(os.path.basename(m.path) == "sleep" and m.bias is not None
+               for m in mods.mappings)
