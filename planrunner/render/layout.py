@@ -35,7 +35,7 @@ def _pad8(n: int) -> int:
 class LayoutField:
     """One record field. Stacks (render/stacks.py): `stack` is a stack id (__s64, a
     kernel stack or a user stack walked by frame pointers), `ucopy` a copied user stack
-    (struct pr_ustack of planrunner/stacks: pid, len, start_time, regs[4], data[size]);
+    (struct pr_ustack of planrunner/stacks: pid, len, time, regs[4], data[size]);
     `stack_kind` and `limit` say which stack and how many frames to keep. `usym` is a
     code address (__u64) the reader names with the process of the record's pid."""
 
@@ -51,7 +51,7 @@ class LayoutField:
     def c_members(self) -> tuple[str, ...]:
         if self.kind == "ucopy":
             m = self.member
-            return (f"__u32 {m}_pid;", f"__u32 {m}_len;", f"__u64 {m}_start_time;",
+            return (f"__u32 {m}_pid;", f"__u32 {m}_len;", f"__u64 {m}_time;",
                     f"__u64 {m}_regs[4];", f"char {m}_data[{self.size}];")
         if self.kind == "str":
             pad = _pad8(self.size) - self.size

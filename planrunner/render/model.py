@@ -145,7 +145,7 @@ class AggTable:
 @dataclass(frozen=True, slots=True)
 class StackMaps:
     """The stack maps a program declares (render/stacks.py), for the runtime: kernel and
-    user (build-id frames) stack-id maps as (name, frames per stack), the user stack
+    user (frame pointers) stack-id maps as (name, frames per stack), the user stack
     copies map as (name, bytes); None when the program has no such map."""
 
     kernel: tuple[str, int] | None = None

@@ -3,10 +3,12 @@ maps behind them. The reader is runtime/stacks.py; the capture contract of a cop
 user stack is planrunner/stacks/__init__.py's.
 
 - Kernel stacks (`kstack`), and user stacks with `unwind: fp`, are walked by the kernel in
-  the thunk (`get_stackid`, the thunk has `ctx`) into a stack map; the record or key
-  holds the id (__s64; negative: not captured, counted in PR_STACK_LOST). User stacks
-  go into a BPF_F_STACK_BUILD_ID map: each frame is (build-id, file offset), fixed when
-  the event fired, so a process that exited or unloaded a library still symbolizes.
+  the thunk (`get_stackid`, the thunk has `ctx`) into a stack map of addresses; the
+  record or key holds the id (__s64; negative: not captured, counted in
+  PR_STACK_LOST). User addresses are symbolized over the process's maps at the event
+  (the kernel's mmap records, runtime/task_events.py), so a process that exited or
+  unloaded a library still symbolizes. (A BPF_F_STACK_BUILD_ID map would need no maps,
+  but the kernel's build-id lookup per frame costs more than the walk: issue 17.)
 - User stacks with `unwind: dwarf | auto`: the thunk saves ip, sp and bp in `pr_args`;
   the body copies up to `bytes` of the stack from sp. A print record holds the copy
   (`struct pr_ustack` inline, last in the record, so only the bytes copied are
@@ -34,7 +36,7 @@ SEEN_ENTRIES = 16384
 KSTACK_MAP = "pr_kstacks"
 USTACK_MAP = "pr_ustacks"
 UCOPY_MAP = "pr_ucopies"
-# struct pr_ustack's head: pid, len, start_time, regs[4]
+# struct pr_ustack's head: pid, len, time, regs[4]
 USTACK_HEAD = 48
 
 
@@ -88,16 +90,15 @@ def map_decls(maps: StackMaps) -> list[str]:
                    f"{STACK_MAP_ENTRIES});")
     if maps.user:
         name, frames = maps.user
-        out.append(f"/* frames as (build-id, file offset): see render/stacks.py */\n"
-                   f"struct {name}_val {{\n    struct bpf_stack_build_id f[{frames}];\n}};\n"
-                   f'BPF_F_TABLE("stacktrace", int, struct {name}_val, {name}, '
-                   f"{STACK_MAP_ENTRIES}, BPF_F_STACK_BUILD_ID);")
+        out.append(f"struct {name}_val {{\n    __u64 ip[{frames}];\n}};\n"
+                   f'BPF_TABLE("stacktrace", int, struct {name}_val, {name}, '
+                   f"{STACK_MAP_ENTRIES});")
     if maps.seen:
         out.append(f'BPF_TABLE("lru_hash", __u32, __u8, {SEEN_MAP}, {SEEN_ENTRIES});')
     if maps.copies:
         name, size = maps.copies
         out.append(f"struct {name}_val {{\n    __u32 pid;\n    __u32 len;\n"
-                   f"    __u64 start_time;\n    __u64 regs[4];\n    char data[{size}];\n}};\n"
+                   f"    __u64 time;\n    __u64 regs[4];\n    char data[{size}];\n}};\n"
                    f"BPF_HASH({name}, __u64, struct {name}_val, {UCOPY_ENTRIES});")
     return out
 
@@ -124,7 +125,8 @@ def ustack_copy_lines(dst: str, size: int) -> list[str]:
     """Statements that fill `dst` (a struct pr_ustack with data[size]) from `a->u_regs`:
     a read past the end of the stack mapping fails as a whole, so after the full read
     fails, the largest power-of-two pieces that still succeed are appended."""
-    lines = [f"{dst}pid = pr_id >> 32;", f"{dst}start_time = 0;  /* read by the reader */",
+    lines = [f"{dst}pid = pr_id >> 32;",
+             f"{dst}time = bpf_ktime_get_ns();  /* where it falls among maps changes */",
              f"{dst}regs[0] = a->u_regs[0];", f"{dst}regs[1] = a->u_regs[1];",
              f"{dst}regs[2] = a->u_regs[2];", f"{dst}regs[3] = 0;",
              f"if (bpf_probe_read_user({dst}data, {size}, (void *)a->u_regs[1]) == 0) {{",

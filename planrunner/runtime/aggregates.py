@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from planrunner.output.base import View
@@ -240,9 +240,29 @@ class AggregateReader:
 
     def finish(self, view: View) -> None:
         """Print what the aggregations and tables hold at the end of the run."""
+        self.write(self.final(), view)
+
+    def final(self) -> list[AggSnapshot | TableSnapshot]:
+        """What `finish` prints, computed first: unwinding and symbolizing the stacks of
+        a long run take seconds, which the session does not count as the output's time
+        to write (a write blocked past a stop is abandoned)."""
         self.drain_stacks()
+        out: list[AggSnapshot | TableSnapshot] = []
         for item in self._order:
-            self._emit(item, view, force=item.name not in self._due)
+            force = item.name not in self._due
+            snap = self.table_snapshot(item) if isinstance(item, AggTable) else \
+                self.snapshot(item)
+            if force or snap.rows or snap.dropped:
+                out.append(snap)
+        return out
+
+    @staticmethod
+    def write(snaps: Sequence[AggSnapshot | TableSnapshot], view: View) -> None:
+        for snap in snaps:
+            if isinstance(snap, TableSnapshot):
+                view.table(snap)
+            else:
+                view.aggregate(snap)
 
     def drain_stacks(self) -> None:
         """Take the user stack copies BPF left since the last turn, and every second

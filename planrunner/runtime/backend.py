@@ -54,11 +54,6 @@ class StackSource(Protocol):
         """The addresses of a kernel stack id, innermost first (None: no such id)."""
         ...
 
-    def stack_build_ids(self, map_name: str,
-                        stack_id: int) -> list[tuple[int, str, int]] | None:
-        """(status, build-id hex, file offset or ip) per frame of a user stack id."""
-        ...
-
     def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
         """Every (hash, struct pr_ustack bytes) in the copies map, each deleted once read."""
         ...

@@ -583,20 +583,6 @@ class BccBackend:
             return None
         return [int(ip) for ip in value.ip]
 
-    def stack_build_ids(self, map_name: str,
-                        stack_id: int) -> list[tuple[int, str, int]] | None:
-        table = self.bpf[map_name]
-        try:
-            value = table[table.Key(stack_id)]
-        except KeyError:
-            return None
-        out = []
-        for f in value.f:
-            if f.status == 0:  # BPF_STACK_BUILD_ID_EMPTY: the end
-                break
-            out.append((int(f.status), bytes(f.build_id).hex(), int(f.offset)))
-        return out
-
     def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
         """Each entry is deleted after its read (BPF stores a hash only while it is
         absent, so a copy deleted here is stored again by its next event)."""

@@ -83,11 +83,11 @@ def _source(layout: RecordLayout) -> str:
         if f.kind == "stack" and f.stack_kind == "kernel":
             entries.append(f"{key}: kstack(kmap, v{n}, {f.limit})")
         elif f.kind == "stack":
-            entries.append(f"{key}: ustack(umap, pid, v{n}, {f.limit})")
+            entries.append(f"{key}: ustack(umap, pid, v{n}, {f.limit}, ts)")
         elif f.kind == "ucopy":
             entries.append(f"{key}: ucopy(v{n}, {f.limit}, {f.unwind!r})")
         elif f.kind == "usym":  # an address of the record's process
-            entries.append(f"{key}: usym(pid, v{n})")
+            entries.append(f"{key}: usym(pid, v{n}, ts)")
         elif f.kind == "str":
             entries.append(f"{key}: (b{n}.split(b'\\0', 1)[0].decode('utf-8', "
                            f"'backslashreplace') if s{n} == STR_OK else "

@@ -33,7 +33,6 @@ prometheus/ or commands/.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import threading
 import time
@@ -56,7 +55,9 @@ from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.scope import Scope, apply_scope, own_pid_namespace
 from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.stacks import StackResolver
+from planrunner.runtime.task_events import TaskEvents
 from planrunner.runtime.upkeep import Upkeep, recover
+from planrunner.stacks.timeline import MapsTimeline
 
 POLL_MS = 50
 EXEC_POLL_MS = 2  # a loop turn while the -c command has not exec'd yet
@@ -252,6 +253,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     child: Child | None = None
     upkeep: Upkeep | None = None
     started: list[LiveView] = []
+    feed: TaskEvents | None = None
     out = _Output(view, stop)
     status = 0
     try:
@@ -273,7 +275,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                              mode)
                     started.append(lv)
                 stop.check(len(sites), len(sites))  # the last moment before the command runs
-                stacks = _stack_resolver(backend, program, opts, child)
+                feed = _maps_feed(program, stderr, child)
+                stacks = _stack_resolver(backend, program, opts, feed)
                 aggs = AggregateReader(program, backend, wall, monotonic, reset=not live,
                                        stacks=stacks)
                 n = len(sites)
@@ -312,6 +315,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
         _silence_stdout()
         status = 0
     finally:
+        if feed is not None:
+            feed.close()
         if child is not None:
             child.terminate(CHILD_GRACE_S, lambda: stop.count > 1)  # no-op when it ended
         stop.restore()
@@ -320,17 +325,35 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     return status
 
 
+def _maps_feed(program: RenderedProgram, stderr: TextIO,
+               child: Child | None) -> TaskEvents | None:
+    """The kernel's maps records, for a program with user stacks (they are symbolized
+    over the maps their process had then, runtime/task_events.py); opened before the
+    command runs. Without a -c command, the processes already running are read from
+    /proc now (a --pid process, or any of a system-wide profile, may exit before its
+    stacks are read). Without the records (perf events refused), the maps are read
+    from /proc when a process is first seen."""
+    if not (program.stack_maps.seen or program.stack_maps.user):
+        return None
+    try:
+        feed = TaskEvents(MapsTimeline())
+    except OSError as exc:
+        stderr.write(f"the kernel's mmap records are not available ({exc.strerror}): "
+                     "stacks of processes that exit within microseconds may be lost\n")
+        return None
+    if child is None:
+        feed.seed_running()
+    return feed
+
+
 def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions,
-                    child: Child | None) -> StackResolver:
-    """The reader of the program's stacks; it knows the files the plan attaches to and
-    the -c command's, and reads the --pid process's maps now, before it can exit (a -c
-    child has not exec'd yet: the loop reads its maps right after its exec)."""
-    if program.stack_maps == StackMaps():  # no stacks: nothing to read, no file to index
+                    feed: TaskEvents | None) -> StackResolver:
+    """The reader of the program's stacks; it reads the --pid process's maps now,
+    before it can exit (a -c child's exec is in the feed, or the loop reads its maps
+    right after its exec)."""
+    if program.stack_maps == StackMaps():  # no stacks: nothing to read
         return StackResolver(backend)
-    known = [s.binary.path for s in program.sites if s.binary is not None]
-    if child is not None and opts.command:
-        known.append(shutil.which(opts.command[0]) or opts.command[0])
-    stacks = StackResolver(backend, known)
+    stacks = StackResolver(backend, feed=feed)
     stacks.prepare()
     if opts.pid:
         stacks.observe(opts.pid)
@@ -414,7 +437,8 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
     stacks = aggs.stacks or StackResolver(backend)
     decoder = Decoder(program.prints, stacks, program.stack_maps)
     # no command, or no stacks (nothing to read): nothing to wait for
-    seen_child = child is None or program.stack_maps == StackMaps()
+    # (with the kernel's maps records, the command's exec is in them: nothing either)
+    seen_child = child is None or program.stack_maps == StackMaps() or stacks.feed is not None
     exec_wait_end = clocks.monotonic() + EXEC_WAIT_S
     deadline = clocks.monotonic() + opts.duration_s if opts.duration_s else None
 
@@ -432,13 +456,15 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
         if child is not None and not seen_child and (
                 child.execed() or clocks.monotonic() >= exec_wait_end):
             seen_child = True
-            stacks.observe(child.pid)
+            if stacks.feed is None:
+                stacks.observe(child.pid)
         if batch:
             recs = decoder.decode_batch(batch)  # a "new process" notice is no record
             if remaining is not None:
                 recs = recs[:remaining]
                 remaining -= len(recs)
             out.records(recs, left())
+        stacks.follow()
         if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
             out.call(aggs.tick, left())
         if remaining is not None and remaining <= 0:
@@ -466,12 +492,13 @@ def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: Rend
             tail = tail[:remaining]
             remaining -= len(tail)
         out.records(tail, 0.0)
-    out.call(aggs.finish, 0.0)
+    final = aggs.final()  # stacks unwound and symbolized before the guarded write
+    out.call(lambda view: aggs.write(final, view), 0.0)
     if decoder.unreadable:
         stderr.write(f"{decoder.unreadable} strings could not be read (shown as null)\n")
     if stacks.lost:
         stderr.write(f"{stacks.lost} stacks could not be shown (not captured, or their "
-                     "process had exited before planrunner read its maps: see `stack:` in "
+                     "process had exited before planrunner knew its maps: see `stack:` in "
                      "docs/plan-format.md)\n")
     return exit_status
 

@@ -3,121 +3,81 @@ aggregation reader. Pure over a `StackSource` (the backend's stack maps): no bcc
 
 What the BPF side hands over (render/stacks.py):
 - a kernel stack id: addresses in the kernel stack map, symbolized with /proc/kallsyms;
-- a user stack id (unwind: fp): frames as (build-id, file offset) in the build-id stack
-  map, fixed when the event fired. The file of a build-id is found among the modules of
-  the processes seen (their maps snapshots), the plan's targets, the libraries next to
-  them and the system library directories, so a process that has exited, or unloaded
-  the library, still symbolizes. A frame the kernel could not resolve (JIT code, a page
-  not in memory) is a plain address: symbolized from the process's snapshot;
+- a user stack id (unwind: fp): addresses in the user stack map, with the pid and, in a
+  print record, the event's time (its header's ts); symbolized over the process's maps
+  at that time, as a copy is unwound (below). An aggregation key has no time: the
+  newest image of the process whose mappings hold the stack's addresses is used (an
+  exec between the event and the read moves a PIE's addresses elsewhere);
 - a copy of the user stack (unwind: dwarf | auto), in a print record or, for an
-  aggregation, under its hash in the copies map: unwound with planrunner/stacks over the
-  process's maps snapshot (ProcessRegistry: taken on the first record of each process,
-  never read again once the pid names another process);
-- an address of `usym(addr)` with its pid: named over the same snapshot
-  (`user_symbol`; the first event of each process also sends the notice below).
+  aggregation, under its hash in the copies map, with the time of its event: unwound
+  with planrunner/stacks over the process's maps at that time;
+- an address of `usym(addr)` with its pid and, in a print record, the event's time:
+  named over the same maps (`user_symbol`; the first event of each process also sends
+  the notice below).
+The maps: with a `MapsFeed` (the kernel's mmap/exec/fork records, runtime/task_events.py,
+opened by the session) the maps of every process started or exec'd since tracing began
+are known at any time, after it has exited, exec'd or unmapped a library too, and a
+reused pid is a new process; the feed is drained before a stack newer than its last
+drain is read, so every mapping the stack ran with is in it. Processes already running
+when tracing began (and any, without a feed) use a maps snapshot (ProcessRegistry:
+taken on the first record of each process, never read again once the pid names
+another process).
 The registry is keyed by (pid, start time); the start time is read when a pid is first
 seen (BPF does not send it: reading it in BPF needs the kernel's task_struct, and its
 headers cost clang more than the rest of a plan). When copies are taken, the first event
 of each process sends a notice that wakes the reader at once (render/stacks.py), so its
 maps are read before it can exit; `expire()` (every second) forgets the processes that
 have gone from the BPF side's list, so a pid reused later is announced, and read, again.
-A stack copied from a process that exited before the reader read its maps (within
-microseconds of its first event) cannot be unwound: it is counted as lost (use
-`unwind: fp` for such programs).
+Without the feed, a stack of a process that exited before the reader read its maps
+(within microseconds of its first event) cannot be symbolized: a copy is counted as
+lost, a stack id shows bare addresses.
 """
 
 from __future__ import annotations
 
-import os
+import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from planrunner.elf.procmaps import start_time as read_start_time
-from planrunner.errors import ResolveError
 from planrunner.records import Stack, UserSymbol
 from planrunner.runtime.backend import StackSource
 from planrunner.stacks.frame import Frame
 
-# The unwinders, symbolizers and ELF readers are imported where a stack is first read:
-# a run whose program has no stacks never needs them, and a warm run's start-up
-# (issue 17) does not pay for them.
+# The unwinders, symbolizers and ELF readers are imported where a stack is first read
+# (or by prepare(), before attaching, for a plan with stacks): a run whose program has
+# no stacks never needs them, and a warm run's start-up (issue 17) does not pay for them.
 if TYPE_CHECKING:
     from planrunner.stacks.capture import UserStackCapture
     from planrunner.stacks.kallsyms import KernelSymbols
-    from planrunner.stacks.modules import Mapping, ProcessRegistry
+    from planrunner.stacks.modules import ProcessRegistry
     from planrunner.stacks.symbolize import Symbolizer
+    from planrunner.stacks.timeline import MapsTimeline
+    from planrunner.stacks.unwind import MappingLookup
 
-BUILD_ID_VALID, BUILD_ID_IP = 1, 2  # enum bpf_stack_build_id_status
-LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
-            "/usr/local/lib")
 MAX_FRAMES = 127
 EFAULT = 14  # get_stackid: the event has no such stack (a kstack in user mode): empty
 
 
-@dataclass
-class BuildIdIndex:
-    """build-id -> a file on disk with that build-id (see the module docstring)."""
+class MapsFeed(Protocol):
+    """The kernel's maps records (runtime/task_events.py.TaskEvents)."""
 
-    paths: dict[str, str] = field(default_factory=dict)
-    _dirs_done: set[str] = field(default_factory=set)
-    _pending_dirs: list[str] = field(default_factory=list)
+    timeline: MapsTimeline
 
-    def add(self, build_id: str | None, path: str) -> None:
-        if build_id and build_id not in self.paths:
-            self.paths[build_id] = path
-            d = os.path.dirname(path)
-            if d not in self._dirs_done and d not in self._pending_dirs:
-                self._pending_dirs.append(d)
-
-    def add_file(self, path: str) -> None:
-        from planrunner.elf.reader import open_binary
-
-        try:
-            self.add(open_binary(path).build_id, path)
-        except ResolveError:
-            pass
-
-    def find(self, build_id: str) -> str | None:
-        hit = self.paths.get(build_id)
-        if hit is not None:
-            return hit
-        # a miss: scan the directories of known modules first, then the system's
-        for d in [*self._pending_dirs, *LIB_DIRS]:
-            if d in self._dirs_done:
-                continue
-            self._dirs_done.add(d)
-            self._scan(d)
-            if build_id in self.paths:
-                self._pending_dirs = [p for p in self._pending_dirs
-                                      if p not in self._dirs_done]
-                return self.paths[build_id]
-        self._pending_dirs.clear()
-        return None
-
-    def _scan(self, d: str) -> None:
-        try:
-            names = os.listdir(d)
-        except OSError:
-            return
-        for name in names:
-            if ".so" in name or "." not in name:
-                path = os.path.join(d, name)
-                if os.path.isfile(path) and not os.path.islink(path):
-                    self.add_file(path)
+    def drain(self) -> None: ...
 
 
 class StackResolver:
     """Turns what BPF captured into `Stack` values (see the module docstring)."""
 
-    def __init__(self, source: StackSource | None, targets: Iterable[str] = (),
-                 registry: ProcessRegistry | None = None) -> None:
+    def __init__(self, source: StackSource | None,
+                 registry: ProcessRegistry | None = None,
+                 feed: MapsFeed | None = None) -> None:
         self.source = source
+        self.feed = feed
+        self._fed_at = 0  # CLOCK_MONOTONIC ns when the feed was last drained
         self._registry = registry
         self._symbolizer: Symbolizer | None = None
-        self.index = BuildIdIndex()
-        for path in targets:
-            self.index.add_file(path)
         self._starts: dict[int, int | None] = {}
         self._expired: set[int] = set()  # gone, and dropped from the BPF side's list
         self._kernel: KernelSymbols | None = None
@@ -127,7 +87,6 @@ class StackResolver:
         # one stack differ in their bytes, not their frames)
         self._unwound: dict[tuple[int, str], tuple[Frame, ...]] = {}
         self._interned: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
-        self._modules: dict[str, tuple[Mapping, tuple[tuple[int, int, int], ...]]] = {}
         self.lost = 0  # stacks that could not be shown (not captured, or unwound)
 
     def prepare(self) -> None:
@@ -168,16 +127,18 @@ class StackResolver:
             self.registry.forget(pid, start)  # gone, or a zombie: its maps are empty
             start = None
         self._starts[pid] = start
-        if snap is not None:
-            for m in snap.mappings:
-                if m.executable and m.build_id and m.path.startswith("/"):
-                    self.index.add(m.build_id, m.source)
         return start
 
     def announced(self, pid: int) -> None:
         """The BPF side saw `pid` for the first time (since it was last expired)."""
+        if self.feed is not None:
+            self._feed()
+            if self.feed.timeline.knows(pid):  # its maps are known at any time
+                self._starts[pid] = read_start_time(pid)  # for expire() only
+                self._expired.discard(pid)
+                return
         start, now = self._starts.get(pid), read_start_time(pid)
-        if pid in self._starts and now is not None and now != start:
+        if pid in self._starts and now != start:
             del self._starts[pid]  # another process under a reused pid
         elif start is not None and now == start:  # seen before: its maps as they are now
             self.registry.reread(pid, start)
@@ -213,86 +174,32 @@ class StackResolver:
             self._ids[(map_name, stack_id)] = frames
         return Stack("kernel", frames[:limit])
 
-    # -- user stacks, frame pointers (build-id frames) ----------------------------------
+    # -- user stacks, frame pointers (addresses) ---------------------------------------
 
-    def user_ids(self, map_name: str, pid: int, stack_id: int, limit: int) -> Stack:
+    def user_ids(self, map_name: str, pid: int, stack_id: int, limit: int,
+                 time_ns: int = 0) -> Stack:
+        """A stack id of the user map; `time_ns`: the event's (0 in an aggregation)."""
         if stack_id == -EFAULT:  # a kernel thread
             return Stack("user", ())
         if stack_id < 0 or self.source is None:
             self.lost += 1
             return Stack("user", (), lost=True)
-        start = self.observe(pid)
-        raw = self.source.stack_build_ids(map_name, stack_id) or []
-        frames = [self._build_id_frame(i, status, bid, off, pid, start)
-                  for i, (status, bid, off) in enumerate(raw[:limit]) if status]
-        from planrunner.stacks.demangle import demangle
-
-        names = demangle([f.symbol for f in frames if f.symbol])
-        if names:
-            frames = [Frame(f.address, names.get(f.symbol, f.symbol), f.offset, f.module)
-                      if f.symbol else f for f in frames]
-        return Stack("user", tuple(frames))
-
-    def _build_id_frame(self, i: int, status: int, build_id: str, value: int, pid: int,
-                        start: int | None) -> Frame:
-        # frame 0 is the pc; the others are return addresses, looked up at the call
-        back = 0 if i == 0 else 1
-        if status != BUILD_ID_VALID:
-            if start is None:
-                return Frame(value, None, value, "")
-            return self.symbolizer.symbolize([value], self.registry.bind(pid, start),
-                                             first_is_pc=i == 0)[0]
-        path = self.index.find(build_id)
-        if path is None:
-            return Frame(value, None, value, f"[build-id {build_id}]")
-        mapping, segs = self._module(path, build_id)
-        vaddr = _vaddr(segs, value - back)
-        if vaddr is None:
-            return Frame(value, None, value, path)
-        address = self._runtime_address(pid, start, build_id, vaddr + back)
-        hit = self.symbolizer.table(mapping).lookup(vaddr)
-        if hit is None:
-            return Frame(address, None, vaddr + back, path)
-        name, sym_start = hit
-        return Frame(address, name, vaddr + back - sym_start, path)
-
-    def _module(self, path: str, build_id: str
-                ) -> tuple[Mapping, tuple[tuple[int, int, int], ...]]:
-        got = self._modules.get(build_id)
-        if got is None:
-            try:
-                from planrunner.elf.reader import open_binary
-
-                info = open_binary(path)
-                segs = tuple((s.offset, s.filesz, s.vaddr) for s in info.segments)
-                st = os.stat(path)
-                dev, ino = st.st_dev, st.st_ino
-            except (ResolveError, OSError):
-                segs, dev, ino = (), 0, 0
-            from planrunner.stacks.modules import Mapping
-
-            got = (Mapping(0, 0, 0, "r-xp", path, dev, ino, build_id, None), segs)
-            self._modules[build_id] = got
-        return got
-
-    def _runtime_address(self, pid: int, start: int | None, build_id: str,
-                         vaddr: int) -> int:
-        """vaddr in the process when its snapshot has the module, else vaddr itself."""
-        snap = self.registry.modules(pid, start) if start is not None else None
-        for m in snap.mappings if snap else ():
-            if m.build_id == build_id and m.bias is not None:
-                return vaddr + m.bias
-        return vaddr
+        ips = [ip for ip in (self.source.stack_ips(map_name, stack_id) or [])[:limit] if ip]
+        process = self._process(pid, time_ns, ips)
+        if process is None:
+            return Stack("user", tuple(Frame(ip, None, ip, "") for ip in ips))
+        return Stack("user", tuple(self.symbolizer.symbolize(ips, process)))
 
     # -- user symbols (usym) -------------------------------------------------------------
 
-    def user_symbol(self, pid: int, address: int) -> UserSymbol:
-        """`address` of process `pid` as `symbol+offset` (a plain address when the
-        process was gone before its maps were read, or no symbol covers it)."""
-        start = self.observe(pid)
-        if start is None:
+    def user_symbol(self, pid: int, address: int, time_ns: int = 0) -> UserSymbol:
+        """`address` of process `pid` as `symbol+offset`, over its maps at `time_ns` (a
+        print record's time; 0 in an aggregation key): a plain address when the process
+        was gone before its maps were known, or no symbol covers it."""
+        process = self._process(pid, time_ns, (address,))
+        if process is None:
             return UserSymbol(address, None, address, "")
-        frame = self.symbolizer.symbolize([address], self.registry.bind(pid, start))[0]
+        frame = self.symbolizer.symbolize([address], process)[0]
         return UserSymbol(address, frame.symbol, frame.offset, frame.module)
 
     # -- user stacks, copies (dwarf, auto) ----------------------------------------------
@@ -301,21 +208,49 @@ class StackResolver:
         """A copy from a print record (struct pr_ustack)."""
         if _no_user_stack(raw):
             return Stack("user", ())
-        capture = self._capture(raw)
-        if capture is None:
+        got = self._capture(raw)
+        if got is None:
             self.lost += 1
             return Stack("user", (), lost=True)
-        return Stack("user", self._unwind(capture, mode, limit))
+        return Stack("user", self._unwind(*got, mode, limit))
 
-    def _capture(self, raw: bytes) -> UserStackCapture | None:
+    def _capture(self, raw: bytes) -> tuple[UserStackCapture, MappingLookup] | None:
+        """The capture and the maps of its process at its time (see the docstring)."""
         from planrunner.stacks.capture import X86_64, parse_ustack_record
 
         capture = parse_ustack_record(raw, X86_64)
-        start = self.observe(capture.pid)
-        return None if start is None else replace(capture, start_time=start)
+        process = self._process(capture.pid, capture.time, ())
+        return None if process is None else (capture, process)
 
-    def _unwind(self, capture: UserStackCapture, mode: str, limit: int) -> tuple[Frame, ...]:
-        process = self.registry.bind(capture.pid, capture.start_time)
+    def _process(self, pid: int, time_ns: int, addrs: Sequence[int]) -> MappingLookup | None:
+        """The maps of `pid` at `time_ns` (0: unknown; then the image holding `addrs`):
+        from the feed when it knows the process, else the registry's snapshot; None
+        when the process was gone before it was seen."""
+        if self.feed is not None:
+            if not time_ns or time_ns > self._fed_at:
+                self._feed()
+            timeline = self.feed.timeline
+            modules = timeline.modules(pid, time_ns) if time_ns else \
+                timeline.modules_holding(pid, addrs)
+            if modules is not None:
+                return modules
+        start = self.observe(pid)
+        return None if start is None else self.registry.bind(pid, start)
+
+    def follow(self) -> None:
+        """Take the kernel's maps records now (every turn of the loop), so that its
+        rings do not fill while no stack is read."""
+        if self.feed is not None:
+            self._feed()
+
+    def _feed(self) -> None:
+        assert self.feed is not None
+        now = time.monotonic_ns()  # taken first: what happened before is in the rings
+        self.feed.drain()
+        self._fed_at = now
+
+    def _unwind(self, capture: UserStackCapture, process: MappingLookup, mode: str,
+                limit: int) -> tuple[Frame, ...]:
         from planrunner.stacks.unwind import unwind
 
         result = unwind(capture, process, mode, limit)
@@ -328,7 +263,7 @@ class StackResolver:
         if self.source is None:
             return
         for key, raw in self.source.drain_copies(map_name):
-            capture = None
+            got = None
             if _no_user_stack(raw):  # a kernel thread: an empty stack, not a lost one
                 for mode in modes:
                     self._unwound[(key, mode)] = ()
@@ -336,10 +271,10 @@ class StackResolver:
             for mode in modes:
                 if (key, mode) in self._unwound:
                     continue
-                capture = capture or self._capture(raw)
-                if capture is None:
+                got = got or self._capture(raw)
+                if got is None:
                     break
-                frames = self._unwind(capture, mode, MAX_FRAMES)
+                frames = self._unwind(*got, mode, MAX_FRAMES)
                 self._unwound[(key, mode)] = self._interned.setdefault(frames, frames)
 
     def user_hash(self, key: int, limit: int, mode: str) -> Stack:
@@ -348,14 +283,6 @@ class StackResolver:
             self.lost += 1
             return Stack("user", (), lost=True)
         return Stack("user", frames[:limit])
-
-
-def _vaddr(segs: Sequence[tuple[int, int, int]], offset: int) -> int | None:
-    """The link-time address of file offset `offset` (the PT_LOAD holding it)."""
-    for off, size, vaddr in segs:
-        if off <= offset < off + max(size, 1):
-            return offset - off + vaddr
-    return None
 
 
 def _no_user_stack(raw: bytes) -> bool:

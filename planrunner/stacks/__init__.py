@@ -10,9 +10,8 @@ it with `parse_ustack_record`; little-endian, no padding):
 
     u32 pid;         // tgid (bpf_get_current_pid_tgid() >> 32)
     u32 len;         // bytes actually copied into data[] (<= the plan's `bytes`)
-    u64 start_time;  // task->group_leader->start_boottime / (NSEC_PER_SEC / USER_HZ):
-                     // clock ticks, equal to field 22 of /proc/PID/stat (or send the ns
-                     // and convert with capture.boottime_ns_to_ticks)
+    u64 time;        // bpf_ktime_get_ns() (CLOCK_MONOTONIC): where the event falls in
+                     // the process's maps timeline (timeline.py)
     u64 regs[4];     // x86-64: ip, sp, bp, 0       (pt_regs ->ip, ->sp, ->bp)
                      // aarch64: pc, sp, x29, x30   (->pc, ->sp, ->regs[29], ->regs[30])
     u8  data[len];   // bpf_probe_read_user(data, bytes, (void *)sp): the stack from sp
@@ -20,15 +19,17 @@ it with `parse_ustack_record`; little-endian, no padding):
                      // whole, so retry shorter (halving) or copy in page-sized pieces up
                      // to the first failure, and set len to what was copied.
 
-The user-space side needs nothing else: modules come from its own /proc/PID/maps
-snapshot (modules.ProcessRegistry.observe(pid, start_time) as soon as a pid is seen:
-the reader should call it on the first record of a pid; a process that has exited
-symbolizes from the snapshot). Only sp, fp (and lr) are tracked: a CFA defined by any
-other register (gcc's stack realignment in main via r10, signal trampolines) stops the
-walk; sending all general registers would lift that, at 128 more bytes per record.
-User stack, frame-pointer mode (`unwind: fp`): pid, start_time and the u64 addresses of
-bpf_get_stack(ctx, buf, size, BPF_F_USER_STACK) (innermost first, ip first; `size`/8
-of them are valid as returned). Symbolize them with first_is_pc=True.
+The user-space side needs nothing else: modules come from the process's maps at `time`
+(timeline.MapsTimeline, fed with the kernel's mmap/exec/fork records) or, for a process
+that was running before tracing began, from its own /proc/PID/maps snapshot
+(modules.ProcessRegistry.observe(pid, start_time) as soon as a pid is seen).
+Only sp, fp (and lr) are tracked: a CFA defined by any other register (gcc's stack
+realignment in main via r10, signal trampolines) stops the walk; sending all general
+registers would lift that, at 128 more bytes per record.
+User stack, frame-pointer mode (`unwind: fp`): pid, the event's time and the u64
+addresses of bpf_get_stack(ctx, buf, size, BPF_F_USER_STACK) or of a stack map
+(innermost first, ip first; `size`/8 of them are valid as returned). Symbolize them
+with first_is_pc=True.
 Kernel stack: the u64 addresses of bpf_get_stack(ctx, buf, size, 0) (kallsyms.py).
 Deduplication (a hash or a stack id) is the capture side's business: every function here
 takes one stack.
@@ -39,6 +40,7 @@ capture      the contract types: ArchSpec (X86_64, AARCH64), UserRegs, StackWind
              UserStackCapture, parse_ustack_record
 modules      /proc/PID/maps snapshots per (pid, start time), load bias, build-id; exec
              keeps the old image; refreshes rate-limited (ProcessRegistry)
+timeline     every process's maps over time from mmap/exec/fork records (MapsTimeline)
 vdso         the kernel's [vdso] image as a file (our own copy), for its CFI and symbols
 cfi          per-module CFI (.eh_frame via .eh_frame_hdr, .debug_frame), lazy, cached
 state        UnwindState / Stop / Unwound shared by the steps

@@ -75,24 +75,25 @@ class UserStackCapture:
     """One event's user stack in DWARF mode: process identity, registers, stack copy."""
 
     pid: int  # tgid
-    start_time: int  # clock ticks since boot, as field 22 of /proc/PID/stat
+    start_time: int  # clock ticks since boot, as field 22 of /proc/PID/stat (the reader's)
     arch: ArchSpec
     regs: UserRegs
     window: StackWindow
+    time: int = 0  # CLOCK_MONOTONIC ns of the event (bpf_ktime_get_ns); 0: unknown
 
 
-# struct pr_ustack { u32 pid; u32 len; u64 start_time; u64 regs[4]; u8 data[]; }
+# struct pr_ustack { u32 pid; u32 len; u64 time; u64 regs[4]; u8 data[]; }
 _HEAD = struct.Struct("<IIQ4Q")
 
 
 def parse_ustack_record(raw: bytes | memoryview, arch: ArchSpec = X86_64) -> UserStackCapture:
     """Unpack `struct pr_ustack` (see the package docstring). `len` beyond the bytes
     present is clamped: a short copy is still unwound as far as it goes."""
-    pid, length, start_time, r0, r1, r2, r3 = _HEAD.unpack_from(raw, 0)
+    pid, length, time, r0, r1, r2, r3 = _HEAD.unpack_from(raw, 0)
     data = bytes(raw[_HEAD.size:_HEAD.size + length])
     regs = UserRegs(pc=r0, sp=r1, fp=r2, lr=r3 if arch.lr is not None else None)
-    return UserStackCapture(pid, start_time, arch, regs,
-                            StackWindow(r1, data, arch.word, arch.little_endian))
+    return UserStackCapture(pid, 0, arch, regs,
+                            StackWindow(r1, data, arch.word, arch.little_endian), time)
 
 
 def boottime_ns_to_ticks(ns: int, clk_tck: int | None = None) -> int:

@@ -204,6 +204,12 @@ class BoundProcess:
         return self.registry.find(self.pid, self.start_time, addr)
 
 
+def build_modules(objs: tuple[MappedObject, ...], pid: int = 0, start_time: int = 0,
+                  exe: tuple[int, int] | None = None) -> ProcessModules:
+    """ProcessModules from mappings known otherwise (the maps timeline, timeline.py)."""
+    return _build(objs, pid, start_time, exe)
+
+
 # --- internals ------------------------------------------------------------------------
 
 def _build(objs: tuple[MappedObject, ...], pid: int, start_time: int,

@@ -5,7 +5,8 @@ unwound and symbolized, checked against what the targets log themselves.
   (libfx.so) -> middle -> inner, in four builds (frame pointers or not, PIE or not): the
   stack is exactly those frames, in order, by frame pointers (fp builds) and by CFI
   (every build); the fixture's own dump says which libfx.so it mapped.
-- a process that exits right after firing still symbolizes (fp: build-id frames);
+- a process that exits, or execs another program, right after firing still symbolizes
+  (its maps are the kernel's mmap/exec records, runtime/task_events.py);
 - profile: {hz: 99} on fx_spin, which spins 3:1 in spin_a/spin_b and logs the CPU time
   it spent in each: the folded counts are in that ratio within TOLERANCE;
 - PostgreSQL's query__start and python3.11's function__return, Debian builds without
@@ -56,12 +57,15 @@ outputs:
 """)
 
 
-def _run_fixture(tmp_path: Path, plan: str, binary: Path, linger: bool) -> dict:
+def _run_fixture(tmp_path: Path, plan: str, binary: Path, linger: bool,
+                 quick: bool = False) -> dict:
+    """quick: the fixture writes no dump, so it is gone microseconds after the probe."""
     prefix = tmp_path / "dump"
-    env = "FX_LINGER_MS=400 " if linger else ""
-    cmd = f"env {env}{binary} {prefix}" if linger else f"{binary} {prefix}"
+    env = ("FX_LINGER_MS=400 " if linger else "") + ("FX_NO_DUMP=1 " if quick else "")
+    cmd = f"env {env}{binary} {prefix}" if env else f"{binary} {prefix}"
     res = run_planrunner(["run", plan, "-f", "json", "-c", cmd])
     assert res.returncode == 0, res.stderr
+    assert "could not be shown" not in res.stderr, res.stderr
     (rec,) = _json(res.stdout)  # the fixture prints its result on the same stdout
     return rec
 
@@ -85,8 +89,8 @@ def test_four_calls_deep_exactly_those_frames(builds: dict[str, Path], tmp_path:
     if unwind == "fp" and variant.startswith("nofp"):
         pytest.skip("frame pointers cannot walk a build without them (dwarf/auto do)")
     binary = builds[variant] / "fx_stack"
-    # dwarf/auto unwind over the process's maps: it must still run when its first
-    # record is read (fp frames are build-id + offset, fixed at the event)
+    # linger: the process is still there when its record is read (the exit tests
+    # below check the opposite)
     rec = _run_fixture(tmp_path, _stack_plan(tmp_path, binary, unwind), binary,
                        linger=unwind != "fp")
     frames = rec["ustack"]
@@ -104,16 +108,44 @@ def test_four_calls_deep_exactly_those_frames(builds: dict[str, Path], tmp_path:
         assert frames[0]["address"] <= pc < frames[0]["address"] + 64
 
 
+@pytest.mark.parametrize("unwind", ["fp", "dwarf", "auto"])
 def test_a_process_that_exits_right_after_firing_still_symbolizes(
-        builds: dict[str, Path], tmp_path: Path) -> None:
+        builds: dict[str, Path], tmp_path: Path, unwind: str) -> None:
     """fx_stack exits microseconds after the probe; planrunner reads the record ~50 ms
-    later, when /proc/PID is gone: the build-id frames still name every function."""
-    binary = builds["fp_nopie"] / "fx_stack"
-    rec = _run_fixture(tmp_path, _stack_plan(tmp_path, binary, "fp"), binary, linger=False)
+    later, when /proc/PID is gone: the maps the kernel reported when the process
+    mapped them still name every function (fp addresses, dwarf and auto copies)."""
+    variant = "fp_nopie" if unwind == "fp" else "nofp_pie"
+    binary = builds[variant] / "fx_stack"
+    rec = _run_fixture(tmp_path, _stack_plan(tmp_path, binary, unwind), binary,
+                       linger=False, quick=True)
     assert not os.path.exists(f"/proc/{rec['pid']}/maps") or \
         open(f"/proc/{rec['pid']}/comm").read().strip() != "fx_stack"
-    assert [f["symbol"] for f in rec["ustack"][:5]] == CHAIN
-    assert rec["ustack"][2]["module"].endswith("libfx.so")
+    assert [f["symbol"] for f in rec["ustack"][:5]] == CHAIN, rec["ustack"]
+    assert os.path.realpath(rec["ustack"][2]["module"]) == \
+        os.path.realpath(builds[variant] / "libfx.so")
+
+
+@pytest.mark.parametrize("unwind", ["fp", "dwarf", "auto"])
+def test_a_process_that_execs_right_after_firing_still_symbolizes(
+        builds: dict[str, Path], tmp_path: Path, unwind: str) -> None:
+    """fx_stack fires, then execs fx_stack again under the same pid (and start time),
+    which fires at other addresses (PIE) and exits at once: each stack is unwound over
+    the image it ran in, though neither is there to read when the records are."""
+    build = builds["fp_pie" if unwind == "fp" else "nofp_pie"]
+    binary, lib = os.path.realpath(build / "fx_stack"), os.path.realpath(build / "libfx.so")
+    plan = _stack_plan(tmp_path, Path(binary), unwind)
+    cmd = f"env FX_NO_DUMP=1 FX_EXEC='exec env -u FX_EXEC {binary} x' {binary} x"
+    res = run_planrunner(["run", plan, "-f", "json", "-c", cmd])
+    assert res.returncode == 0, res.stderr
+    assert "could not be shown" not in res.stderr, res.stderr
+    first, second = _json(res.stdout)
+    assert first["pid"] == second["pid"]
+    for rec in (first, second):
+        assert [f["symbol"] for f in rec["ustack"][:5]] == CHAIN, rec["ustack"]
+        assert [os.path.realpath(f["module"]) for f in rec["ustack"][:5]] == \
+            [binary, binary, lib, binary, binary]
+    # addresses are each image's own: ASLR placed them apart
+    assert first["ustack"][0]["address"] != second["ustack"][0]["address"]
 
 
 def _folded_counts(stdout: str) -> dict[str, int]:
@@ -245,6 +277,9 @@ outputs:
     code = "import time; leaf = lambda: 1; [leaf() for _ in range(50)]; time.sleep(0.3)"
     res = run_planrunner(["run", plan, "-f", "json", "-c", f"{PYTHON} -c '{code}'"])
     assert res.returncode == 0, res.stderr
+    # every stack unwound over the maps python had then (its exec and every library it
+    # mapped are in the kernel's records), even those taken as it exits
+    assert "could not be shown" not in res.stderr, res.stderr
     rows = _json(res.stdout)
     named = [_symbols(r["ustack"]) for r in rows]
     assert any("_PyEval_EvalFrameDefault" in n for n in named), named[:3]

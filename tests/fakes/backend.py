@@ -218,10 +218,6 @@ class FakeBackend:
     def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
         return None
 
-    def stack_build_ids(self, map_name: str,
-                        stack_id: int) -> list[tuple[int, str, int]] | None:
-        return None
-
     def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
         return []
 

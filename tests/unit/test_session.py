@@ -652,6 +652,27 @@ def test_a_slow_reader_is_not_a_blocked_one(quick_grace: list[bool],
     assert "not written" not in err and quick_grace == []
 
 
+def test_computing_the_final_snapshots_is_not_writing_them(
+        quick_grace: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unwinding and symbolizing a run's stacks can take longer than the grace (a
+    loaded machine): that time is not the output's, whose write is all it bounds."""
+    import time
+
+    from planrunner.runtime.aggregates import AggregateReader
+
+    real = AggregateReader.final
+
+    def slow(self: AggregateReader) -> list:  # type: ignore[type-arg]
+        time.sleep(0.5)  # > the grace of 0.3 s
+        return real(self)
+
+    monkeypatch.setattr(AggregateReader, "final", slow)
+    backend = FakeBackend(turns=[Turn([rec(0)])], clock=FakeClock())
+    status, view, err = run(backend, RunOptions(command=["true"]))
+    assert status == 0 and ids(view) == [0]
+    assert "not written" not in err and quick_grace == []
+
+
 def test_a_binary_gone_after_attach_proves_nothing(tmp_path: Path) -> None:
     """With --pid the path is /proc/PID/root/...: it goes when the process ends, which
     may be right after the attach; only a different file there is a replacement."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes as ct
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,9 @@ from planrunner.render.layout import LayoutField
 from planrunner.render.model import AggregateOutput, RenderedProgram, StackMaps
 from planrunner.render.stacks import ustack_copy_lines
 from planrunner.runtime.aggregates import build_rows
-from planrunner.runtime.stacks import EFAULT, BuildIdIndex, StackResolver, _vaddr
+from planrunner.runtime.stacks import EFAULT, StackResolver
 from planrunner.stacks.frame import Frame
+from planrunner.stacks.timeline import MapsTimeline, Mmap
 
 HEAD = "planrunner: 1\n"
 
@@ -96,14 +98,9 @@ def test_ucopy_layout_is_the_capture_contract() -> None:
 class FakeSource:
     def __init__(self) -> None:
         self.ips = {7: [0xffffffff81000010, 0xffffffff81000020, 0]}
-        self.bids: dict[int, list[tuple[int, str, int]]] = {}
 
     def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
         return self.ips.get(stack_id)
-
-    def stack_build_ids(self, map_name: str,
-                        stack_id: int) -> list[tuple[int, str, int]] | None:
-        return self.bids.get(stack_id)
 
     def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
         return []
@@ -124,33 +121,43 @@ def test_kernel_ids_efault_and_lost() -> None:
     assert r.kernel("k", -17, 32).lost and r.lost == 1
 
 
-def test_build_id_frames_symbolize_without_the_process(tmp_path: Path) -> None:
-    """A frame is (build-id, file offset): the file is found by build-id and the
-    offset mapped to its link-time address; the pid is never read (0 here)."""
-    from planrunner.elf.reader import open_binary
+class FakeFeed:
+    def __init__(self, timeline: MapsTimeline) -> None:
+        self.timeline = timeline
+        self.drains = 0
 
-    exe = "/usr/bin/python3.11"
-    info = open_binary(exe)
-    seg = next(s for s in info.segments if s.offset > 0)  # a PT_LOAD past the header
+    def drain(self) -> None:
+        self.drains += 1
+
+
+def test_user_stack_ids_symbolize_over_the_maps_the_kernel_reported() -> None:
+    """A frame-pointer stack is addresses: symbolized over the process's maps at the
+    event (print records: their ts) or, without a time (aggregations), the image that
+    holds the addresses; the pid is never read (no such process here)."""
+    from planrunner.elf.reader import open_binary
+    from planrunner.stacks.symtab import ModuleSymbols
+
+    exe, pid, base = "/usr/bin/python3.11", 4_000_000, 0x5555_0000_0000
+    seg = next(s for s in open_binary(exe).segments if s.executable)
+    table = ModuleSymbols.load(exe)
+    i = table.names.index("Py_BytesMain")
+    page = seg.offset & ~0xFFF
+    start = base + page
+    bias = start - (page + seg.vaddr - seg.offset)
+    tl = MapsTimeline()
+    tl.exec(pid, 100)
+    st = os.stat(exe)  # the symbolizer trusts a file that is still the one mapped
+    tl.mmap(pid, 110, Mmap(start, start + seg.filesz + 0x1000, page, 5, st.st_dev,
+                           st.st_ino, exe))
     src = FakeSource()
-    src.bids[3] = [(1, info.build_id, seg.offset + 0x10), (2, "", 0x1234)]
-    r = StackResolver(src, [exe])
-    stack = r.user_ids("u", 0, 3, 64)
-    first, unknown = stack.frames
-    assert first.module == exe and first.offset >= 0
-    assert _vaddr([(seg.offset, seg.filesz, seg.vaddr)], seg.offset + 0x10) == \
-        seg.vaddr + 0x10
-    assert unknown == Frame(0x1234, None, 0x1234, "")
-
-
-def test_build_id_index_scans_the_directory_of_known_modules(tmp_path: Path) -> None:
-    from planrunner.elf.reader import open_binary
-
-    idx = BuildIdIndex()
-    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-    idx.add(open_binary("/usr/bin/python3.11").build_id, "/usr/bin/python3.11")
-    assert idx.find(open_binary(libc).build_id or "") is not None
-    assert idx.find("00" * 20) is None
+    src.ips[3] = [bias + table.starts[i] + 4, 0]
+    r = StackResolver(src, feed=FakeFeed(tl))
+    at_event = r.user_ids("u", pid, 3, 64, time_ns=200)
+    assert [(f.symbol, f.offset, f.module) for f in at_event.frames] == \
+        [("Py_BytesMain", 4, exe)]
+    assert r.user_ids("u", pid, 3, 64) == at_event  # an aggregation key: no time
+    before = r.user_ids("u", pid, 3, 64, time_ns=50)  # before the exec: not this image
+    assert [(f.symbol, f.module) for f in before.frames] == [(None, "")]
 
 
 F = [Frame(0x10, "inner", 2, "/bin/fx"), Frame(0x20, "outer", 4, "/bin/fx")]

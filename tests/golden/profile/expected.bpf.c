@@ -25,7 +25,7 @@ BPF_TABLE("lru_hash", __u32, __u8, pr_seen, 16384);
 struct pr_ucopies_val {
     __u32 pid;
     __u32 len;
-    __u64 start_time;
+    __u64 time;
     __u64 regs[4];
     char data[16384];
 };
@@ -97,7 +97,7 @@ static __always_inline int pr_body_cpu(struct pr_args_cpu *a)
                 pr_count(PR_STACK_LOST);  /* -EFAULT: no such stack here */
             struct pr_ucopies_val *pr_uc2 = &sc->agg0_uc2;
             pr_uc2->pid = pr_id >> 32;
-            pr_uc2->start_time = 0;  /* read by the reader */
+            pr_uc2->time = bpf_ktime_get_ns();  /* where it falls among maps changes */
             pr_uc2->regs[0] = a->u_regs[0];
             pr_uc2->regs[1] = a->u_regs[1];
             pr_uc2->regs[2] = a->u_regs[2];

@@ -18,7 +18,7 @@ struct pr_rec_0 {
     struct pr_hdr h;
     __u32 f0_pid;
     __u32 f0_len;
-    __u64 f0_start_time;
+    __u64 f0_time;
     __u64 f0_regs[4];
     char f0_data[4096];
 };
@@ -29,7 +29,7 @@ BPF_TABLE("lru_hash", __u32, __u8, pr_seen, 16384);
 struct pr_ucopies_val {
     __u32 pid;
     __u32 len;
-    __u64 start_time;
+    __u64 time;
     __u64 regs[4];
     char data[4096];
 };
@@ -82,7 +82,7 @@ static __always_inline int pr_body_value(struct pr_args_value *a)
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_pid = pr_id >> 32;
-            ev->f0_start_time = 0;  /* read by the reader */
+            ev->f0_time = bpf_ktime_get_ns();  /* where it falls among maps changes */
             ev->f0_regs[0] = a->u_regs[0];
             ev->f0_regs[1] = a->u_regs[1];
             ev->f0_regs[2] = a->u_regs[2];
@@ -109,7 +109,7 @@ static __always_inline int pr_body_value(struct pr_args_value *a)
             struct pr_agg_1_key *pr_k = &pr_kv;
             struct pr_ucopies_val *pr_uc0 = &sc->agg1_uc0;
             pr_uc0->pid = pr_id >> 32;
-            pr_uc0->start_time = 0;  /* read by the reader */
+            pr_uc0->time = bpf_ktime_get_ns();  /* where it falls among maps changes */
             pr_uc0->regs[0] = a->u_regs[0];
             pr_uc0->regs[1] = a->u_regs[1];
             pr_uc0->regs[2] = a->u_regs[2];

@@ -27,11 +27,10 @@ struct pr_kstacks_val {
 };
 BPF_TABLE("stacktrace", int, struct pr_kstacks_val, pr_kstacks, 4096);
 
-/* frames as (build-id, file offset): see render/stacks.py */
 struct pr_ustacks_val {
-    struct bpf_stack_build_id f[64];
+    __u64 ip[64];
 };
-BPF_F_TABLE("stacktrace", int, struct pr_ustacks_val, pr_ustacks, 4096, BPF_F_STACK_BUILD_ID);
+BPF_TABLE("stacktrace", int, struct pr_ustacks_val, pr_ustacks, 4096);
 
 struct pr_agg_1_key {
     char k0[16];

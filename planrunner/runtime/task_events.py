@@ -1,0 +1,202 @@
+"""The kernel's account of every process's mappings, as `perf record` keeps it: one
+software dummy perf event per CPU (pid -1, so every process) with `mmap`, `mmap2`,
+`comm` (+ `comm_exec`) and `task` set, whose ring buffer receives a PERF_RECORD_MMAP2
+for each executable mapping made, a COMM flagged as exec at each exec, FORK at each
+fork or thread and EXIT at each exit, each stamped with CLOCK_MONOTONIC (the clock of
+bpf_ktime_get_ns, which a copied stack carries). The reader feeds them, in time order,
+to a `MapsTimeline` (stacks/timeline.py), which then knows the maps of a process at the
+time of any of its stacks, after it has exited, exec'd or unmapped a library, without
+reading /proc afterwards.
+
+Raw perf_event_open(2) and mmap(2) through ctypes and the mmap module (bcc has no
+interface for side-band events). Opened only when a plan copies user stacks (dwarf,
+auto), before its command starts. Nothing here needs a wakeup: the reader drains the
+rings (`drain()`) after it has taken a batch of stack records and before it unwinds
+them, so every mapping a stack can depend on is already in a ring by then (the kernel
+writes the record in the mmap or exec syscall, before the process can run the code).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+
+from planrunner.elf.procmaps import MappedObject, parse_maps
+from planrunner.runtime.attach import online_cpus
+from planrunner.stacks.timeline import PROT_EXEC, PROT_READ, PROT_WRITE, MapsTimeline, Mmap
+
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY = 1, 9
+PERF_SAMPLE_TID, PERF_SAMPLE_TIME = 1 << 1, 1 << 2
+PERF_FLAG_FD_CLOEXEC = 1 << 3
+NR_PERF_EVENT_OPEN = 298  # x86-64
+CLOCK_MONOTONIC = 1
+# attr flag bits (linux/perf_event.h)
+ATTR_BITS = {"disabled": 0, "mmap": 8, "comm": 9, "task": 13, "sample_id_all": 18,
+             "mmap2": 23, "comm_exec": 24, "use_clockid": 25}
+# record types, and the exec mark of a COMM record
+MMAP2, LOST, COMM, EXIT, FORK = 10, 2, 3, 4, 7
+MISC_COMM_EXEC = 1 << 13
+ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: enough for clockid
+PAGES = 64  # ring data pages per CPU (256 KiB: thousands of records between two turns)
+
+_ATTR = struct.Struct("<IIQQQQQIIQQQQIiQIHH")
+_HDR = struct.Struct("<IHH")  # type, misc, size
+_MMAP2_BODY = struct.Struct("<IIQQQIIQQII")  # pid tid addr len pgoff maj min ino ino_gen prot flags
+_TASK = struct.Struct("<IIIIQ")  # pid ppid tid ptid time
+_SAMPLE_ID = struct.Struct("<IIQ")  # pid tid time: the last 16 bytes of every record
+_LOST = struct.Struct("<QQ")
+
+
+class TaskEventsError(OSError):
+    pass
+
+
+def _attr() -> bytes:
+    flags = sum(1 << bit for bit in ATTR_BITS.values())
+    return _ATTR.pack(PERF_TYPE_SOFTWARE, ATTR_SIZE, PERF_COUNT_SW_DUMMY, 0,
+                      PERF_SAMPLE_TID | PERF_SAMPLE_TIME, 0, flags, 0, 0, 0, 0, 0, 0, 0,
+                      CLOCK_MONOTONIC, 0, 0, 0, 0)
+
+
+@dataclass
+class _Ring:
+    fd: int
+    buf: mmap.mmap
+    data_offset: int
+    data_size: int
+
+
+class TaskEvents:
+    """The per-CPU side-band rings; `drain()` feeds what they hold to `timeline`."""
+
+    PERF_EVENT_IOC_ENABLE = 0x2400
+
+    def __init__(self, timeline: MapsTimeline) -> None:
+        self.timeline = timeline
+        self.lost = 0  # records the kernel dropped (a ring full): the timeline is unsure
+        self._rings: list[_Ring] = []
+        libc = ctypes.CDLL(None, use_errno=True)
+        attr = ctypes.create_string_buffer(_attr(), ATTR_SIZE)
+        page = mmap.PAGESIZE
+        try:
+            for cpu in online_cpus():
+                fd = libc.syscall(NR_PERF_EVENT_OPEN, attr, -1, cpu, -1,
+                                  PERF_FLAG_FD_CLOEXEC)
+                if fd < 0:
+                    err = ctypes.get_errno()
+                    raise TaskEventsError(err, f"perf_event_open (dummy, cpu {cpu}): "
+                                          f"{os.strerror(err)}")
+                try:
+                    buf = mmap.mmap(fd, (1 + PAGES) * page, mmap.MAP_SHARED,
+                                    mmap.PROT_READ | mmap.PROT_WRITE)
+                except OSError:
+                    os.close(fd)
+                    raise
+                self._rings.append(_Ring(fd, buf, page, PAGES * page))
+            for ring in self._rings:
+                if libc.ioctl(ring.fd, self.PERF_EVENT_IOC_ENABLE, 0) < 0:
+                    err = ctypes.get_errno()
+                    raise TaskEventsError(err, f"enabling the side-band event: "
+                                          f"{os.strerror(err)}")
+        except BaseException:
+            self.close()
+            raise
+
+    def seed_running(self) -> None:
+        """The processes running now, from their /proc/PID/maps (their executable file
+        mappings), as perf synthesizes them: read after the events were enabled, so a
+        mapping made since is in a ring too; a process gone meanwhile is skipped."""
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/maps", encoding="utf-8", errors="replace") as fh:
+                    objs = parse_maps(fh.read())
+            except (OSError, ValueError):
+                continue
+            maps = [_mmap_of(o) for o in objs if o.executable and
+                    (o.path.startswith("/") or o.path == "[vdso]")]
+            if maps:  # kernel threads have none
+                self.timeline.seed(int(name), maps)
+
+    def drain(self) -> None:
+        """Every record now in the rings, to the timeline in time order (each ring is
+        in order; records of different CPUs are merged by their time)."""
+        recs: list[tuple[int, int, int, bytes]] = []
+        for ring in self._rings:
+            recs += self._read(ring)
+        recs.sort(key=lambda r: r[0])  # stable: one CPU's records keep their order
+        for time, kind, misc, body in recs:
+            self._apply(time, kind, misc, body)
+
+    def close(self) -> None:
+        for ring in self._rings:
+            ring.buf.close()
+            os.close(ring.fd)
+        self._rings = []
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _read(self, ring: _Ring) -> list[tuple[int, int, int, bytes]]:
+        # perf_event_mmap_page: data_head at 1024, data_tail at 1032
+        head = int.from_bytes(ring.buf[1024:1032], "little")
+        tail = int.from_bytes(ring.buf[1032:1040], "little")
+        out = []
+        size, base = ring.data_size, ring.data_offset
+        while tail < head:
+            at = tail % size
+            raw = self._bytes(ring, base, at, _HDR.size)
+            kind, misc, length = _HDR.unpack(raw)
+            if length < _HDR.size:
+                break  # a torn ring: never expected; stop rather than spin
+            rec = self._bytes(ring, base, at, length)
+            tail += length
+            if kind in (MMAP2, COMM, EXIT, FORK, LOST) and length >= _HDR.size + 16:
+                time = _SAMPLE_ID.unpack_from(rec, length - 16)[2]
+                out.append((time, kind, misc, rec[_HDR.size:length - 16]))
+        ring.buf[1032:1040] = tail.to_bytes(8, "little")
+        return out
+
+    @staticmethod
+    def _bytes(ring: _Ring, base: int, at: int, n: int) -> bytes:
+        end = at + n
+        if end <= ring.data_size:
+            return ring.buf[base + at:base + end]
+        first = ring.buf[base + at:base + ring.data_size]
+        return first + ring.buf[base:base + end - ring.data_size]
+
+    def _apply(self, time: int, kind: int, misc: int, body: bytes) -> None:
+        if kind == MMAP2:
+            pid, _tid, addr, length, pgoff, maj, mnr, ino, _gen, prot, _flags = \
+                _MMAP2_BODY.unpack_from(body)
+            name = body[_MMAP2_BODY.size:].split(b"\0", 1)[0].decode("utf-8", "replace")
+            self.timeline.mmap(pid, time, Mmap(addr, addr + length, pgoff, prot,
+                                                    os.makedev(maj, mnr), ino, name))
+        elif kind == COMM:
+            if misc & MISC_COMM_EXEC:
+                pid, tid = struct.unpack_from("<II", body)
+                if pid == tid:
+                    self.timeline.exec(pid, time)
+        elif kind == FORK:
+            pid, ppid, tid, _ptid, _ = _TASK.unpack_from(body)
+            if pid == tid and pid != ppid:  # a new process, not a thread
+                self.timeline.fork(pid, ppid, time)
+        elif kind == EXIT:
+            pid, _ppid, tid, _ptid, _ = _TASK.unpack_from(body)
+            if pid == tid:
+                self.timeline.exit(pid, time)
+        elif kind == LOST:
+            self.lost += _LOST.unpack_from(body)[1]
+            self.timeline.unsure(time)
+
+
+def _mmap_of(o: MappedObject) -> Mmap:
+    """A /proc/PID/maps line as the kernel's mmap record would have told it."""
+    prot = sum(bit for c, bit in (("r", PROT_READ), ("w", PROT_WRITE), ("x", PROT_EXEC))
+               if c in o.perms)
+    major, _, minor = o.dev.partition(":")
+    return Mmap(o.start, o.end, o.offset, prot, os.makedev(int(major, 16), int(minor, 16)),
+                o.inode, o.path)
