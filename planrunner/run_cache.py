@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from planrunner import __version__
+from planrunner.runtime.compile_cache import seal, unseal
 
 if TYPE_CHECKING:
     from planrunner.render.model import RenderedProgram
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 MAGIC = b"PRRUN\0\0\0"
-_HEADER = struct.Struct("<8sI32s")
 SUFFIX = ".run"
 # variables that change where the cache is and what it logs, never what a compile makes,
 # and those a shell or sudo sets per command line (`_`: the program just run, by the
@@ -274,21 +274,12 @@ def unchanged(inputs: Sequence[tuple[str, str, str]]) -> str | None:
 def encode(key: str, inputs: Sequence[tuple[str, str, str]], run: CompiledRun) -> bytes:
     body = pickle.dumps({"key": key, "inputs": tuple(inputs), "run": run},
                         protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(MAGIC, FORMAT_VERSION, hashlib.sha256(body).digest()) + body
+    return seal(MAGIC, FORMAT_VERSION, body)
 
 
 def decode(key: str, blob: bytes) -> tuple[tuple[tuple[str, str, str], ...], CompiledRun]:
     """Raises ValueError saying what is wrong with the entry."""
-    if len(blob) < _HEADER.size:
-        raise ValueError("truncated header")
-    magic, version, digest = _HEADER.unpack_from(blob)
-    if magic != MAGIC:
-        raise ValueError("not a planrunner run-cache entry")
-    if version != FORMAT_VERSION:
-        raise ValueError(f"format version {version}, expected {FORMAT_VERSION}")
-    body = blob[_HEADER.size:]
-    if hashlib.sha256(body).digest() != digest:
-        raise ValueError("checksum mismatch")
+    body = unseal(blob, MAGIC, FORMAT_VERSION, "run-cache entry")
     try:
         d = pickle.loads(body)  # noqa: S301 - a private file of this user, checksummed
         if d["key"] != key:

@@ -75,6 +75,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from planrunner import __version__
+from planrunner.runtime.progload import load_program
 from planrunner.runtime.uprobe_links import bpf_syscall
 
 FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
@@ -85,7 +86,7 @@ DIR_ENV = "PLANRUNNER_CACHE_DIR"
 LOG_ENV = "PLANRUNNER_CACHE_LOG"
 
 BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM = 0, 1, 2
-BPF_PROG_LOAD, BPF_OBJ_PIN, BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 5, 6, 7, 15
+BPF_OBJ_PIN, BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 6, 7, 15
 PERCPU_MAP_TYPES = frozenset({5, 6, 10, 21})  # percpu hash, array, lru hash, cgroup
 BPF_LD_IMM64 = 0x18  # BPF_LD | BPF_DW | BPF_IMM: two instruction slots
 BPF_PSEUDO_MAP_FD = 1
@@ -256,21 +257,34 @@ def encode(key: str, program: CompiledProgram) -> bytes:
         "funcs": [[f.name, base64.b64encode(f.insns).decode(), [list(r) for r in f.relocs]]
                   for f in program.funcs],
     }, separators=(",", ":")).encode()
-    return _HEADER.pack(MAGIC, FORMAT_VERSION, hashlib.sha256(body).digest()) + body
+    return seal(MAGIC, FORMAT_VERSION, body)
+
+
+def seal(magic: bytes, version: int, body: bytes) -> bytes:
+    """An entry: magic, format version and the body's SHA-256, then the body (both
+    cache levels' files)."""
+    return _HEADER.pack(magic, version, hashlib.sha256(body).digest()) + body
+
+
+def unseal(blob: bytes, magic: bytes, version: int, what: str) -> bytes:
+    """The body of an entry sealed with `magic` and `version`; raises ValueError
+    saying what is wrong with it (`what`: the kind of entry, for that message)."""
+    if len(blob) < _HEADER.size:
+        raise ValueError("truncated header")
+    got_magic, got_version, digest = _HEADER.unpack_from(blob)
+    if got_magic != magic:
+        raise ValueError(f"not a planrunner {what}")
+    if got_version != version:
+        raise ValueError(f"format version {got_version}, expected {version}")
+    body = blob[_HEADER.size:]
+    if hashlib.sha256(body).digest() != digest:
+        raise ValueError("checksum mismatch")
+    return body
 
 
 def decode(key: str, blob: bytes) -> CompiledProgram:
     """Raises ValueError saying what is wrong with the entry."""
-    if len(blob) < _HEADER.size:
-        raise ValueError("truncated header")
-    magic, version, digest = _HEADER.unpack_from(blob)
-    if magic != MAGIC:
-        raise ValueError("not a planrunner cache entry")
-    if version != FORMAT_VERSION:
-        raise ValueError(f"format version {version}, expected {FORMAT_VERSION}")
-    body = blob[_HEADER.size:]
-    if hashlib.sha256(body).digest() != digest:
-        raise ValueError("checksum mismatch")
+    body = unseal(blob, MAGIC, FORMAT_VERSION, "cache entry")
     try:
         d = json.loads(body)
         if d["key"] != key:
@@ -516,17 +530,6 @@ def _load_btf(blob: bytes) -> int:
     return fd
 
 
-class _ProgLoad(ct.Structure):
-    """union bpf_attr for BPF_PROG_LOAD, up to expected_attach_type."""
-
-    _fields_ = [("prog_type", ct.c_uint32), ("insn_cnt", ct.c_uint32),
-                ("insns", ct.c_uint64), ("license", ct.c_uint64),
-                ("log_level", ct.c_uint32), ("log_size", ct.c_uint32),
-                ("log_buf", ct.c_uint64), ("kern_version", ct.c_uint32),
-                ("prog_flags", ct.c_uint32), ("prog_name", ct.c_char * 16),
-                ("prog_ifindex", ct.c_uint32), ("expected_attach_type", ct.c_uint32)]
-
-
 class MapElem(ct.Structure):
     _fields_ = [("map_fd", ct.c_uint32), ("_pad", ct.c_uint32), ("key", ct.c_uint64),
                 ("value", ct.c_uint64), ("flags", ct.c_uint64)]
@@ -695,23 +698,13 @@ class LoadedProgram:
             raise CacheLoadError(f"no function {name} in the cached program")
         code = relocate(func, self.map_fds)
         insns = ct.create_string_buffer(code, len(code))
-        lic = ct.create_string_buffer(self.program.license.encode())
-        attr = _ProgLoad(prog_type=prog_type, insn_cnt=len(code) // 8,
-                         insns=ct.addressof(insns), license=ct.addressof(lic),
-                         kern_version=self.program.kern_version, prog_flags=prog_flags,
-                         prog_name=_obj_name(name),
-                         expected_attach_type=attach_type if attach_type is not None else 0)
-        fd, err = bpf_syscall(BPF_PROG_LOAD, attr)
+        fd, err, log = load_program(ct.addressof(insns), len(code),
+                                    self.program.license.encode(), prog_type, prog_flags,
+                                    attach_type if attach_type is not None else 0, name,
+                                    kern_version=self.program.kern_version)
         if fd < 0:
-            log = ct.create_string_buffer(1 << 20)
-            attr.log_level, attr.log_size, attr.log_buf = 1, len(log), ct.addressof(log)
-            fd2, _err2 = bpf_syscall(BPF_PROG_LOAD, attr)
-            if fd2 >= 0:  # loaded with a log: keep it
-                fd = fd2
-            else:
-                tail = log.value.decode(errors="replace").strip().splitlines()[-3:]
-                raise CacheLoadError(f"function {name}: {os.strerror(err)}: "
-                                     + " / ".join(tail))
+            tail = log.strip().splitlines()[-3:]
+            raise CacheLoadError(f"function {name}: {os.strerror(err)}: " + " / ".join(tail))
         self.prog_fds[name] = fd
         return fd
 

@@ -33,12 +33,13 @@ class ProgLoad(ct.Structure):
 
 
 def load_program(insns: int, size: int, license_: bytes, prog_type: int, flags: int,
-                 attach_type: int, name: str, log: bool = True) -> tuple[int, int, str]:
+                 attach_type: int, name: str, log: bool = True,
+                 kern_version: int = 0) -> tuple[int, int, str]:
     """Load `size` bytes of instructions at address `insns`: (fd, 0, "") or
     (-1, errno, the tail of the verifier's log when `log`). Never raises."""
     lic = ct.create_string_buffer(license_)
     attr = ProgLoad(prog_type=prog_type, insn_cnt=size // 8, insns=insns,
-                    license=ct.addressof(lic), prog_flags=flags,
+                    license=ct.addressof(lic), kern_version=kern_version, prog_flags=flags,
                     prog_name=name.encode()[:15], expected_attach_type=attach_type)
     fd, err = bpf_syscall(BPF_PROG_LOAD, attr)
     if fd >= 0 or not log:
