@@ -20,9 +20,10 @@ opened by the session) the maps of every process exec'd since tracing began, rea
 known at any time, after it has exited, exec'd or unmapped a library too, and a reused
 pid is a new process; the feed is drained before a stack newer than its last drain is
 read, so every mapping the stack ran with is in it. Processes the feed does not know
-(running before a -c run began, current when the kernel dropped records; any, without
-a feed) use a maps snapshot (ProcessRegistry: taken on the first record of each
-process, never read again once the pid names another process).
+(running before a -c run began, running when the kernel dropped records until the
+feed reads /proc again; any, without a feed) use a maps snapshot (ProcessRegistry:
+taken on the first record of each process, never read again once the pid names
+another process).
 The registry is keyed by (pid, start time); the start time is read when a pid is first
 seen (BPF does not send it: reading it in BPF needs the kernel's task_struct, and its
 headers cost clang more than the rest of a plan). When copies are taken, the first event

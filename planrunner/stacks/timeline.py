@@ -19,7 +19,8 @@ An image is *known* when it began with a fork of a known image, with an exec aft
 tracing started, or was seeded from /proc/PID/maps when tracing began (`seed`); the
 images of processes first seen through a bare mmap are not, nor any image current when
 the kernel dropped records (its ring was full): `modules` returns None for those and
-the reader falls back on the /proc snapshot (modules.ProcessRegistry). Images that
+the reader falls back on the /proc snapshot (modules.ProcessRegistry) for them, until
+the processes are read from /proc again after the loss (`reseed`). Images that
 ended more than `keep_ns` before the newest record are forgotten (a late stack of one
 is then unwound from the fallback).
 """
@@ -122,6 +123,15 @@ class MapsTimeline:
         the start; later records apply on top."""
         if pid not in self._images:
             self._images[pid] = [_Image(0, True, _Inherited(tuple(maps)))]
+
+    def reseed(self, pid: int, maps: Sequence[Mmap], time: int) -> None:
+        """After records were lost (`unsure`): `pid`'s mappings as /proc/PID/maps showed
+        them at `time` (read after every record older than `time` was applied), a known
+        image from then on, so that it and the children it forks later are known again;
+        an image known already (begun by an exec or fork since the loss) is kept."""
+        image = self._current(pid)
+        if image is None or not image.known:
+            self._begin(pid, _Image(time, True, _Inherited(tuple(maps))))
 
     def mmap(self, pid: int, time: int, m: Mmap) -> None:
         self._tick(time)

@@ -193,6 +193,24 @@ def test_a_pid_reused_by_another_fork_is_the_new_child() -> None:
     assert found is not None and found.path == "/first.so"
 
 
+def test_after_lost_records_a_reread_makes_a_parent_and_its_later_children_known() -> None:
+    tl = _seeded_parent()
+    tl.exec(70, 450)
+    tl.unsure(500)  # records were lost: no current image is known whole
+    tl.fork(60, 3, 600)
+    tl.exec(71, 610)  # begun after the loss: known
+    assert tl.modules(60, 650) is None and not tl.knows(3)
+    tl.reseed(3, [_m(0x1000, 0x2000, "/postgres")], 700)  # /proc, read at 700
+    tl.reseed(71, [_m(0x5000, 0x6000, "/wrong")], 700)  # known already: kept
+    tl.reseed(70, [_m(0x3000, 0x4000, "/b")], 700)
+    tl.fork(61, 3, 800)
+    assert _paths(tl, 3, 650) is None  # between the loss and the reread: still unknown
+    assert _paths(tl, 3, 750) == [(0x1000, 0x2000, "/postgres")]
+    assert _paths(tl, 61, 850) == [(0x1000, 0x2000, "/postgres")]
+    assert _paths(tl, 71, 850) == []
+    assert _paths(tl, 70, 850) == [(0x3000, 0x4000, "/b")]
+
+
 def _task_events(tl: MapsTimeline) -> TaskEvents:
     try:
         return TaskEvents(tl)
@@ -253,3 +271,37 @@ def test_processes_running_when_tracing_begins_are_read_from_proc() -> None:
     assert mods is not None
     assert any(os.path.basename(m.path) == "sleep" and m.bias is not None
                for m in mods.mappings)
+
+
+def test_a_process_running_through_a_loss_of_records_is_read_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One page of ring per CPU, overflowed by a few process starts while nothing reads
+    it: the kernel reports the loss with the next record it can write, and the drain
+    that applies it reads the running processes from /proc again."""
+    from planrunner.runtime import task_events
+
+    monkeypatch.setattr(task_events, "PAGES", 1)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.1)  # exec'd and mapped
+        tl = MapsTimeline()
+        events = _task_events(tl)
+        try:
+            events.seed_running()
+            assert tl.knows(sleeper.pid)
+            for _ in range(3):  # a few processes' records at a time, unread: the ring fills
+                for proc in [subprocess.Popen([TRUE]) for _ in range(8)]:
+                    proc.wait()
+                events.drain()
+                if events.lost:
+                    break
+        finally:
+            events.close()
+    finally:
+        sleeper.kill()  # our own child, by its pid
+        sleeper.wait()
+    assert events.lost > 0
+    assert tl.knows(sleeper.pid)  # unsure, then read again
+    mods = tl.modules(sleeper.pid, time.monotonic_ns())
+    assert mods is not None
+    assert any(os.path.basename(m.path) == "sleep" for m in mods.mappings)
