@@ -15,11 +15,13 @@ What the BPF side hands over (render/stacks.py):
   named over the same maps (`user_symbol`; the first event of each process also sends
   the notice below).
 The maps: with a `MapsFeed` (the kernel's mmap/exec/fork records, runtime/task_events.py,
-opened by the session) the maps of every process started or exec'd since tracing began
-are known at any time, after it has exited, exec'd or unmapped a library too, and a
-reused pid is a new process; the feed is drained before a stack newer than its last
-drain is read, so every mapping the stack ran with is in it. Processes already running
-when tracing began (and any, without a feed) use a maps snapshot (ProcessRegistry:
+opened by the session) the maps of every process exec'd since tracing began, read from
+/proc when it began (unless a -c command is run), or forked since by one of those, are
+known at any time, after it has exited, exec'd or unmapped a library too, and a reused
+pid is a new process; the feed is drained before a stack newer than its last drain is
+read, so every mapping the stack ran with is in it. Processes the feed does not know
+(running before a -c run began, running when the kernel dropped records until the
+feed reads /proc again; any, without a feed) use a maps snapshot (ProcessRegistry:
 taken on the first record of each process, never read again once the pid names
 another process).
 The registry is keyed by (pid, start time); the start time is read when a pid is first

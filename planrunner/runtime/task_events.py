@@ -6,7 +6,8 @@ fork or thread and EXIT at each exit, each stamped with CLOCK_MONOTONIC (the clo
 bpf_ktime_get_ns, which a copied stack carries). The reader feeds them, in time order,
 to a `MapsTimeline` (stacks/timeline.py), which then knows the maps of a process at the
 time of any of its stacks, after it has exited, exec'd or unmapped a library, without
-reading /proc afterwards.
+reading /proc afterwards (but once, as perf does, for the processes running when
+tracing begins, and again after the kernel dropped records: a full ring, PAGES).
 
 Raw perf_event_open(2) and mmap(2) through ctypes and the mmap module (bcc has no
 interface for side-band events). Opened only when a plan copies user stacks (dwarf,
@@ -22,6 +23,8 @@ import ctypes
 import mmap
 import os
 import struct
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from planrunner.elf.procmaps import MappedObject, parse_maps
@@ -40,6 +43,8 @@ ATTR_BITS = {"disabled": 0, "mmap": 8, "comm": 9, "task": 13, "sample_id_all": 1
 MMAP2, LOST, COMM, EXIT, FORK = 10, 2, 3, 4, 7
 MISC_COMM_EXEC = 1 << 13
 ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: enough for clockid
+# after lost records, /proc is read again at most this often (all of it: costly)
+RESEED_NS = 1_000_000_000
 PAGES = 64  # ring data pages per CPU (256 KiB: thousands of records between two turns)
 
 _ATTR = struct.Struct("<IIQQQQQIIQQQQIiQIHH")
@@ -77,6 +82,8 @@ class TaskEvents:
     def __init__(self, timeline: MapsTimeline) -> None:
         self.timeline = timeline
         self.lost = 0  # records the kernel dropped (a ring full): the timeline is unsure
+        self._reseed_due = False  # records were lost: read the processes from /proc again
+        self._reseed_after = 0  # not before (CLOCK_MONOTONIC ns)
         self._rings: list[_Ring] = []
         libc = ctypes.CDLL(None, use_errno=True)
         attr = ctypes.create_string_buffer(_attr(), ATTR_SIZE)
@@ -109,28 +116,30 @@ class TaskEvents:
         """The processes running now, from their /proc/PID/maps (their executable file
         mappings), as perf synthesizes them: read after the events were enabled, so a
         mapping made since is in a ring too; a process gone meanwhile is skipped."""
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{name}/maps", encoding="utf-8", errors="replace") as fh:
-                    objs = parse_maps(fh.read())
-            except (OSError, ValueError):
-                continue
-            maps = [_mmap_of(o) for o in objs if o.executable and
-                    (o.path.startswith("/") or o.path == "[vdso]")]
-            if maps:  # kernel threads have none
-                self.timeline.seed(int(name), maps)
+        for pid, maps in _running_maps():
+            self.timeline.seed(pid, maps)
 
     def drain(self) -> None:
         """Every record now in the rings, to the timeline in time order (each ring is
-        in order; records of different CPUs are merged by their time)."""
+        in order; records of different CPUs are merged by their time). After the
+        kernel dropped records, the processes running are read from /proc again (at
+        most once every RESEED_NS), so that the fork path knows them again."""
+        self._drain_once()
+        now = time.monotonic_ns()
+        if self._reseed_due and now >= self._reseed_after:
+            self._drain_once()  # every record older than `now` is applied first
+            self._reseed_due = False
+            self._reseed_after = now + RESEED_NS
+            for pid, maps in _running_maps():
+                self.timeline.reseed(pid, maps, now)
+
+    def _drain_once(self) -> None:
         recs: list[tuple[int, int, int, bytes]] = []
         for ring in self._rings:
             recs += self._read(ring)
         recs.sort(key=lambda r: r[0])  # stable: one CPU's records keep their order
-        for time, kind, misc, body in recs:
-            self._apply(time, kind, misc, body)
+        for stamp, kind, misc, body in recs:
+            self._apply(stamp, kind, misc, body)
 
     def close(self) -> None:
         for ring in self._rings:
@@ -155,8 +164,8 @@ class TaskEvents:
             rec = self._bytes(ring, base, at, length)
             tail += length
             if kind in (MMAP2, COMM, EXIT, FORK, LOST) and length >= _HDR.size + 16:
-                time = _SAMPLE_ID.unpack_from(rec, length - 16)[2]
-                out.append((time, kind, misc, rec[_HDR.size:length - 16]))
+                stamp = _SAMPLE_ID.unpack_from(rec, length - 16)[2]
+                out.append((stamp, kind, misc, rec[_HDR.size:length - 16]))
         ring.buf[1032:1040] = tail.to_bytes(8, "little")
         return out
 
@@ -168,29 +177,47 @@ class TaskEvents:
         first = ring.buf[base + at:base + ring.data_size]
         return first + ring.buf[base:base + end - ring.data_size]
 
-    def _apply(self, time: int, kind: int, misc: int, body: bytes) -> None:
+    def _apply(self, stamp: int, kind: int, misc: int, body: bytes) -> None:
         if kind == MMAP2:
             pid, _tid, addr, length, pgoff, maj, mnr, ino, _gen, prot, _flags = \
                 _MMAP2_BODY.unpack_from(body)
             name = body[_MMAP2_BODY.size:].split(b"\0", 1)[0].decode("utf-8", "replace")
-            self.timeline.mmap(pid, time, Mmap(addr, addr + length, pgoff, prot,
-                                                    os.makedev(maj, mnr), ino, name))
+            self.timeline.mmap(pid, stamp, Mmap(addr, addr + length, pgoff, prot,
+                                                os.makedev(maj, mnr), ino, name))
         elif kind == COMM:
             if misc & MISC_COMM_EXEC:
                 pid, tid = struct.unpack_from("<II", body)
                 if pid == tid:
-                    self.timeline.exec(pid, time)
+                    self.timeline.exec(pid, stamp)
         elif kind == FORK:
             pid, ppid, tid, _ptid, _ = _TASK.unpack_from(body)
             if pid == tid and pid != ppid:  # a new process, not a thread
-                self.timeline.fork(pid, ppid, time)
+                self.timeline.fork(pid, ppid, stamp)
         elif kind == EXIT:
             pid, _ppid, tid, _ptid, _ = _TASK.unpack_from(body)
             if pid == tid:
-                self.timeline.exit(pid, time)
+                self.timeline.exit(pid, stamp)
         elif kind == LOST:
             self.lost += _LOST.unpack_from(body)[1]
-            self.timeline.unsure(time)
+            self.timeline.unsure(stamp)
+            self._reseed_due = True
+
+
+def _running_maps() -> Iterator[tuple[int, list[Mmap]]]:
+    """Each process running now (but planrunner) with its executable file mappings, from
+    /proc/PID/maps; kernel threads (none) and processes gone meanwhile are skipped."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/maps", encoding="utf-8", errors="replace") as fh:
+                objs = parse_maps(fh.read())
+        except (OSError, ValueError):
+            continue
+        maps = [_mmap_of(o) for o in objs if o.executable and
+                (o.path.startswith("/") or o.path == "[vdso]")]
+        if maps:
+            yield int(name), maps
 
 
 def _mmap_of(o: MappedObject) -> Mmap:

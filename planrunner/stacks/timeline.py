@@ -11,11 +11,16 @@ is unwound over the maps it ran with, even after its process has exited, exec'd 
 unloaded a library, and never over another process that reused its pid (a new pid
 life begins with a fork record).
 
+A forked child shares what it inherited with its siblings: the children forked between
+two of a parent's mmaps (a postmaster's backends, php-fpm's workers) hold one tuple of
+mappings and one ProcessModules between them, not a copy each.
+
 An image is *known* when it began with a fork of a known image, with an exec after
 tracing started, or was seeded from /proc/PID/maps when tracing began (`seed`); the
 images of processes first seen through a bare mmap are not, nor any image current when
 the kernel dropped records (its ring was full): `modules` returns None for those and
-the reader falls back on the /proc snapshot (modules.ProcessRegistry). Images that
+the reader falls back on the /proc snapshot (modules.ProcessRegistry) for them, until
+the processes are read from /proc again after the loss (`reseed`). Images that
 ended more than `keep_ns` before the newest record are forgotten (a late stack of one
 is then unwound from the fallback).
 """
@@ -53,16 +58,43 @@ class Mmap:
                             f"{major:x}:{minor:x}", self.inode)
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
+class _Inherited:
+    """Mappings a process began with (a parent's at the fork, or /proc's when tracing
+    began), shared by every image that began with them: a postmaster's hundred
+    backends, forked while it mapped nothing new, hold one tuple and one ProcessModules."""
+
+    maps: tuple[Mmap, ...]
+    built: ProcessModules | None = None  # without a pid: no one process's
+
+
+_NOTHING = _Inherited(())
+
+
+@dataclass(slots=True)
 class _Image:
     begin: int  # ns; 0 for an image already running when tracing began
     known: bool
-    maps: list[tuple[int, Mmap]] = field(default_factory=list)  # (time, mmap), in order
+    inherited: _Inherited = _NOTHING
+    maps: list[tuple[int, Mmap]] = field(default_factory=list)  # its own (time, mmap)
     ended: int | None = None  # ns of the exit or exec that ended it
-    _built: dict[int, ProcessModules] = field(default_factory=dict)  # n maps -> modules
+    _built: dict[int, ProcessModules] = field(default_factory=dict)  # n own -> modules
+    _handed: dict[int, _Inherited] = field(default_factory=dict)  # n own -> to children
 
-    def at(self, time: int) -> list[Mmap]:
-        return [m for t, m in self.maps if t <= time]
+    def own_by(self, time: int) -> int:
+        """How many of its own mappings were made by `time` (they are in time order)."""
+        return sum(1 for t, _ in self.maps if t <= time)
+
+    def handed(self, n: int) -> _Inherited:
+        """Its mappings with the first `n` of its own, for a child forked then (one
+        value for every child forked between the same two mmaps)."""
+        if n == 0:
+            return self.inherited
+        got = self._handed.get(n)
+        if got is None:
+            got = self._handed[n] = _Inherited(
+                self.inherited.maps + tuple(m for _, m in self.maps[:n]))
+        return got
 
 
 class MapsTimeline:
@@ -77,8 +109,10 @@ class MapsTimeline:
 
     def fork(self, pid: int, ppid: int, time: int) -> None:
         parent = self._current(ppid)
-        inherited = [(time, m) for m in parent.at(time)] if parent else []
-        self._begin(pid, _Image(time, parent is not None and parent.known, inherited))
+        if parent is None:  # never seen: a child of an unknown image is unknown
+            self._begin(pid, _Image(time, False))
+        else:
+            self._begin(pid, _Image(time, parent.known, parent.handed(parent.own_by(time))))
 
     def exec(self, pid: int, time: int) -> None:
         self._begin(pid, _Image(time, True))
@@ -88,7 +122,16 @@ class MapsTimeline:
         then (read after the records were enabled, as perf synthesizes them): known from
         the start; later records apply on top."""
         if pid not in self._images:
-            self._images[pid] = [_Image(0, True, [(0, m) for m in maps])]
+            self._images[pid] = [_Image(0, True, _Inherited(tuple(maps)))]
+
+    def reseed(self, pid: int, maps: Sequence[Mmap], time: int) -> None:
+        """After records were lost (`unsure`): `pid`'s mappings as /proc/PID/maps showed
+        them at `time` (read after every record older than `time` was applied), a known
+        image from then on, so that it and the children it forks later are known again;
+        an image known already (begun by an exec or fork since the loss) is kept."""
+        image = self._current(pid)
+        if image is None or not image.known:
+            self._begin(pid, _Image(time, True, _Inherited(tuple(maps))))
 
     def mmap(self, pid: int, time: int, m: Mmap) -> None:
         self._tick(time)
@@ -120,7 +163,7 @@ class MapsTimeline:
                 image = candidate
         if image is None or not image.known:
             return None
-        return self._build(pid, image, sum(1 for t, _ in image.maps if t <= time))
+        return self._build(pid, image, image.own_by(time))
 
     def modules_holding(self, pid: int, addrs: Sequence[int]) -> ProcessModules | None:
         """For a stack without a time (an aggregation key): the newest known image of
@@ -147,10 +190,17 @@ class MapsTimeline:
 
     @staticmethod
     def _build(pid: int, image: _Image, n: int) -> ProcessModules:
-        """The image's first `n` mappings as ProcessModules (cached)."""
+        """The image's inherited mappings and its first `n` own as ProcessModules
+        (cached; with none of its own, the ones its siblings share)."""
+        if n == 0:
+            shared = image.inherited
+            if shared.built is None:
+                shared.built = build_modules(_visible(list(shared.maps)))
+            return shared.built
         built = image._built.get(n)
         if built is None:
-            built = build_modules(_visible([m for _, m in image.maps[:n]]), pid)
+            own = [m for _, m in image.maps[:n]]
+            built = build_modules(_visible([*image.inherited.maps, *own]), pid)
             image._built[n] = built
         return built
 

@@ -7,6 +7,9 @@ unwound and symbolized, checked against what the targets log themselves.
   (every build); the fixture's own dump says which libfx.so it mapped.
 - a process that exits, or execs another program, right after firing still symbolizes
   (its maps are the kernel's mmap/exec records, runtime/task_events.py);
+- children forked (no exec) after tracing began by a process already running then,
+  each gone microseconds after firing, as a postmaster's backends: their stacks and a
+  usym() are named over the parent's maps as of the fork (forker, tests/fixtures/elf);
 - profile: {hz: 99} on fx_spin, which spins 3:1 in spin_a/spin_b and logs the CPU time
   it spent in each: the folded counts are in that ratio within TOLERANCE;
 - PostgreSQL's query__start and python3.11's function__return, Debian builds without
@@ -25,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import json_records, run_planrunner, write_plan
+from tests.e2e.executor_helpers import start_tracer, stop_tracer
 from tests.e2e.workloads.helpers import postgres_server, tracing
 from tests.unit.stacks_fixture import CHAIN, VARIANTS, missing_toolchain, session_build
 
@@ -146,6 +150,61 @@ def test_a_process_that_execs_right_after_firing_still_symbolizes(
             [binary, binary, lib, binary, binary]
     # addresses are each image's own: ASLR placed them apart
     assert first["ustack"][0]["address"] != second["ustack"][0]["address"]
+
+
+FORKED_CHAIN = ["fire", "step", "work", "main"]
+
+
+@pytest.mark.parametrize("unwind", ["dwarf", "auto"])
+def test_children_forked_after_tracing_began_symbolize(fixtures_built: Path,
+                                                       tmp_path: Path, unwind: str) -> None:
+    """forker runs before the tracer starts (its maps are read from /proc then), then
+    forks three children that fire forker:fire in main -> work -> step -> fire and
+    _exit at once; the parent reaps each before the next, so no /proc entry is left to
+    read when the records are: the stacks and usym(&step) are named over the maps each
+    child inherited at its fork."""
+    binary = fixtures_built / "forker"
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+targets:
+  fx: {{binary: {binary}}}
+stack: {{unwind: {unwind}}}
+probes:
+  fire:
+    usdt: fx:forker:fire
+    args: [{{name: i}}, {{name: fn, type: pointer}}]
+outputs:
+  - print: fire
+    fields: [i, ustack, usym(fn)]
+""")
+    fixture = subprocess.Popen([str(binary), "3"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    tracer = None
+    try:
+        tracer = start_tracer(plan, "-f", "json")  # seeds forker's maps from /proc
+        said, _ = fixture.communicate("go\n", timeout=30)  # it forks now
+        out, err = stop_tracer(tracer)
+    finally:
+        for proc in (fixture, tracer):
+            if proc is not None and proc.poll() is None:
+                proc.kill()  # our own, by its pid
+                proc.wait()
+    assert fixture.returncode == 0, said
+    assert tracer.returncode in (0, 130), err
+    assert "could not be shown" not in err, err
+    children = [int(line.split()[1]) for line in said.splitlines() if line.startswith("child")]
+    step = int(said.split("step ")[1].split()[0], 16)
+    rows = json_records(out)
+    assert [(r["pid"], r["i"]) for r in rows] == \
+        [(pid, i + 1) for i, pid in enumerate(children)], rows
+    module = os.path.realpath(binary)
+    for row in rows:
+        frames = row["ustack"]
+        assert [f["symbol"] for f in frames[:4]] == FORKED_CHAIN, frames
+        assert [os.path.realpath(f["module"]) for f in frames[:4]] == [module] * 4
+        assert frames[-1]["symbol"] == "_start"
+        assert {**row["fn"], "module": os.path.realpath(row["fn"]["module"])} == \
+            {"address": step, "symbol": "step", "offset": 0, "module": module}
 
 
 def _folded_counts(stdout: str) -> dict[str, int]:
