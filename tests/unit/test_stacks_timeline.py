@@ -290,7 +290,7 @@ def test_a_process_running_through_a_loss_of_records_is_read_again(
             events.seed_running()
             assert tl.knows(sleeper.pid)
             for _ in range(3):  # a few processes' records at a time, unread: the ring fills
-                for proc in [subprocess.Popen([TRUE]) for _ in range(8)]:
+                for proc in [subprocess.Popen([TRUE]) for _ in range(48)]:
                     proc.wait()
                 events.drain()
                 if events.lost:
