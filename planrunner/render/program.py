@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from planrunner.expr.typed import Builtin
+from planrunner.expr.typed import ArgRef, Builtin, TRef
 from planrunner.expr.types import StackType
 from planrunner.render import aggregates
 from planrunner.render.bodies import (
@@ -61,7 +61,7 @@ from planrunner.render.stacks import (
 from planrunner.render.stacks import arg_members as stack_members
 from planrunner.render.stacks import thunk_lines as stack_thunk_lines
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
-from planrunner.resolve.usage import output_exprs
+from planrunner.resolve.usage import arg_indexes, output_exprs
 
 # A CPU forces a consumer wakeup once it has submitted this share of the ring buffer
 # since its last one (a watermark in bytes); the consumer also drains every POLL_MS, so
@@ -163,6 +163,37 @@ def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
     return blocks
 
 
+def _print_only_strings(resolved: ResolvedPlan, probe: ResolvedProbe) -> frozenset[int]:
+    """The string arguments whose only reader is the last string of one variable print
+    record (render/bodies.py `direct_read_lines`): no filter, key, span or other field
+    reads them, so the body reads each straight into the record (one copy, not two), and
+    only for the events that print."""
+    if probe.spec.kind == "tracepoint" or any(
+            span.spec.kind == "span" and probe.spec.name in (span.spec.begin, span.spec.end)
+            for span in resolved.probes):
+        return frozenset()
+    outs = [o for o in resolved.outputs if o.spec.probe == probe.spec.name]
+    direct = set()
+    for slot in probe.slots:
+        if slot.kind != "string" or slot.index in arg_indexes([probe.where]):
+            continue
+        users = [o for o in outs if slot.index in arg_indexes(output_exprs([o]))]
+        if len(users) != 1 or users[0].spec.kind != "print":
+            continue
+        out = users[0]
+        fields = [(f.key, f.expr) for f in out.fields]
+        readers = [i for i, (_k, e) in enumerate(fields) if slot.index in arg_indexes([e])]
+        if len(readers) != 1 or slot.index in arg_indexes([out.where]):
+            continue
+        expr = fields[readers[0]][1]
+        last = layout_for(out.spec.index, fields, probe.stack).last_string
+        if (isinstance(expr, TRef) and expr.ref == ArgRef(slot.index) and last is not None
+                and last.member == f"f{readers[0]}"
+                and layout_for(out.spec.index, fields, probe.stack).variable):
+            direct.add(slot.index)
+    return frozenset(direct)
+
+
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 helpers: set[Helper]) -> ProbeView:
     c_name = c_ident(probe.spec.name)
@@ -171,7 +202,8 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     # cannot sleep; its strings fall back to the user-space re-read
     body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
                 faults=probe.spec.kind not in ("tracepoint", "profile", "interval")
-                and not probe.stacks, stack=probe.stack)
+                and not probe.stacks, stack=probe.stack,
+                direct=_print_only_strings(resolved, probe))
     lines = string_reads(probe, body)
     for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
         if span.spec.kind == "span" and span.spec.nested:
