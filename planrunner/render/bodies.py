@@ -84,6 +84,9 @@ class Body:
     # string arguments read straight into their print record (render/program.py
     # `_print_only_strings`), not at the top of the body
     direct: frozenset[int] = frozenset()
+    # the scratch holds only those strings' buffers: looked up where one is too long
+    # (direct_read_lines), not at the top of the body
+    lazy_scratch: bool = False
     _tmp: int = 0
 
     # -- LoweringContext (render/expr_c.py) ------------------------------------------
@@ -377,6 +380,7 @@ def direct_read_lines(layout: RecordLayout, last: LayoutField, index: int, body:
     rec, dst, fault = f"struct {layout.c_name}", f"ev->{last.member}", body.fault_arg()
     body.need(Helper.READ_STR)
     whole = f"sc->s{index}"
+    lookup = scratch_lookup_lines(body) if body.lazy_scratch else []
     return [
         f"__u32 pr_size_{n} = {small};",
         f"__u32 pr_len_{n};",
@@ -385,6 +389,7 @@ def direct_read_lines(layout: RecordLayout, last: LayoutField, index: int, body:
         f"__s64 pr_st_{n} = pr_read_str({dst}, {room}, a->v{index}, {fault}, &pr_len_{n});",
         f"if (pr_st_{n} == PR_STR_TRUNCATED) {{",
         "    pr_events.ringbuf_discard(ev, BPF_RB_NO_WAKEUP);",
+        *[f"    {line}" for line in lookup],
         f"    pr_st_{n} = pr_read_str({whole}, {last.size}, a->v{index}, {fault}, "
         f"&pr_len_{n});",
         *[f"    {line}" for line in _reserve_by_length(layout, last, f"pr_len_{n}", whole,
@@ -392,6 +397,19 @@ def direct_read_lines(layout: RecordLayout, last: LayoutField, index: int, body:
         "    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }",
         "}",
     ]
+
+
+def scratch_lookup_lines(body: Body) -> list[str]:
+    """Look the scratch up here (Body.lazy_scratch), as the template does at the top of
+    other bodies: the task's own under PR_SLEEPABLE, else the CPU's."""
+    name = body.scratch_name
+    percpu = ["__u32 pr_zero = 0;", f"struct {name} *sc = {name}.lookup(&pr_zero);"]
+    if not body.sleepable:
+        return [*percpu, "if (!sc) break;"]
+    return ["#ifdef PR_SLEEPABLE",
+            f"struct {name} *sc = {name}.task_storage_get(",
+            "    bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);",
+            "#else", *percpu, "#endif", "if (!sc) break;"]
 
 
 def _reserve_by_length(layout: RecordLayout, last: LayoutField, length: str, src: str,

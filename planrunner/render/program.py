@@ -112,6 +112,7 @@ class ProbeView:
     thunks: list[dict[str, object]] = field(default_factory=list)
     kind: str = "uprobe"
     sleepable: bool = False  # reads user strings: sleepable where the kernel allows
+    lazy_scratch: bool = False  # the body looks its scratch up itself (Body.lazy_scratch)
 
 
 @dataclass
@@ -194,16 +195,34 @@ def _print_only_strings(resolved: ResolvedPlan, probe: ResolvedProbe) -> frozens
     return frozenset(direct)
 
 
+def _scratch_only_when_long(resolved: ResolvedPlan, probe: ResolvedProbe,
+                            trial: Body) -> bool:
+    """Whether the probe's scratch holds nothing but its print-only strings' buffers
+    (`_print_only_strings`): then only a string too long for the smallest record needs
+    it, and the body looks it up there (a task-storage lookup in a sleepable probe).
+    Found by emitting the body once into `trial`, thrown away with what it emitted."""
+    if not trial.direct:
+        return False
+    string_reads(probe, trial)
+    _ = condition(probe.where, trial)
+    _ = _output_blocks(resolved, probe.spec.name, trial, _Outputs())
+    own = {m for i in trial.direct for m in (f"s{i}[", f"st{i};", f"n{i};")}
+    return all(any(f" {m}" in member for m in own) for member in trial.members)
+
+
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 helpers: set[Helper]) -> ProbeView:
     c_name = c_ident(probe.spec.name)
     # a probe that captures stacks is not made sleepable: its scratch may hold a 16 KiB
     # stack copy (per-CPU; a sleepable body's scratch is task storage), and perf events
     # cannot sleep; its strings fall back to the user-space re-read
-    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
-                faults=probe.spec.kind not in ("tracepoint", "profile", "interval")
-                and not probe.stacks, stack=probe.stack,
-                direct=_print_only_strings(resolved, probe))
+    def new_body(lazy: bool) -> Body:
+        return Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
+                    faults=probe.spec.kind not in ("tracepoint", "profile", "interval")
+                    and not probe.stacks, stack=probe.stack,
+                    direct=_print_only_strings(resolved, probe), lazy_scratch=lazy)
+
+    body = new_body(_scratch_only_when_long(resolved, probe, new_body(False)))
     lines = string_reads(probe, body)
     for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
         if span.spec.kind == "span" and span.spec.nested:
@@ -223,7 +242,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     view = ProbeView(probe.spec.name, c_name, members,
                      body.scratch_name, body.members, lines,
                      [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
-                     sleepable=body.sleepable)
+                     sleepable=body.sleepable, lazy_scratch=body.lazy_scratch)
     for site in probe.sites:
         if site.kind == "tracepoint":
             reads = tracepoint_reads(probe)

@@ -104,3 +104,16 @@ def test_only_a_string_the_print_alone_reads_takes_the_direct_path(tmp_path: Pat
     assert not _direct(tmp_path, fields='path, {p2: "path"}')
     assert not _direct(tmp_path, more="  - count: p\n    by: [path]\n")
     assert _direct(tmp_path, fields="path, id", more="  - count: p\n    by: [id]\n")
+
+
+def test_the_scratch_is_looked_up_only_when_nothing_else_needs_it(tmp_path: Path) -> None:
+    def lazy(more: str = "") -> bool:
+        plan = tmp_path / "plan.yaml"
+        plan.write_text(PLAN.format(root=ROOT, fields="id, path", where="", more=more))
+        c = compile_plan(str(plan), {})[2].c_source
+        body = c[c.index("pr_body_p("):]
+        top = body[:body.index("do {")]
+        return "task_storage_get" not in top and "task_storage_get" in body
+    assert lazy()
+    assert lazy("  - count: p\n    by: [id]\n")
+    assert not lazy('  - count: p\n    by: [{t: \'"x"\'}]\n')  # the literal's buffer

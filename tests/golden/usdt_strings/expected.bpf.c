@@ -55,15 +55,7 @@ static __always_inline int pr_body_s(struct pr_args_s *a)
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
-#ifdef PR_SLEEPABLE
-    struct pr_scratch_s *sc = pr_scratch_s.task_storage_get(
-        bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-#else
-    __u32 pr_zero = 0;
-    struct pr_scratch_s *sc = pr_scratch_s.lookup(&pr_zero);
-#endif
-    if (!sc)
-        return 0;
+    /* scratch: looked up only where a string is too long for the smallest record */
     do {
         do {
             __u32 pr_size_0 = 72;
@@ -73,6 +65,14 @@ static __always_inline int pr_body_s(struct pr_args_s *a)
             __s64 pr_st_0 = pr_read_str(ev->f0, 16, a->v1, PR_FAULT, &pr_len_0);
             if (pr_st_0 == PR_STR_TRUNCATED) {
                 pr_events.ringbuf_discard(ev, BPF_RB_NO_WAKEUP);
+                #ifdef PR_SLEEPABLE
+                struct pr_scratch_s *sc = pr_scratch_s.task_storage_get(
+                    bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+                #else
+                __u32 pr_zero = 0;
+                struct pr_scratch_s *sc = pr_scratch_s.lookup(&pr_zero);
+                #endif
+                if (!sc) break;
                 pr_st_0 = pr_read_str(sc->s1, 33, a->v1, PR_FAULT, &pr_len_0);
                 if (pr_len_0 <= 16) {
                     pr_size_0 = 72;
