@@ -128,15 +128,18 @@ def main() -> None:
             ratios: dict[str, list[float]] = {"now": [], "baseline": [], "now/baseline": []}
             delivered: dict[str, list[str]] = {"now": [], "baseline": []}
             bpf: dict[str, list[float]] = {k: [] for k in tools}
+            bpf_diff: list[float] = []  # now - baseline, BPF ns/run, within a round
             names = list(tools)
             for rnd in range(a.rounds):
                 k = rnd % len(names)
                 got: dict[str, float] = {}
+                got_bpf: dict[str, float] = {}
                 for name in names[k:] + names[:k]:
                     row = traced_run(env, tools[name], "plain", wl[mode], f"{mode}-{rnd}-{name}",
                                      before_stop=bpf_run_ns)
                     if "bpf_ns_per_run" in row:
                         bpf[name].append(float(row["bpf_ns_per_run"]))  # type: ignore[arg-type]
+                        got_bpf[name] = bpf[name][-1]
                     value = figure(row, mode)
                     env.log(f"[{mode}] round {rnd + 1} {name}: {value} delivered="
                             f"{row.get('delivered')}/{row.get('fired')} lost={row.get('lost')}"
@@ -152,6 +155,8 @@ def main() -> None:
                             ratios[name].append(got[name] / got[ref])
                 if "now" in got and "baseline" in got:
                     ratios["now/baseline"].append(got["now"] / got["baseline"])
+                if "now" in got_bpf and "baseline" in got_bpf:
+                    bpf_diff.append(got_bpf["now"] - got_bpf["baseline"])
             what = {"rate": "busy wall ns/event, paced 10k/s",
                     "loop": "target CPU ns/hit, back to back",
                     "flood": f"records printed/s at 1M/s offered for {a.flood_secs} s"}[mode]
@@ -174,6 +179,11 @@ def main() -> None:
             if nb:
                 print(f"\nnow/baseline, same round: median {statistics.median(nb):.3f} "
                       f"({min(nb):.3f}..{max(nb):.3f})\n")
+            if bpf_diff:
+                print(f"now - baseline, BPF program ns/run, same round: median "
+                      f"{statistics.median(bpf_diff):+.0f} ({min(bpf_diff):+.0f}.."
+                      f"{max(bpf_diff):+.0f}), now lower in "
+                      f"{sum(d < 0 for d in bpf_diff)}/{len(bpf_diff)} rounds\n")
     finally:
         os.close(stats_fd)
         cleanup()

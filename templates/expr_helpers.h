@@ -1,4 +1,4 @@
-/* planrunner expression helpers, called by the C that planrunner/expr/lower_c.py emits.
+/* planrunner expression helpers, called by the C that planrunner/render/expr_c.py emits.
  *
  * Included verbatim by the program template. Needs __u32/__u64/__s64, __always_inline,
  * bpf_probe_read_user and pr_user_bytes_f (runtime_helpers.h). Every loop is bounded by a size that is
@@ -6,7 +6,8 @@
  *
  * Strings: a buffer of `bufsize` bytes holds a string that ends at its first NUL (or at
  * the end of the buffer). String literals never contain NUL (the checker refuses them).
- * Every predicate returns 0 or 1.
+ * Every predicate returns 0 or 1. `==` and startswith() with a literal are emitted inline,
+ * one byte compare each (render/expr_c.py).
  */
 #ifndef PLANRUNNER_EXPR_HELPERS_H
 #define PLANRUNNER_EXPR_HELPERS_H
@@ -50,19 +51,6 @@ static __always_inline __s64 pr_smod(__s64 a, __s64 b)
 	return (__s64)(a < 0 ? -r : r);
 }
 
-/* The string in buf equals the literal lit (litlen bytes). */
-static __always_inline int pr_str_eq(const char *buf, int bufsize, const char *lit, int litlen)
-{
-	int i;
-
-	if (litlen > bufsize)
-		return 0;
-	for (i = 0; i < litlen; i++)
-		if (buf[i] != lit[i])
-			return 0;
-	return litlen == bufsize || buf[litlen] == 0;
-}
-
 /* Two strings held in buffers are equal (compared up to the smaller buffer). */
 static __always_inline int pr_strbuf_eq(const char *a, int asize, const char *b, int bsize)
 {
@@ -81,21 +69,9 @@ static __always_inline int pr_strbuf_eq(const char *a, int asize, const char *b,
 	return 1;
 }
 
-/* The string in buf starts with the literal. */
-static __always_inline int pr_str_startswith(const char *buf, int bufsize, const char *lit,
-					     int litlen)
-{
-	int i;
-
-	if (litlen > bufsize)
-		return 0;
-	for (i = 0; i < litlen; i++)
-		if (buf[i] != lit[i])
-			return 0;
-	return 1;
-}
-
-/* The literal occurs in the string in buf (never past its NUL). */
+/* The literal occurs in the string in buf (never past its NUL). lit is a buffer the
+ * program filled byte by byte (render/expr_c.py: never a C string literal, which bcc
+ * would leave in an unrelocated .rodata). */
 static __always_inline int pr_str_contains(const char *buf, int bufsize, const char *lit,
 					   int litlen)
 {

@@ -5,14 +5,16 @@
 /* Per-CPU counters (render/model.py Counter): [0] records lost (ring buffer full),
    [1] aggregation keys dropped (map full), [2] bytes submitted since the last forced
    wakeup, [3] span begins that replaced an open begin of their key, [4] nested span
-   begins deeper than settings.span_depth (not timed), [5] stacks not captured. */
+   begins deeper than settings.span_depth (not timed), [5] stacks not captured; [6] not
+   a counter: this CPU's wakeup threshold in bytes, 0 until its first record. */
 #define PR_LOST_RINGBUF 0
 #define PR_LOST_MAPFULL 1
 #define PR_SUBMITS 2
 #define PR_SPAN_REPLACED 3
 #define PR_SPAN_OVERFLOW 4
 #define PR_STACK_LOST 5
-BPF_PERCPU_ARRAY(pr_counters, __u64, 6);
+#define PR_WAKE_AT 6
+BPF_PERCPU_ARRAY(pr_counters, __u64, 7);
 
 static __always_inline void pr_count(__u32 which)
 {
@@ -26,20 +28,31 @@ static __always_inline void pr_count(__u32 which)
    long. One wakeup per record costs ~10x the uprobe. The share is 1/PR_WAKEUP_SHARE of
    the ring, or 1/(2 * CPUs) on a host with more than PR_WAKEUP_SHARE / 2 CPUs: what all
    CPUs hold back without a wakeup stays under half the ring. The CPU count is the
-   runtime's (pr_config), so the C is the same on every host. */
-static __always_inline __u64 pr_wakeup_flags(__u64 size)
+   runtime's (pr_config), so the C is the same on every host. The threshold is worked
+   out on each CPU's first record and kept beside its byte count (PR_WAKE_AT): later
+   records touch no config line and divide nothing. */
+static __always_inline __u64 pr_wake_at(void)
 {
-    __u32 which = PR_SUBMITS;
-    __u64 *n = pr_counters.lookup(&which);
-    if (!n)
-        return 0;
-    *n += size;
     __u32 key = PR_CFG_NR_CPUS;
     __u32 *cpus = pr_config.lookup(&key);
     __u64 share = PR_WAKEUP_SHARE;
     if (cpus && *cpus > PR_WAKEUP_SHARE / 2)
         share = 2 * (__u64)*cpus;
-    if (*n < PR_RINGBUF_BYTES / share)
+    return PR_RINGBUF_BYTES / share;
+}
+
+static __always_inline __u64 pr_wakeup_flags(__u64 size)
+{
+    __u32 which = PR_SUBMITS;
+    __u64 *n = pr_counters.lookup(&which);
+    which = PR_WAKE_AT;
+    __u64 *at = pr_counters.lookup(&which);
+    if (!n || !at)
+        return 0;
+    if (!*at)
+        *at = pr_wake_at();
+    *n += size;
+    if (*n < *at)
         return BPF_RB_NO_WAKEUP;
     *n = 0;
     return BPF_RB_FORCE_WAKEUP;

@@ -81,6 +81,12 @@ class Body:
     faults: bool = False
     sleepable: bool = False
     announces: bool = False  # sends "new process" notices (pid_notice_lines)
+    # string arguments read straight into their print record (render/program.py
+    # `_print_only_strings`), not at the top of the body
+    direct: frozenset[int] = frozenset()
+    # the scratch holds only those strings' buffers: looked up where one is too long
+    # (direct_read_lines), not at the top of the body
+    lazy_scratch: bool = False
     _tmp: int = 0
 
     # -- LoweringContext (render/expr_c.py) ------------------------------------------
@@ -189,6 +195,8 @@ def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
         body.members.append(f"char s{i}[{slot.size + 1}];")
         body.members.append(f"__s64 st{i};")
         body.members.append(f"__u32 n{i};")
+        if i in body.direct:
+            continue
         if slot.kind == "lstring" and slot.length_expr is not None:
             low = lower(slot.length_expr, body)
             lines.extend(low.prelude)
@@ -308,6 +316,7 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
     fills: list[str] = []
     last = layout.last_string if layout.variable else None
     last_copy: tuple[str, str] = ("", "")  # (the string's length, its source buffer)
+    direct: int | None = None  # the argument read straight into the record (Body.direct)
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
         if lf.kind == "ucopy":
             fills += ustack_copy_lines(f"ev->{lf.member}_", lf.size)
@@ -328,7 +337,11 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
             source = body.string_source(texpr.ref) if isinstance(texpr, TRef) else None
             fills.append(f"{dst}_ptr = {source.ptr if source else '0'};")
             fills.append(f"{dst}_st = {source.status if source else 'PR_STR_OK'};")
-            if lf is last:
+            if lf is last and isinstance(texpr, TRef) and isinstance(texpr.ref, ArgRef) \
+                    and texpr.ref.index in body.direct:
+                direct = texpr.ref.index
+                fills[-1] = f"{dst}_st = pr_st_{layout.output_id};"
+            elif lf is last:
                 assert source is not None and source.length, "layout_for: length known"
                 last_copy = (source.length, low.c)
             else:
@@ -339,28 +352,76 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
             if lf.kind == "stack":
                 fills.append(f"if ({dst} < 0 && {dst} != -EFAULT) pr_count(PR_STACK_LOST);")
     rec = f"struct {layout.c_name}"
-    if last is None:
+    if last is not None and direct is not None:
+        lines += direct_read_lines(layout, last, direct, body)
+        size = f"pr_size_{layout.output_id}"
+    elif last is None:
         size = f"sizeof({rec})"
         lines.append(f"{rec} *ev = pr_events.ringbuf_reserve({size});")
     else:
         lines += _reserve_by_length(layout, last, *last_copy)
         size = f"pr_size_{layout.output_id}"
-    lines.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")
+    if direct is None:
+        lines.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")
     lines.append(f"pr_fill_hdr(&ev->h, {layout.output_id}, pr_id, {body.builtin('ts')});")
     lines.extend(fills)
     lines.append(f"pr_events.ringbuf_submit(ev, pr_wakeup_flags({size}));")
     return lines
 
 
-def _reserve_by_length(layout: RecordLayout, last: LayoutField, length: str, src: str
-                       ) -> list[str]:
+def direct_read_lines(layout: RecordLayout, last: LayoutField, index: int, body: Body
+                      ) -> list[str]:
+    """Read string argument `index` straight into the smallest record that may hold it;
+    one that does not fit (the reader says it was cut) is discarded, read whole into
+    scratch and reserved by its length (`_reserve_by_length`, as without this path).
+    Sets `ev`, `pr_size_N` and the status `pr_st_N`."""
+    n, small = layout.output_id, layout.sizes[0]
+    room = min(small - layout.prefix_size, last.size)
+    rec, dst, fault = f"struct {layout.c_name}", f"ev->{last.member}", body.fault_arg()
+    body.need(Helper.READ_STR)
+    whole = f"sc->s{index}"
+    lookup = scratch_lookup_lines(body) if body.lazy_scratch else []
+    return [
+        f"__u32 pr_size_{n} = {small};",
+        f"__u32 pr_len_{n};",
+        f"{rec} *ev = pr_events.ringbuf_reserve({small});",
+        "if (!ev) { pr_count(PR_LOST_RINGBUF); break; }",
+        f"__s64 pr_st_{n} = pr_read_str({dst}, {room}, a->v{index}, {fault}, &pr_len_{n});",
+        f"if (pr_st_{n} == PR_STR_TRUNCATED) {{",
+        "    pr_events.ringbuf_discard(ev, BPF_RB_NO_WAKEUP);",
+        *[f"    {line}" for line in lookup],
+        f"    pr_st_{n} = pr_read_str({whole}, {last.size}, a->v{index}, {fault}, "
+        f"&pr_len_{n});",
+        *[f"    {line}" for line in _reserve_by_length(layout, last, f"pr_len_{n}", whole,
+                                                      declare=False)],
+        "    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }",
+        "}",
+    ]
+
+
+def scratch_lookup_lines(body: Body) -> list[str]:
+    """Look the scratch up here (Body.lazy_scratch), as the template does at the top of
+    other bodies: the task's own under PR_SLEEPABLE, else the CPU's."""
+    name = body.scratch_name
+    percpu = ["__u32 pr_zero = 0;", f"struct {name} *sc = {name}.lookup(&pr_zero);"]
+    if not body.sleepable:
+        return [*percpu, "if (!sc) break;"]
+    return ["#ifdef PR_SLEEPABLE",
+            f"struct {name} *sc = {name}.task_storage_get(",
+            "    bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);",
+            "#else", *percpu, "#endif", "if (!sc) break;"]
+
+
+def _reserve_by_length(layout: RecordLayout, last: LayoutField, length: str, src: str,
+                       declare: bool = True) -> list[str]:
     """Reserve the smallest of the layout's sizes that holds the last string (`length`
     bytes with its NUL), and copy the string into it. Each branch reserves a constant
     size and copies at most what it reserved, so the verifier sees every access in
     bounds on its own path."""
     n = layout.output_id
     rec, dst = f"struct {layout.c_name}", f"ev->{last.member}"
-    out = [f"__u32 pr_len_{n} = {length};", f"__u32 pr_size_{n};", f"{rec} *ev;"]
+    out = ([f"__u32 pr_len_{n} = {length};", f"__u32 pr_size_{n};", f"{rec} *ev;"]
+           if declare else [])
     for i, size in enumerate(layout.sizes):
         room = min(size - layout.prefix_size, last.size)
         head = "if" if i == 0 else "} else if"

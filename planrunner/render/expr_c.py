@@ -15,8 +15,12 @@ Contract:
   division and modulo go through helpers (run-time x/0 is 0 and x%0 is x, as in the BPF
   ISA; signed division never emits BPF's signed-division instruction); a run-time shift
   count is masked with `& 63`. Bool operands are always 0/1 (`!!` on bool variables).
-- User text reaches C only through `c_string_literal` (string constants) and
-  `c_int_literal` (numbers). Names become the C of their reference, never the name.
+- User text reaches C only as numbers: `c_int_literal`, and string constants as their
+  byte values (`c_byte`), compared byte by byte (`==`, `!=`, startswith) or stored into
+  a scratch buffer (`contains` and a literal used as a value). Never as a C string
+  literal: clang puts one it cannot fold into .rodata, which bcc does not relocate, so
+  the program would read address 0 (a verifier failure, or an empty string).
+  Names become the C of their reference, never the name.
 The helpers called here live in templates/expr_helpers.h.
 """
 
@@ -30,6 +34,7 @@ from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StrType, Typ
 from planrunner.render.needs import Helper
 
 _INT64_MIN = -(1 << 63)
+NUL = b"\0"
 
 
 class LoweringContext(Protocol):
@@ -62,20 +67,22 @@ class Lowered:
     c: str
 
 
-def c_string_literal(data: bytes) -> str:
-    """A C string literal holding exactly `data`: printable ASCII stays readable; every other
-    byte, and `"`, `\\`, `?` (trigraphs) and a `/` next to `*` (comment delimiters) become
-    three-digit octal escapes, so no input can end the literal or a surrounding comment."""
-    out = ['"']
-    for i, byte in enumerate(data):
-        ch = chr(byte)
-        near_star = ch == "/" and (data[i - 1:i] == b"*" or data[i + 1:i + 2] == b"*")
-        if 0x20 <= byte < 0x7F and ch not in '"\\?' and not near_star:
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03o}")
-    out.append('"')
-    return "".join(out)
+def c_byte(byte: int) -> str:
+    """A C constant a `char` can hold, of value `byte` (0..255): the number, with a cast
+    above 127 (so gcc and clang see no overflowing conversion)."""
+    if not 0 <= byte <= 255:
+        raise ValueError(f"{byte} is not a byte")
+    return str(byte) if byte < 0x80 else f"(char){byte}"
+
+
+def c_literal_comment(data: bytes) -> str:
+    """A `/* "..." */` comment showing a string constant next to its bytes."""
+    return f'/* "{c_comment_text(data.decode("utf-8", "backslashreplace"))}" */'
+
+
+def _bytes_match(buf: str, data: bytes, at: str = "") -> list[str]:
+    """C tests that the bytes of `buf` from offset `at` (C, default 0) are `data`."""
+    return [f"((const __u8 *)({buf}))[{at}{i}] == {byte}" for i, byte in enumerate(data)]
 
 
 def c_comment_text(text: str) -> str:
@@ -83,7 +90,10 @@ def c_comment_text(text: str) -> str:
     expression next to its C): non-printable ASCII and non-ASCII become `?`, and comment
     delimiters and trigraph starts are broken up."""
     safe = "".join(ch if 0x20 <= ord(ch) < 0x7F else "?" for ch in text)
-    return safe.replace("*/", "* /").replace("/*", "/ *").replace("??", "?-?")
+    safe = safe.replace("*/", "* /").replace("/*", "/ *")
+    while "??" in safe:  # "???" keeps a "??" after one pass
+        safe = safe.replace("??", "?-?")
+    return safe
 
 
 def c_int_literal(value: int, type_: IntType) -> str:
@@ -110,14 +120,15 @@ class _Lowerer:
         self.ctx = ctx
         self.prelude: list[str] = []
         self.reads: dict[T.TStrRead, str] = {}
+        self.literals: dict[bytes, str] = {}
 
     def expr(self, t: T.TExpr) -> str:
         if isinstance(t, T.TIntConst):
             return c_int_literal(t.value, t.type)
         if isinstance(t, T.TBoolConst):
             return "1" if t.value else "0"
-        if isinstance(t, T.TStrConst):
-            return c_string_literal(t.value)
+        if isinstance(t, T.TStrConst):  # a value: its bytes in a buffer
+            return self.literal_buffer(t.value)
         if isinstance(t, T.TRef):
             return self.var(t)
         if isinstance(t, T.TUnary):
@@ -131,10 +142,7 @@ class _Lowerer:
         if isinstance(t, T.TUsym):  # the address; the reader names it (runtime/stacks.py)
             return self.as_int(t.addr, UINT64)
         if isinstance(t, T.TStrTest):
-            buf, size = self.string(t.subject)
-            self.ctx.need(Helper.EXPR)
-            return (f"pr_str_{t.func}({buf}, {size}, {c_string_literal(t.needle)}, "
-                    f"{len(t.needle)})")
+            return self.str_test(t)
         raise TypeError(f"not a typed expression node: {t!r}")
 
     def var(self, t: T.TRef) -> str:
@@ -207,15 +215,53 @@ class _Lowerer:
         return self.expr(t), t.type.size
 
     def str_eq(self, t: T.TStrEq) -> str:
-        left, lsize = self.string(t.left)
-        self.ctx.need(Helper.EXPR)
         if isinstance(t.right, T.TStrConst):
             lit = t.right.value
-            call = f"pr_str_eq({left}, {lsize}, {c_string_literal(lit)}, {len(lit)})"
+            if isinstance(t.left, T.TStrConst):
+                same = t.left.value == lit
+                return "1" if same == (t.op == "==") else "0"
+            left, lsize = self.string(t.left)
+            assert len(lit) < lsize, "expr/check.py refuses a literal longer than the buffer"
+            # the literal's bytes, then its end: the NUL
+            call = self.match(left, lit + NUL)
         else:
+            left, lsize = self.string(t.left)
             right, rsize = self.string(t.right)
+            self.ctx.need(Helper.EXPR)
             call = f"pr_strbuf_eq({left}, {lsize}, {right}, {rsize})"
         return call if t.op == "==" else f"(!{call})"
+
+    def match(self, buf: str, data: bytes) -> str:
+        """`buf` starts with `data`: one byte compare each, the constants in the code."""
+        shown = c_literal_comment(data.removesuffix(NUL))
+        return f"({shown} " + " && ".join(_bytes_match(buf, data)) + ")"
+
+    def str_test(self, t: T.TStrTest) -> str:
+        if isinstance(t.subject, T.TStrConst):
+            hit = (t.subject.value.startswith(t.needle) if t.func == "startswith"
+                   else t.needle in t.subject.value)
+            return "1" if hit else "0"
+        buf, size = self.string(t.subject)
+        assert len(t.needle) < size, "expr/check.py refuses a needle longer than the buffer"
+        if not t.needle:
+            return "1"
+        if t.func == "startswith":
+            return self.match(buf, t.needle)
+        self.ctx.need(Helper.EXPR)
+        needle = self.literal_buffer(t.needle)
+        return f"pr_str_contains({buf}, {size}, {needle}, {len(t.needle)})"
+
+    def literal_buffer(self, data: bytes) -> str:
+        """A scratch buffer holding `data` and its NUL, stored byte by byte by the
+        prelude (once per expression for each literal)."""
+        if data in self.literals:
+            return self.literals[data]
+        buf = self.ctx.alloc(len(data) + 1)
+        stores = [f"{buf}[{i}] = {c_byte(b)};" for i, b in enumerate(data + NUL)]
+        self.prelude.append(c_literal_comment(data))
+        self.prelude.extend(" ".join(stores[i:i + 8]) for i in range(0, len(stores), 8))
+        self.literals[data] = buf
+        return buf
 
     def str_read(self, t: T.TStrRead) -> str:
         if t in self.reads:

@@ -168,7 +168,9 @@ class RenderedProgram:
     span_depth: int = 64  # settings.span_depth, for the report of deeper nested calls
     # Maps the runtime reads or fills, by their C names.
     events_map: str = "pr_events"  # the ring buffer of print records
-    counters_map: str = "pr_counters"  # per-CPU __u64 array indexed by Counter
+    # per-CPU __u64 array indexed by Counter, then one slot more: each CPU's wakeup
+    # threshold (templates/record_helpers.h PR_WAKE_AT), not a counter
+    counters_map: str = "pr_counters"
     config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
     scope_pids_map: str = "pr_scope_pids"  # __u32 tgid -> __u32 SCOPE_GIVEN or child
     scope_comms_map: str = "pr_scope_comms"  # char[16] comm -> __u32

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from planrunner.expr.typed import Builtin
+from planrunner.expr.typed import ArgRef, Builtin, TRef
 from planrunner.expr.types import StackType
 from planrunner.render import aggregates
 from planrunner.render.bodies import (
@@ -61,7 +61,7 @@ from planrunner.render.stacks import (
 from planrunner.render.stacks import arg_members as stack_members
 from planrunner.render.stacks import thunk_lines as stack_thunk_lines
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
-from planrunner.resolve.usage import output_exprs
+from planrunner.resolve.usage import arg_indexes, output_exprs
 
 # A CPU forces a consumer wakeup once it has submitted this share of the ring buffer
 # since its last one (a watermark in bytes); the consumer also drains every POLL_MS, so
@@ -112,6 +112,7 @@ class ProbeView:
     thunks: list[dict[str, object]] = field(default_factory=list)
     kind: str = "uprobe"
     sleepable: bool = False  # reads user strings: sleepable where the kernel allows
+    lazy_scratch: bool = False  # the body looks its scratch up itself (Body.lazy_scratch)
 
 
 @dataclass
@@ -163,15 +164,65 @@ def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
     return blocks
 
 
+def _print_only_strings(resolved: ResolvedPlan, probe: ResolvedProbe) -> frozenset[int]:
+    """The string arguments whose only reader is the last string of one variable print
+    record (render/bodies.py `direct_read_lines`): no filter, key, span or other field
+    reads them, so the body reads each straight into the record (one copy, not two), and
+    only for the events that print."""
+    if probe.spec.kind == "tracepoint" or any(
+            span.spec.kind == "span" and probe.spec.name in (span.spec.begin, span.spec.end)
+            for span in resolved.probes):
+        return frozenset()
+    outs = [o for o in resolved.outputs if o.spec.probe == probe.spec.name]
+    direct = set()
+    for slot in probe.slots:
+        if slot.kind != "string" or slot.index in arg_indexes([probe.where]):
+            continue
+        users = [o for o in outs if slot.index in arg_indexes(output_exprs([o]))]
+        if len(users) != 1 or users[0].spec.kind != "print":
+            continue
+        out = users[0]
+        fields = [(f.key, f.expr) for f in out.fields]
+        readers = [i for i, (_k, e) in enumerate(fields) if slot.index in arg_indexes([e])]
+        if len(readers) != 1 or slot.index in arg_indexes([out.where]):
+            continue
+        expr = fields[readers[0]][1]
+        last = layout_for(out.spec.index, fields, probe.stack).last_string
+        if (isinstance(expr, TRef) and expr.ref == ArgRef(slot.index) and last is not None
+                and last.member == f"f{readers[0]}"
+                and layout_for(out.spec.index, fields, probe.stack).variable):
+            direct.add(slot.index)
+    return frozenset(direct)
+
+
+def _scratch_only_when_long(resolved: ResolvedPlan, probe: ResolvedProbe,
+                            trial: Body) -> bool:
+    """Whether the probe's scratch holds nothing but its print-only strings' buffers
+    (`_print_only_strings`): then only a string too long for the smallest record needs
+    it, and the body looks it up there (a task-storage lookup in a sleepable probe).
+    Found by emitting the body once into `trial`, thrown away with what it emitted."""
+    if not trial.direct:
+        return False
+    string_reads(probe, trial)
+    _ = condition(probe.where, trial)
+    _ = _output_blocks(resolved, probe.spec.name, trial, _Outputs())
+    own = {m for i in trial.direct for m in (f"s{i}[", f"st{i};", f"n{i};")}
+    return all(any(f" {m}" in member for m in own) for member in trial.members)
+
+
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                 helpers: set[Helper]) -> ProbeView:
     c_name = c_ident(probe.spec.name)
     # a probe that captures stacks is not made sleepable: its scratch may hold a 16 KiB
     # stack copy (per-CPU; a sleepable body's scratch is task storage), and perf events
     # cannot sleep; its strings fall back to the user-space re-read
-    body = Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
-                faults=probe.spec.kind not in ("tracepoint", "profile", "interval")
-                and not probe.stacks, stack=probe.stack)
+    def new_body(lazy: bool) -> Body:
+        return Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
+                    faults=probe.spec.kind not in ("tracepoint", "profile", "interval")
+                    and not probe.stacks, stack=probe.stack,
+                    direct=_print_only_strings(resolved, probe), lazy_scratch=lazy)
+
+    body = new_body(_scratch_only_when_long(resolved, probe, new_body(False)))
     lines = string_reads(probe, body)
     for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
         if span.spec.kind == "span" and span.spec.nested:
@@ -191,7 +242,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     view = ProbeView(probe.spec.name, c_name, members,
                      body.scratch_name, body.members, lines,
                      [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
-                     sleepable=body.sleepable)
+                     sleepable=body.sleepable, lazy_scratch=body.lazy_scratch)
     for site in probe.sites:
         if site.kind == "tracepoint":
             reads = tracepoint_reads(probe)

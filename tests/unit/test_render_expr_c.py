@@ -18,9 +18,9 @@ from planrunner.expr.typed import ArgRef, Ref
 from planrunner.expr.types import BOOL, INT8, INT32, INT64, UINT16, UINT32, UINT64, StrType, Type
 from planrunner.render.expr_c import (
     Lowered,
+    c_byte,
     c_comment_text,
     c_int_literal,
-    c_string_literal,
     lower,
 )
 from planrunner.render.needs import Helper
@@ -95,38 +95,37 @@ def test_c_int_literal_refuses_out_of_range() -> None:
         c_int_literal(-1, UINT32)
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    (b"SELECT", '"SELECT"'),
-    (b"", '""'),
-    (b'"; system("x"); //', r'"\042; system(\042x\042); //"'),
-    (b"a */ b /* c", r'"a \052\057 b \057\052 c"'.replace(r"\052", "*")),
-    (b"\n#include <x>", r'"\012#include <x>"'),
-    (b"back\\slash", r'"back\134slash"'),
-    (b"??/", r'"\077\077/"'),
-    (b"nul\0byte", r'"nul\000byte"'),
-    (b"\x001", r'"\0001"'),  # three digits: the 1 stays a separate character
-    ("é".encode(), r'"\303\251"'),
-    (b"\x7f\xff\t", r'"\177\377\011"'),
+@pytest.mark.parametrize(("byte", "expected"), [
+    (0, "0"), (34, "34"), (127, "127"), (128, "(char)128"), (255, "(char)255"),
 ])
-def test_c_string_literal_escapes_everything_dangerous(data: bytes, expected: str) -> None:
-    assert c_string_literal(data) == expected
+def test_c_byte(byte: int, expected: str) -> None:
+    assert c_byte(byte) == expected
 
 
-def test_c_string_literal_keeps_no_comment_delimiter_or_trigraph() -> None:
-    for data in (b"*/", b"/*", b"**//**", b"a*/b", b"??=", b"x/*/y"):
-        out = c_string_literal(data)[1:-1]
-        assert "*/" not in out and "/*" not in out and "??" not in out and '"' not in out
+def test_c_byte_refuses_what_is_not_a_byte() -> None:
+    for bad in (-1, 256):
+        with pytest.raises(ValueError):
+            c_byte(bad)
+
+
+def match(buf: str, data: bytes, shown: str | None = None) -> str:
+    """The inline compare expr_c emits: `buf` starts with `data`."""
+    text = data.rstrip(b"\0").decode() if shown is None else shown
+    return (f'(/* "{text}" */ '
+            + " && ".join(f"((const __u8 *)({buf}))[{i}] == {b}" for i, b in enumerate(data))
+            + ")")
 
 
 def test_c_comment_text() -> None:
     assert c_comment_text('a */ b /* c ??/ \n é') == "a * / b / * c ?-?/ ? ?"
+    assert c_comment_text("\n??/") == "?-?-?/"
 
 
 LOWERING_CASES = [
     ("42", "42LL"), ("0xffffffffffffffff", "18446744073709551615ULL"), ("5ms", "5000000ULL"),
-    ("true", "1"), ("false", "0"), ('"q"', '"q"'),
+    ("true", "1"), ("false", "0"),
     ("a", "((__s64)(v_a))"), ("b", "((__s8)(v_b))"), ("f", "(!!(v_f))"), ("s", "(v_s)"),
-    ("k", "7ULL"), ("neg", "((__s32)(-2LL))"), ("on", "1"), ("lit", r'"x\042*\057"'),
+    ("k", "7ULL"), ("neg", "((__s32)(-2LL))"), ("on", "1"),
     ("-a", "((__s64)(-((__u64)((__s64)(v_a)))))"), ("-u", "(-((__u64)(v_u)))"),
     ("~i", "(~((__s64)((__s32)(v_i))))"), ("!a", "(!((__s64)(v_a)))"), ("-5", "(-5LL)"),
     ("a + i", "((__s64)(((__u64)((__s64)(v_a))) + ((__u64)((__s32)(v_i)))))"),
@@ -147,12 +146,14 @@ LOWERING_CASES = [
     ("w == k", "(((__u64)((__u32)(v_w))) == 7ULL)"),
     ("f && a", "((!!(v_f)) && ((__s64)(v_a)))"), ("f || on", "((!!(v_f)) || 1)"),
     ("f == (a > 0)", "((!!(v_f)) == (((__s64)(v_a)) > 0LL))"), ("f ^ on", "((!!(v_f)) ^ 1)"),
-    ('s == "bash"', 'pr_str_eq((v_s), 16, "bash", 4)'),
-    ('"bash" != s', '(!pr_str_eq((v_s), 16, "bash", 4))'),
+    ('s == "bash"', match("(v_s)", b"bash\0")),
+    ('"bash" != s', "(!" + match("(v_s)", b"bash\0") + ")"),
     ("s == t", "pr_strbuf_eq((v_s), 16, (v_t), 8)"),
-    ("s == lit", r'pr_str_eq((v_s), 16, "x\042*\057", 4)'),
-    ('contains(s, "a?")', r'pr_str_contains((v_s), 16, "a\077", 2)'),
-    ('startswith(t, "/usr")', 'pr_str_startswith((v_t), 8, "/usr", 4)'),
+    ("s == lit", match("(v_s)", b'x"*/\0', 'x"* /')),
+    ('startswith(t, "/usr")', match("(v_t)", b"/usr")),
+    ('s == ""', match("(v_s)", b"\0")), ('startswith(s, "")', "1"),
+    ('"ab" == "ab"', "1"), ('"ab" != "ab"', "0"), ('"ab" == "b"', "0"),
+    ('contains("abc", "bc")', "1"), ('startswith("abc", "bc")', "0"),
 ]
 
 
@@ -161,19 +162,41 @@ def test_lowering_output(text: str, expected: str) -> None:
     assert low(text) == Lowered((), expected)
 
 
+def test_literal_values_are_stored_byte_by_byte() -> None:
+    """A literal as a value (or the needle of contains()) is a scratch buffer the prelude
+    fills with numbers, once per literal: never a C string literal (expr_c's docstring)."""
+    slots = Slots()
+    out = low('contains(s, "a\\xe9") && contains(t, "a\\xe9") && contains(s, "0123456789")',
+              slots)
+    assert slots.sizes == [3, 11]
+    assert out.prelude == (
+        '/* "a\\xe9" */', "sc->s0[0] = 97; sc->s0[1] = (char)233; sc->s0[2] = 0;",
+        '/* "0123456789" */',
+        "sc->s1[0] = 48; sc->s1[1] = 49; sc->s1[2] = 50; sc->s1[3] = 51; sc->s1[4] = 52; "
+        "sc->s1[5] = 53; sc->s1[6] = 54; sc->s1[7] = 55;",
+        "sc->s1[8] = 56; sc->s1[9] = 57; sc->s1[10] = 0;")
+    assert out.c == ("((pr_str_contains((v_s), 16, sc->s0, 2) && "
+                     "pr_str_contains((v_t), 8, sc->s0, 2)) && "
+                     "pr_str_contains((v_s), 16, sc->s1, 10))")
+    value = low('"hi"', Slots())
+    assert value == Lowered(('/* "hi" */', "sc->s0[0] = 104; sc->s0[1] = 105; sc->s0[2] = 0;"),
+                            "sc->s0")
+
+
 def test_str_reads_into_allocated_buffers() -> None:
     slots = Slots()
     out = low('str(u) == "x" && contains(str(u), "y") && str(a, 8) == str(u, n)', slots)
-    assert slots.sizes == [33, 9, 33]
+    assert slots.sizes == [33, 2, 9, 33]
     assert out.prelude == (
         "bpf_probe_read_user_str(sc->s0, 33, (const void *)(unsigned long)((__u64)(v_u)));",
-        "bpf_probe_read_user_str(sc->s1, 9, (const void *)(unsigned long)"
+        '/* "y" */', "sc->s1[0] = 121; sc->s1[1] = 0;",
+        "bpf_probe_read_user_str(sc->s2, 9, (const void *)(unsigned long)"
         "((__u64)((__s64)(v_a))));",
-        "pr_read_user_n(sc->s2, 33, (const void *)(unsigned long)((__u64)(v_u)), "
+        "pr_read_user_n(sc->s3, 33, (const void *)(unsigned long)((__u64)(v_u)), "
         "((__s64)((__s32)(v_n))), PR_NOFAULT);",
     )
-    assert out.c == ('((pr_str_eq(sc->s0, 33, "x", 1) && pr_str_contains(sc->s0, 33, "y", 1)) '
-                     "&& pr_strbuf_eq(sc->s1, 9, sc->s2, 33))")
+    assert out.c == ("((" + match("sc->s0", b"x\0") + " && pr_str_contains(sc->s0, 33, sc->s1, 1)) "
+                     "&& pr_strbuf_eq(sc->s2, 9, sc->s3, 33))")
 
 
 def test_str_reads_fault_pages_in_where_the_context_allows() -> None:
@@ -189,8 +212,9 @@ def test_str_reads_fault_pages_in_where_the_context_allows() -> None:
 
 
 @pytest.mark.parametrize(("text", "helper"), [
-    ("a / i", True), ("u % w", True), ("u / 10", False), ('s == "x"', True),
-    ('contains(s, "x")', True), ("str(u, n) == s", True), ('str(u) == "x"', True),
+    ("a / i", True), ("u % w", True), ("u / 10", False), ('s == "x"', False),
+    ('contains(s, "x")', True), ("str(u, n) == s", True), ('str(u) == "x"', False),
+    ('startswith(s, "x")', False),
     ("a + 1 > u", False), ("s == t", True),
 ])
 def test_helpers_needed_are_reported(text: str, helper: bool) -> None:
@@ -206,16 +230,23 @@ def test_str_value_is_the_buffer() -> None:
 
 # -- injection ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "expected_c"), [
-    (r'q == "\"; system(\"x\"); //"', r'pr_str_eq((v_q), 64, "\042; system(\042x\042); //", 18)'),
-    (r's == "*/ evil(); /*"', r'pr_str_eq((v_s), 16, "*\057 evil(); \057*", 13)'),
-    (r's == "\n#include <x>"', r'pr_str_eq((v_s), 16, "\012#include <x>", 13)'),
-    (r's == "\\"', r'pr_str_eq((v_s), 16, "\134", 1)'),
-    (r's == "??/"', r'pr_str_eq((v_s), 16, "\077\077/", 3)'),
-    (r'contains(s, "\x22)")', r'pr_str_contains((v_s), 16, "\042)", 2)'),
+@pytest.mark.parametrize(("text", "data"), [
+    (r'q == "\"; system(\"x\"); //"', b'"; system("x"); //\0'),
+    (r's == "*/ evil(); /*"', b"*/ evil(); /*\0"),
+    (r's == "\n#include <x>"', b"\n#include <x>\0"),
+    (r's == "\\"', b"\\\0"),
+    (r's == "??/"', b"??/\0"),
+    (r'startswith(s, "\x22)")', b'")'),
 ])
-def test_plan_strings_lower_to_inert_literals(text: str, expected_c: str) -> None:
-    assert low(text) == Lowered((), expected_c)
+def test_plan_strings_lower_to_numbers(text: str, data: bytes) -> None:
+    """A literal's bytes reach the C as numbers; its text only in a comment that cannot
+    be closed early."""
+    out = low(text)
+    comment, _, code = out.c[1:-1].partition(" */ ")
+    assert comment.startswith("/* ") and "*/" not in comment and "??" not in comment
+    buf = "v_q" if text.startswith("q") else "v_s"
+    assert code == " && ".join(f"((const __u8 *)(({buf})))[{i}] == {b}"
+                               for i, b in enumerate(data))
 
 
 @pytest.mark.parametrize("text", [
@@ -235,7 +266,7 @@ def test_plan_names_never_reach_the_c() -> None:
                   string_size=8)
     out = lower(texpr, Slots())
     assert "system" not in out.c and "begin" not in out.c
-    assert out.c == '((((__s64)(ctx_arg3)) > 1LL) && pr_str_eq((bq), 8, "z", 1))'
+    assert out.c == "((((__s64)(ctx_arg3)) > 1LL) && " + match("(bq)", b"z\0") + ")"
 
 
 # -- compile and run with gcc --------------------------------------------------------------
@@ -284,6 +315,11 @@ RUN_CASES = [
     ('startswith(str(addr, 4), "hell") && str(addr, 4) == "hell"', True),
     ('str(addr, n) == "hello"', True), ('str(addr, i) == ""', True),
     ('str(addr, u + 100) == "hello SELECT world"', True),
+    ('str(addr) == "hello SELECT worl"', False), ('str(addr) == "hello SELECT world!"', False),
+    ('startswith(str(addr), "hello SELECT world")', True), ('startswith(s, "bash!")', False),
+    ('contains(str(addr), "SELECT world")', True), ('contains(str(addr), "world!")', False),
+    ('s != "bash" || t == "b"', False), ('t == "ba" && t != "b"', True),
+    ('"x\\xe9" == "x\\xe9"', True), ('contains(str(addr), "\\xe9")', False),
 ]
 
 RUN_SCOPE = DictScope({**SCOPE.symbols, "addr": sym(UINT64, "(__u64)(unsigned long)u_str")})

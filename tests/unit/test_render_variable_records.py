@@ -5,13 +5,17 @@ smallest size class; and the C reserves one constant size per class."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from planrunner.diagnostics import Span
 from planrunner.expr.typed import ArgRef, BuiltinRef, CaptureRef, TExpr, TRef, TStrRead
 from planrunner.expr.types import INT64, UINT64, StrType
+from planrunner.pipeline import compile_plan
 from planrunner.render.bodies import Body, layout_for, print_block
 from planrunner.resolve.model import ArgSlot
 
 SPAN = Span("plan.yaml", 1, 1)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def arg_str(index: int, size: int) -> TRef:
@@ -57,3 +61,59 @@ def test_each_size_is_reserved_as_a_constant_and_the_copy_stays_within_it() -> N
     assert "bpf_probe_read_kernel_str(ev->f0, 129, (sc->s2));" in c
     assert c.count("ringbuf_reserve(") == 3
     assert c.endswith("pr_events.ringbuf_submit(ev, pr_wakeup_flags(pr_size_0));")
+
+
+def test_the_direct_path_reads_the_string_into_the_smallest_record_first() -> None:
+    body = Body("pr_scratch_p", {2: ArgSlot(2, "s", "string", 128, False, 0)},
+                direct=frozenset({2}))
+    fields: list[tuple[str, TExpr]] = [("s", arg_str(2, 129))]
+    c = "\n".join(print_block(layout_for(0, fields), fields, None, body))
+    head = c.split("if (pr_st_0 == PR_STR_TRUNCATED)")[0]
+    assert "struct pr_rec_0 *ev = pr_events.ringbuf_reserve(72);" in head
+    assert "pr_st_0 = pr_read_str(ev->f0, 16, a->v2, PR_NOFAULT, &pr_len_0);" in head
+    assert "sc->" not in head  # the scratch only when the string is longer
+    assert "pr_events.ringbuf_discard(ev, BPF_RB_NO_WAKEUP);" in c
+    assert "pr_read_str(sc->s2, 129, a->v2, PR_NOFAULT, &pr_len_0);" in c
+    assert "ev->f0_st = pr_st_0;" in c
+
+
+PLAN = """planrunner: 1
+name: direct
+targets: {{d: {{binary: {root}/tests/fixtures/elf/bin/demo}}}}
+probes:
+  p:
+    usdt: d:demo:request__start
+    args: [{{name: id}}, {{name: path, type: string}}]
+{where}outputs:
+  - print: p
+    fields: [{fields}]
+{more}"""
+
+
+def _direct(tmp_path: Path, fields: str = "id, path", where: str = "",
+            more: str = "") -> bool:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.format(root=ROOT, fields=fields, where=where, more=more))
+    c = compile_plan(str(plan), {})[2].c_source
+    return "pr_st_0 = pr_read_str(ev->" in c
+
+
+def test_only_a_string_the_print_alone_reads_takes_the_direct_path(tmp_path: Path) -> None:
+    assert _direct(tmp_path)
+    assert not _direct(tmp_path, where='    where: startswith(path, "/api")\n')
+    assert not _direct(tmp_path, fields='path, {p2: "path"}')
+    assert not _direct(tmp_path, more="  - count: p\n    by: [path]\n")
+    assert _direct(tmp_path, fields="path, id", more="  - count: p\n    by: [id]\n")
+
+
+def test_the_scratch_is_looked_up_only_when_nothing_else_needs_it(tmp_path: Path) -> None:
+    def lazy(more: str = "") -> bool:
+        plan = tmp_path / "plan.yaml"
+        plan.write_text(PLAN.format(root=ROOT, fields="id, path", where="", more=more))
+        c = compile_plan(str(plan), {})[2].c_source
+        body = c[c.index("pr_body_p("):]
+        top = body[:body.index("do {")]
+        return "task_storage_get" not in top and "task_storage_get" in body
+    assert lazy()
+    assert lazy("  - count: p\n    by: [id]\n")
+    assert not lazy('  - count: p\n    by: [{t: \'"x"\'}]\n')  # the literal's buffer

@@ -34,6 +34,7 @@ struct pr_scratch_start {
     char s2[129];
     __s64 st2;
     __u32 n2;
+    char t0[20];
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
@@ -60,7 +61,11 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
         return 0;
     do {
         sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT, &sc->n2);
-        if (!((pr_str_eq((sc->s2), 129, "\042; system(\042rm -rf /\042); \057*", 25) || pr_str_contains((sc->s2), 129, "*\057 #include <x>\012\077\077/", 19)))) break;
+        /* "* / #include <x>?-?-?/" */
+        sc->t0[0] = 42; sc->t0[1] = 47; sc->t0[2] = 32; sc->t0[3] = 35; sc->t0[4] = 105; sc->t0[5] = 110; sc->t0[6] = 99; sc->t0[7] = 108;
+        sc->t0[8] = 117; sc->t0[9] = 100; sc->t0[10] = 101; sc->t0[11] = 32; sc->t0[12] = 60; sc->t0[13] = 120; sc->t0[14] = 62; sc->t0[15] = 10;
+        sc->t0[16] = 63; sc->t0[17] = 63; sc->t0[18] = 47; sc->t0[19] = 0;
+        if (!(((/* ""; system("rm -rf /"); / *" */ ((const __u8 *)((sc->s2)))[0] == 34 && ((const __u8 *)((sc->s2)))[1] == 59 && ((const __u8 *)((sc->s2)))[2] == 32 && ((const __u8 *)((sc->s2)))[3] == 115 && ((const __u8 *)((sc->s2)))[4] == 121 && ((const __u8 *)((sc->s2)))[5] == 115 && ((const __u8 *)((sc->s2)))[6] == 116 && ((const __u8 *)((sc->s2)))[7] == 101 && ((const __u8 *)((sc->s2)))[8] == 109 && ((const __u8 *)((sc->s2)))[9] == 40 && ((const __u8 *)((sc->s2)))[10] == 34 && ((const __u8 *)((sc->s2)))[11] == 114 && ((const __u8 *)((sc->s2)))[12] == 109 && ((const __u8 *)((sc->s2)))[13] == 32 && ((const __u8 *)((sc->s2)))[14] == 45 && ((const __u8 *)((sc->s2)))[15] == 114 && ((const __u8 *)((sc->s2)))[16] == 102 && ((const __u8 *)((sc->s2)))[17] == 32 && ((const __u8 *)((sc->s2)))[18] == 47 && ((const __u8 *)((sc->s2)))[19] == 34 && ((const __u8 *)((sc->s2)))[20] == 41 && ((const __u8 *)((sc->s2)))[21] == 59 && ((const __u8 *)((sc->s2)))[22] == 32 && ((const __u8 *)((sc->s2)))[23] == 47 && ((const __u8 *)((sc->s2)))[24] == 42 && ((const __u8 *)((sc->s2)))[25] == 0) || pr_str_contains((sc->s2), 129, sc->t0, 19)))) break;
         do {
             __u32 pr_len_0 = sc->n2;
             __u32 pr_size_0;

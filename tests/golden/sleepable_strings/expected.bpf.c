@@ -6,7 +6,6 @@
 #define PR_USE_READ_LSTR
 /* templates/runtime_helpers.h: included verbatim */
 
-/* templates/expr_helpers.h: included verbatim */
 
 #define PR_RINGBUF_PAGES 1024
 BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
@@ -82,7 +81,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
         return 0;
     do {
         sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT, &sc->n2);
-        if (!(pr_str_startswith((sc->s2), 129, "/api", 4))) break;
+        if (!((/* "/api" */ ((const __u8 *)((sc->s2)))[0] == 47 && ((const __u8 *)((sc->s2)))[1] == 97 && ((const __u8 *)((sc->s2)))[2] == 112 && ((const __u8 *)((sc->s2)))[3] == 105))) break;
         do {
             __u32 pr_len_0 = sc->n2;
             __u32 pr_size_0;
@@ -168,7 +167,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
         return 0;
     do {
         pr_user_str_f(sc->t0, 129, (const void *)(unsigned long)((__u64)(a->v2)));
-        if (!(pr_str_startswith(sc->t0, 129, "/", 1))) break;
+        if (!((/* "/" */ ((const __u8 *)(sc->t0))[0] == 47))) break;
         do {
             __u64 pr_p_t1 = (__u64)(((__u64)(a->v2)));
             sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1, PR_FAULT, &sc->t1_n);

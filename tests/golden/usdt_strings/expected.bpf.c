@@ -55,36 +55,41 @@ static __always_inline int pr_body_s(struct pr_args_s *a)
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
-#ifdef PR_SLEEPABLE
-    struct pr_scratch_s *sc = pr_scratch_s.task_storage_get(
-        bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-#else
-    __u32 pr_zero = 0;
-    struct pr_scratch_s *sc = pr_scratch_s.lookup(&pr_zero);
-#endif
-    if (!sc)
-        return 0;
+    /* scratch: looked up only where a string is too long for the smallest record */
     do {
-        sc->st1 = pr_read_str(sc->s1, 33, a->v1, PR_FAULT, &sc->n1);
         do {
-            __u32 pr_len_0 = sc->n1;
-            __u32 pr_size_0;
-            struct pr_rec_0 *ev;
-            if (pr_len_0 <= 16) {
-                pr_size_0 = 72;
-                ev = pr_events.ringbuf_reserve(72);
-                if (ev)
-                    bpf_probe_read_kernel_str(ev->f0, 16, (sc->s1));
-            } else {
-                pr_size_0 = sizeof(struct pr_rec_0);
-                ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-                if (ev)
-                    bpf_probe_read_kernel_str(ev->f0, 33, (sc->s1));
-            }
+            __u32 pr_size_0 = 72;
+            __u32 pr_len_0;
+            struct pr_rec_0 *ev = pr_events.ringbuf_reserve(72);
             if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            __s64 pr_st_0 = pr_read_str(ev->f0, 16, a->v1, PR_FAULT, &pr_len_0);
+            if (pr_st_0 == PR_STR_TRUNCATED) {
+                pr_events.ringbuf_discard(ev, BPF_RB_NO_WAKEUP);
+                #ifdef PR_SLEEPABLE
+                struct pr_scratch_s *sc = pr_scratch_s.task_storage_get(
+                    bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+                #else
+                __u32 pr_zero = 0;
+                struct pr_scratch_s *sc = pr_scratch_s.lookup(&pr_zero);
+                #endif
+                if (!sc) break;
+                pr_st_0 = pr_read_str(sc->s1, 33, a->v1, PR_FAULT, &pr_len_0);
+                if (pr_len_0 <= 16) {
+                    pr_size_0 = 72;
+                    ev = pr_events.ringbuf_reserve(72);
+                    if (ev)
+                        bpf_probe_read_kernel_str(ev->f0, 16, sc->s1);
+                } else {
+                    pr_size_0 = sizeof(struct pr_rec_0);
+                    ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
+                    if (ev)
+                        bpf_probe_read_kernel_str(ev->f0, 33, sc->s1);
+                }
+                if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_ptr = a->v1;
-            ev->f0_st = sc->st1;
+            ev->f0_st = pr_st_0;
             pr_events.ringbuf_submit(ev, pr_wakeup_flags(pr_size_0));
         } while (0);
     } while (0);

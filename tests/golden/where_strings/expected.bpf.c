@@ -45,6 +45,7 @@ struct pr_scratch_start {
     char s2[129];
     __s64 st2;
     __u32 n2;
+    char t0[6];
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
@@ -71,7 +72,9 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
         return 0;
     do {
         sc->st2 = pr_read_str(sc->s2, 129, a->v2, PR_FAULT, &sc->n2);
-        if (!(((pr_str_startswith((sc->s2), 129, "/api/", 5) && (!pr_str_contains((sc->s2), 129, "users", 5))) || pr_str_eq((sc->s2), 129, "/index.html", 11)))) break;
+        /* "users" */
+        sc->t0[0] = 117; sc->t0[1] = 115; sc->t0[2] = 101; sc->t0[3] = 114; sc->t0[4] = 115; sc->t0[5] = 0;
+        if (!((((/* "/api/" */ ((const __u8 *)((sc->s2)))[0] == 47 && ((const __u8 *)((sc->s2)))[1] == 97 && ((const __u8 *)((sc->s2)))[2] == 112 && ((const __u8 *)((sc->s2)))[3] == 105 && ((const __u8 *)((sc->s2)))[4] == 47) && (!pr_str_contains((sc->s2), 129, sc->t0, 5))) || (/* "/index.html" */ ((const __u8 *)((sc->s2)))[0] == 47 && ((const __u8 *)((sc->s2)))[1] == 105 && ((const __u8 *)((sc->s2)))[2] == 110 && ((const __u8 *)((sc->s2)))[3] == 100 && ((const __u8 *)((sc->s2)))[4] == 101 && ((const __u8 *)((sc->s2)))[5] == 120 && ((const __u8 *)((sc->s2)))[6] == 46 && ((const __u8 *)((sc->s2)))[7] == 104 && ((const __u8 *)((sc->s2)))[8] == 116 && ((const __u8 *)((sc->s2)))[9] == 109 && ((const __u8 *)((sc->s2)))[10] == 108 && ((const __u8 *)((sc->s2)))[11] == 0)))) break;
         do {
             __u32 pr_len_0 = sc->n2;
             __u32 pr_size_0;
@@ -153,7 +156,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
         return 0;
     do {
         pr_user_str_f(sc->t0, 129, (const void *)(unsigned long)((__u64)(a->v2)));
-        if (!(pr_str_startswith(sc->t0, 129, "/api", 4))) break;
+        if (!((/* "/api" */ ((const __u8 *)(sc->t0))[0] == 47 && ((const __u8 *)(sc->t0))[1] == 97 && ((const __u8 *)(sc->t0))[2] == 112 && ((const __u8 *)(sc->t0))[3] == 105))) break;
         do {
             __u64 pr_p_t1 = (__u64)(((__u64)(a->v2)));
             sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1, PR_FAULT, &sc->t1_n);
