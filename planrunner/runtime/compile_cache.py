@@ -114,6 +114,8 @@ class CacheLoadError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class MapDef:
+    """One map of a compiled program, as the kernel reported it after bcc created it."""
+
     name: str
     map_type: int
     key_size: int
@@ -129,6 +131,8 @@ class MapDef:
 
 @dataclass(frozen=True, slots=True)
 class FuncDef:
+    """One BPF function: its instructions and where map fds go in them."""
+
     name: str
     insns: bytes  # map fds zeroed
     relocs: tuple[tuple[int, int], ...]  # (instruction slot, index into maps)
@@ -136,6 +140,8 @@ class FuncDef:
 
 @dataclass(frozen=True, slots=True)
 class CompiledProgram:
+    """What a cache entry holds: the maps and the functions of one compile."""
+
     license: str
     kern_version: int
     maps: tuple[MapDef, ...]

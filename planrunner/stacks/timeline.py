@@ -55,6 +55,8 @@ class Mmap:
 
 @dataclass
 class _Image:
+    """One process image (from exec or fork to exit or exec) and its mmaps over time."""
+
     begin: int  # ns; 0 for an image already running when tracing began
     known: bool
     maps: list[tuple[int, Mmap]] = field(default_factory=list)  # (time, mmap), in order
