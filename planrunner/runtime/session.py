@@ -27,7 +27,9 @@ N stopped start-up before tracing began, EXIT_INCOMPLETE when records or aggrega
 updates were lost (with `-c`, the command's status stays and the last line says it).
 
 Imports render/model.py, output/base.py and runtime/ modules; never plan/, resolve/,
-prometheus/ or commands/.
+prometheus/ or commands/. What only reads and prints (the decoder, the aggregation
+reader, records.py; the stack modules for plans without stacks) is imported once
+tracing has begun: a warm run reaches "Tracing" without them.
 """
 
 from __future__ import annotations
