@@ -15,7 +15,6 @@ import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from planrunner.diagnostics import did_you_mean
 from planrunner.errors import UsageError
 from planrunner.output.base import View
 
@@ -48,6 +47,8 @@ def view_class(name: str) -> tuple[str, str]:
     for a name that is none."""
     where = VIEWS.get(name)
     if where is None:
+        from planrunner.diagnostics import did_you_mean
+
         guess = did_you_mean(name, list(VIEWS))
         hints = (f"did you mean '{guess}'?",) if guess else ()
         raise UsageError(f"unknown output format '{name}' (choose from: {', '.join(VIEWS)})",
