@@ -412,7 +412,8 @@ def test_a_warm_run_attaches_before_loading_views_decoding_and_stacks(tmp_path, 
     late = {"planrunner.records", "planrunner.output.text", "planrunner.runtime.decode",
             "planrunner.runtime.aggregates", "planrunner.runtime.stacks",
             "planrunner.runtime.task_events", "planrunner.stacks.timeline",
-            "planrunner.elf.reader", "yaml", "jinja2", "bcc", "planrunner.plan.model"}
+            "planrunner.elf.reader", "yaml", "jinja2", "bcc", "planrunner.plan.model",
+            "hashlib", "planrunner.diagnostics"}
     assert sorted(mods & late) == []
     assert {"planrunner.runtime.session", "planrunner.render.model"} <= mods
     assert lines.get("NODOC", "").split() == []
