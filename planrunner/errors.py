@@ -4,9 +4,10 @@ carrying one or more Diagnostics; an internal bug is never a PlanError."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from planrunner.diagnostics import Diagnostic, Span
+if TYPE_CHECKING:  # imported when an error is made: every command imports this module
+    from planrunner.diagnostics import Diagnostic, Span
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -20,6 +21,8 @@ class PlanError(Exception):
     def __init__(self, diagnostics: Iterable[Diagnostic] | str, span: Span | None = None,
                  hints: tuple[str, ...] = ()) -> None:
         if isinstance(diagnostics, str):
+            from planrunner.diagnostics import Diagnostic
+
             diagnostics = [Diagnostic(diagnostics, span, hints)]
         self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
         if not self.diagnostics:

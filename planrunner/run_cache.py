@@ -39,7 +39,6 @@ far as the directory is: 0700, 0600, this user's (compile_cache.ProgramCache che
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import struct
@@ -50,7 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from planrunner import __version__
-from planrunner.runtime.compile_cache import seal, unseal
+from planrunner.runtime.compile_cache import seal, sha256, unseal
 
 if TYPE_CHECKING:
     from planrunner.render.model import RenderedProgram
@@ -88,7 +87,7 @@ def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int
             environ: dict[str, str] | None = None, cwd: str | None = None) -> str:
     env = os.environ if environ is None else environ
     u = os.uname()
-    h = hashlib.sha256()
+    h = sha256()
     for part in (f"planrunner-run-cache:{FORMAT_VERSION}", __version__, source_identity(),
                  plan, plan_bytes,
                  "\0".join(sets), ",".join(map(str, pid)), command or "",
@@ -107,7 +106,7 @@ def source_identity(root: str | None = None) -> str:
     """Path, size and mtime of every file of the planrunner package (~150 stats, well
     under a millisecond): the code that computed an entry, which the version alone does
     not name in a working tree."""
-    h = hashlib.sha256()
+    h = sha256()
     stack = [root or os.path.dirname(os.path.abspath(__file__))]
     while stack:
         with os.scandir(stack.pop()) as it:
@@ -155,12 +154,12 @@ def _content(path: str) -> str:
     if _is_proc_pid(parts) and len(parts) == 4 and parts[3] == "stat":
         fields = data.rsplit(b")", 1)[-1].split()
         return "start:" + (fields[19].decode() if len(fields) > 19 else "?")
-    return hashlib.sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 def _listing(path: str) -> str:
     try:
-        return hashlib.sha256("\0".join(sorted(os.listdir(path))).encode(
+        return sha256("\0".join(sorted(os.listdir(path))).encode(
             "utf-8", "surrogateescape")).hexdigest()
     except OSError:
         return "missing"

@@ -16,6 +16,9 @@ from planrunner.commands.common import add_plan_parser, overrides, plan_path, pr
 from planrunner.errors import UsageError
 
 if TYPE_CHECKING:
+    from planrunner.output.base import LiveView
+    from planrunner.records import PrintSchema
+    from planrunner.render.model import RenderedProgram
     from planrunner.run_cache import CompiledRun
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import ProgramCache
@@ -157,9 +160,7 @@ def _compiled(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | No
 def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccBackend,
          scope: Scope, pid: int | None, command: list[str] | None, duration: float | None,
          address: tuple[str, int] | None, compiled: CompiledRun) -> int:
-    from planrunner.output.base import LiveView
     from planrunner.output.destination import open_view
-    from planrunner.records import PrintSchema
     from planrunner.runtime.session import RunOptions, run_session
 
     program = compiled.program
@@ -170,10 +171,6 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
 
         prom = exporter_config(address, compiled.plan_name, compiled.description, program)
         live.append(PrometheusView(prom, stderr))
-    schemas = [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format,
-                           tuple(f.key for f in p.layout.fields
-                                 if f.kind in ("stack", "ucopy")))
-               for p in program.prints]
     # A terminal gets one table redrawn in place; a pipe or a file plain intervals (and
     # so do plans with print records: they scroll, the live table is redrawn over them).
     live_table = (args.format == "text" and args.output in (None, "-") and compiled.has_tables
@@ -183,8 +180,11 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
     if held is not None:  # what the session reports while the table is up comes after it
         options = {"live": True, "held_stderr": held}
         stderr = held
-    view = open_view(args.format, args.output, stdout, schemas, list(compiled.shown),
-                     stderr, **options)
+    # Without the live table, the view is built on first use, once tracing has begun
+    # (output/base.py DeferredView): its modules are not imported before "Tracing".
+    view = open_view(args.format, args.output, stdout,
+                     _schemas(program) if live_table else lambda: _schemas(program),
+                     list(compiled.shown), stderr, **options)
     try:
         if args.flamegraph:
             from planrunner.output.folded import FlameGraphTap
@@ -200,6 +200,14 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
                 stdout.flush()
             except BrokenPipeError:
                 pass
+
+
+def _schemas(program: RenderedProgram) -> list[PrintSchema]:
+    from planrunner.records import PrintSchema
+
+    return [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format,
+                        tuple(f.key for f in p.layout.fields if f.kind in ("stack", "ucopy")))
+            for p in program.prints]
 
 
 def _held_stderr(stderr: TextIO) -> TextIO | None:

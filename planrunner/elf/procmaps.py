@@ -18,6 +18,8 @@ _DELETED = " (deleted)"
 
 @dataclass(frozen=True, slots=True)
 class MappedObject:
+    """One line of /proc/PID/maps."""
+
     path: str  # as the kernel shows it; "" for anonymous, "[heap]" etc. for pseudo-files
     start: int
     end: int

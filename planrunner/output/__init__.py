@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from planrunner.diagnostics import did_you_mean
 from planrunner.errors import UsageError
 from planrunner.output.base import View
-from planrunner.output.template import check_format
-from planrunner.records import PrintSchema
+
+if TYPE_CHECKING:  # `run` imports this package before attaching: records.py after
+    from planrunner.records import PrintSchema
 
 # --format name -> (module under planrunner.output, view class)
 VIEWS: dict[str, tuple[str, str]] = {"text": ("text", "TextView"),
@@ -27,21 +27,30 @@ VIEWS: dict[str, tuple[str, str]] = {"text": ("text", "TextView"),
                                      "csv": ("csv_table", "CsvView"),
                                      "folded": ("folded", "FoldedView")}
 
-__all__ = ["VIEWS", "View", "check_format", "make_view"]
+__all__ = ["VIEWS", "View", "make_view", "view_class"]
 
 
 def make_view(name: str, stream: TextIO, schemas: Sequence[PrintSchema],
               **options: object) -> View:
     """The view called `name` writing to `stream`. `options` go to the view's constructor
     (the text view takes `tz`, default local time). A `format` template that
-    `check_format` rejects raises ValueError: the plan validator reports those first."""
+    `template.check_format` rejects raises ValueError: the plan validator reports those
+    first."""
+    module, cls = view_class(name)
+    view: View = getattr(importlib.import_module(f"planrunner.output.{module}"), cls)(
+        stream, schemas, **options)
+    return view
+
+
+def view_class(name: str) -> tuple[str, str]:
+    """(module under planrunner.output, class) of the view called `name`; UsageError
+    for a name that is none."""
     where = VIEWS.get(name)
     if where is None:
+        from planrunner.diagnostics import did_you_mean
+
         guess = did_you_mean(name, list(VIEWS))
         hints = (f"did you mean '{guess}'?",) if guess else ()
         raise UsageError(f"unknown output format '{name}' (choose from: {', '.join(VIEWS)})",
                          hints=hints)
-    module, cls = where
-    view: View = getattr(importlib.import_module(f"planrunner.output.{module}"), cls)(
-        stream, schemas, **options)
-    return view
+    return where

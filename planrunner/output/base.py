@@ -16,10 +16,11 @@ are never reset, so what it serves only grows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, TextIO, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
 
-from planrunner.records import AggSnapshot, PrintSchema, SnapshotSource, TableSnapshot
+if TYPE_CHECKING:  # annotations only: records.py loads with the views that use it
+    from planrunner.records import AggSnapshot, PrintSchema, SnapshotSource, TableSnapshot
 
 
 @runtime_checkable
@@ -65,6 +66,47 @@ class ViewWrapper:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class DeferredView:
+    """A View built by `build()` when it is first used (any call, `close` included):
+    `run` opens its view this way, so that the view's modules load once the probes are
+    attached, not before "Tracing". The first call binds the built view's methods over
+    this object's: later calls go straight to them."""
+
+    _METHODS = ("record", "records", "aggregate", "table", "lost", "flush", "close")
+
+    def __init__(self, build: Callable[[], View]) -> None:
+        self._build = build
+        self.built: View | None = None
+
+    def _view(self) -> View:
+        if self.built is None:
+            self.built = self._build()
+            for name in self._METHODS:
+                setattr(self, name, getattr(self.built, name))
+        return self.built
+
+    def record(self, rec: dict[str, object]) -> None:
+        self._view().record(rec)
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        self._view().records(batch)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        self._view().aggregate(snap)
+
+    def table(self, snap: TableSnapshot) -> None:
+        self._view().table(snap)
+
+    def lost(self, count: int, reason: str) -> None:
+        self._view().lost(count, reason)
+
+    def flush(self) -> None:
+        self._view().flush()
+
+    def close(self) -> None:
+        self._view().close()
 
 
 class LiveView(Protocol):

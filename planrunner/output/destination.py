@@ -14,24 +14,29 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from planrunner.errors import PlanError, UsageError
-from planrunner.output.base import View, ViewWrapper
-from planrunner.output.csv_table import CsvView
-from planrunner.records import AggSnapshot, PrintSchema, TableSnapshot
+from planrunner.output.base import DeferredView, View, ViewWrapper
+
+if TYPE_CHECKING:  # `run` imports this module before attaching, the views after
+    from planrunner.output.csv_table import CsvView
+    from planrunner.records import AggSnapshot, PrintSchema, TableSnapshot
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def open_view(fmt: str, path: str | None, stdout: TextIO, schemas: Sequence[PrintSchema],
+def open_view(fmt: str, path: str | None, stdout: TextIO,
+              schemas: Sequence[PrintSchema] | Callable[[], Sequence[PrintSchema]],
               outputs: Sequence[str], stderr: TextIO | None = None,
               **options: object) -> View:
     """The view for `--format fmt` and `-o path` (None or '-': stdout); `outputs` are
-    the plan's output names in plan order."""
-    from planrunner.output import make_view
+    the plan's output names in plan order. Given `schemas` as a function that returns
+    them, a view on one stream (all but CSV files) is built on first use (DeferredView),
+    once what can fail or write here is done: the format checked, the file opened."""
+    from planrunner.output import make_view, view_class
 
     to_stdout = path in (None, "-")
     if fmt == "csv" and len(outputs) > 1:
@@ -43,19 +48,28 @@ def open_view(fmt: str, path: str | None, stdout: TextIO, schemas: Sequence[Prin
                        f"(outputs: {', '.join(outputs)})",
                        "or --format json: one stream, each line names its output"))
         files = csv_paths(str(path), outputs)
-        view = CsvFilesView(str(path), files, schemas)
+        view = CsvFilesView(str(path), files, _given(schemas))
         if stderr is not None:
             stderr.write(f"planrunner: CSV, one file per output: {', '.join(files.values())}\n")
         return view
     if fmt == "csv" and not to_stdout:  # one output: -o FILE.csv is its file
         files = csv_paths(str(path), outputs) if _is_dir(str(path)) else \
             {o: str(path) for o in outputs}
-        return CsvFilesView(str(path), files, schemas)
+        return CsvFilesView(str(path), files, _given(schemas))
     stream = stdout if to_stdout else _open(str(path))
-    inner = make_view(fmt, stream, schemas, **options)
-    if fmt == "csv":
-        inner = _TableOnly(inner)
-    return _Closing(inner, None if to_stdout else stream)
+    view_class(fmt)
+
+    def build() -> View:
+        view = make_view(fmt, stream, _given(schemas), **options)
+        return _TableOnly(view) if fmt == "csv" else view
+
+    return _Closing(DeferredView(build) if callable(schemas) else build(),
+                    None if to_stdout else stream)
+
+
+def _given(schemas: Sequence[PrintSchema] | Callable[[], Sequence[PrintSchema]]
+           ) -> Sequence[PrintSchema]:
+    return schemas() if callable(schemas) else schemas
 
 
 def _is_dir(path: str) -> bool:
@@ -128,14 +142,14 @@ class CsvFilesView:
         for name, file in files.items():
             self.streams[name] = _open(file)
             schema = [by_output[name]] if name in by_output else []
-            self.views[name] = CsvView(self.streams[name], schema)
+            self.views[name] = _csv_view(self.streams[name], schema)
         self.lost_view: CsvView | None = None
 
     def _view(self, output: str) -> CsvView:
         view = self.views.get(output)
         if view is None:  # an output not announced: a file of its own all the same
             self.streams[output] = _open(csv_paths(self.path, [output])[output])
-            view = self.views[output] = CsvView(self.streams[output], [])
+            view = self.views[output] = _csv_view(self.streams[output], [])
         return view
 
     def record(self, rec: dict[str, object]) -> None:
@@ -165,7 +179,7 @@ class CsvFilesView:
         if self.lost_view is None:
             name = "lost" if "lost" not in self.views else "lost_events"
             self.streams["\0lost"] = _open(csv_paths(self.path, [name])[name])
-            self.lost_view = CsvView(self.streams["\0lost"], [])
+            self.lost_view = _csv_view(self.streams["\0lost"], [])
         return self.lost_view
 
     def flush(self) -> None:
@@ -179,3 +193,9 @@ class CsvFilesView:
             self.lost_view.close()
         for stream in self.streams.values():
             stream.close()
+
+
+def _csv_view(stream: TextIO, schemas: Sequence[PrintSchema]) -> CsvView:
+    from planrunner.output.csv_table import CsvView  # CSV runs only
+
+    return CsvView(stream, schemas)

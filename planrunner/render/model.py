@@ -159,6 +159,8 @@ NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines
 
 @dataclass(frozen=True, slots=True)
 class RenderedProgram:
+    """The rendered C and what the runtime needs to load, attach and decode it."""
+
     c_source: str
     sites: tuple[AttachSite, ...]
     prints: tuple[PrintOutput, ...]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -33,6 +32,8 @@ class Child:
     def spawn_stopped(cls, argv: list[str]) -> Child:
         if not argv:
             raise UsageError("-c needs a command")
+        import shutil  # -c runs only
+
         path = shutil.which(argv[0])
         if path is None:  # said before anything is compiled or attached
             raise CommandNotFound(f"cannot run {argv[0]}: {_why_not_runnable(argv[0])}",

@@ -61,10 +61,9 @@ Pure stdlib and raw bpf() syscalls (runtime/uprobe_links.py); no bcc.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import ctypes as ct
 import errno
-import hashlib
 import json
 import os
 import stat
@@ -72,11 +71,22 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner import __version__
 from planrunner.runtime.progload import load_program
 from planrunner.runtime.uprobe_links import bpf_syscall
+
+if TYPE_CHECKING:
+    from hashlib import sha256 as sha256  # run_cache hashes with it too
+else:
+    try:  # the builtin SHA-256: hashlib loads OpenSSL, 2-4 ms of a warm run's start
+        from _sha256 import sha256
+    except ImportError:  # Python >= 3.12 names it _sha2; else hashlib's
+        try:
+            from _sha2 import sha256
+        except ImportError:
+            from hashlib import sha256 as sha256
 
 FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
 MAGIC = b"PRCACHE\0"
@@ -115,6 +125,8 @@ class CacheLoadError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class MapDef:
+    """One map of a compiled program, as the kernel reported it after bcc created it."""
+
     name: str
     map_type: int
     key_size: int
@@ -130,6 +142,8 @@ class MapDef:
 
 @dataclass(frozen=True, slots=True)
 class FuncDef:
+    """One BPF function: its instructions and where map fds go in them."""
+
     name: str
     insns: bytes  # map fds zeroed
     relocs: tuple[tuple[int, int], ...]  # (instruction slot, index into maps)
@@ -137,6 +151,8 @@ class FuncDef:
 
 @dataclass(frozen=True, slots=True)
 class CompiledProgram:
+    """What a cache entry holds: the maps and the functions of one compile."""
+
     license: str
     kern_version: int
     maps: tuple[MapDef, ...]
@@ -197,7 +213,7 @@ def cache_key(c_source: str, cflags: Sequence[str], kernel: str | None = None,
               bcc: str | None = None, version: str = __version__,
               sleepable: Sequence[str] = ()) -> str:
     """`sleepable`: the functions loaded BPF_F_SLEEPABLE (a load input beside the C)."""
-    h = hashlib.sha256()
+    h = sha256()
     for part in (f"planrunner-compile-cache:{FORMAT_VERSION}", version,
                  kernel if kernel is not None else kernel_identity(),
                  bcc if bcc is not None else bcc_identity(), "\0".join(cflags),
@@ -254,8 +270,8 @@ def encode(key: str, program: CompiledProgram) -> bytes:
         "key": key, "license": program.license, "kern_version": program.kern_version,
         "maps": [[m.name, m.map_type, m.key_size, m.value_size, m.max_entries, m.flags,
                   m.key_desc, m.leaf_desc, m.pin] for m in program.maps],
-        "funcs": [[f.name, base64.b64encode(f.insns).decode(), [list(r) for r in f.relocs]]
-                  for f in program.funcs],
+        "funcs": [[f.name, binascii.b2a_base64(f.insns, newline=False).decode(),
+                   [list(r) for r in f.relocs]] for f in program.funcs],
     }, separators=(",", ":")).encode()
     return seal(MAGIC, FORMAT_VERSION, body)
 
@@ -263,7 +279,7 @@ def encode(key: str, program: CompiledProgram) -> bytes:
 def seal(magic: bytes, version: int, body: bytes) -> bytes:
     """An entry: magic, format version and the body's SHA-256, then the body (both
     cache levels' files)."""
-    return _HEADER.pack(magic, version, hashlib.sha256(body).digest()) + body
+    return _HEADER.pack(magic, version, sha256(body).digest()) + body
 
 
 def unseal(blob: bytes, magic: bytes, version: int, what: str) -> bytes:
@@ -277,7 +293,7 @@ def unseal(blob: bytes, magic: bytes, version: int, what: str) -> bytes:
     if got_version != version:
         raise ValueError(f"format version {got_version}, expected {version}")
     body = blob[_HEADER.size:]
-    if hashlib.sha256(body).digest() != digest:
+    if sha256(body).digest() != digest:
         raise ValueError("checksum mismatch")
     return body
 
@@ -294,7 +310,7 @@ def decode(key: str, blob: bytes) -> CompiledProgram:
                      for n, t, k, v, me, fl, kd, ld, pin in d["maps"])
         funcs = []
         for name, insns, relocs in d["funcs"]:
-            code = base64.b64decode(insns, validate=True)
+            code = binascii.a2b_base64(insns, strict_mode=True)
             rel = tuple((int(s), int(i)) for s, i in relocs)
             if len(code) % 8 or any(not 0 <= i < len(maps) or not 0 <= s < len(code) // 8
                                     for s, i in rel):

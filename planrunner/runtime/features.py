@@ -50,6 +50,8 @@ _MISSING_PATH = "/nonexistent/planrunner-feature-probe"
 
 @dataclass(frozen=True, slots=True)
 class KernelFeatures:
+    """What the running kernel supports, probed once (detect())."""
+
     uprobe_multi: bool
     ringbuf_mmap: bool
     ref_ctr: bool

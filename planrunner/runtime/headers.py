@@ -24,6 +24,8 @@ KCONFIG = "include/linux/kconfig.h"
 
 @dataclass(frozen=True, slots=True)
 class Headers:
+    """The kernel headers bcc will compile against, or why there are none."""
+
     found: str | None  # the tree (resolved) or the kheaders archive bcc will use
     detail: str  # what was found, or what is missing and what to do
 

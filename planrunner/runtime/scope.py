@@ -39,6 +39,8 @@ COMM_LEN = 16  # TASK_COMM_LEN, with its NUL
 
 @dataclass(frozen=True, slots=True)
 class Scope:
+    """What a run traces: --pid, --comm, --cgroup, --follow-children."""
+
     pids: tuple[int, ...] = ()  # in planrunner's pid namespace
     comms: tuple[str, ...] = ()
     cgroups: tuple[str, ...] = ()  # absolute cgroup v2 directories
@@ -90,6 +92,8 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class PidNamespace:
+    """A pid namespace, as BPF's bpf_get_ns_current_pid_tgid names it."""
+
     dev: int  # the kernel's dev_t of nsfs (MKDEV: major << 20 | minor), as BPF compares
     ino: int
 

@@ -27,7 +27,9 @@ N stopped start-up before tracing began, EXIT_INCOMPLETE when records or aggrega
 updates were lost (with `-c`, the command's status stays and the last line says it).
 
 Imports render/model.py, output/base.py and runtime/ modules; never plan/, resolve/,
-prometheus/ or commands/.
+prometheus/ or commands/. What only reads and prints (the decoder, the aggregation
+reader, records.py; the stack modules for plans without stacks) is imported once
+tracing has begun: a warm run reaches "Tracing" without them.
 """
 
 from __future__ import annotations
@@ -40,24 +42,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner.elf.procmaps import stat_fields
-from planrunner.output.base import LiveView, View
-from planrunner.records import AggSnapshot, TableSnapshot
 from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram, StackMaps
-from planrunner.runtime.aggregates import AggregateReader
 from planrunner.runtime.attach import check_unchanged, distinct_sites
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
-from planrunner.runtime.decode import Decoder
 from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.scope import Scope, apply_scope, own_pid_namespace
 from planrunner.runtime.semaphores import semaphore_mode
-from planrunner.runtime.stacks import StackResolver
-from planrunner.runtime.task_events import TaskEvents
 from planrunner.runtime.upkeep import Upkeep, recover
-from planrunner.stacks.timeline import MapsTimeline
+
+if TYPE_CHECKING:  # imported where used: what only reads and prints loads after attaching
+    from planrunner.output.base import LiveView, View
+    from planrunner.records import AggSnapshot, TableSnapshot
+    from planrunner.runtime.stacks import StackResolver
+    from planrunner.runtime.task_events import TaskEvents
 
 POLL_MS = 50
 EXEC_POLL_MS = 2  # a loop turn while the -c command has not exec'd yet
@@ -79,6 +80,8 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
+    """What `run` asked for: the pid or command, the stop conditions, the scope."""
+
     pid: int | None = None
     command: list[str] | None = None
     duration_s: float | None = None
@@ -166,6 +169,8 @@ class _Stop:
 
 @dataclass(frozen=True, slots=True)
 class _Clocks:
+    """The wall and monotonic clocks (tests pass their own)."""
+
     wall: Callable[[], float]
     monotonic: Callable[[], float]
 
@@ -270,15 +275,16 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
                 upkeep.start()
                 backend.open_ring()
-                for lv in live:
-                    lv.start(AggregateReader(program, backend, wall, monotonic), len(sites),
-                             mode)
-                    started.append(lv)
+                if live:
+                    from planrunner.runtime.aggregates import AggregateReader
+
+                    for lv in live:
+                        lv.start(AggregateReader(program, backend, wall, monotonic),
+                                 len(sites), mode)
+                        started.append(lv)
                 stop.check(len(sites), len(sites))  # the last moment before the command runs
                 feed = _maps_feed(program, stderr, child)
                 stacks = _stack_resolver(backend, program, opts, feed)
-                aggs = AggregateReader(program, backend, wall, monotonic, reset=not live,
-                                       stacks=stacks)
                 n = len(sites)
                 what = scope.describe()
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
@@ -286,8 +292,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 stderr.flush()
                 if child:
                     child.release()
-                status = _loop(backend, upkeep, aggs, program, opts, out, stderr, stop,
-                               child, clocks)
+                status = _loop(backend, upkeep, stacks, program, opts, out, stderr, stop,
+                               child, clocks, bool(live))
             finally:
                 _detach(backend, upkeep)
                 for lv in started:
@@ -335,6 +341,9 @@ def _maps_feed(program: RenderedProgram, stderr: TextIO,
     from /proc when a process is first seen."""
     if not (program.stack_maps.seen or program.stack_maps.user):
         return None
+    from planrunner.runtime.task_events import TaskEvents
+    from planrunner.stacks.timeline import MapsTimeline
+
     try:
         feed = TaskEvents(MapsTimeline())
     except OSError as exc:
@@ -347,12 +356,14 @@ def _maps_feed(program: RenderedProgram, stderr: TextIO,
 
 
 def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions,
-                    feed: TaskEvents | None) -> StackResolver:
+                    feed: TaskEvents | None) -> StackResolver | None:
     """The reader of the program's stacks; it reads the --pid process's maps now,
     before it can exit (a -c child's exec is in the feed, or the loop reads its maps
-    right after its exec)."""
+    right after its exec). None without stacks: the loop makes one that reads none."""
     if program.stack_maps == StackMaps():  # no stacks: nothing to read
-        return StackResolver(backend)
+        return None
+    from planrunner.runtime.stacks import StackResolver
+
     stacks = StackResolver(backend, feed=feed)
     stacks.prepare()
     if opts.pid:
@@ -431,10 +442,20 @@ def _detach(backend: Backend, upkeep: Upkeep | None) -> None:
         backend.detach()
 
 
-def _loop(backend: Backend, upkeep: Upkeep, aggs: AggregateReader, program: RenderedProgram,
-          opts: RunOptions, out: _Output, stderr: TextIO, stop: _Stop, child: Child | None,
-          clocks: _Clocks) -> int:
-    stacks = aggs.stacks or StackResolver(backend)
+def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
+          program: RenderedProgram, opts: RunOptions, out: _Output, stderr: TextIO,
+          stop: _Stop, child: Child | None, clocks: _Clocks, live: bool) -> int:
+    # Built once tracing has begun: the probes already record into the ring while the
+    # decoding and aggregation modules load (a run with the caches warm reaches
+    # "Tracing" without them).
+    from planrunner.runtime.aggregates import AggregateReader
+    from planrunner.runtime.decode import Decoder
+    from planrunner.runtime.stacks import StackResolver
+
+    if stacks is None:
+        stacks = StackResolver(backend)
+    aggs = AggregateReader(program, backend, clocks.wall, clocks.monotonic, reset=not live,
+                           stacks=stacks)
     decoder = Decoder(program.prints, stacks, program.stack_maps)
     # no command, or no stacks (nothing to read): nothing to wait for
     # (with the kernel's maps records, the command's exec is in them: nothing either)

@@ -68,6 +68,8 @@ def _attr() -> bytes:
 
 @dataclass
 class _Ring:
+    """One CPU's side-band perf ring, mapped."""
+
     fd: int
     buf: mmap.mmap
     data_offset: int

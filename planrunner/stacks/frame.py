@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Frame:
+    """One stack frame: its address and, when known, symbol+offset in module."""
+
     address: int
     symbol: str | None
     offset: int

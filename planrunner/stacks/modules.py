@@ -35,6 +35,8 @@ from planrunner.stacks.vdso import vdso_file
 
 @dataclass(frozen=True, slots=True)
 class Mapping:
+    """One executable mapping of a process, with what its file says about it."""
+
     start: int
     end: int
     file_offset: int
@@ -196,6 +198,8 @@ class ProcessRegistry:
 
 @dataclass(frozen=True, slots=True)
 class BoundProcess:
+    """One process (pid and start time) of a ProcessRegistry, for lookups."""
+
     registry: ProcessRegistry
     pid: int
     start_time: int

@@ -73,6 +73,8 @@ _NOTHING = _Inherited(())
 
 @dataclass(slots=True)
 class _Image:
+    """One process image (from exec or fork to exit or exec) and its mmaps over time."""
+
     begin: int  # ns; 0 for an image already running when tracing began
     known: bool
     inherited: _Inherited = _NOTHING

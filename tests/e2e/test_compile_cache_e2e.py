@@ -362,3 +362,58 @@ def test_no_cache_skips_the_run_cache_too(tmp_path, fixtures_built, cache_dir):
     _run(plan, command)
     _out, err = _run(plan, command, "--no-cache")
     assert "cache:" not in err, err
+
+
+# What a warm run imports before "Tracing": a wrapper around the entry point lists the
+# modules when that line is written (the run then goes on as usual).
+_AT_TRACING = r"""
+import dataclasses, inspect, sys
+_write = sys.stderr.write
+def write(text):
+    if text.startswith("Tracing"):
+        mods = sorted(sys.modules)
+        nodoc = [f"{n}.{o.__qualname__}" for n, m in list(sys.modules.items())
+                 if n.startswith("planrunner") for o in list(vars(m).values())
+                 if isinstance(o, type) and dataclasses.is_dataclass(o) and o.__module__ == n
+                 and o.__doc__ == o.__name__ + str(inspect.signature(o)).replace(" -> None", "")]
+        _write("MODULES " + " ".join(mods) + "\nNODOC " + " ".join(nodoc) + "\n")
+    return _write(text)
+sys.stderr.write = write
+from planrunner.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_warm_run_attaches_before_loading_views_decoding_and_stacks(tmp_path, fixtures_built,
+                                                                      cache_dir):
+    """Before "Tracing", a warm run imports what loading and attaching need, not the view,
+    records.py, the decoder, the aggregation reader or the stack modules (they load once
+    the probes record: the first records are in the ring by then), nor yaml/jinja2/bcc;
+    and every dataclass created by then has a docstring (for one without, the decorator
+    calls inspect.signature). The records are the same as a cold run's."""
+    import subprocess
+    import sys
+
+    from tests.e2e.conftest import ROOT
+    from tests.e2e.executor_helpers import simple_plan
+
+    plan = simple_plan(tmp_path, fixtures_built / "simple_pie")
+    argv = [sys.executable, "-c", _AT_TRACING, "run", plan, "-f", "json", "-c",
+            f"{fixtures_built / 'simple_pie'} 3"]
+    runs = [subprocess.run(argv, capture_output=True, text=True, timeout=90, cwd=ROOT)
+            for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+    assert "run hit" in runs[1].stderr and "cache: hit" in runs[1].stderr, runs[1].stderr
+    assert [[r["i"] for r in json_records(p.stdout)] for p in runs] == [[1, 2, 3]] * 2
+    lines = dict(x.split(" ", 1) for x in runs[1].stderr.splitlines()
+                 if x.startswith(("MODULES ", "NODOC ")))
+    mods = set(lines["MODULES"].split())
+    late = {"planrunner.records", "planrunner.output.text", "planrunner.runtime.decode",
+            "planrunner.runtime.aggregates", "planrunner.runtime.stacks",
+            "planrunner.runtime.task_events", "planrunner.stacks.timeline",
+            "planrunner.elf.reader", "yaml", "jinja2", "bcc", "planrunner.plan.model",
+            "hashlib", "planrunner.diagnostics"}
+    assert sorted(mods & late) == []
+    assert {"planrunner.runtime.session", "planrunner.render.model"} <= mods
+    assert lines.get("NODOC", "").split() == []
