@@ -416,8 +416,32 @@ class _Checker:
                               f"got {_kind(needle.type)} value", needle.span, _USAGE[e.func])
         verb = "be found in" if e.func == "contains" else "start"
         bad = self.fits(subject, needle.value, needle.span, verb)
+        if bad is None and e.func == "contains":
+            bad = self.searchable(subject, needle.value, e.span)
         return bad or T.TStrTest(e.func, subject, needle.value, e.span)
 
+    def searchable(self, subject: T.TExpr, needle: bytes, span: Span) -> _Failed | None:
+        """contains() compares the literal at every position of the string, and the
+        kernel's verifier follows each comparison: past CONTAINS_MAX_STEPS of them in one
+        path it refuses the program ("the sequence of 8193 jumps is too complex"), so
+        say it here, located, rather than at load time."""
+        t = subject.type
+        assert isinstance(t, StrType)
+        steps = (t.capacity - len(needle) + 1) * len(needle)
+        if steps <= CONTAINS_MAX_STEPS:
+            return None
+        return self.error(
+            f"contains() of a {len(needle)}-byte literal in a string of up to {t.capacity} "
+            f"bytes makes {steps} comparisons, more than the kernel's verifier follows in "
+            f"one program (about {CONTAINS_MAX_STEPS})", span,
+            "lower the string's size (size: on the argument, settings.string_size or "
+            "str(ADDRESS, LENGTH)), use a shorter literal, or startswith()")
+
+
+# (capacity - literal + 1) * literal: measured on Linux 6.18, 256-byte strings with a
+# 64-byte literal (12,352) and 4096-byte strings with a 3-byte one (12,282) fail to load,
+# 2048 with 3 (6,138) and 256 with 32 (7,200) load
+CONTAINS_MAX_STEPS = 8000
 
 _USAGE = {
     "ustack": "ustack or ustack(FRAMES)",

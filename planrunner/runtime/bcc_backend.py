@@ -439,10 +439,17 @@ class BccBackend:
                                               strategy.attach_type or 0,
                                               BPF_F_SLEEPABLE).fd)
             return self._load_sleepable(site, prog_type, strategy.attach_type or 0)
-        if strategy.attach_type is None:
-            return int(self.bpf.load_func(site.fn_name, prog_type).fd)
-        return int(self.bpf.load_func(site.fn_name, prog_type,
-                                      attach_type=strategy.attach_type).fd)
+        try:
+            if strategy.attach_type is None:
+                return int(self.bpf.load_func(site.fn_name, prog_type).fd)
+            return int(self.bpf.load_func(site.fn_name, prog_type,
+                                          attach_type=strategy.attach_type).fd)
+        except Exception as exc:  # bcc raises a bare Exception, its log already printed
+            if isinstance(exc, BackendError):
+                raise
+            reason = str(exc).rsplit(": ", 1)[-1]  # "Failed to load BPF program b'f': why"
+            raise BackendError(f"could not load probe '{site.probe}': {reason}",
+                               hints=("the kernel verifier's log is printed above",)) from None
 
     def _load_sleepable(self, site: AttachSite, prog_type: int, attach_type: int) -> int:
         """Load `site`'s function BPF_F_SLEEPABLE from the instructions bcc compiled

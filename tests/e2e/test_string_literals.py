@@ -102,3 +102,47 @@ def test_a_literal_longer_than_the_buffer_is_a_located_error(fixtures_built, tmp
     assert f"this {LIMIT + 1}-byte literal can never equal a string of at most {LIMIT} bytes" \
         in proc.stderr
     assert "plan.yaml:14:20: error" in proc.stderr  # the literal in `where`
+
+
+CONTAINS_PLAN = """
+planrunner: 1
+name: contains-sizes
+targets:
+  s: {{binary: {binary}}}
+settings: {{string_size: {size}}}
+probes:
+  p:
+    uprobe: s:str_pick
+    args: [{{name: k, type: int32}}, {{name: big, type: int64}}, {{name: file, type: string}}]
+    where: contains(file, "{lit}")
+outputs:
+  - print: p
+    fields: [k]
+"""
+
+
+@pytest.mark.parametrize("sleepable", [True, False], ids=["sleepable", "not-sleepable"])
+@pytest.mark.parametrize(("size", "length"), [(2048, 3), (256, 32)])
+def test_contains_up_to_what_the_verifier_follows_loads(fixtures_built, tmp_path, size: int,
+                                                         length: int, sleepable: bool) -> None:
+    """The largest searches validate accepts (expr/check.py CONTAINS_MAX_STEPS) load and
+    find the fixture's 127 x 'a' text (k = 0) and only it."""
+    if sleepable and not _sleepable():
+        pytest.skip("this kernel has no sleepable uprobes")
+    binary = fixtures_built / "strings"
+    plan = write_plan(tmp_path, CONTAINS_PLAN.format(binary=binary, size=size,
+                                                     lit="a" * length))
+    env = {**os.environ, "PLANRUNNER_SLEEPABLE": "1" if sleepable else "0"}
+    proc = run_planrunner(["run", plan, "-f", "json", "-c", f"{binary} 1"], env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["k"] for r in json_records(proc.stdout)] == [0]
+
+
+def test_a_search_the_verifier_cannot_follow_is_a_located_error(fixtures_built,
+                                                                tmp_path) -> None:
+    plan = write_plan(tmp_path, CONTAINS_PLAN.format(binary=fixtures_built / "strings",
+                                                     size=256, lit="a" * 64))
+    proc = run_planrunner(["validate", plan])
+    assert proc.returncode == 1
+    assert "plan.yaml:11:12: error: contains() of a 64-byte literal in a string of up to " \
+           "256 bytes makes 12352 comparisons" in proc.stderr, proc.stderr

@@ -176,6 +176,11 @@ ERROR_CASES = [
      "15 bytes", 8, "startswith()"),
     ('contains(str(arg1, 3), "abcd")', "this 4-byte literal can never be found in a string "
      "of at most 3 bytes", 23, None),
+    (f'contains(str(arg1, 256), "{"a" * 64}")', "contains() of a 64-byte literal in a "
+     "string of up to 256 bytes makes 12352 comparisons, more than the kernel's verifier "
+     "follows", 0, "use a shorter literal"),
+    ('contains(str(arg1, 4096), "abc")', "contains() of a 3-byte literal in a string of up "
+     "to 4096 bytes makes 12282 comparisons", 0, "lower the string's size"),
     ("ratio > 1", "'ratio' is a float; expressions use only integers, durations, strings and "
      "bools", 0, None),
 ]
@@ -189,6 +194,13 @@ def test_errors(text: str, message: str, column: int, hint: str | None) -> None:
     assert col == column
     if hint is not None:
         assert any(hint in h for h in hints), hints
+
+
+def test_contains_within_what_the_verifier_follows_is_accepted() -> None:
+    """The measured loads (expr/check.py CONTAINS_MAX_STEPS): 2048 bytes with a 3-byte
+    literal and 256 with a 32-byte one load on Linux 6.18."""
+    for text in ('contains(str(arg1, 2048), "abc")', f'contains(str(arg1, 256), "{"a" * 32}")'):
+        assert check(parse_expression(text, BASE), SCOPE, string_size=128).type == BOOL
 
 
 def test_unknown_name_without_close_match_lists_names() -> None:
