@@ -64,23 +64,34 @@ def tracepoint_attr(tp_id: int) -> ct.Array[ct.c_char]:
     return attr
 
 
-def attach_tracepoint(prog_fd: int, category: str, event: str) -> tuple[int, int]:
-    """(perf event fd, 0) with program `prog_fd` attached and enabled, or (-1, errno).
+def open_event(attr: ct.Array[ct.c_char], pid: int, cpu: int) -> tuple[int, int]:
+    """perf_event_open(2) of `attr` (close-on-exec, no group): (fd, 0) or (-1, errno).
     Never raises."""
     nr = _SYS_PERF_EVENT_OPEN.get(os.uname().machine)
     if nr is None:
         return -1, errno.ENOSYS
+    fd = int(_libc.syscall(nr, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC))
+    return (fd, 0) if fd >= 0 else (-1, ct.get_errno())
+
+
+def control(fd: int, request: int, arg: int = 0) -> int:
+    """A perf event ioctl (PERF_EVENT_IOC_*): 0, or the errno."""
+    return 0 if _libc.ioctl(fd, request, arg) == 0 else (ct.get_errno() or errno.EIO)
+
+
+def attach_tracepoint(prog_fd: int, category: str, event: str) -> tuple[int, int]:
+    """(perf event fd, 0) with program `prog_fd` attached and enabled, or (-1, errno).
+    Never raises."""
     try:
         tp_id = tracepoint_id(category, event)
     except (OSError, ValueError) as exc:
         return -1, getattr(exc, "errno", None) or errno.ENOENT
-    attr = tracepoint_attr(tp_id)
-    fd = int(_libc.syscall(nr, attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC))
+    fd, err = open_event(tracepoint_attr(tp_id), -1, 0)
     if fd < 0:
-        return -1, ct.get_errno()
+        return -1, err
     for request, arg in ((PERF_EVENT_IOC_SET_BPF, prog_fd), (PERF_EVENT_IOC_ENABLE, 0)):
-        if _libc.ioctl(fd, request, arg) != 0:
-            err = ct.get_errno()
+        err = control(fd, request, arg)
+        if err:
             os.close(fd)
             return -1, err
     return fd, 0
@@ -88,5 +99,5 @@ def attach_tracepoint(prog_fd: int, category: str, event: str) -> tuple[int, int
 
 def close_event(fd: int) -> None:
     """Disable, then close (the program is detached with the last reference)."""
-    _libc.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
+    control(fd, PERF_EVENT_IOC_DISABLE)
     os.close(fd)

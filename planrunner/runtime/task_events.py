@@ -9,12 +9,13 @@ time of any of its stacks, after it has exited, exec'd or unmapped a library, wi
 reading /proc afterwards (but once, as perf does, for the processes running when
 tracing begins, and again after the kernel dropped records: a full ring, PAGES).
 
-Raw perf_event_open(2) and mmap(2) through ctypes and the mmap module (bcc has no
-interface for side-band events). Opened only when a plan copies user stacks (dwarf,
-auto), before its command starts. Nothing here needs a wakeup: the reader drains the
-rings (`drain()`) after it has taken a batch of stack records and before it unwinds
-them, so every mapping a stack can depend on is already in a ring by then (the kernel
-writes the record in the mmap or exec syscall, before the process can run the code).
+Raw perf_event_open(2) (runtime/perf_events.py) and mmap(2) through ctypes and the mmap
+module (bcc has no interface for side-band events). Opened only when a plan copies user
+stacks (dwarf, auto), before its command starts. Nothing here needs a wakeup: the reader
+drains the rings (`drain()`) after it has taken a batch of stack records and before it
+unwinds them, so every mapping a stack can depend on is already in a ring by then (the
+kernel writes the record in the mmap or exec syscall, before the process can run the
+code).
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ from dataclasses import dataclass
 
 from planrunner.elf.procmaps import MappedObject, parse_maps
 from planrunner.runtime.attach import online_cpus
+from planrunner.runtime.perf_events import PERF_EVENT_IOC_ENABLE, control, open_event
 from planrunner.stacks.timeline import PROT_EXEC, PROT_READ, PROT_WRITE, MapsTimeline, Mmap
 
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY = 1, 9
 PERF_SAMPLE_TID, PERF_SAMPLE_TIME = 1 << 1, 1 << 2
-PERF_FLAG_FD_CLOEXEC = 1 << 3
-NR_PERF_EVENT_OPEN = 298  # x86-64
 CLOCK_MONOTONIC = 1
 # attr flag bits (linux/perf_event.h)
 ATTR_BITS = {"disabled": 0, "mmap": 8, "comm": 9, "task": 13, "sample_id_all": 18,
@@ -79,23 +79,18 @@ class _Ring:
 class TaskEvents:
     """The per-CPU side-band rings; `drain()` feeds what they hold to `timeline`."""
 
-    PERF_EVENT_IOC_ENABLE = 0x2400
-
     def __init__(self, timeline: MapsTimeline) -> None:
         self.timeline = timeline
         self.lost = 0  # records the kernel dropped (a ring full): the timeline is unsure
         self._reseed_due = False  # records were lost: read the processes from /proc again
         self._reseed_after = 0  # not before (CLOCK_MONOTONIC ns)
         self._rings: list[_Ring] = []
-        libc = ctypes.CDLL(None, use_errno=True)
         attr = ctypes.create_string_buffer(_attr(), ATTR_SIZE)
         page = mmap.PAGESIZE
         try:
             for cpu in online_cpus():
-                fd = libc.syscall(NR_PERF_EVENT_OPEN, attr, -1, cpu, -1,
-                                  PERF_FLAG_FD_CLOEXEC)
+                fd, err = open_event(attr, -1, cpu)
                 if fd < 0:
-                    err = ctypes.get_errno()
                     raise TaskEventsError(err, f"perf_event_open (dummy, cpu {cpu}): "
                                           f"{os.strerror(err)}")
                 try:
@@ -106,8 +101,8 @@ class TaskEvents:
                     raise
                 self._rings.append(_Ring(fd, buf, page, PAGES * page))
             for ring in self._rings:
-                if libc.ioctl(ring.fd, self.PERF_EVENT_IOC_ENABLE, 0) < 0:
-                    err = ctypes.get_errno()
+                err = control(ring.fd, PERF_EVENT_IOC_ENABLE)
+                if err:
                     raise TaskEventsError(err, f"enabling the side-band event: "
                                           f"{os.strerror(err)}")
         except BaseException:
