@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         if not register_run(backend):  # first: runs attached already ignore us from now
             stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
                          "may record this one's events\n")
-        compiled = _compiled(args, stderr, cache, pid, address is None)
+        compiled = _compiled(args, stderr, cache, pid, command, address is None)
         return _run(args, stdout, stderr, backend, scope, pid, command, duration, address,
                     compiled)
     finally:
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _compiled(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | None,
-              pid: int | None, cacheable: bool) -> CompiledRun:
+              pid: int | None, command: list[str] | None, cacheable: bool) -> CompiledRun:
     """load -> resolve -> render, or what a run of the same plan with the same inputs
     computed before (planrunner/run_cache.py: the key and what is checked)."""
     from planrunner import run_cache
@@ -130,18 +130,14 @@ def _compiled(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | No
             if hit is not None:
                 stderr.write(hit.warnings)
                 return hit
+    import contextlib
     import io
 
     from planrunner.pipeline import compile_plan
 
     recorder = run_cache.InputRecorder.get() if key is not None else None
     warnings = io.StringIO()
-    command = shlex.split(args.command) if args.command else None
-    if recorder is not None:
-        with recorder.recording():
-            plan, resolved, program = compile_plan(path, overrides(args), pid, command)
-            print_diagnostics(resolved.warnings, warnings)
-    else:
+    with recorder.recording() if recorder is not None else contextlib.nullcontext():
         plan, resolved, program = compile_plan(path, overrides(args), pid, command)
         print_diagnostics(resolved.warnings, warnings)
     stderr.write(warnings.getvalue())
