@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner import __version__
 from planrunner.runtime.progload import load_program
+from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.uprobe_links import bpf_syscall
 
 if TYPE_CHECKING:
@@ -564,13 +565,18 @@ class _MapInfo(ct.Structure):
                 ("_rest", ct.c_uint8 * 64)]
 
 
-def map_id(fd: int) -> int:
+def _info(fd: int) -> _MapInfo:
+    """The kernel's bpf_map_info of map fd `fd`; Uncacheable when it will not say."""
     info = _MapInfo()
     attr = _InfoByFd(bpf_fd=fd, info_len=ct.sizeof(info), info=ct.addressof(info))
     ret, err = bpf_syscall(BPF_OBJ_GET_INFO_BY_FD, attr)
     if ret < 0:
         raise Uncacheable(f"map info of fd {fd}: {os.strerror(err)}")
-    return int(info.id)
+    return info
+
+
+def map_id(fd: int) -> int:
+    return int(_info(fd).id)
 
 
 def same_map(fd: int, pin: str) -> bool:
@@ -586,11 +592,7 @@ def same_map(fd: int, pin: str) -> bool:
 
 def map_info(fd: int) -> tuple[int, int, int, int, int]:
     """(type, key_size, value_size, max_entries, flags) of a map, as the kernel has it."""
-    info = _MapInfo()
-    attr = _InfoByFd(bpf_fd=fd, info_len=ct.sizeof(info), info=ct.addressof(info))
-    ret, err = bpf_syscall(BPF_OBJ_GET_INFO_BY_FD, attr)
-    if ret < 0:
-        raise Uncacheable(f"map info of fd {fd}: {os.strerror(err)}")
+    info = _info(fd)
     return info.type, info.key_size, info.value_size, info.max_entries, info.map_flags
 
 
@@ -666,20 +668,6 @@ def _open_pinned(m: MapDef) -> int:
         os.close(fd)
         raise CacheLoadError(f"map {m.name}: {m.pin} is another map ({found[:4]})")
     return fd
-
-
-def possible_cpus() -> int:
-    """How many values a per-CPU map holds per key (the kernel's possible CPUs)."""
-    try:
-        with open("/sys/devices/system/cpu/possible", encoding="ascii") as fh:
-            text = fh.read().strip()
-    except OSError:
-        return os.cpu_count() or 1
-    n = 0
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        n += int(hi or lo) - int(lo) + 1
-    return n
 
 
 class LoadedProgram:

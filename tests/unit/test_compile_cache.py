@@ -15,6 +15,7 @@ from planrunner.cli import build_parser
 from planrunner.runtime import compile_cache as cc
 from planrunner.runtime.bcc_backend import BccBackend
 from planrunner.runtime.features import KernelFeatures
+from planrunner.runtime.ringbuf import possible_cpus
 
 INSN = struct.Struct("<BBhi")
 
@@ -275,7 +276,7 @@ def test_cached_tables_are_bccs_own_classes_with_the_cached_definition() -> None
     assert type(counters).__name__ == "PerCpuArray"
     assert (counters.map_fd, counters.ttype, counters.max_entries, len(counters)) == \
         (100, 6, 5, 5)
-    assert counters.sLeaf is ct.c_ulonglong and len(counters.Leaf()) == cc.possible_cpus()
+    assert counters.sLeaf is ct.c_ulonglong and len(counters.Leaf()) == possible_cpus()
     assert bpf["pr_counters"] is counters  # built once
     agg = bpf["pr_agg_0"]
     assert type(agg).__name__ == "PerCpuHash" and agg.map_fd == 101
