@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from planrunner.run_cache import CompiledRun
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import ProgramCache
+    from planrunner.runtime.compile_worker import CompileWorker
     from planrunner.runtime.scope import Scope
 
 
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import open_cache
+    from planrunner.runtime.compile_worker import CompileWorker
     from planrunner.runtime.scope import register_run
 
     if args.pid and args.command:
@@ -97,12 +99,13 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
         address = parse_address(args.prometheus)
     cache = open_cache(stderr, not args.no_cache)
-    backend = BccBackend(cache=cache)
+    worker = CompileWorker()
+    backend = BccBackend(cache=cache, worker=worker)
     try:  # the session closes the backend; this is for an error before it starts
         if not register_run(backend):  # first: runs attached already ignore us from now
             stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
                          "may record this one's events\n")
-        compiled = _compiled(args, stderr, cache, pid, command, address is None)
+        compiled = _compiled(args, stderr, cache, pid, command, address is None, worker)
         return _run(args, stdout, stderr, backend, scope, pid, command, duration, address,
                     compiled)
     finally:
@@ -110,9 +113,11 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _compiled(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | None,
-              pid: int | None, command: list[str] | None, cacheable: bool) -> CompiledRun:
+              pid: int | None, command: list[str] | None, cacheable: bool,
+              worker: CompileWorker | None = None) -> CompiledRun:
     """load -> resolve -> render, or what a run of the same plan with the same inputs
-    computed before (planrunner/run_cache.py: the key and what is checked)."""
+    computed before (planrunner/run_cache.py: the key and what is checked). On a miss,
+    `worker` starts meanwhile: the program will most likely need compiling too."""
     from planrunner import run_cache
 
     path = plan_path(args.plan)
@@ -130,6 +135,8 @@ def _compiled(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | No
             if hit is not None:
                 stderr.write(hit.warnings)
                 return hit
+    if worker is not None:  # before recording: the run cache stores no compile that
+        worker.start()      # started a process
     import contextlib
     import io
 

@@ -43,6 +43,7 @@ from planrunner.runtime.ringbuf import RingReader, ordered_host
 from planrunner.runtime.scope import cgroup_key, ensure_bpffs
 
 if TYPE_CHECKING:
+    from planrunner.runtime.compile_worker import CompileWorker
     from planrunner.runtime.tracers import TracerRegistry
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
@@ -51,7 +52,7 @@ MAX_BATCH = 65536
 BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
 
 
-def _import_bcc() -> Any:
+def import_bcc() -> Any:
     try:
         import bcc  # noqa: PLC0415 - the one place bcc is imported
     except ImportError as exc:
@@ -60,6 +61,37 @@ def _import_bcc() -> Any:
             hints=("install Debian's python3-bpfcc and run from a venv made with "
                    "--system-site-packages (`make setup` does both)",)) from None
     return bcc
+
+
+class CompileFailed(BackendError):
+    """bcc could not compile the C (clang has printed why); `detail` is bcc's message."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            f"bcc could not compile the plan's BPF program: {detail}",
+            hints=("this is a planrunner bug: `planrunner render` shows the C; please "
+                   "report it with the plan",))
+        self.detail = detail
+
+
+def compile_bcc(c_source: str, cflags: Sequence[str]) -> Any:
+    """bcc's BPF object of `c_source`: maps created, functions compiled, none loaded."""
+    bcc = import_bcc()
+    try:
+        return bcc.BPF(text=c_source.encode(), cflags=list(cflags))
+    except Exception as exc:  # bcc raises bare Exception with clang's output on stderr
+        raise CompileFailed(str(exc)) from None
+
+
+def compile_program(c_source: str, cflags: Sequence[str],
+                    pins: dict[str, str]) -> cc.CompiledProgram:
+    """`c_source` compiled by bcc, in the cache's form (runtime/compile_worker.py's
+    job). Raises CompileFailed, or cc.Uncacheable when that form cannot hold it."""
+    bpf = compile_bcc(c_source, cflags)
+    try:
+        return _capture(bpf, pins)
+    finally:
+        bpf.cleanup()
 
 
 def check_machine() -> None:
@@ -220,7 +252,7 @@ class _CachedBPF:
         return table
 
     def _table(self, name: str) -> Any:
-        bcc = _import_bcc()  # only now: reading aggregations, after "Tracing"
+        bcc = import_bcc()  # only now: reading aggregations, after "Tracing"
         m = self.loaded.map_def(name)
         cls_name = _TABLE_CLASSES.get(m.map_type)
         if cls_name is None:
@@ -246,9 +278,12 @@ class BccBackend:
     compiled before `load`); use as a context manager: `close` on exit."""
 
     def __init__(self, features: KernelFeatures | None = None,
-                 cache: cc.ProgramCache | None = None) -> None:
+                 cache: cc.ProgramCache | None = None,
+                 worker: CompileWorker | None = None) -> None:
         self._features = self._given_features = features
         self._cache = cache  # None: compile every time (--no-cache, tests)
+        self._worker = worker  # compiles a program the cache has not got, where it can
+        self._closed = False
         self.from_cache = False
         self.bpf: Any = None
         self.program: RenderedProgram | None = None
@@ -267,8 +302,8 @@ class BccBackend:
         if self._features is None:
             found = detect()
             # a cached program is loaded by our own syscall, whatever bcc can do
-            if found.uprobe_multi and not self.from_cache and \
-                    not _loads_for_links(_import_bcc()):
+            if found.uprobe_multi and not isinstance(self.bpf, _CachedBPF) and \
+                    not _loads_for_links(import_bcc()):
                 found = replace(found, uprobe_multi=False)
             self._features = found
         return self._features
@@ -290,20 +325,33 @@ class BccBackend:
                 raise BackendError(str(exc)) from None
         if program.has_sleepable and self._kernel().sleepable:  # string reads fault pages in
             cflags.append(f"-D{program.sleepable_switch}")
-        key = self._load_cached(program, cflags)
+        pins = {program.tracers_map: program.tracers_pin}
+        # bcc's ring callback needs bcc: loaded by our own calls only where the ring is
+        # mmapped
+        raw = self._kernel().ringbuf_mmap and ordered_host()
+        key = self._load_cached(program, cflags) if raw else None
+        worker = self._worker
         if self.bpf is not None:
+            if worker is not None:  # started in case the cache had not got the program
+                worker.close()
             return
-        self._bcc = _import_bcc()
-        try:
-            self.bpf = self._bcc.BPF(text=program.c_source.encode(), cflags=cflags)
-        except Exception as exc:  # bcc raises bare Exception with clang's output on stderr
-            raise BackendError(
-                f"bcc could not compile the plan's BPF program: {exc}",
-                hints=("this is a planrunner bug: `planrunner render` shows the C; please "
-                       "report it with the plan",)) from None
+        if raw and worker is not None:
+            compiled = worker.compile(program.c_source, cflags, pins)
+            if self._closed:  # the session stopped waiting for this load
+                raise BackendError("the backend was closed while compiling")
+            # refused: compiled again below, where bcc prints the verifier's log
+            if compiled is not None and self._load_compiled(program, compiled) is None:
+                if self._cache is not None:
+                    self._cache.note("compiled by the compile worker")
+                    if key is not None:
+                        self._cache.put(key, compiled)
+                return
+        elif worker is not None:
+            worker.close()
+        self._bcc = import_bcc()
+        self.bpf = compile_bcc(program.c_source, cflags)
         if self._cache is not None and key is not None:
             try:
-                pins = {program.tracers_map: program.tracers_pin}
                 self._cache.put(key, _capture(self.bpf, pins))
             except cc.Uncacheable as exc:
                 self._cache.note(f"not stored: {exc}")
@@ -312,8 +360,7 @@ class BccBackend:
         """Load `program` from the cache when it holds it (self.bpf set); the key to
         store it under otherwise (None: no cache)."""
         cache_ = self._cache
-        # bcc's ring callback needs bcc: cached only where the ring is mmapped
-        if cache_ is None or not (self._kernel().ringbuf_mmap and ordered_host()):
+        if cache_ is None:
             return None
         sleepable = [site.fn_name for site in program.sites
                      if site.sleepable and self._kernel().sleepable]
@@ -321,22 +368,33 @@ class BccBackend:
         compiled = cache_.get(key)
         if compiled is None:
             return key
+        refused = self._load_compiled(program, compiled)
+        if refused is None:
+            self.from_cache = True
+        else:
+            cache_.discard(key, f"was refused ({refused})")
+        return key
+
+    def _load_compiled(self, program: RenderedProgram,
+                       compiled: cc.CompiledProgram) -> Exception | None:
+        """Load a program compiled before (cached, or by the compile worker) with our own
+        bpf() calls (self.bpf set); what the kernel said when it refused (nothing kept)."""
         loaded: cc.LoadedProgram | None = None
         try:
             loaded = cc.LoadedProgram(compiled)
-            self.bpf, self.from_cache = _CachedBPF(loaded), True
+            self.bpf = _CachedBPF(loaded)
             # every function now, so that a refusal still falls back to the compile
             for site in program.sites:
                 self._load_func(site, self._strategy(site))
         except (cc.CacheLoadError, KeyError) as exc:
             if loaded is not None:
                 loaded.close()
-            self.bpf, self.from_cache = None, False
+            self.bpf = None
             self._uprobes = self._tracepoints = None
             self._perf = None
             self._features = self._given_features  # asked again, bcc's abilities included
-            cache_.discard(key, f"was refused ({exc})")
-        return key
+            return exc
+        return None
 
     def _loaded(self) -> RenderedProgram:
         if self.program is None or self.bpf is None:
@@ -497,6 +555,9 @@ class BccBackend:
             raise failed[0]
 
     def close(self) -> None:
+        self._closed = True
+        if self._worker is not None:  # killed, if a load (maybe abandoned) still waits on it
+            self._worker.close()
         self.detach()
         if self._reader is not None:
             self._reader.close()

@@ -120,7 +120,7 @@ def test_sleepable_programs_compile_and_load_only_where_both_allow(
     from planrunner.runtime.progload import BPF_F_SLEEPABLE
 
     monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
-    monkeypatch.setattr(bcc_backend, "_import_bcc", lambda: _FakeBcc)
+    monkeypatch.setattr(bcc_backend, "import_bcc", lambda: _FakeBcc)
     loads: list[tuple[int, int, int]] = []
 
     def load_program(insns: int, size: int, license_: bytes, prog_type: int, flags: int,

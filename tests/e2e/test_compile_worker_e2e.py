@@ -1,0 +1,134 @@
+"""The compile worker for real (runtime/compile_worker.py): a first run's program is
+compiled by bcc in a process of its own, whose mount namespace shows a one-line
+/proc/kallsyms; the machine's file and mounts are untouched, the instructions are the
+ones bcc compiles in-process, an error is bcc's own, and the worker never outlives its
+owner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from planrunner.runtime import bcc_backend
+from planrunner.runtime.compile_worker import KALLSYMS_LINE, CompileWorker
+from tests.e2e.conftest import ROOT, json_records, run_planrunner, write_plan
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount namespaces, BPF)")
+
+CFLAGS = list(bcc_backend.BASE_CFLAGS)
+
+
+def _kallsyms_mounts() -> list[str]:
+    with open("/proc/self/mountinfo") as f:
+        return [line for line in f if " /proc/kallsyms " in line]
+
+
+def test_the_worker_sees_one_line_and_the_machine_keeps_its_kallsyms() -> None:
+    before = set(os.listdir(tempfile.gettempdir()))
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "from planrunner.runtime.compile_worker import hide_kallsyms\n"
+         "print(hide_kallsyms())\n"
+         "print(open('/proc/kallsyms').read(), end='')"],
+        capture_output=True, text=True, check=True, cwd=ROOT)
+    assert child.stdout == "True\n" + KALLSYMS_LINE.decode()
+    with open("/proc/kallsyms") as f:
+        assert sum(1 for _ in f) > 1000  # this namespace's file is the kernel's
+    assert _kallsyms_mounts() == []
+    left = {n for n in set(os.listdir(tempfile.gettempdir())) - before
+            if n.startswith("planrunner-kallsyms-")}
+    assert not left  # the file mounted was unlinked at once
+
+
+def _program(tmp_path: Path, build: Path) -> str:
+    from planrunner.pipeline import compile_plan
+
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: worker-kinds
+targets: {{s: {{binary: {build / 'strings'}}}}}
+probes:
+  text: {{usdt: s:str:text, args: [{{name: k}}, {{name: p, type: string}}, {{name: len}}]}}
+  pick:
+    uprobe: s:str_pick
+    args: [{{name: k, type: int32}}, {{name: big, type: int64}}]
+  exec: {{tracepoint: sched:sched_process_exec}}
+outputs:
+  - print: text
+    fields: [k, p, len]
+  - {{count: pick, by: [k]}}
+  - print: exec
+    fields: [filename]
+""")
+    _p, _r, program = compile_plan(plan, {})
+    return program.c_source
+
+
+def test_the_worker_compiles_the_instructions_bcc_compiles_in_process(tmp_path,
+                                                                     fixtures_built) -> None:
+    """A one-line kallsyms changes nothing bcc emits: the same functions, instructions,
+    relocations and maps as a compile in this process (with the real file)."""
+    source = _program(tmp_path, fixtures_built)
+    worker = CompileWorker()
+    remote = worker.compile(source, CFLAGS, {})
+    local = bcc_backend.compile_program(source, CFLAGS, {})
+    assert remote is not None
+    assert remote == local
+    assert len(remote.funcs) >= 3 and all(f.insns for f in remote.funcs)
+
+
+def test_a_compile_error_is_bccs_own(capfd) -> None:
+    worker = CompileWorker()
+    with pytest.raises(bcc_backend.CompileFailed) as info:
+        worker.compile("int f(void *ctx) { return no_such_name; }", CFLAGS, {})
+    assert "Failed to compile BPF module" in info.value.detail
+    assert "no_such_name" in capfd.readouterr().err  # clang's diagnostic, on our stderr
+
+
+def test_close_kills_a_worker_that_was_never_asked() -> None:
+    worker = CompileWorker()
+    worker.start()
+    proc = worker._proc
+    assert proc is not None and proc.poll() is None
+    worker.close()
+    assert proc.returncode == -9  # killed while it waited for a request, and reaped
+
+
+def test_a_first_run_is_compiled_by_the_worker_and_traces(tmp_path, fixtures_built,
+                                                        monkeypatch) -> None:
+    """`run` with an empty cache: the worker compiles, the program is loaded by our own
+    calls and stored; the records are those of a --no-cache run (bcc in-process)."""
+    monkeypatch.setenv("PLANRUNNER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PLANRUNNER_CACHE_LOG", "1")
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: worker-run
+targets: {{a: {{binary: {fixtures_built / 'agg'}}}}}
+probes: {{value: {{usdt: a:agg:value}}}}
+outputs:
+  - {{count: value, name: count}}
+  - {{hist: value, name: h, value: arg1}}
+""")
+    command = f"{fixtures_built / 'agg'} 1 0 values"
+    first = run_planrunner(["run", plan, "-f", "json", "-c", command], timeout=90)
+    assert first.returncode == 0, first.stderr
+    assert "compiled by the compile worker" in first.stderr, first.stderr
+    assert "cache: stored" in first.stderr, first.stderr
+    plain = run_planrunner(["run", plan, "-f", "json", "--no-cache", "-c", command],
+                           timeout=90)
+    assert plain.returncode == 0, plain.stderr
+
+    def records(out: str) -> list[dict]:
+        return json_records("\n".join(x for x in out.splitlines() if x.startswith("{")))
+
+    def strip(recs: list[dict]) -> list[tuple]:
+        return sorted((r["output"], r.get("count"), str(r.get("buckets"))) for r in recs
+                      if "output" in r)
+
+    assert strip(records(first.stdout)) == strip(records(plain.stdout))
+    assert [r["count"] for r in records(first.stdout) if r.get("output") == "count"] == [1000]
