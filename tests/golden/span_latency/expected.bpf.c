@@ -1,6 +1,16 @@
 /* planrunner plan: span-latency -- generated, do not edit */
-/* struct pt_regs only: <linux/sched.h> and <uapi/linux/ptrace.h> doubled clang's time */
+#if defined(__x86_64__) && !defined(_ASM_X86_PTRACE_H)
+/* struct pt_regs as arch/x86/include/asm/ptrace.h lays it out: the frame the kernel's
+   entry code saves, an ABI (ptrace's user_regs_struct; cs and ss are 8-byte unions
+   since FRED). That header costs ~30 ms of every compile (tests/e2e/test_pt_regs.py
+   checks these offsets against it). */
+struct pt_regs {
+    unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+    unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+#else
 #include <asm/ptrace.h>
+#endif
 
 #define PR_USE_READ_STR
 /* templates/runtime_helpers.h: included verbatim */
