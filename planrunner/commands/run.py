@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from planrunner.run_cache import CompiledRun
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import ProgramCache
-    from planrunner.runtime.compile_worker import CompileWorker
     from planrunner.runtime.scope import Scope
 
 
@@ -79,11 +78,7 @@ def parse_seconds(text: str | None) -> float | None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.commands.scope_args import first_pid, scope_from_args
-    from planrunner.render.model import MAX_TRACERS
-    from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import open_cache
-    from planrunner.runtime.compile_worker import CompileWorker
-    from planrunner.runtime.scope import register_run
 
     if args.pid and args.command:
         raise UsageError("--pid and -c cannot be used together")
@@ -99,49 +94,68 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
         address = parse_address(args.prometheus)
     cache = open_cache(stderr, not args.no_cache)
-    worker = CompileWorker()
+    key, compiled = _cached_run(args, stderr, cache, pid, address is None)
+    worker = None
+    if compiled is None:  # the program most likely needs compiling too: the worker
+        from planrunner.runtime.compile_worker import CompileWorker  # starts first, to
+
+        worker = CompileWorker()  # import bcc while this process imports and renders
+        worker.start()
+    from planrunner.render.model import MAX_TRACERS
+    from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.scope import register_run
+
     backend = BccBackend(cache=cache, worker=worker)
     try:  # the session closes the backend; this is for an error before it starts
-        if not register_run(backend):  # first: runs attached already ignore us from now
+        # first: runs attached already ignore us from now (and the worker, a
+        # planrunner process too: its Python would fire a Python plan's probes)
+        registered = register_run(backend)
+        if worker is not None:
+            registered = register_run(backend, tgid=worker.pid) and registered
+        if not registered:
             stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
                          "may record this one's events\n")
-        compiled = _compiled(args, stderr, cache, pid, command, address is None, worker)
+        if compiled is None:
+            compiled = _compile(args, stderr, cache, key, pid, command)
         return _run(args, stdout, stderr, backend, scope, pid, command, duration, address,
                     compiled)
     finally:
         backend.close()
 
 
-def _compiled(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | None,
-              pid: int | None, command: list[str] | None, cacheable: bool,
-              worker: CompileWorker | None = None) -> CompiledRun:
-    """load -> resolve -> render, or what a run of the same plan with the same inputs
-    computed before (planrunner/run_cache.py: the key and what is checked). On a miss,
-    `worker` starts meanwhile: the program will most likely need compiling too."""
+def _cached_run(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | None,
+                pid: int | None, cacheable: bool) -> tuple[str | None, CompiledRun | None]:
+    """The run cache's key for this run (None: not cached) and what a run of the same
+    plan with the same inputs computed before, if it did (planrunner/run_cache.py: the
+    key and what is checked)."""
+    if cache is None or not cacheable:  # --prometheus: needs the plan itself
+        return None, None
     from planrunner import run_cache
 
     path = plan_path(args.plan)
-    key = None
-    if cache is not None and cacheable:  # --prometheus: needs the plan itself
-        try:
-            with open(path, "rb") as fh:
-                plan_bytes = fh.read()
-        except OSError:
-            plan_bytes = None  # compile_plan says what is wrong
-        if plan_bytes is not None:
-            key = run_cache.run_key(path, plan_bytes, args.overrides or [],
-                                    [pid] if pid else [], args.command, stderr.isatty())
-            hit = run_cache.lookup(cache, key)
-            if hit is not None:
-                stderr.write(hit.warnings)
-                return hit
-    if worker is not None:  # before recording: the run cache stores no compile that
-        worker.start()      # started a process
+    try:
+        with open(path, "rb") as fh:
+            plan_bytes = fh.read()
+    except OSError:
+        return None, None  # compile_plan says what is wrong
+    key = run_cache.run_key(path, plan_bytes, args.overrides or [], [pid] if pid else [],
+                            args.command, stderr.isatty())
+    hit = run_cache.lookup(cache, key)
+    if hit is not None:
+        stderr.write(hit.warnings)
+    return key, hit
+
+
+def _compile(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | None,
+             key: str | None, pid: int | None, command: list[str] | None) -> CompiledRun:
+    """load -> resolve -> render, stored in the run cache under `key` (not None)."""
     import contextlib
     import io
 
+    from planrunner import run_cache
     from planrunner.pipeline import compile_plan
 
+    path = plan_path(args.plan)
     recorder = run_cache.InputRecorder.get() if key is not None else None
     warnings = io.StringIO()
     with recorder.recording() if recorder is not None else contextlib.nullcontext():

@@ -35,7 +35,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from typing import IO
 
 from planrunner.runtime import bcc_backend
@@ -57,6 +56,10 @@ class CompileWorker:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def start(self) -> None:
         if self._proc is None:
@@ -112,6 +115,8 @@ def hide_kallsyms() -> bool:
     # private first: the bind mount below must never reach the machine's namespace
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         return False
+    import tempfile  # the worker's only: with random and hashlib, ~3 ms of `run`
+
     # a file of its own (a memfd cannot be bind-mounted), gone once mounted
     fd, path = tempfile.mkstemp(prefix="planrunner-kallsyms-")
     try:

@@ -135,16 +135,17 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
     return [EXIT_SITE, FORK_SITE] if scope.follow_children else [EXIT_SITE]
 
 
-def register_run(backend: Backend, pin: str = TRACERS_PIN) -> bool:
-    """Add this process to the machine's tracer registry (runtime/tracers.py), before
-    anything is compiled: every run already attached ignores it from now on. Not as a
-    user (`load` says what is missing) nor in another pid namespace, where our
-    init-namespace tgid is unknown: there we still exclude ourselves (SELF) and every
-    registered run. False when MAX_TRACERS runs are registered already."""
+def register_run(backend: Backend, pin: str = TRACERS_PIN, tgid: int | None = None) -> bool:
+    """Add this process (or `tgid`, a process of this run: the compile worker) to the
+    machine's tracer registry (runtime/tracers.py), before anything is compiled: every
+    run already attached ignores it from now on. Not as a user (`load` says what is
+    missing) nor in another pid namespace, where our init-namespace tgid is unknown:
+    there we still exclude ourselves (SELF) and every registered run. False when
+    MAX_TRACERS runs are registered already."""
     if os.geteuid() != 0 or own_pid_namespace() is not None:
         return True
-    me = os.getpid()
-    return backend.register_tracer(pin, me, start_time(me) or 0)
+    tgid = os.getpid() if tgid is None else tgid
+    return backend.register_tracer(pin, tgid, start_time(tgid) or 0)
 
 
 def tracer_alive(tgid: int, start: int) -> bool:

@@ -1,4 +1,6 @@
 /* planrunner plan: stack-fp -- generated, do not edit */
+/* EFAULT (a stack the kernel could not walk), which <asm/ptrace.h> brought along */
+#include <uapi/asm-generic/errno-base.h>
 #if defined(__x86_64__) && !defined(_ASM_X86_PTRACE_H)
 /* struct pt_regs as arch/x86/include/asm/ptrace.h lays it out: the frame the kernel's
    entry code saves, an ABI (ptrace's user_regs_struct; cs and ss are 8-byte unions
