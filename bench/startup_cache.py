@@ -99,7 +99,15 @@ def tree_cpu(pid: int) -> float:
     return total + sum(tree_cpu(k) for k in kids)
 
 
-def launch(argv: list[str], ready: str, env: dict[str, str]) -> tuple[float, float] | None:
+EVENT = re.compile(rb"ev-(?:alpha|beta|gamma|delta)")
+
+
+def launch(argv: list[str], ready: str,
+           env: dict[str, str]) -> tuple[float, float, float | None] | None:
+    """(launch -> ready line, CPU by then, launch -> first event printed). The first
+    event is when a tool is certainly attached: bpftrace writes its "Attaching" line
+    before it loads its program and attaches (strace: ~10-30 ms before
+    PERF_EVENT_IOC_SET_BPF), the others theirs after."""
     t0 = mono()
     old = dict(os.environ)
     os.environ.update(env)
@@ -110,10 +118,11 @@ def launch(argv: list[str], ready: str, env: dict[str, str]) -> tuple[float, flo
         os.environ.update(old)
     at = lines.wait_for(re.compile(ready.encode(), re.M), 45, c)
     cpu = tree_cpu(c.p.pid)  # a few ms after the line: it waits in the loop by then
+    first = lines.wait_for(EVENT, 10, c) if at is not None else None
     c.stop()
     lines.drain(0.05)
     _close(lines)
-    return None if at is None else (at - t0, cpu)
+    return None if at is None else (at - t0, cpu, None if first is None else first - t0)
 
 
 def main() -> int:
@@ -144,6 +153,7 @@ def main() -> int:
     }
     results: dict[str, list[float]] = {k: [] for k in tools}
     cpus: dict[str, list[float]] = {k: [] for k in tools}
+    firsts: dict[str, list[float]] = {k: [] for k in tools}
     breakdown: dict[str, list[list[float]]] = {"warm": [], "cold": []}
     try:
         # prime the warm cache once
@@ -160,6 +170,8 @@ def main() -> int:
                 if t is not None:
                     results[name].append(t[0])
                     cpus[name].append(t[1])
+                    if t[2] is not None:
+                        firsts[name].append(t[2])
                 print(f"[{rnd}] {name}: {t}", file=sys.stderr, flush=True)
             for kind in ("warm", "cold"):
                 d = warm_dir if kind == "warm" else Path(tempfile.mkdtemp(dir=work))
@@ -191,6 +203,15 @@ def main() -> int:
         c = statistics.median(cpus[name]) if cpus[name] else float("nan")
         print(f"| {name} | {med(xs)} | {m / bt:.2f}x | {m / tr:.2f}x | {med(cpus[name])} "
               f"| {c / cbt:.2f}x | {c / ctr:.2f}x |")
+    fbt = statistics.median(firsts["bpftrace"]) if firsts["bpftrace"] else float("nan")
+    ftr = statistics.median(firsts["trace-bpfcc"]) if firsts["trace-bpfcc"] else float("nan")
+    print("\nLaunch -> first event printed (every tool surely attached; bpftrace's "
+          "`Attaching` line comes before its load and attach):\n")
+    print("| tool | launch -> first event s | vs bpftrace | vs trace-bpfcc |")
+    print("|---|---|---|---|")
+    for name, xs in firsts.items():
+        m = statistics.median(xs) if xs else float("nan")
+        print(f"| {name} | {med(xs)} | {m / fbt:.2f}x | {m / ftr:.2f}x |")
     print("\nWhere a planrunner run's time goes (s, medians; in-process, fresh process each):\n")
     print("| run | python start | imports | plan (run cache, else load+resolve+render) "
           "| backend load | attach | from cache |")
@@ -202,6 +223,7 @@ def main() -> int:
                   + f" | {int(min(cols[5]))}..{int(max(cols[5]))} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"launch": results, "cpu": cpus,
+                                               "first_event": firsts,
                                                "breakdown": breakdown},
                                               indent=1))
     return 0
