@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = str(ROOT / ".venv" / "bin" / "python")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import compile_bytecode  # noqa: E402
 from tools import VALIDATE_PLAN  # noqa: E402
 
 
@@ -81,11 +82,10 @@ def main() -> int:
     trees = {"now": str(ROOT)}
     if args.baseline:
         trees["baseline"] = os.path.abspath(args.baseline)
-    for tree in trees.values():  # .pyc first, as an installed package has them
-        subprocess.run([PY, "-m", "compileall", "-q", f"{tree}/planrunner"], check=True,
-                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
     with tempfile.TemporaryDirectory() as tmp:
         cmds = commands(Path(tmp))
+        for tree in trees.values():  # as an installed package has them
+            compile_bytecode(tree, PY, str(Path(tmp) / "validate-jvm.yaml"))
         runs: dict[str, tuple[list[str], dict[str, str]]] = {}
         for label, (argv, ours) in cmds.items():
             if not ours:

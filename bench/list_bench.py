@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from harness import compile_bytecode  # noqa: E402
+
 PLANRUNNER = str(ROOT / ".venv" / "bin" / "planrunner")
 
 
@@ -78,19 +82,11 @@ def bench(path: str, rounds: int) -> list[tuple[str, str, float, float, float, f
     return rows
 
 
-def compile_bytecode() -> None:
-    """Write planrunner's .pyc files first, as `pip install` does. Without them (e.g. under
-    PYTHONDONTWRITEBYTECODE=1 in a checkout) every run recompiles every module imported,
-    which measures the compiler, not planrunner; tplist's bcc modules ship compiled."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "planrunner")],
-                   check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args()
-    compile_bytecode()
+    compile_bytecode(str(ROOT), sys.executable)  # tplist's bcc modules ship compiled
     print(f"`{shlex.join([sys.executable, *sys.argv])}`, {args.rounds} interleaved rounds, "
           "fresh process per run, output to /dev/null, planrunner's .pyc compiled first; "
           "ratio = median of per-round ratios to the matching tplist command.\n")

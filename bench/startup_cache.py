@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Child, bounded, cleanup, mono  # noqa: E402
+from harness import Child, bounded, cleanup, compile_bytecode, mono  # noqa: E402
 from phases import _close, _launch_pty  # noqa: E402
 from run import build, machine  # noqa: E402
 from tools import ROOT, TOOLS, write_plans  # noqa: E402
@@ -130,11 +130,10 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=15, help="rounds (default 15)")
     ap.add_argument("--json", help="also write the raw figures here")
     args = ap.parse_args()
-    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "planrunner")], check=True,
-                   stdout=subprocess.DEVNULL)
     work = Path(tempfile.mkdtemp(prefix="pr-startup-"))
     bins = build(ROOT / "bench" / "build" / "run")
     plans = write_plans(work, bins)
+    compile_bytecode(str(ROOT), PY, plans["plain"]["plan"])
     warm_dir = work / "warm"
     warm_dir.mkdir(mode=0o700)
     wl = Child([bins["plain"], "rate", "1000", "3600"], stdout=subprocess.DEVNULL,

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import Child, cleanup
+from harness import Child, cleanup, compile_bytecode
 from run import build, machine
 from tools import write_plans
 
@@ -67,12 +67,11 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=21, help="rounds (default 21)")
     args = ap.parse_args()
     trees = {"baseline": args.baseline, "now": args.now}
-    for tree in trees.values():
-        subprocess.run([PY, "-m", "compileall", "-q", str(Path(tree) / "planrunner")],
-                       check=True, stdout=subprocess.DEVNULL)
     work = Path(tempfile.mkdtemp(prefix="pr-warm-ab-"))
     bins = build(ROOT / "bench" / "build" / "run")
     plan = write_plans(work, bins)["plain"]["plan"]
+    for tree in trees.values():
+        compile_bytecode(tree, PY, plan)
     caches = {name: work / f"cache-{name}" for name in trees}
     for d in caches.values():
         d.mkdir(mode=0o700)

@@ -10,7 +10,7 @@ cost; the source is the same from one run to the next.
 `install()` gives the dataclasses module an `exec` of its own (a module global, looked up
 before the builtin; nothing else changes) that compiles each source text of a planrunner
 class once (other modules' classes are left alone) and keeps the code object, under a
-BLAKE2 hash of the text, in `planrunner/__pycache__/dataclasses.TAG.bin` (TAG: this
+BLAKE2 hash of the text and by module, in `planrunner/__pycache__/dataclasses.TAG.bin` (TAG: this
 interpreter's cache tag; the file's header names the exact version, as marshal and
 bytecode are per version). The code is what `exec` of the text
 would have compiled: same file name, no inherited `__future__` flags (dataclasses.py
@@ -33,13 +33,16 @@ from _blake2 import blake2b  # builtin: hashlib would load OpenSSL (~2 ms of eve
 from types import CodeType
 from typing import Any
 
-MAGIC = b"PRDC1\0"
-MAX_ENTRIES = 2048  # a bound on the file: beyond it, only what this process used is kept
+MAGIC = b"PRDC2\0"
+MAX_PER_MODULE = 256  # beyond it, a module keeps only what this process used
 OURS = "planrunner."  # classes of other modules are made as the standard library makes them
-_codes: dict[bytes, CodeType] = {}  # from the file, and those compiled by this process
-_used: set[bytes] = set()
+# The file holds, per module, the marshalled codes of its classes: a module's are
+# unmarshalled when it first makes a class (a warm `run` needs a fifth of them).
+_blobs: dict[str, bytes] = {}  # module -> its marshalled {key: code}, as read
+_codes: dict[str, dict[bytes, CodeType]] = {}  # module -> {key: code}, once needed
+_used: dict[str, set[bytes]] = {}
+_changed: set[str] = set()  # modules that compiled something new
 compiled = 0  # source texts compiled by this process (the rest came from the file)
-_added = False
 _path: str | None = None
 
 
@@ -56,7 +59,7 @@ def cache_path() -> str:
                         f"dataclasses.{sys.implementation.cache_tag}.bin")
 
 
-def _load(path: str) -> dict[bytes, CodeType]:
+def _load(path: str) -> dict[str, bytes]:
     try:
         if not _trusted(os.stat(os.path.dirname(path))):
             return {}
@@ -70,43 +73,64 @@ def _load(path: str) -> dict[bytes, CodeType]:
     if not blob.startswith(head):
         return {}
     try:
-        codes = marshal.loads(blob[len(head):])
+        blobs = marshal.loads(blob[len(head):])
     except (EOFError, ValueError, TypeError):
         return {}
-    if not isinstance(codes, dict) or not all(
-            isinstance(k, bytes) and isinstance(v, CodeType) for k, v in codes.items()):
+    if not isinstance(blobs, dict) or not all(
+            isinstance(k, str) and isinstance(v, bytes) for k, v in blobs.items()):
         return {}
+    return blobs
+
+
+def _module_codes(module: str) -> dict[bytes, CodeType]:
+    codes = _codes.get(module)
+    if codes is None:
+        codes = {}
+        try:
+            found = marshal.loads(_blobs.get(module, b"{}"))
+        except (EOFError, ValueError, TypeError):
+            found = None
+        if isinstance(found, dict):
+            codes = {k: v for k, v in found.items()
+                     if isinstance(k, bytes) and isinstance(v, CodeType)}
+        _codes[module] = codes
+        _used[module] = set()
     return codes
 
 
 def _exec(source: Any, globals_: dict[str, Any] | None = None,
           locals_: dict[str, Any] | None = None) -> None:
     """builtins.exec, with the code of a source text compiled once."""
-    global _added, compiled
+    global compiled
     if isinstance(source, str):
+        module = str((globals_ or {}).get("__name__", ""))
         # never this module's __future__ flags: dataclasses' frame, which calls exec, has
         # none, and the builtin exec would compile with the flags of its caller
-        if not str((globals_ or {}).get("__name__", "")).startswith(OURS):
+        if not module.startswith(OURS):
             source = compile(source, "<string>", "exec", dont_inherit=True)
         else:
+            codes = _module_codes(module)
             key = blake2b(source.encode(), digest_size=16).digest()
-            code = _codes.get(key)
+            code = codes.get(key)
             if code is None:
-                code = compile(source, "<string>", "exec", dont_inherit=True)
-                _codes[key] = code
-                _added = True
+                code = codes[key] = compile(source, "<string>", "exec", dont_inherit=True)
+                _changed.add(module)
                 compiled += 1
-            _used.add(key)
+            _used[module].add(key)
             source = code
     builtins.exec(source, globals_, locals_)
 
 
 def save() -> None:
     """Write what this process compiled (at exit; never raises)."""
-    global _added
-    if not _added or _path is None or sys.dont_write_bytecode:  # as for .pyc files
+    if not _changed or _path is None or sys.dont_write_bytecode:  # as for .pyc files
         return
-    keep = _codes if len(_codes) <= MAX_ENTRIES else {k: _codes[k] for k in _used}
+    blobs = dict(_blobs)
+    for module in _changed:
+        codes = _codes[module]
+        if len(codes) > MAX_PER_MODULE:
+            codes = {k: codes[k] for k in _used[module]}
+        blobs[module] = marshal.dumps(codes)
     directory = os.path.dirname(_path)
     tmp = f"{_path}.{os.getpid()}.tmp"
     try:
@@ -115,9 +139,10 @@ def save() -> None:
             return
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC + _version() + b"\n" + marshal.dumps(keep))
+            fh.write(MAGIC + _version() + b"\n" + marshal.dumps(blobs))
         os.replace(tmp, _path)
-        _added = False
+        _blobs.update(blobs)
+        _changed.clear()
     except (OSError, ValueError):
         try:
             os.unlink(tmp)
@@ -134,9 +159,10 @@ def install(path: str | None = None) -> None:
     path = path or cache_path()
     if path != _path:
         _path = path
-        _codes.clear()
-        _used.clear()
-        _codes.update(_load(path))
+        for table in (_blobs, _codes, _used):
+            table.clear()
+        _changed.clear()
+        _blobs.update(_load(path))
     if dataclasses.__dict__.get("exec") is not _exec:
         vars(dataclasses)["exec"] = _exec  # a module global, found before the builtin
         import atexit

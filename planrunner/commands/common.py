@@ -105,6 +105,10 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
 def plan_path(name: str, extra: list[str] | None = None) -> str:
     """A plan path as given, or a library plan found by name in `extra` (default: the
     --plans folders that came with `name`), $PLANRUNNER_PATH, then the bundled plans."""
+    import os
+
+    if os.path.exists(str(name)):  # a file: the library (and pathlib) is not needed
+        return str(name)
     from planrunner.library import find_plan
 
     if extra is None:

@@ -70,7 +70,6 @@ import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner import __version__
@@ -191,7 +190,9 @@ def bcc_identity() -> str:
     pkg = next(iter(spec.submodule_search_locations))
     version = "?"
     try:
-        for line in Path(pkg, "version.py").read_text(encoding="utf-8").splitlines():
+        with open(os.path.join(pkg, "version.py"), encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+        for line in lines:
             if line.startswith("__version__"):
                 version = line.split("=", 1)[1].strip().strip("'\"")
     except OSError:
@@ -324,41 +325,44 @@ def decode(key: str, blob: bytes) -> CompiledProgram:
 
 # --- the directory --------------------------------------------------------------------
 
-def _home() -> Path:
+# Paths here are strings: pathlib (with urllib.parse and ipaddress) was ~3 ms of every
+# warm run's start.
+
+def _home() -> str:
     """The effective user's home from the password database: under sudo, $HOME may
     still be the invoking user's, and root must not write its cache there."""
     import pwd
 
     try:
-        return Path(pwd.getpwuid(os.geteuid()).pw_dir)
+        return pwd.getpwuid(os.geteuid()).pw_dir
     except KeyError:
-        return Path.home()
+        return os.path.expanduser("~")
 
 
-def default_dir() -> Path:
+def default_dir() -> str:
     env = os.environ.get(DIR_ENV)
     if env:
-        return Path(env)
+        return env
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = _home() / ".cache"
+    base = os.path.join(_home(), ".cache")
     if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is ignored
         try:
             mine = os.stat(xdg).st_uid == os.geteuid()
         except OSError:
             mine = False
         if mine:  # another user's (sudo kept the variable): ours instead
-            base = Path(xdg)
-    return base / "planrunner" / "programs"
+            base = xdg
+    return os.path.join(base, "planrunner", "programs")
 
 
-def _makedirs_private(path: Path) -> None:
+def _makedirs_private(path: str) -> None:
     """mkdir -p with 0700 at every level created (os.makedirs gives the parents the
     umask's mode); a umask can only narrow it."""
     missing = []
-    p = path
-    while not p.exists():
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
         missing.append(p)
-        p = p.parent
+        p = os.path.dirname(p)
     for d in reversed(missing):
         try:
             os.mkdir(d, 0o700)
@@ -374,8 +378,8 @@ class ProgramCache:
     """Entries of one directory; every failure to read or write is a warning at most,
     never an error of the run."""
 
-    def __init__(self, directory: Path, stderr: TextIO) -> None:
-        self.dir = directory
+    def __init__(self, directory: str | os.PathLike[str], stderr: TextIO) -> None:
+        self.dir = os.fspath(directory)
         self.stderr = stderr
         self.log = os.environ.get(LOG_ENV, "") not in ("", "0")
 
@@ -386,8 +390,8 @@ class ProgramCache:
     def warn(self, msg: str) -> None:
         self.stderr.write(f"planrunner: warning: {msg}\n")
 
-    def path(self, key: str) -> Path:
-        return self.dir / f"{key}.bpf"
+    def path(self, key: str) -> str:
+        return os.path.join(self.dir, f"{key}.bpf")
 
     def _usable_dir(self, create: bool) -> bool:
         try:
@@ -412,7 +416,7 @@ class ProgramCache:
     def read_entry(self, name: str) -> bytes | None:
         """The bytes of entry `name` when it is a private file of this user in a private
         directory; None when absent or not to be trusted (said on stderr)."""
-        path = self.dir / name
+        path = os.path.join(self.dir, name)
         if not self._usable_dir(create=False):
             return None
         try:
@@ -448,7 +452,7 @@ class ProgramCache:
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
-                os.replace(tmp, self.dir / name)
+                os.replace(tmp, os.path.join(self.dir, name))
             except BaseException:
                 os.unlink(tmp)
                 raise
@@ -478,13 +482,13 @@ class ProgramCache:
         self.discard_entry(f"{key}.bpf", why)
 
     def discard_entry(self, name: str, why: str) -> None:
-        self.warn(f"compiled-program cache entry {self.dir / name} {why}; removed, "
+        self.warn(f"compiled-program cache entry {os.path.join(self.dir, name)} {why}; removed, "
                   "compiling again")
         self.remove_entry(name)
 
     def remove_entry(self, name: str) -> None:
         try:
-            os.unlink(self.dir / name)
+            os.unlink(os.path.join(self.dir, name))
         except OSError:
             pass
 

@@ -101,10 +101,10 @@ def test_round_trip_with_private_permissions(tmp_path: Path) -> None:
         os.umask(old)
     assert c.get("k1") == program()
     assert err.getvalue() == ""
-    assert (c.dir.stat().st_mode & 0o777) == 0o700
-    assert (c.dir.parent.stat().st_mode & 0o777) == 0o700
-    assert (c.path("k1").stat().st_mode & 0o777) == 0o600
-    assert [p.name for p in c.dir.iterdir()] == ["k1.bpf"]  # no temporary left
+    assert (Path(c.dir).stat().st_mode & 0o777) == 0o700
+    assert (Path(c.dir).parent.stat().st_mode & 0o777) == 0o700
+    assert (Path(c.path("k1")).stat().st_mode & 0o777) == 0o600
+    assert [p.name for p in Path(c.dir).iterdir()] == ["k1.bpf"]  # no temporary left
 
 
 def test_a_miss_is_none_and_the_log_says_so(tmp_path: Path,
@@ -131,7 +131,7 @@ def test_an_entry_under_another_key_is_not_loaded(tmp_path: Path) -> None:
 def test_corrupt_entries_are_reported_removed_and_rebuilt(tmp_path: Path, damage: str) -> None:
     c, err = cache(tmp_path)
     c.put("k1", program())
-    path = c.path("k1")
+    path = Path(c.path("k1"))
     data = bytearray(path.read_bytes())
     if damage == "truncate":
         data = data[:-5]
@@ -164,17 +164,17 @@ def test_corrupt_entries_are_reported_removed_and_rebuilt(tmp_path: Path, damage
 def test_a_directory_open_to_others_is_not_used(tmp_path: Path) -> None:
     c, err = cache(tmp_path)
     c.put("k1", program())
-    c.dir.chmod(0o755)
+    Path(c.dir).chmod(0o755)
     assert c.get("k1") is None
     assert "not using the program cache" in err.getvalue()
     c.put("k2", program())
-    assert not c.path("k2").exists()
+    assert not Path(c.path("k2")).exists()
 
 
 def test_a_file_open_to_others_is_ignored(tmp_path: Path) -> None:
     c, err = cache(tmp_path)
     c.put("k1", program())
-    c.path("k1").chmod(0o644)
+    Path(c.path("k1")).chmod(0o644)
     assert c.get("k1") is None
     assert "not a private file" in err.getvalue()
 
@@ -195,7 +195,7 @@ def test_old_entries_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         c.put(key, program())
         os.utime(c.path(key), ns=(i * 10**9, i * 10**9))
     c.put("d", program())
-    assert sorted(p.name for p in c.dir.iterdir()) == ["c.bpf", "d.bpf"]
+    assert sorted(p.name for p in Path(c.dir).iterdir()) == ["c.bpf", "d.bpf"]
 
 
 def test_where_the_cache_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,14 +204,14 @@ def test_where_the_cache_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("HOME", "/home/someone-else")  # sudo may keep it: not used
     import pwd
     home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
-    assert cc.default_dir() == home / ".cache" / "planrunner" / "programs"
+    assert Path(cc.default_dir()) == home / ".cache" / "planrunner" / "programs"
     monkeypatch.setattr(cc, "_home", lambda: tmp_path)
-    assert cc.default_dir() == tmp_path / ".cache" / "planrunner" / "programs"
+    assert Path(cc.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
     (tmp_path / "xdg").mkdir()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cc.default_dir() == tmp_path / "xdg" / "planrunner" / "programs"
+    assert Path(cc.default_dir()) == tmp_path / "xdg" / "planrunner" / "programs"
     monkeypatch.setenv("XDG_CACHE_HOME", "relative")  # the spec says: ignore it
-    assert cc.default_dir() == tmp_path / ".cache" / "planrunner" / "programs"
+    assert Path(cc.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     real_stat = os.stat
 
@@ -223,10 +223,10 @@ def test_where_the_cache_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         return st
 
     monkeypatch.setattr(os, "stat", other_owner)
-    assert cc.default_dir() == tmp_path / ".cache" / "planrunner" / "programs"
+    assert Path(cc.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
     monkeypatch.setattr(os, "stat", real_stat)
     monkeypatch.setenv(cc.DIR_ENV, str(tmp_path / "mine"))
-    assert cc.default_dir() == tmp_path / "mine"
+    assert Path(cc.default_dir()) == tmp_path / "mine"
 
 
 # --- --no-cache -------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def test_a_damaged_foreign_or_open_file_is_not_used(tmp_path: Path) -> None:
     good = cache.read_bytes()
     cache.write_bytes(good[: len(good) // 2])  # truncated
     assert int(_child(cache, MAKE).split()[0]) >= 8
-    cache.write_bytes(good.replace(b"PRDC1\0", b"PRDC1\0x", 1))  # another interpreter
+    cache.write_bytes(good.replace(b"PRDC2\0", b"PRDC1\0x", 1))  # another interpreter
     assert int(_child(cache, MAKE).split()[0]) >= 8
     cache.write_bytes(good)
     os.chmod(cache, 0o666)  # anyone may write it: not trusted
