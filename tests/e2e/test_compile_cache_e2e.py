@@ -388,7 +388,8 @@ def test_a_warm_run_attaches_before_loading_views_decoding_and_stacks(tmp_path, 
                                                                       cache_dir):
     """Before "Tracing", a warm run imports what loading and attaching need, not the view,
     records.py, the decoder, the aggregation reader or the stack modules (they load once
-    the probes record: the first records are in the ring by then), nor yaml/jinja2/bcc;
+    the probes record: the first records are in the ring by then), nor yaml/jinja2/bcc
+    or pathlib (with urllib.parse and ipaddress, ~3 ms);
     and every dataclass created by then has a docstring (for one without, the decorator
     calls inspect.signature). The records are the same as a cold run's."""
     import subprocess
@@ -413,7 +414,7 @@ def test_a_warm_run_attaches_before_loading_views_decoding_and_stacks(tmp_path, 
             "planrunner.runtime.aggregates", "planrunner.runtime.stacks",
             "planrunner.runtime.task_events", "planrunner.stacks.timeline",
             "planrunner.elf.reader", "yaml", "jinja2", "bcc", "planrunner.plan.model",
-            "hashlib", "planrunner.diagnostics"}
+            "hashlib", "planrunner.diagnostics", "pathlib"}
     assert sorted(mods & late) == []
     assert {"planrunner.runtime.session", "planrunner.render.model"} <= mods
     assert lines.get("NODOC", "").split() == []
