@@ -35,7 +35,11 @@ class PlanSyntaxError(PlanError):
 
 
 class PlanSchemaError(PlanError):
-    """The plan does not match schema/plan.schema.json."""
+    """The plan does not match schema/plan.schema.json. `partial`: the Plan built from
+    the parts the schema accepted, when building them found nothing wrong (the pipeline
+    resolves it, so that the mistakes resolve finds are told with these)."""
+
+    partial: object = None  # a plan.model.Plan; errors.py imports no stage
 
 
 class PlanSemanticError(PlanError):

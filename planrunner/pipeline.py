@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from planrunner.errors import PlanError, PlanSchemaError
 from planrunner.plan import load_plan
 
 if TYPE_CHECKING:  # annotations only: `validate` never renders (render/model.py: ~10 ms)
@@ -29,6 +30,31 @@ def resolve(plan: Plan, pid: int | None = None,
     return resolve_plan(plan, pid, command)
 
 
+def load_resolved(path: str, overrides: dict[str, str], pid: int | None = None,
+                  command: list[str] | None = None, *, require_params: bool = True
+                  ) -> tuple[Plan, ResolvedPlan]:
+    """load -> resolve. A plan with schema errors fails with them, those of building the
+    rest, and those resolve finds in the rest (a probe not in its binary, an offset
+    inside an instruction): every mistake at once."""
+    try:
+        plan = load_plan(path, overrides, require_params=require_params)
+    except PlanSchemaError as err:
+        partial = err.partial
+        if partial is not None:
+            from planrunner.plan import merged_diagnostics
+
+            try:
+                resolve(cast("Plan", partial), pid, command)
+            except PlanError as more:
+                raised = PlanSchemaError(merged_diagnostics(err.diagnostics,
+                                                            more.diagnostics))
+                raise raised from None
+            except (KeyError, TypeError, AttributeError, ValueError):
+                pass  # a part the schema broke that resolve did not expect: theirs stand
+        raise
+    return plan, resolve(plan, pid, command)
+
+
 def render(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
     from planrunner.render.program import render_program
 
@@ -39,6 +65,5 @@ def compile_plan(path: str, overrides: dict[str, str], pid: int | None = None,
                  command: list[str] | None = None
                  ) -> tuple[Plan, ResolvedPlan, RenderedProgram]:
     """load -> resolve -> render: everything `render` and `run` do before the kernel."""
-    plan = load(path, overrides)
-    resolved = resolve(plan, pid, command)
+    plan, resolved = load_resolved(path, overrides, pid, command)
     return plan, resolved, render(resolved)

@@ -19,10 +19,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.commands.scope_args import check_scope, first_pid
-    from planrunner.pipeline import load, render, resolve
+    from planrunner.pipeline import load_resolved, render
 
     check_scope(args)  # checked; the C is the same whatever the scope
-    resolved = resolve(load(plan_path(args.plan), overrides(args)), first_pid(args))
+    _plan, resolved = load_resolved(plan_path(args.plan), overrides(args), first_pid(args))
     print_diagnostics(resolved.warnings, stderr)
     stdout.write(render(resolved, plan_only=args.plan_only).c_source)
     return 0

@@ -24,17 +24,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.commands.scope_args import check_scope, first_pid
-    from planrunner.pipeline import resolve
+    from planrunner.pipeline import load_resolved
     from planrunner.plan import load_plan
 
     check_scope(args)  # checked; the plan does not depend on it
     path = plan_path(args.plan)
     if args.schema_only:
-        plan = load_plan(path, overrides(args), require_params=False)
+        load_plan(path, overrides(args), require_params=False)
         stdout.write(f"{path}: ok (schema and plan structure; binaries not checked)\n")
         return 0
-    plan = load_plan(path, overrides(args))
-    resolved = resolve(plan, first_pid(args))
+    _plan, resolved = load_resolved(path, overrides(args), first_pid(args))
     print_diagnostics(resolved.warnings, stderr)
     stdout.write(f"{path}: ok\n")
     for probe in resolved.probes:

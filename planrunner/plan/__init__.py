@@ -8,12 +8,14 @@ Each stage raises one PlanError subclass carrying all of its Diagnostics:
 PlanSyntaxError (load), PlanSchemaError (schema), UsageError (params from --set),
 PlanSemanticError (build). A plan with schema errors is still built, without the
 entries the schema broke (validate.SchemaReport), and the PlanSchemaError raised then
-carries the schema and the semantic diagnostics together, in file order, each once.
+carries the schema and the semantic diagnostics together, in file order, each once,
+and that partial Plan when it built (pipeline.py resolves it for resolve's mistakes).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,26 +82,36 @@ def load_plan(path: str | Path, overrides: dict[str, str] | None = None, *,
     loaded = load_source(path)
     report = schema_report(loaded)
     if report.diagnostics:
-        raise PlanSchemaError(_with_semantic(loaded, report, dict(overrides or {})))
+        diagnostics, plan = _with_semantic(loaded, report, dict(overrides or {}))
+        err = PlanSchemaError(diagnostics)
+        err.partial = plan
+        raise err
     return build(loaded, dict(overrides or {}), require_params=require_params)
 
 
 def _with_semantic(loaded: LoadedPlan, report: SchemaReport, overrides: dict[str, str]
-                   ) -> list[Diagnostic]:
+                   ) -> tuple[list[Diagnostic], Plan | None]:
     """The schema's diagnostics and those of building the parts the schema accepted,
-    in file order, each once."""
+    in file order, each once; and the Plan of those parts when building them found no
+    mistake."""
     from planrunner.plan.build import build
 
     partial = replace(loaded, data=_without(loaded.data, report.unknown_keys))
+    plan = None
     try:
-        build(partial, overrides, require_params=False, broken=report.broken)
+        plan = build(partial, overrides, require_params=False, broken=report.broken)
         semantic: tuple[Diagnostic, ...] = ()
     except PlanError as err:
         semantic = err.diagnostics
     except (KeyError, TypeError, AttributeError, ValueError, StopIteration):
         # A schema hole the pruning did not foresee: the schema errors still stand.
         semantic = ()
-    merged = list(dict.fromkeys([*report.diagnostics, *semantic]))
+    return merged_diagnostics(report.diagnostics, semantic), plan
+
+
+def merged_diagnostics(*groups: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Every diagnostic of `groups`, in file order, each once."""
+    merged = list(dict.fromkeys(d for group in groups for d in group))
     return sorted(merged, key=_position)
 
 

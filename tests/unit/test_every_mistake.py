@@ -87,3 +87,35 @@ def test_partial_build_never_needs_its_safety_net() -> None:
             except PlanError:
                 pass
     assert cases > 100
+
+
+def test_schema_errors_come_with_what_resolve_finds_in_the_rest(tmp_path: Path) -> None:
+    """A schema error no longer hides the mistakes only the binaries can show: a symbol
+    that is not there, an argument the probe has not got. Parts that depend on the
+    broken one (a span, its outputs) are not blamed for it."""
+    import os
+
+    binary = os.path.realpath(sys.executable)
+    plan = tmp_path / "p.yaml"
+    plan.write_text(f"""planrunner: 1
+targets:
+  t: {{binary: {binary}}}
+probes:
+  a: {{uprobe: "t:Py_BytesMain", args: [{{name: n, type: int33}}]}}
+  e: {{uprobe: "t:no_such_function_in_it"}}
+  m: {{uprobe: "t:Py_BytesMain", args: [{{name: argc, type: int32}}]}}
+  s: {{span: {{begin: a, end: m}}}}
+outputs:
+  - print: a
+  - count: s
+  - print: m
+    fields: [argc, nosuch]
+""")
+    proc = subprocess.run([sys.executable, "-m", "planrunner", "validate", str(plan)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    headlines = [ln for ln in proc.stderr.splitlines() if ": error: " in ln]
+    assert [int(h.split(":")[1]) for h in headlines] == [5, 6, 13], proc.stderr
+    assert "must be one of int8" in headlines[0]
+    assert "no_such_function_in_it" in headlines[1] and "not found" in headlines[1]
+    assert "nosuch" in headlines[2]
