@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import phases  # noqa: E402
 import report  # noqa: E402
-from harness import Child, cleanup, mono  # noqa: E402
+from harness import Child, cleanup, compile_bytecode, mono  # noqa: E402
 from tools import HERE, ROOT, write_plans  # noqa: E402
 
 VARIANTS = {"plain": [], "sem": ["-DBENCH_SEM"], "nop5": ["-DBENCH_NOP5"]}
@@ -158,6 +158,8 @@ def main() -> None:
     try:
         bins = build(HERE / "build" / "run")
         env = phases.Env(bins, write_plans(outdir, bins), outdir, log)
+        compile_bytecode(str(ROOT), str(ROOT / ".venv" / "bin" / "python"),
+                         env.plans["plain"]["plan"])
         run_phases(a, env, res)
         finished = True
     finally:
