@@ -346,6 +346,8 @@ class BccBackend:
                     if key is not None:
                         self._cache.put(key, compiled)
                 return
+            if self._cache is not None:  # compiled again here, as without the worker
+                self._cache.note(worker.why or "the compile worker's program was refused")
         elif worker is not None:
             worker.close()
         self._bcc = import_bcc()

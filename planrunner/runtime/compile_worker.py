@@ -56,6 +56,7 @@ class CompileWorker:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
+        self.why = ""  # why the last compile gave nothing back (for the cache log)
 
     @property
     def pid(self) -> int | None:
@@ -63,9 +64,12 @@ class CompileWorker:
 
     def start(self) -> None:
         if self._proc is None:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "planrunner.runtime.compile_worker"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "planrunner.runtime.compile_worker"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+            except OSError as exc:  # then the run compiles in-process, as before
+                self.why = f"the compile worker did not start: {exc.strerror}"
 
     def compile(self, c_source: str, cflags: list[str],
                 pins: dict[str, str]) -> cc.CompiledProgram | None:
@@ -74,7 +78,9 @@ class CompileWorker:
         BackendError when bcc could not compile it (clang has said why on stderr)."""
         self.start()
         proc = self._proc
-        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            return None
+        status, text = "", ""
         try:
             request = json.dumps({"c": c_source, "cflags": cflags, "pins": pins}).encode()
             proc.stdin.write(f"{len(request)}\n".encode() + request)
@@ -83,13 +89,15 @@ class CompileWorker:
             if status == "ok":
                 blob = proc.stdout.read(int(text))
                 return cc.decode(WIRE_KEY, blob)
-        except (OSError, ValueError):  # the worker died or said nonsense
+        except (OSError, ValueError) as exc:  # the worker died or said nonsense
+            self.why = f"the compile worker failed ({exc})"
             return None
         finally:
             self.close()
         if status == "error":
             raise bcc_backend.CompileFailed(json.loads(text))
-        return None  # "uncacheable", or nothing at all
+        self.why = f"the compile worker said: {status or 'nothing'} {text}".rstrip()
+        return None  # "uncacheable" or "fail", or nothing at all
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
@@ -118,7 +126,10 @@ def hide_kallsyms() -> bool:
     import tempfile  # the worker's only: with random and hashlib, ~3 ms of `run`
 
     # a file of its own (a memfd cannot be bind-mounted), gone once mounted
-    fd, path = tempfile.mkstemp(prefix="planrunner-kallsyms-")
+    try:
+        fd, path = tempfile.mkstemp(prefix="planrunner-kallsyms-")
+    except OSError:
+        return False
     try:
         os.write(fd, KALLSYMS_LINE)
         return bool(libc.mount(path.encode(), b"/proc/kallsyms", None, MS_BIND, None) == 0)
@@ -131,9 +142,9 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     """The worker: one request from `stdin`, its reply on `stdout`."""
     ct.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive `run`
     hide_kallsyms()
-    bcc_backend.import_bcc()  # while the parent is still rendering
-    request = json.loads(stdin.read(int(stdin.readline())))
     try:
+        bcc_backend.import_bcc()  # while the parent is still rendering
+        request = json.loads(stdin.read(int(stdin.readline())))
         compiled = bcc_backend.compile_program(request["c"], list(request["cflags"]),
                                                dict(request["pins"]))
     except cc.Uncacheable as exc:
@@ -141,6 +152,9 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
         return 0
     except bcc_backend.CompileFailed as exc:
         stdout.write(f"error {json.dumps(exc.detail)}\n".encode())
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the run compiles in-process and says it
+        stdout.write(f"fail {type(exc).__name__}: {exc}\n".encode())
         return 1
     blob = cc.encode(WIRE_KEY, compiled)
     stdout.write(f"ok {len(blob)}\n".encode() + blob)
