@@ -8,6 +8,7 @@ session (runtime/session.py) knows none of them by name.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import TYPE_CHECKING, TextIO, cast
@@ -96,10 +97,12 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     cache = open_cache(stderr, not args.no_cache)
     key, compiled = _cached_run(args, stderr, cache, pid, address is None)
     worker = None
-    if compiled is None:  # the program most likely needs compiling too: the worker
-        from planrunner.runtime.compile_worker import CompileWorker  # starts first, to
+    # the program most likely needs compiling too: the worker starts first, to import bcc
+    # while this process imports and renders (not for a user: loading will say why not)
+    if compiled is None and os.geteuid() == 0:
+        from planrunner.runtime.compile_worker import CompileWorker
 
-        worker = CompileWorker()  # import bcc while this process imports and renders
+        worker = CompileWorker()
         worker.start()
     from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
