@@ -23,8 +23,10 @@ stderr, which is the parent's.
 Protocol (one request, one reply, over pipes): the parent writes a line with a length,
 then the C source, the cflags and the pinned maps as JSON of that length (not up to an
 end of file: a `-c` command forked but not yet exec'd holds a copy of the pipe); the
-worker answers one line `ok N`, `uncacheable TEXT` or `error "JSON TEXT"`, then N bytes
-of compile_cache.encode().
+worker answers one line: `ok N` followed by N bytes of compile_cache.encode();
+`error "JSON TEXT"` when bcc could not compile the C (the run fails with bcc's words);
+`uncacheable TEXT` or `fail TEXT` when the worker cannot give the program back (the run
+compiles in-process, as it did before the worker, and the cache log says why).
 """
 
 from __future__ import annotations
