@@ -30,9 +30,26 @@ def compile_bytecode(tree: str, python: str, plan: str | None = None) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run([python, "-m", "compileall", "-q", os.path.join(tree, "planrunner")],
                    check=True, env=env, stdout=subprocess.DEVNULL)
-    if plan is not None:  # from /: `-m` puts the working directory first on sys.path
+    # every module imported once makes every class of the package (a `run` would
+    # write those of the modules it imports, a `render` fewer); from /: `-m` and `-c`
+    # put the working directory first on sys.path
+    subprocess.run([python, "-c", _IMPORT_ALL], check=True, cwd="/",
+                   env={**env, "PYTHONPATH": tree}, stdout=subprocess.DEVNULL)
+    if plan is not None:  # and the classes a compile makes inside functions
         subprocess.run([python, "-m", "planrunner", "render", plan], check=True, cwd="/",
                        env={**env, "PYTHONPATH": tree}, stdout=subprocess.DEVNULL)
+
+
+_IMPORT_ALL = """
+import importlib, pkgutil, planrunner
+for m in pkgutil.walk_packages(planrunner.__path__, "planrunner."):
+    if m.name.endswith("__main__"):  # the command line itself
+        continue
+    try:
+        importlib.import_module(m.name)
+    except ImportError:  # an optional dependency (rich) that is not installed
+        pass
+"""
 
 
 def mono() -> float:
