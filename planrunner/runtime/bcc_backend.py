@@ -333,10 +333,12 @@ class BccBackend:
         worker = self._worker
         if self.bpf is not None:
             if worker is not None:  # started in case the cache had not got the program
-                worker.close()
+                self._close_worker()
             return
         if raw and worker is not None:
-            compiled = worker.compile(program.c_source, cflags, pins)
+            worker_pid = worker.pid
+            compiled = worker.compile(program.c_source, cflags, pins)  # it has ended
+            self._forget(worker_pid)
             if self._closed:  # the session stopped waiting for this load
                 raise BackendError("the backend was closed while compiling")
             # refused: compiled again below, where bcc prints the verifier's log
@@ -349,7 +351,7 @@ class BccBackend:
             if self._cache is not None:  # compiled again here, as without the worker
                 self._cache.note(worker.why or "the compile worker's program was refused")
         elif worker is not None:
-            worker.close()
+            self._close_worker()
         self._bcc = import_bcc()
         self.bpf = compile_bcc(program.c_source, cflags)
         if self._cache is not None and key is not None:
@@ -556,10 +558,23 @@ class BccBackend:
         if failed:
             raise failed[0]
 
+    def _close_worker(self) -> None:
+        if self._worker is not None:
+            pid = self._worker.pid
+            self._worker.close()  # killed, if it still runs
+            self._forget(pid)
+
+    def _forget(self, tgid: int | None) -> None:
+        """Out of the tracer registry: a process of this run that has ended."""
+        if tgid is not None and self._registry is not None:
+            try:
+                self._registry.unregister(tgid)
+            except (OSError, BackendError):  # then the next run to register frees it
+                pass
+
     def close(self) -> None:
         self._closed = True
-        if self._worker is not None:  # killed, if a load (maybe abandoned) still waits on it
-            self._worker.close()
+        self._close_worker()  # a load (maybe abandoned) may still wait on it
         self.detach()
         if self._reader is not None:
             self._reader.close()

@@ -104,6 +104,18 @@ class TracerRegistry:
                                    f"runs ({os.strerror(ct.get_errno())})")
         return True
 
+    def unregister(self, tgid: int) -> None:
+        """Free `tgid`'s slot now: a process of this run that has ended (the compile
+        worker) before any exit program could see it go, so that its pid, reused by
+        another process, is not skipped until the next run registers."""
+        with open(self._lock, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            table = self.table()
+            for i in range(MAX_TRACERS):
+                if table.tgid[i] == tgid:
+                    table.tgid[i], table.start[i] = 0, 0
+            self._lib.bpf_update_elem(self._fd, ct.byref(ct.c_uint32(0)), ct.byref(table), 0)
+
     def close(self) -> None:
         """Close the map; this run's slot stays until its process exits (idempotent)."""
         if self._fd >= 0:

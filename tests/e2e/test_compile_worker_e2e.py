@@ -132,3 +132,38 @@ outputs:
 
     assert strip(records(first.stdout)) == strip(records(plain.stdout))
     assert [r["count"] for r in records(first.stdout) if r.get("output") == "count"] == [1000]
+
+
+def test_the_worker_leaves_the_tracer_registry_when_it_ends(tmp_path, fixtures_built) -> None:
+    """The worker is registered as a planrunner process (other runs skip its Python) and
+    its slot is freed once it has ended: its pid, reused, must not be skipped."""
+    import io
+
+    from planrunner.pipeline import compile_plan
+    from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.bpf_lib import SyscallLib
+    from planrunner.runtime.compile_cache import open_cache
+    from planrunner.runtime.scope import register_run
+    from planrunner.runtime.tracers import TracerRegistry
+
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: worker-registry
+targets: {{a: {{binary: {fixtures_built / 'agg'}}}}}
+probes: {{value: {{usdt: a:agg:value}}}}
+outputs:
+  - {{count: value, name: count}}
+""")
+    _p, _r, program = compile_plan(plan, {})
+    worker = CompileWorker()
+    worker.start()
+    pid = worker.pid
+    registry = TracerRegistry(SyscallLib(), program.tracers_pin)
+    with BccBackend(cache=open_cache(io.StringIO(), enabled=False), worker=worker) as backend:
+        assert register_run(backend) and register_run(backend, tgid=pid)
+        assert {pid, os.getpid()} <= set(registry.table().tgid)
+        backend.load(program)
+        assert not backend.from_cache  # compiled by the worker, not from a cache
+        assert pid not in set(registry.table().tgid)
+        assert os.getpid() in set(registry.table().tgid)
+    registry.close()
