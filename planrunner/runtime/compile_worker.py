@@ -49,6 +49,13 @@ PR_SET_PDEATHSIG = 1
 # what bcc looks for; the address is never used, only that the name is there (bcc skips
 # addresses of 0 and below the kernel's half of the address space)
 KALLSYMS_LINE = b"ffffffff81000000 T bpf_probe_read_kernel\n"
+# Ctrl-C reaches the worker too (the terminal's process group): it is ignored from the
+# first line on (no KeyboardInterrupt traceback on the user's terminal); `run` decides
+# and kills the worker when it stops
+_BOOT = ("import signal, sys\n"
+         "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+         "from planrunner.runtime.compile_worker import serve\n"
+         "sys.exit(serve(sys.stdin.buffer, sys.stdout.buffer))\n")
 
 
 class CompileWorker:
@@ -66,9 +73,15 @@ class CompileWorker:
 
     def start(self) -> None:
         if self._proc is None:
+            # this process's planrunner, whatever the working directory holds (-P)
+            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+                __file__))))
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
             try:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "planrunner.runtime.compile_worker"],
+                    [sys.executable, "-P", "-c", _BOOT], env=env,
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
             except OSError as exc:  # then the run compiles in-process, as before
                 self.why = f"the compile worker did not start: {exc.strerror}"
