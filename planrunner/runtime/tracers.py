@@ -25,6 +25,8 @@ import ctypes as ct
 import errno
 import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from planrunner.errors import BackendError
@@ -82,12 +84,24 @@ class TracerRegistry:
                                f"({os.strerror(ct.get_errno())})")
         return table
 
-    def register(self, tgid: int, start: int) -> bool:
-        """Take a slot for `tgid`; False when every slot holds a live run."""
+    @contextmanager
+    def _rewriting(self, what: str) -> Iterator[TracerTable]:
+        """The table, under the lock file, written back once the caller has changed it
+        (registrations rewrite the whole element). `what`: said if the write fails."""
         os.makedirs(os.path.dirname(self._lock), mode=0o700, exist_ok=True)
         with open(self._lock, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             table = self.table()
+            yield table
+            if self._lib.bpf_update_elem(self._fd, ct.byref(ct.c_uint32(0)),
+                                         ct.byref(table), 0) != 0:
+                raise BackendError(f"cannot {what} the registry of planrunner runs "
+                                   f"({os.strerror(ct.get_errno())})")
+
+    def register(self, tgid: int, start: int) -> bool:
+        """Take a slot for `tgid`; False when every slot holds a live run (the table is
+        then written back as it was: no slot was dead)."""
+        with self._rewriting("add this run to") as table:
             free = None
             for i in range(MAX_TRACERS):
                 pid = table.tgid[i]
@@ -98,23 +112,16 @@ class TracerRegistry:
             if free is None:
                 return False
             table.tgid[free], table.start[free] = tgid, start
-            if self._lib.bpf_update_elem(self._fd, ct.byref(ct.c_uint32(0)),
-                                         ct.byref(table), 0) != 0:
-                raise BackendError("cannot add this run to the registry of planrunner "
-                                   f"runs ({os.strerror(ct.get_errno())})")
         return True
 
     def unregister(self, tgid: int) -> None:
         """Free `tgid`'s slot now: a process of this run that has ended (the compile
         worker) before any exit program could see it go, so that its pid, reused by
         another process, is not skipped until the next run registers."""
-        with open(self._lock, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            table = self.table()
+        with self._rewriting("free a slot of") as table:
             for i in range(MAX_TRACERS):
                 if table.tgid[i] == tgid:
                     table.tgid[i], table.start[i] = 0, 0
-            self._lib.bpf_update_elem(self._fd, ct.byref(ct.c_uint32(0)), ct.byref(table), 0)
 
     def close(self) -> None:
         """Close the map; this run's slot stays until its process exits (idempotent)."""
