@@ -78,6 +78,11 @@ def med(xs: list[float]) -> str:
     return f"{statistics.median(xs):.3f} ({min(xs):.3f}..{max(xs):.3f})"
 
 
+def mid(xs: list[float]) -> float:
+    """The median; nan when a tool gave no figure (its ratios read nan)."""
+    return statistics.median(xs) if xs else float("nan")
+
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -187,29 +192,29 @@ def main() -> int:
         cleanup()
         shutil.rmtree(work, ignore_errors=True)
 
-    bt = statistics.median(results["bpftrace"]) if results["bpftrace"] else float("nan")
-    tr = statistics.median(results["trace-bpfcc"]) if results["trace-bpfcc"] else float("nan")
+    bt = mid(results["bpftrace"])
+    tr = mid(results["trace-bpfcc"])
     print(f"Machine: {machine()}\n")
     print(f"Command: `sudo .venv/bin/python bench/startup_cache.py -n {args.n}` "
           f"(medians of {args.n} interleaved rounds)\n")
-    cbt = statistics.median(cpus["bpftrace"]) if cpus["bpftrace"] else float("nan")
-    ctr = statistics.median(cpus["trace-bpfcc"]) if cpus["trace-bpfcc"] else float("nan")
+    cbt = mid(cpus["bpftrace"])
+    ctr = mid(cpus["trace-bpfcc"])
     print("| tool | launch -> attached s | vs bpftrace | vs trace-bpfcc | CPU s to attached "
           "| CPU vs bpftrace | CPU vs trace-bpfcc |")
     print("|---|---|---|---|---|---|---|")
     for name, xs in results.items():
-        m = statistics.median(xs) if xs else float("nan")
-        c = statistics.median(cpus[name]) if cpus[name] else float("nan")
+        m = mid(xs)
+        c = mid(cpus[name])
         print(f"| {name} | {med(xs)} | {m / bt:.2f}x | {m / tr:.2f}x | {med(cpus[name])} "
               f"| {c / cbt:.2f}x | {c / ctr:.2f}x |")
-    fbt = statistics.median(firsts["bpftrace"]) if firsts["bpftrace"] else float("nan")
-    ftr = statistics.median(firsts["trace-bpfcc"]) if firsts["trace-bpfcc"] else float("nan")
+    fbt = mid(firsts["bpftrace"])
+    ftr = mid(firsts["trace-bpfcc"])
     print("\nLaunch -> first event printed (every tool surely attached; bpftrace's "
           "`Attaching` line comes before its load and attach):\n")
     print("| tool | launch -> first event s | vs bpftrace | vs trace-bpfcc |")
     print("|---|---|---|---|")
     for name, xs in firsts.items():
-        m = statistics.median(xs) if xs else float("nan")
+        m = mid(xs)
         print(f"| {name} | {med(xs)} | {m / fbt:.2f}x | {m / ftr:.2f}x |")
     print("\nWhere a planrunner run's time goes (s, medians; in-process, fresh process each):\n")
     print("| run | python start | imports | plan (run cache, else load+resolve+render) "
