@@ -95,7 +95,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
         address = parse_address(args.prometheus)
     cache = open_cache(stderr, not args.no_cache)
-    key, compiled = _cached_run(args, stderr, cache, pid, address is None)
+    path = plan_path(args.plan)  # a library plan is looked up once
+    key, compiled = _cached_run(args, path, stderr, cache, pid, address is None)
     worker = None
     # the program most likely needs compiling too: the worker starts first, to import bcc
     # while this process imports and renders (not for a user: loading will say why not)
@@ -119,23 +120,23 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
                          "may record this one's events\n")
         if compiled is None:
-            compiled = _compile(args, stderr, cache, key, pid, command)
+            compiled = _compile(args, path, stderr, cache, key, pid, command)
         return _run(args, stdout, stderr, backend, scope, pid, command, duration, address,
                     compiled)
     finally:
         backend.close()
 
 
-def _cached_run(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | None,
-                pid: int | None, cacheable: bool) -> tuple[str | None, CompiledRun | None]:
-    """The run cache's key for this run (None: not cached) and what a run of the same
-    plan with the same inputs computed before, if it did (planrunner/run_cache.py: the
-    key and what is checked)."""
+def _cached_run(args: argparse.Namespace, path: str, stderr: TextIO,
+                cache: ProgramCache | None, pid: int | None, cacheable: bool
+                ) -> tuple[str | None, CompiledRun | None]:
+    """The run cache's key for this run of the plan at `path` (None: not cached) and what
+    a run of the same plan with the same inputs computed before, if it did
+    (planrunner/run_cache.py: the key and what is checked)."""
     if cache is None or not cacheable:  # --prometheus: needs the plan itself
         return None, None
     from planrunner import run_cache
 
-    path = plan_path(args.plan)
     try:
         with open(path, "rb") as fh:
             plan_bytes = fh.read()
@@ -149,16 +150,17 @@ def _cached_run(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | 
     return key, hit
 
 
-def _compile(args: argparse.Namespace, stderr: TextIO, cache: ProgramCache | None,
-             key: str | None, pid: int | None, command: list[str] | None) -> CompiledRun:
-    """load -> resolve -> render, stored in the run cache under `key` (not None)."""
+def _compile(args: argparse.Namespace, path: str, stderr: TextIO,
+             cache: ProgramCache | None, key: str | None, pid: int | None,
+             command: list[str] | None) -> CompiledRun:
+    """load -> resolve -> render of the plan at `path`, stored in the run cache under
+    `key` when there is one."""
     import contextlib
     import io
 
     from planrunner import run_cache
     from planrunner.pipeline import compile_plan
 
-    path = plan_path(args.plan)
     recorder = run_cache.InputRecorder.get() if key is not None else None
     warnings = io.StringIO()
     with recorder.recording() if recorder is not None else contextlib.nullcontext():
