@@ -4,6 +4,9 @@
     resolve resolve/        Plan + --pid      -> ResolvedPlan   (binaries, sites, types)
     render  render/         ResolvedPlan      -> RenderedProgram (the C, attach list)
     execute runtime/        RenderedProgram   -> records and map snapshots -> output/
+
+Commands load and resolve through load_resolved, which also resolves what a plan with
+schema errors still has (every mistake at once), and compile_plan adds render.
 """
 
 from __future__ import annotations
@@ -17,10 +20,6 @@ if TYPE_CHECKING:  # annotations only: `validate` never renders (render/model.py
     from planrunner.plan.model import Plan
     from planrunner.render.model import RenderedProgram
     from planrunner.resolve.model import ResolvedPlan
-
-
-def load(path: str, overrides: dict[str, str]) -> Plan:
-    return load_plan(path, overrides)
 
 
 def resolve(plan: Plan, pid: int | None = None,
