@@ -17,9 +17,8 @@ would have compiled: same file name, no inherited `__future__` flags (dataclasse
 has none). A text never seen is compiled as before, and kept when the process exits
 (unless PYTHONDONTWRITEBYTECODE says no .pyc may be written).
 
-The file is trusted as far as its directory is, like a .pyc: used only when the
-directory and the file belong to this user (or root) and no one else may write them.
-Anything wrong with it (missing, damaged, another version) means compiling, as without
+The file is read and written as planrunner/pycache.py says (trusted as a .pyc is:
+this user's or root's, writable by no one else). Anything wrong with it (missing, damaged, another version) means compiling, as without
 it.
 """
 
@@ -32,6 +31,8 @@ import sys
 from _blake2 import blake2b  # builtin: hashlib would load OpenSSL (~2 ms of every start)
 from types import CodeType
 from typing import Any
+
+from planrunner import pycache
 
 MAGIC = b"PRDC2\0"
 MAX_PER_MODULE = 256  # beyond it, a module keeps only what this process used
@@ -50,27 +51,15 @@ def _version() -> bytes:
     return f"{sys.implementation.cache_tag}|{sys.version}".encode()
 
 
-def _trusted(st: os.stat_result) -> bool:
-    return st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
-
-
 def cache_path() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__",
                         f"dataclasses.{sys.implementation.cache_tag}.bin")
 
 
 def _load(path: str) -> dict[str, bytes]:
-    try:
-        if not _trusted(os.stat(os.path.dirname(path))):
-            return {}
-        with open(path, "rb") as fh:
-            if not _trusted(os.fstat(fh.fileno())):
-                return {}
-            blob = fh.read()
-    except OSError:
-        return {}
+    blob = pycache.read(path)
     head = MAGIC + _version() + b"\n"
-    if not blob.startswith(head):
+    if blob is None or not blob.startswith(head):
         return {}
     try:
         blobs = marshal.loads(blob[len(head):])
@@ -123,7 +112,7 @@ def _exec(source: Any, globals_: dict[str, Any] | None = None,
 
 def save() -> None:
     """Write what this process compiled (at exit; never raises)."""
-    if not _changed or _path is None or sys.dont_write_bytecode:  # as for .pyc files
+    if not _changed or _path is None:
         return
     blobs = dict(_blobs)
     for module in _changed:
@@ -131,23 +120,13 @@ def save() -> None:
         if len(codes) > MAX_PER_MODULE:
             codes = {k: codes[k] for k in _used[module]}
         blobs[module] = marshal.dumps(codes)
-    directory = os.path.dirname(_path)
-    tmp = f"{_path}.{os.getpid()}.tmp"
     try:
-        os.makedirs(directory, exist_ok=True)
-        if not _trusted(os.stat(directory)):
-            return
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC + _version() + b"\n" + marshal.dumps(blobs))
-        os.replace(tmp, _path)
+        data = MAGIC + _version() + b"\n" + marshal.dumps(blobs)
+    except ValueError:  # a code object marshal cannot write: nothing is kept
+        return
+    if pycache.write(_path, data):
         _blobs.update(blobs)
         _changed.clear()
-    except (OSError, ValueError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
 
 
 def install(path: str | None = None) -> None:

@@ -4,12 +4,13 @@ byte-stable. Autoescape is off: templates receive only generated C, never plan t
 
 from __future__ import annotations
 
+import io
 import os
-import sys
 from functools import lru_cache
 
 import jinja2
 
+from planrunner import pycache
 from planrunner.resources import data_dir
 
 
@@ -21,10 +22,9 @@ def c_comment(text: object) -> str:
 
 class TemplateCodeCache(jinja2.BytecodeCache):
     """The compiled templates, kept in planrunner/__pycache__/jinja like the package's
-    .pyc files (compiling program.bpf.c.j2 was ~12 ms of every first run). Trusted as
-    a .pyc is (planrunner/dataclass_cache.py): read only when this user or root owns the
-    file and no one else may write it; written unless PYTHONDONTWRITEBYTECODE says no.
-    jinja2 checks each entry's magic and its template's checksum."""
+    .pyc files (compiling program.bpf.c.j2 was ~12 ms of every first run), read and
+    written as planrunner/pycache.py says. jinja2 checks each entry's magic and its
+    template's checksum."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -33,29 +33,14 @@ class TemplateCodeCache(jinja2.BytecodeCache):
         return os.path.join(self.directory, f"{bucket.key}.cache")
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            with open(self._path(bucket), "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022:
-                    bucket.load_bytecode(fh)
-        except OSError:
-            pass
+        data = pycache.read(self._path(bucket))
+        if data is not None:
+            bucket.load_bytecode(io.BytesIO(data))
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        if sys.dont_write_bytecode:
-            return
-        path = self._path(bucket)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as fh:
-                bucket.write_bytecode(fh)
-            os.replace(tmp, path)
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        out = io.BytesIO()
+        bucket.write_bytecode(out)
+        pycache.write(self._path(bucket), out.getvalue())
 
 
 def code_cache_dir() -> str:
