@@ -18,8 +18,8 @@ has none). A text never seen is compiled as before, and kept when the process ex
 (unless PYTHONDONTWRITEBYTECODE says no .pyc may be written).
 
 The file is read and written as planrunner/pycache.py says (trusted as a .pyc is:
-this user's or root's, writable by no one else). Anything wrong with it (missing, damaged, another version) means compiling, as without
-it.
+this user's or root's, writable by no one else). Anything wrong with it (missing,
+damaged, another version) means compiling, as without it.
 """
 
 from __future__ import annotations
