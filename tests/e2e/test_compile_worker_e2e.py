@@ -99,21 +99,26 @@ def test_close_kills_a_worker_that_was_never_asked() -> None:
     assert proc.returncode == -9  # killed while it waited for a request, and reaped
 
 
+def _agg_plan(tmp_path: Path, build: Path) -> str:
+    """A count and a histogram of the agg fixture's probe."""
+    return write_plan(tmp_path, f"""
+planrunner: 1
+name: worker-agg
+targets: {{a: {{binary: {build / 'agg'}}}}}
+probes: {{value: {{usdt: a:agg:value}}}}
+outputs:
+  - {{count: value, name: count}}
+  - {{hist: value, name: h, value: arg1}}
+""")
+
+
 def test_a_first_run_is_compiled_by_the_worker_and_traces(tmp_path, fixtures_built,
                                                         monkeypatch) -> None:
     """`run` with an empty cache: the worker compiles, the program is loaded by our own
     calls and stored; the records are those of a --no-cache run (bcc in-process)."""
     monkeypatch.setenv("PLANRUNNER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PLANRUNNER_CACHE_LOG", "1")
-    plan = write_plan(tmp_path, f"""
-planrunner: 1
-name: worker-run
-targets: {{a: {{binary: {fixtures_built / 'agg'}}}}}
-probes: {{value: {{usdt: a:agg:value}}}}
-outputs:
-  - {{count: value, name: count}}
-  - {{hist: value, name: h, value: arg1}}
-""")
+    plan = _agg_plan(tmp_path, fixtures_built)
     command = f"{fixtures_built / 'agg'} 1 0 values"
     first = run_planrunner(["run", plan, "-f", "json", "-c", command], timeout=90)
     assert first.returncode == 0, first.stderr
@@ -146,14 +151,7 @@ def test_the_worker_leaves_the_tracer_registry_when_it_ends(tmp_path, fixtures_b
     from planrunner.runtime.scope import register_run
     from planrunner.runtime.tracers import TracerRegistry
 
-    plan = write_plan(tmp_path, f"""
-planrunner: 1
-name: worker-registry
-targets: {{a: {{binary: {fixtures_built / 'agg'}}}}}
-probes: {{value: {{usdt: a:agg:value}}}}
-outputs:
-  - {{count: value, name: count}}
-""")
+    plan = _agg_plan(tmp_path, fixtures_built)
     _p, _r, program = compile_plan(plan, {})
     worker = CompileWorker()
     worker.start()
