@@ -39,7 +39,9 @@ def _config_maps(pid: int) -> list[int]:
     return out
 
 
-def _lookup_u32(pid: int, target_fd: int, key: int) -> int:
+def _lookup(pid: int, target_fd: int, key: int, value: ct.Array | ct.c_uint32) -> None:
+    """Look `key` up, into `value`, in the map process `pid` holds as fd `target_fd`
+    (taken with pidfd_getfd)."""
     libc = ct.CDLL(None, use_errno=True)
     pidfd = os.pidfd_open(pid)
     try:
@@ -49,11 +51,15 @@ def _lookup_u32(pid: int, target_fd: int, key: int) -> int:
         os.close(pidfd)
     try:
         lib = ct.CDLL("libbcc.so.0", use_errno=True)
-        k, v = ct.c_uint32(key), ct.c_uint32(0)
-        assert lib.bpf_lookup_elem(fd, ct.byref(k), ct.byref(v)) == 0
-        return v.value
+        assert lib.bpf_lookup_elem(fd, ct.byref(ct.c_uint32(key)), ct.byref(value)) == 0
     finally:
         os.close(fd)
+
+
+def _lookup_u32(pid: int, target_fd: int, key: int) -> int:
+    v = ct.c_uint32(0)
+    _lookup(pid, target_fd, key, v)
+    return v.value
 
 
 def test_the_runtime_gives_the_program_the_cpu_count(fixtures_built, tmp_path):
@@ -84,20 +90,9 @@ def _maps_of_type(pid: int, map_type: int) -> list[tuple[int, dict[str, str]]]:
 
 
 def _lookup_percpu_u64(pid: int, target_fd: int, key: int, ncpus: int) -> list[int]:
-    libc = ct.CDLL(None, use_errno=True)
-    pidfd = os.pidfd_open(pid)
-    try:
-        fd = libc.syscall(SYS_PIDFD_GETFD, pidfd, target_fd, 0)
-        assert fd >= 0, os.strerror(ct.get_errno())
-    finally:
-        os.close(pidfd)
-    try:
-        lib = ct.CDLL("libbcc.so.0", use_errno=True)
-        k, v = ct.c_uint32(key), (ct.c_uint64 * ncpus)()
-        assert lib.bpf_lookup_elem(fd, ct.byref(k), v) == 0
-        return list(v)
-    finally:
-        os.close(fd)
+    v = (ct.c_uint64 * ncpus)()
+    _lookup(pid, target_fd, key, v)
+    return list(v)
 
 
 def test_each_cpu_keeps_its_wakeup_threshold_beside_its_byte_count(fixtures_built, tmp_path):
