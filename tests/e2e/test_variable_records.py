@@ -26,6 +26,22 @@ def expected(name: str) -> tuple[str, bool]:
     return name[:LIMIT], len(name) > LIMIT
 
 
+def _plan(tmp_path, name: str, fields: str, file: str) -> str:
+    """function__return of PYTHON with its strings, printing `fields`."""
+    return write_plan(tmp_path, f"""
+planrunner: 1
+name: {name}
+targets: {{py: {{binary: {PYTHON}}}}}
+probes:
+  entry:
+    usdt: py:python:function__return
+    args: [{{name: file, type: string}}, {{name: func, type: string}}, {{name: line, type: int32}}]
+outputs:
+  - print: entry
+    fields: {fields}
+""", name=file)
+
+
 @pytest.fixture()
 def traced(tmp_path):
     if not os.path.exists(PYTHON):
@@ -33,30 +49,8 @@ def traced(tmp_path):
     script = tmp_path / "names.py"
     script.write_text("".join(f"def {n}():\n    pass\n\n\n" for n in NAMES)
                       + "".join(f"{n}()\n" for n in NAMES))
-    plan = write_plan(tmp_path, f"""
-planrunner: 1
-name: variable-records
-targets: {{py: {{binary: {PYTHON}}}}}
-probes:
-  entry:
-    usdt: py:python:function__return
-    args: [{{name: file, type: string}}, {{name: func, type: string}}, {{name: line, type: int32}}]
-outputs:
-  - print: entry
-    fields: [func, line]
-""")
-    both = write_plan(tmp_path, f"""
-planrunner: 1
-name: variable-records-two
-targets: {{py: {{binary: {PYTHON}}}}}
-probes:
-  entry:
-    usdt: py:python:function__return
-    args: [{{name: file, type: string}}, {{name: func, type: string}}, {{name: line, type: int32}}]
-outputs:
-  - print: entry
-    fields: [file, func]
-""", name="two.yaml")
+    plan = _plan(tmp_path, "variable-records", "[func, line]", "plan.yaml")
+    both = _plan(tmp_path, "variable-records-two", "[file, func]", "two.yaml")
     return plan, both, script
 
 
