@@ -90,6 +90,8 @@ class ProbeSpec:
     key: Expr | None = None  # span key, None = tid
     span_scope: SpanScope = "process"  # span: pair only within a process, or "global"
     nested: bool = False  # span: a stack of open begins per key (calls nest)
+    # nested span: values an end must share with the begin it closes (`match:`)
+    match: tuple[Expr, ...] = ()
     args: tuple[ArgSpec, ...] = ()
     retval: ArgSpec | None = None  # uretprobe
     where: Expr | None = None

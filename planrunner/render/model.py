@@ -23,6 +23,8 @@ class Counter(IntEnum):
     SPAN_REPLACED = 3  # span begins that replaced an open begin of their key
     SPAN_OVERFLOW = 4  # nested span begins past settings.span_depth (not timed)
     STACK_LOST = 5  # stacks not captured (stack map collision or full, copy map full)
+    SPAN_UNMATCHED = 6  # ends of nested spans with `match:` that matched no open begin
+    SPAN_DROPPED = 7  # open begins above the one such an end matched (end never came)
 
 
 class ConfigSlot(IntEnum):

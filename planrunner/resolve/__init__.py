@@ -62,6 +62,7 @@ class _Span:
     key_begin: TExpr | None
     key_end: TExpr | None
     where: TExpr | None
+    match: tuple[tuple[TExpr, TExpr], ...]  # `match:` values, (begin side, end side)
 
 
 def resolve_plan(plan: Plan, pid: int | None = None,
@@ -84,11 +85,12 @@ def resolve_plan(plan: Plan, pid: int | None = None,
                                 checked[s.end or ""].located.scope) for s in span_specs}
     keys = {name: attempt(errors, sc.check_keys, size) for name, sc in scopes.items()}
     wheres = {name: attempt(errors, sc.check_where, size) for name, sc in scopes.items()}
+    matches = {name: attempt(errors, sc.check_match, size) for name, sc in scopes.items()}
     all_scopes: dict[str, Scope] = {n: c.located.scope for n, c in checked.items()}
     all_scopes.update(scopes)
     outputs = check_outputs(plan.outputs, all_scopes, size, errors)
     raise_collected(errors, ResolveError)
-    spans = {name: _Span(sc, *(keys[name] or (None, None)), wheres[name])
+    spans = {name: _Span(sc, *(keys[name] or (None, None)), wheres[name], matches[name] or ())
              for name, sc in scopes.items()}
     resolved: list[ResolvedProbe] = []
     for spec in plan.probes:
@@ -222,7 +224,8 @@ def _span_exprs(span: _Span, outputs: list[ResolvedOutput]) -> list[TExpr]:
 
 def _span_probe(span: _Span, outputs: list[ResolvedOutput]) -> ResolvedProbe:
     return ResolvedProbe(span.scope.spec, (), (), span.where, key_begin=span.key_begin,
-                         key_end=span.key_end, captures=captures(_span_exprs(span, outputs)))
+                         key_end=span.key_end, captures=captures(_span_exprs(span, outputs)),
+                         match=span.match)
 
 
 def _probe_exprs(c: _Checked, spans: Mapping[str, _Span],
@@ -237,8 +240,10 @@ def _probe_exprs(c: _Checked, spans: Mapping[str, _Span],
         if spec.begin == name:
             exprs.append(span.key_begin)
             exprs += [cap.expr for cap in captures(_span_exprs(span, outputs))]
+            exprs += [begin for begin, _end in span.match]
         if spec.end == name:
             exprs.append(span.key_end)
+            exprs += [end for _begin, end in span.match]
             exprs += _span_exprs(span, outputs)
     return exprs
 

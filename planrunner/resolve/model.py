@@ -118,6 +118,8 @@ class ResolvedProbe:
     tracepoint_fields: tuple[TracepointField, ...] = ()
     # span only: the begin-side values its end reads, in order of first use
     captures: tuple[CaptureRef, ...] = ()
+    # nested span only: its `match:` values, each checked on (begin side, end side)
+    match: tuple[tuple[TExpr, TExpr], ...] = ()
     # Every argument the probe offers, for summaries: (name, type) in argument order.
     offered: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()  # what resolution did that the plan does not say

@@ -557,6 +557,16 @@ def _report_losses(backend: Backend, program: RenderedProgram, out: _Output,
     if deep:
         stderr.write(f"{deep} nested span begins deeper than settings.span_depth "
                      f"({program.span_depth}) were not timed: raise it\n")
+    # Notes, not losses: under a profile hook these are expected (docs/plan-format.md).
+    unmatched = backend.counter(Counter.SPAN_UNMATCHED)
+    if unmatched:
+        stderr.write(f"note: {unmatched} span ends matched no open begin and were not "
+                     "paired (their begin came before tracing, or never fired: e.g. the "
+                     "return of a profile hook)\n")
+    dropped_begins = backend.counter(Counter.SPAN_DROPPED)
+    if dropped_begins:
+        stderr.write(f"note: {dropped_begins} open span begins were dropped: an end "
+                     "matched a begin below them, so their own end never came\n")
     return lost
 
 
