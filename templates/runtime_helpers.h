@@ -90,8 +90,11 @@ struct pr_tracer_table {
     __u32 tgid[PR_MAX_TRACERS];
     __u64 start[PR_MAX_TRACERS]; /* for user space: a pid reused is not the tracer */
 };
-BPF_TABLE_PINNED("array", __u32, struct pr_tracer_table, pr_tracers, 1,
-                 "/sys/fs/bpf/planrunner_tracers");
+/* the loader moves it (-DPR_TRACERS_PIN) when another user squatted the default */
+#ifndef PR_TRACERS_PIN
+#define PR_TRACERS_PIN "/sys/fs/bpf/planrunner_tracers"
+#endif
+BPF_TABLE_PINNED("array", __u32, struct pr_tracer_table, pr_tracers, 1, PR_TRACERS_PIN);
 /* --pid values, the -c command and, with --follow-children, their descendants */
 BPF_HASH(pr_scope_pids, __u32, __u32, 16384);
 struct pr_comm {

@@ -11,7 +11,8 @@ Pids are the ones planrunner sees (its pid namespace). BPF sees init-namespace t
 so when planrunner runs in another pid namespace the program compares
 `bpf_get_ns_current_pid_tgid` with the namespace's (dev, inode) instead.
 
-Imports render/model.py, runtime/backend.py, runtime/semaphores.py (start times) only.
+Imports render/model.py, runtime/backend.py, runtime/registry_pin.py (where the registry
+of runs is pinned) and elf/procmaps.py (start times) only.
 """
 
 from __future__ import annotations
@@ -20,18 +21,17 @@ import os
 from dataclasses import dataclass, replace
 
 from planrunner.elf.procmaps import start_time
-from planrunner.errors import BackendUnavailable
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
     SCOPE_NS_KEY,
-    TRACERS_PIN,
     AttachSite,
     ConfigSlot,
     RenderedProgram,
     ScopeFlag,
 )
 from planrunner.runtime.backend import Backend
+from planrunner.runtime.registry_pin import tracers_pin
 
 PROC_PID_INIT_INO = 0xEFFFFFFC  # include/linux/proc_ns.h: the init pid namespace
 COMM_LEN = 16  # TASK_COMM_LEN, with its NUL
@@ -135,7 +135,7 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
     return [EXIT_SITE, FORK_SITE] if scope.follow_children else [EXIT_SITE]
 
 
-def register_run(backend: Backend, pin: str = TRACERS_PIN, tgid: int | None = None) -> bool:
+def register_run(backend: Backend, pin: str | None = None, tgid: int | None = None) -> bool:
     """Add this process (or `tgid`, a process of this run: the compile worker) to the
     machine's tracer registry (runtime/tracers.py), before anything is compiled: every
     run already attached ignores it from now on. Not as a user (`load` says what is
@@ -145,7 +145,7 @@ def register_run(backend: Backend, pin: str = TRACERS_PIN, tgid: int | None = No
     if os.geteuid() != 0 or own_pid_namespace() is not None:
         return True
     tgid = os.getpid() if tgid is None else tgid
-    return backend.register_tracer(pin, tgid, start_time(tgid) or 0)
+    return backend.register_tracer(pin or tracers_pin(), tgid, start_time(tgid) or 0)
 
 
 def tracer_alive(tgid: int, start: int) -> bool:
@@ -154,39 +154,7 @@ def tracer_alive(tgid: int, start: int) -> bool:
     return now is not None and (start == 0 or now == start)
 
 
-def ensure_bpffs(directory: str) -> None:
-    """Mount the BPF filesystem at `directory` (where the tracer registry is pinned)
-    when nothing is mounted there, as systemd does at boot on most distributions."""
-    if _mounted_type(directory) == "bpf":
-        return
-    import subprocess  # noqa: PLC0415 - once per boot at most
-
-    try:
-        subprocess.run(["mount", "-t", "bpf", "bpf", directory], check=True,
-                       capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise BackendUnavailable(
-            f"the BPF filesystem is not mounted at {directory} and mounting it failed "
-            f"({exc})",
-            hints=(f"mount it: `mount -t bpf bpf {directory}`; planrunner pins the "
-                   "registry of running tracers there, so that two runs never trace "
-                   "each other",)) from None
-
-
-def _mounted_type(directory: str) -> str | None:
-    found = None
-    try:
-        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                fields = line.split()
-                if len(fields) > 2 and fields[1] == directory:
-                    found = fields[2]  # the last mount there is the visible one
-    except OSError:
-        return None
-    return found
-
-
-__all__ = ["PidNamespace", "Scope", "apply_scope", "ensure_bpffs",
+__all__ = ["PidNamespace", "Scope", "apply_scope",
            "own_pid_namespace", "register_run", "tracer_alive"]
 
 

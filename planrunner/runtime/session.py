@@ -521,6 +521,12 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
         stderr.write(f"{stacks.lost} stacks could not be shown (not captured, or their "
                      "process had exited before planrunner knew its maps: see `stack:` in "
                      "docs/plan-format.md)\n")
+    if stacks.unwind_lost:
+        where = ", ".join(f"{n} in {m}" for m, n in stacks.unwind_lost.most_common())
+        stderr.write(f"{stacks.unwind_lost.total()} stacks could not be unwound past the "
+                     f"probe's frame ({where}): no usable CFI there (`.eh_frame` missing or "
+                     "corrupt); shown as [stack lost]. `unwind: fp` may do where the "
+                     "module keeps frame pointers\n")
     return exit_status
 
 
