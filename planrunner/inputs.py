@@ -34,6 +34,7 @@ import os
 import stat as _stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 Input = tuple[str, str, str]  # (kind, path or name, what was found)
 
@@ -123,10 +124,16 @@ def _by_content(path: str) -> bool:
 
 
 def _sha256(data: bytes) -> str:
-    # the program cache's: the builtin one (hashlib loads OpenSSL, 2-4 ms of a warm run);
-    # only `run` records or checks, and it has imported the cache by then
-    from planrunner.runtime.compile_cache import sha256  # noqa: PLC0415
-
+    if TYPE_CHECKING:
+        from hashlib import sha256
+    else:
+        try:  # the builtin SHA-256: hashlib loads OpenSSL, 2-4 ms of a warm run's start
+            from _sha256 import sha256
+        except ImportError:  # Python >= 3.12 names it _sha2; else hashlib's
+            try:
+                from _sha2 import sha256
+            except ImportError:
+                from hashlib import sha256
     return sha256(data).hexdigest()
 
 
