@@ -222,3 +222,23 @@ def test_an_entry_open_to_others_is_not_trusted(tmp_path: Path, cache: Any) -> N
 def test_the_kernel_is_in_the_key() -> None:
     assert rc.run_key(**BASE, kernel="6.1|#1|x86_64") != rc.run_key(**BASE, kernel="6.2|#1|x86_64")
     assert rc.run_key(**BASE, kernel="6.1|#1|x86_64") == rc.run_key(**BASE, kernel="6.1|#1|x86_64")
+
+
+@pytest.mark.parametrize("how", ["group-writable directory", "another owner"])
+def test_an_entry_another_user_could_have_written_is_never_loaded(tmp_path: Path, cache: Any,
+                                                                  how: str) -> None:
+    c, err = cache
+    target = tmp_path / "bin"
+    target.write_bytes(b"b")
+    key = rc.run_key(**BASE)
+    rc.store(c, key, _record([str(target)]), _run())
+    entry = tmp_path / "cache" / f"{key}.run"
+    if how == "group-writable directory":
+        (tmp_path / "cache").chmod(0o770)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("changing an entry's owner needs root")
+        os.chown(entry, 65534, 65534)
+    assert rc.lookup(c, key) is None
+    assert "not using the program cache" in err.getvalue() or \
+        "not a private file" in err.getvalue()
