@@ -321,3 +321,75 @@ def test_resolution_declares_what_it_looked_at(tmp_path: Path,
     assert ("stat", str(x / "patha" / "prsimple")) in seen  # the absence before it
     assert ("env", "PATH") in seen
     assert ("realpath", str(x / "bin" / "app")) in seen
+
+
+# --- nothing read goes undeclared ---------------------------------------------------------------
+
+_SEEN: list[tuple[str, str]] = []
+_WATCHING: list[bool] = []
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    """A test's check only: what the interpreter saw the compile open or list."""
+    if not _WATCHING or event not in ("open", "os.listdir", "os.scandir") or not args:
+        return
+    if not isinstance(args[0], (str, bytes)):
+        return
+    import sys
+
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    if caller.startswith("importlib") or caller == "zipimport":
+        return
+    mode = args[1] if len(args) > 1 and isinstance(args[1], str) else "r"
+    if event == "open" and any(c in mode for c in "wax+"):
+        return
+    _SEEN.append((event, os.path.abspath(os.fsdecode(args[0]))))
+
+
+def test_every_file_the_compile_opens_or_lists_is_declared(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths, names on PATH, libraries, uprobes with symbols, a tracepoint: what the
+    interpreter sees opened is in the declared list (but the plan, in the key, and the
+    code: planrunner's templates and schema, in the key's code identity)."""
+    import sys
+
+    x = _setup(tmp_path, monkeypatch)["x"]
+    if not os.path.isdir("/sys/kernel/tracing/events/sched") and \
+            not os.path.isdir("/sys/kernel/debug/tracing/events/sched"):
+        pytest.skip("no tracefs here: the tracepoint cannot resolve")
+    plan = tmp_path / "all.yaml"
+    plan.write_text(f"""planrunner: 1
+name: all
+targets:
+  a: {{binary: {x / 'bin' / 'app'}}}
+  b: {{binary: prsimple}}
+  c: {{binary: {x / 'opt' / 'none'}, optional: true}}
+probes:
+  h: {{usdt: a:simple:hit, args: [{{name: i}}]}}
+  u: {{uprobe: b:main}}
+  t: {{tracepoint: sched:sched_process_exec}}
+outputs:
+  - {{print: h, fields: [i]}}
+  - {{count: u}}
+  - {{print: t, fields: [filename]}}
+""")
+    if not _WATCHING:
+        sys.addaudithook(_audit)  # cannot be removed: idle outside _WATCHING
+    reader.clear_cache()
+    symbols._SYMS.clear()
+    _SEEN.clear()
+    source = plan.read_bytes()  # as `run` reads it, for the key
+    _WATCHING.append(True)
+    try:
+        with inputs.recording() as log:
+            compile_plan(str(plan), {}, source=source)
+    finally:
+        _WATCHING.clear()
+    declared = {p for _k, p, _f in log.inputs()}
+    root = Path(rc.__file__).resolve().parents[1]
+    undeclared = {p for _e, p in _SEEN
+                  if p not in declared and not p.startswith(str(root))}
+    assert undeclared == set()
+    opened = {p for _e, p in _SEEN}
+    assert {str(x / "bin" / "ver1"), str(x / "pathb" / "prsimple")} <= opened  # it sees them
+    assert ("stat", str(x / "opt" / "none")) in {(k, p) for k, p, _f in log.inputs()}
