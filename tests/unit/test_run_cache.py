@@ -242,3 +242,44 @@ def test_an_entry_another_user_could_have_written_is_never_loaded(tmp_path: Path
     assert rc.lookup(c, key) is None
     assert "not using the program cache" in err.getvalue() or \
         "not a private file" in err.getvalue()
+
+
+def test_run_reads_the_plan_once_bounded_for_its_key(tmp_path: Path) -> None:
+    """A 256 MiB plan file (sparse): `run` reads at most the loader's bound of it for
+    the cache key (it used to read the whole file for the key, then let the loader
+    refuse it), and hands what it read to the compile, which reads nothing again."""
+    import argparse
+    import tracemalloc
+
+    from planrunner.commands import run as run_cmd
+    from planrunner.plan_file import MAX_PLAN_BYTES
+
+    c = ProgramCache(tmp_path / "cache", io.StringIO())
+    huge = tmp_path / "huge.yaml"
+    with open(huge, "wb") as fh:
+        fh.truncate(256 << 20)
+    args = argparse.Namespace(overrides=[], command=None)
+    tracemalloc.start()
+    try:
+        got = run_cmd._cached_run(args, str(huge), io.StringIO(), c, None, True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == (None, None, None)  # the compile reports it, located
+    assert peak < 4 * MAX_PLAN_BYTES
+    plan = tmp_path / "p.yaml"
+    plan.write_text("planrunner: 1\n")
+    key, hit, source = run_cmd._cached_run(args, str(plan), io.StringIO(), c, None, True)
+    assert key is not None and hit is None and source == b"planrunner: 1\n"
+
+
+def test_the_loader_parses_the_bytes_run_read_without_reading_again(tmp_path: Path) -> None:
+    from planrunner.errors import PlanSyntaxError
+    from planrunner.plan import load_source
+    from planrunner.plan_file import MAX_PLAN_BYTES
+
+    never_written = tmp_path / "p.yaml"
+    loaded = load_source(str(never_written), b"planrunner: 1\nname: given\n")
+    assert loaded.data["name"] == "given"
+    with pytest.raises(PlanSyntaxError, match="refused unread"):
+        load_source(str(never_written), b"#" * (MAX_PLAN_BYTES + 1))
