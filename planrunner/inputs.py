@@ -259,9 +259,11 @@ def read_bytes(path: str, limit: int = -1) -> bytes:
             data = fh.read(limit)
             st = os.fstat(fh.fileno()) if _log is not None else None
     except OSError:
-        if _log is not None:
-            _log.add("content" if _by_content(path) else "stat", path, ABSENT)
+        if _log is not None and _by_content(path):
+            _log.add("content", path, ABSENT)
             _note_process(path)
+        elif _log is not None:
+            stat(path)  # absent, or there and unreadable: what a check will find
         raise
     if _log is not None and st is not None:
         if _by_content(path):

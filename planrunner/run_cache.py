@@ -60,10 +60,10 @@ SUFFIX = ".run"
 # and those a shell or sudo sets per command line (`_`: the program just run, by the
 # path it was typed as; SUDO_COMMAND: the whole command line; OLDPWD): keyed, they
 # would make runs that differ only in -d or in how planrunner was typed miss
-# data the compile reads that is code, not input (resources.data_dir's folders)
-_DATA = ("templates", "schema")
 _NOT_INPUTS = frozenset({"PLANRUNNER_CACHE_DIR", "PLANRUNNER_CACHE_LOG", "_",
                          "SUDO_COMMAND", "OLDPWD"})
+# data the compile reads that is code, not input (resources.data_dir's folders)
+_DATA = ("templates", "schema")
 
 
 @dataclass(frozen=True, slots=True)

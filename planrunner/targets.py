@@ -76,7 +76,7 @@ def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
 def _from_path(spec: str) -> str | None:
     """The first ELF file called `spec` on PATH. Scripts (a pyenv shim, a wrapper) are
     skipped: uprobes need the ELF image, so keep looking like `which -a` would."""
-    for directory in (inputs.getenv("PATH") or os.defpath).split(os.pathsep):
+    for directory in (inputs.getenv("PATH", os.defpath) or "").split(os.pathsep):
         cand = os.path.join(directory or ".", spec)
         if inputs.isfile(cand) and inputs.access(cand, os.X_OK) and is_elf(cand):
             return cand
