@@ -30,13 +30,13 @@ def resolve(plan: Plan, pid: int | None = None,
 
 
 def load_resolved(path: str, overrides: dict[str, str], pid: int | None = None,
-                  command: list[str] | None = None, *, require_params: bool = True
-                  ) -> tuple[Plan, ResolvedPlan]:
+                  command: list[str] | None = None, *, require_params: bool = True,
+                  source: bytes | None = None) -> tuple[Plan, ResolvedPlan]:
     """load -> resolve. A plan with schema errors fails with them, those of building the
     rest, and those resolve finds in the rest (a probe not in its binary, an offset
     inside an instruction): every mistake at once."""
     try:
-        plan = load_plan(path, overrides, require_params=require_params)
+        plan = load_plan(path, overrides, require_params=require_params, source=source)
     except PlanSchemaError as err:
         partial = err.partial
         if partial is not None:
@@ -61,8 +61,9 @@ def render(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
 
 
 def compile_plan(path: str, overrides: dict[str, str], pid: int | None = None,
-                 command: list[str] | None = None
+                 command: list[str] | None = None, source: bytes | None = None
                  ) -> tuple[Plan, ResolvedPlan, RenderedProgram]:
-    """load -> resolve -> render: everything `render` and `run` do before the kernel."""
-    plan, resolved = load_resolved(path, overrides, pid, command)
+    """load -> resolve -> render: everything `render` and `run` do before the kernel
+    (`source`: the plan's bytes, when the caller read them)."""
+    plan, resolved = load_resolved(path, overrides, pid, command, source=source)
     return plan, resolved, render(resolved)

@@ -9,7 +9,8 @@
 4. a library short name or soname, found like the dynamic linker does, through the
    `ldconfig -p` cache (host architecture preferred), then LD_LIBRARY_PATH.
 The result is the real path (symlinks resolved): that is the inode uprobes attach to.
-Unknown targets raise ResolveError with a hint.
+Unknown targets raise ResolveError with a hint. Every file, directory, link and variable
+looked at, found or not, is declared to the run cache (planrunner/inputs.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 
+from planrunner import inputs
 from planrunner.diagnostics import Span, did_you_mean
 from planrunner.elf.reader import is_elf
 from planrunner.errors import ResolveError
@@ -41,10 +43,10 @@ def resolve_target(spec: str, pid: int | None = None, span: Span | None = None) 
             return found
     on_path = _from_path(spec)
     if on_path:
-        return os.path.realpath(on_path)
+        return inputs.realpath(on_path)
     lib = _from_ldconfig(spec) or _from_ld_library_path(spec)
     if lib:
-        return os.path.realpath(lib)
+        return inputs.realpath(lib)
     raise _unknown(spec, pid, span)
 
 
@@ -63,9 +65,9 @@ def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
     if pid is not None and spec.startswith("/"):
         candidates.append(f"/proc/{pid}/root{spec}")
     for cand in candidates:
-        if os.path.isfile(cand):
+        if inputs.isfile(cand):
             return _real(cand, pid)
-    if os.path.isdir(candidates[0]):
+    if inputs.isdir(candidates[0]):
         raise ResolveError(f"target '{spec}' is a directory", span,
                            hints=("give the executable or library file inside it",))
     raise ResolveError(f"target '{spec}' not found", span, hints=(_HINT,))
@@ -74,9 +76,9 @@ def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
 def _from_path(spec: str) -> str | None:
     """The first ELF file called `spec` on PATH. Scripts (a pyenv shim, a wrapper) are
     skipped: uprobes need the ELF image, so keep looking like `which -a` would."""
-    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+    for directory in (inputs.getenv("PATH", os.defpath) or "").split(os.pathsep):
         cand = os.path.join(directory or ".", spec)
-        if os.path.isfile(cand) and os.access(cand, os.X_OK) and is_elf(cand):
+        if inputs.isfile(cand) and inputs.access(cand, os.X_OK) and is_elf(cand):
             return cand
     return None
 
@@ -104,8 +106,8 @@ def _from_process_dirs(spec: str, pid: int) -> str | None:
     prefix = host_prefix(pid)
     dirs: list[str] = []
     try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            env = dict(v.split(b"=", 1) for v in fh.read().split(b"\0") if b"=" in v)
+        env = dict(v.split(b"=", 1) for v in inputs.read_bytes(f"/proc/{pid}/environ")
+                   .split(b"\0") if b"=" in v)
         dirs += [prefix + d for d in os.fsdecode(env.get(b"LD_LIBRARY_PATH", b"")).split(":")
                  if d.startswith("/")]
     except OSError:
@@ -113,12 +115,12 @@ def _from_process_dirs(spec: str, pid: int) -> str | None:
     dirs += [os.path.dirname(p) for p in executable_objects(pid)]
     for directory in dict.fromkeys(dirs):
         try:
-            names = sorted(os.listdir(directory))
+            names = sorted(inputs.listdir(directory))
         except OSError:
             continue
         for name in names:
             path = os.path.join(directory, name)
-            if _matches(spec, name) and os.path.isfile(path) and is_elf(path):
+            if _matches(spec, name) and inputs.isfile(path) and is_elf(path):
                 return _real(path, pid)
     return None
 
@@ -128,7 +130,7 @@ def _real(path: str, pid: int | None) -> str:
     that root (os.path.realpath would follow the root link itself out to a host path)."""
     root = f"/proc/{pid}/root" if pid is not None else None
     if root is None or not path.startswith(root + "/"):
-        return os.path.realpath(path)
+        return inputs.realpath(path)
     parts = path[len(root):].split("/")[1:]
     done = ""
     for _ in range(256):  # components plus symlink hops: bounded even with a loop
@@ -141,9 +143,8 @@ def _real(path: str, pid: int | None) -> str:
             done = done.rsplit("/", 1)[0]
             continue
         cand = f"{done}/{part}"
-        try:
-            target = os.readlink(root + cand)
-        except OSError:  # not a link (or missing): keep it
+        target = inputs.readlink(root + cand)
+        if target is None:  # not a link (or missing): keep it
             done = cand
             continue
         parts = target.split("/")[1:] + parts if target.startswith("/") else \
@@ -154,10 +155,14 @@ def _real(path: str, pid: int | None) -> str:
 
 
 _LDCONFIG: list[tuple[tuple[str, str, str], ...]] = []
+LD_SO_CACHE = "/etc/ld.so.cache"
 
 
 def _ldconfig_cache() -> tuple[tuple[str, str, str], ...]:
-    """(soname, flags, path) for every entry of `ldconfig -p`, parsed once per process."""
+    """(soname, flags, path) for every entry of `ldconfig -p`, parsed once per process.
+    What it prints is the linker's cache file, declared as the input (each call: the
+    parse is kept for the process, a compile may be recorded after it)."""
+    inputs.stat(LD_SO_CACHE)
     if not _LDCONFIG:
         _LDCONFIG.append(_read_ldconfig())
     return _LDCONFIG[0]
@@ -199,14 +204,14 @@ def _from_ldconfig(spec: str) -> str | None:
 
 
 def _from_ld_library_path(spec: str) -> str | None:
-    for directory in filter(None, os.environ.get("LD_LIBRARY_PATH", "").split(":")):
+    for directory in filter(None, (inputs.getenv("LD_LIBRARY_PATH") or "").split(":")):
         try:
-            names = sorted(os.listdir(directory))
+            names = sorted(inputs.listdir(directory))
         except OSError:
             continue
         for name in names:
             if (name == spec or spec in library_names(name)) and \
-                    os.path.isfile(os.path.join(directory, name)):
+                    inputs.isfile(os.path.join(directory, name)):
                 return os.path.join(directory, name)
     return None
 

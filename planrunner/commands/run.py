@@ -96,7 +96,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         address = parse_address(args.prometheus)
     cache = open_cache(stderr, not args.no_cache)
     path = plan_path(args.plan)  # a library plan is looked up once
-    key, compiled = _cached_run(args, path, stderr, cache, pid, address is None)
+    key, compiled, source = _cached_run(args, path, stderr, cache, pid, address is None)
     worker = None
     # the program most likely needs compiling too: the worker starts first, to import bcc
     # while this process imports and renders (not for a user: loading will say why not)
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
                          "may record this one's events\n")
         if compiled is None:
-            compiled = _compile(args, path, stderr, cache, key, pid, command)
+            compiled = _compile(args, path, stderr, cache, key, pid, command, source)
         return _run(args, stdout, stderr, backend, scope, pid, command, duration, address,
                     compiled)
     finally:
@@ -129,42 +129,42 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 def _cached_run(args: argparse.Namespace, path: str, stderr: TextIO,
                 cache: ProgramCache | None, pid: int | None, cacheable: bool
-                ) -> tuple[str | None, CompiledRun | None]:
-    """The run cache's key for this run of the plan at `path` (None: not cached) and what
+                ) -> tuple[str | None, CompiledRun | None, bytes | None]:
+    """The run cache's key for this run of the plan at `path` (None: not cached), what
     a run of the same plan with the same inputs computed before, if it did
-    (planrunner/run_cache.py: the key and what is checked)."""
+    (planrunner/run_cache.py: the key and what is checked), and the plan's bytes, read
+    here once and bounded, for the compile to parse (None: it reads them itself)."""
     if cache is None or not cacheable:  # --prometheus: needs the plan itself
-        return None, None
+        return None, None, None
     from planrunner import run_cache
+    from planrunner.plan_file import PlanTooLarge, read_plan_bytes
 
     try:
-        with open(path, "rb") as fh:
-            plan_bytes = fh.read()
-    except OSError:
-        return None, None  # compile_plan says what is wrong
+        plan_bytes = read_plan_bytes(path)
+    except (OSError, PlanTooLarge):
+        return None, None, None  # compile_plan says what is wrong
     key = run_cache.run_key(path, plan_bytes, args.overrides or [], [pid] if pid else [],
                             args.command, stderr.isatty())
     hit = run_cache.lookup(cache, key)
     if hit is not None:
         stderr.write(hit.warnings)
-    return key, hit
+    return key, hit, plan_bytes
 
 
 def _compile(args: argparse.Namespace, path: str, stderr: TextIO,
              cache: ProgramCache | None, key: str | None, pid: int | None,
-             command: list[str] | None) -> CompiledRun:
-    """load -> resolve -> render of the plan at `path`, stored in the run cache under
-    `key` when there is one."""
-    import contextlib
+             command: list[str] | None, source: bytes | None) -> CompiledRun:
+    """load -> resolve -> render of the plan at `path` (`source`: its bytes, read for
+    the key), stored in the run cache under `key` when there is one, with the inputs
+    the compile declared (planrunner/inputs.py)."""
     import io
 
-    from planrunner import run_cache
+    from planrunner import inputs, run_cache
     from planrunner.pipeline import compile_plan
 
-    recorder = run_cache.InputRecorder.get() if key is not None else None
     warnings = io.StringIO()
-    with recorder.recording() if recorder is not None else contextlib.nullcontext():
-        plan, resolved, program = compile_plan(path, overrides(args), pid, command)
+    with inputs.recording() as log:
+        plan, resolved, program = compile_plan(path, overrides(args), pid, command, source)
         print_diagnostics(resolved.warnings, warnings)
     stderr.write(warnings.getvalue())
     # One file per output for CSV with several outputs; aggregations in plan order.
@@ -174,8 +174,8 @@ def _compile(args: argparse.Namespace, path: str, stderr: TextIO,
                    + [(t.index, t.name) for t in plan.tables])
     run = run_cache.CompiledRun(program, warnings.getvalue(), tuple(n for _, n in shown),
                                 bool(plan.tables), plan.name, plan.description)
-    if recorder is not None and cache is not None and key is not None:
-        run_cache.store(cache, key, recorder, run, keyed=[path])
+    if cache is not None and key is not None:
+        run_cache.store(cache, key, log, run)
     return run
 
 

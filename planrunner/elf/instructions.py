@@ -20,6 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from planrunner import inputs
 from planrunner.elf.reader import vaddr_to_offset
 from planrunner.errors import ResolveError
 
@@ -92,6 +93,7 @@ def nearest(starts: Sequence[int], offset: int,
 def _read_code(path: str, vaddr: int, length: int) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
+        inputs.opened_fd(path, fd)
         return os.pread(fd, length, vaddr_to_offset(path, vaddr))
     finally:
         os.close(fd)

@@ -15,22 +15,30 @@ from __future__ import annotations
 
 from planrunner.diagnostics import Span
 from planrunner.errors import PlanSyntaxError
+from planrunner.plan_file import MAX_PLAN_BYTES, PlanTooLarge, read_plan_bytes
 
-MAX_PLAN_BYTES = 2 * 1024 * 1024
+__all__ = ["MAX_PLAN_BYTES", "MAX_DEPTH", "MAX_ALIAS_NODES", "read_bounded", "too_deep",
+           "toml_too_deep"]
+
 MAX_DEPTH = 64
 MAX_ALIAS_NODES = 10_000
 
 
-def read_bounded(path: str) -> str:
-    """The UTF-8 text of `path`; PlanSyntaxError when it is over MAX_PLAN_BYTES (only
+def read_bounded(path: str, data: bytes | None = None) -> str:
+    """The UTF-8 text of `path`, or of `data` when its bytes were read already
+    (plan_file.read_plan_bytes); PlanSyntaxError when it is over MAX_PLAN_BYTES (only
     that much plus one byte is ever read). OSError / UnicodeDecodeError pass through."""
-    with open(path, "rb") as fh:
-        data = fh.read(MAX_PLAN_BYTES + 1)
-    if len(data) > MAX_PLAN_BYTES:
+    try:
+        if data is None:
+            data = read_plan_bytes(path)
+        elif len(data) > MAX_PLAN_BYTES:
+            raise PlanTooLarge(path)
+    except PlanTooLarge:
         raise PlanSyntaxError(
             f"plan file is larger than {MAX_PLAN_BYTES // (1024 * 1024)} MiB: refused "
             "unread", Span(path, 1, 1),
-            ("a plan is a few kilobytes of reviewed text; is this the right file?",))
+            ("a plan is a few kilobytes of reviewed text; is this the right file?",)
+        ) from None
     return data.decode("utf-8")
 
 
