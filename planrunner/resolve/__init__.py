@@ -144,12 +144,16 @@ def _about(seconds: float) -> str:
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],
               left_out: list[Diagnostic]) -> dict[str, BinaryRef]:
     """The targets found; an `optional: true` one that is not is a warning in
-    `left_out`, and its probes (then their outputs) are skipped as if it failed."""
+    `left_out`, and its probes (then their outputs) are skipped as if it failed. How a
+    --pid's path was chosen (a container's file, not the host's) is a note there."""
     out = {}
     for target in plan.targets:
         try:
-            path = resolve_target(target.binary, pid, target.span)
+            notes: list[str] = []
+            path = resolve_target(target.binary, pid, target.span, notes)
             out[target.name] = S.binary_ref(path, path, target.build_id, target.span)
+            left_out += [Diagnostic(f"target '{target.name}': {note}", target.span,
+                                    severity="note") for note in notes]
         except PlanError as err:
             if not target.optional:
                 errors.append(err)
