@@ -175,7 +175,10 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
         if spec.target is None or spec.target not in binaries:
             return None  # the target's own error was reported
         binary = binaries[spec.target]
-    return attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
+    got = attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
+    if got is not None:
+        errors.extend(got.errors)
+    return got
 
 
 def _with_nested(loc: Located, plan: Plan) -> Located:
