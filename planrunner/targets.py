@@ -1,8 +1,10 @@
 """Turn what a user calls a program or library into the absolute path of an ELF file.
 
 `resolve_target(spec, pid=None, span=None) -> str`, tried in this order:
-1. a path (contains '/'): relative to the working directory; with a pid, a path that does
-   not exist here is looked up under /proc/PID/root (a container's file system);
+1. a path (contains '/'): relative to the working directory; with a pid, looked up first
+   under /proc/PID/root (that process's mount namespace and root: a container's file
+   system), the host's path kept when both name one file; when they name two, the
+   process's, and a note says so (`notes`): never the host's file silently;
 2. with a pid: a name matched against the objects that process has mapped executable,
    by basename (`libc.so.6`) or library short name (`c`, `pthread`, `jvm`);
 3. a program name on PATH (`postgres`, `python3.11`);
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from planrunner import inputs
 from planrunner.diagnostics import Span, did_you_mean
@@ -31,12 +34,15 @@ _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*)$")
 _HINT = "give an absolute path, a program on PATH, or a library name from `ldconfig -p`"
 
 
-def resolve_target(spec: str, pid: int | None = None, span: Span | None = None) -> str:
-    """The absolute real path of the ELF file `spec` names. ResolveError when none."""
+def resolve_target(spec: str, pid: int | None = None, span: Span | None = None,
+                   notes: list[str] | None = None) -> str:
+    """The absolute real path of the ELF file `spec` names. ResolveError when none.
+    What a user should know about the choice (a container's file that differs from the
+    host's at the same path) is appended to `notes`."""
     if not spec:
         raise ResolveError("empty target", span, hints=(_HINT,))
     if "/" in spec:
-        return _resolve_path(spec, pid, span)
+        return _resolve_path(spec, pid, span, notes)
     if pid is not None:
         found = _from_process(spec, pid) or _from_process_dirs(spec, pid)
         if found:
@@ -60,17 +66,49 @@ def library_names(soname: str) -> tuple[str, ...]:
     return (m.group(1), bare.group(1)) if bare else (m.group(1),)
 
 
-def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
-    candidates = [os.path.abspath(spec)]
-    if pid is not None and spec.startswith("/"):
-        candidates.append(f"/proc/{pid}/root{spec}")
-    for cand in candidates:
-        if inputs.isfile(cand):
-            return _real(cand, pid)
-    if inputs.isdir(candidates[0]):
+def _resolve_path(spec: str, pid: int | None, span: Span | None,
+                  notes: list[str] | None) -> str:
+    host = os.path.abspath(spec)
+    if pid is not None:
+        inside = _inside_root(host, pid, notes)
+        if inside is not None:
+            return inside
+    if inputs.isfile(host):
+        return _real(host, None)
+    if inputs.isdir(host):
         raise ResolveError(f"target '{spec}' is a directory", span,
                            hints=("give the executable or library file inside it",))
     raise ResolveError(f"target '{spec}' not found", span, hints=(_HINT,))
+
+
+def _inside_root(host: str, pid: int, notes: list[str] | None) -> str | None:
+    """`host` (an absolute path) as process `pid` sees it, through /proc/PID/root, which
+    leads into its mount namespace and root directory (a container's files), both
+    followed from here. The host's path when both name one file (the usual case: a
+    process of this system); the inside one, with a note, when they name two files (a
+    container's binary at a path the host has too: the host's would never fire); None
+    when the process has no such file (or its root cannot be read): the host's path is
+    used as before, with a note when the process cannot see it."""
+    root = f"/proc/{pid}/root"
+    inside = _real(root + host, pid)
+    in_st = inputs.stat(inside)
+    if in_st is None:
+        if notes is not None and inputs.isfile(host) and inputs.access(root + "/", os.X_OK):
+            notes.append(f"{host} is not in the file system of process {pid}: the "
+                         "host's file is used, which that process cannot map")
+        return None
+    if not stat.S_ISREG(in_st.st_mode):
+        return None  # a directory: said by the caller, as for the host's path
+    host_st = inputs.stat(host)
+    if host_st is None:
+        return inside  # only the process has it (a container's own path)
+    if (host_st.st_dev, host_st.st_ino) == (in_st.st_dev, in_st.st_ino):
+        return _real(host, None)
+    if notes is not None:
+        notes.append(f"{host} in process {pid} is another file than the host's "
+                     f"(inode {in_st.st_ino}, not the host's {host_st.st_ino}): traced "
+                     f"through its root, {inside}")
+    return inside
 
 
 def _from_path(spec: str) -> str | None:

@@ -120,7 +120,10 @@ def _list_usdt(args: argparse.Namespace, positionals: list[str], stdout: TextIO,
         raise UsageError("give at least one TARGET, or --pid PID",
                          hints=("e.g. `planrunner list /usr/lib/postgresql/15/bin/postgres`",))
     if specs:
-        paths = _resolve_all(specs, args.pid)
+        notes: list[str] = []
+        paths = _resolve_all(specs, args.pid, notes)
+        for note in dict.fromkeys(notes):
+            print(f"planrunner: note: {note}", file=stderr)
         if pattern is None and len(specs) > 1 and paths[-1] is None and "/" not in specs[-1]:
             # `list python3.11 gc__done`: a trailing plain name that is no target is
             # a probe name (reported on stderr if nothing matches).
@@ -157,15 +160,16 @@ def _list_usdt(args: argparse.Namespace, positionals: list[str], stdout: TextIO,
     return 0
 
 
-def _resolve_all(specs: list[str], pid: int | None) -> list[str | None]:
-    """Resolved paths; None where the spec does not resolve (re-raised by the caller)."""
+def _resolve_all(specs: list[str], pid: int | None, notes: list[str]) -> list[str | None]:
+    """Resolved paths; None where the spec does not resolve (re-raised by the caller).
+    How a path was chosen (a container's file, not the host's) is added to `notes`."""
     from planrunner.errors import ResolveError
     from planrunner.targets import resolve_target
 
     out: list[str | None] = []
     for spec in specs:
         try:
-            out.append(resolve_target(spec, pid))
+            out.append(resolve_target(spec, pid, notes=notes))
         except ResolveError:
             out.append(None)
     return out

@@ -146,12 +146,16 @@ def _about(seconds: float) -> str:
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],
               left_out: list[Diagnostic]) -> dict[str, BinaryRef]:
     """The targets found; an `optional: true` one that is not is a warning in
-    `left_out`, and its probes (then their outputs) are skipped as if it failed."""
+    `left_out`, and its probes (then their outputs) are skipped as if it failed. How a
+    --pid's path was chosen (a container's file, not the host's) is a note there."""
     out = {}
     for target in plan.targets:
         try:
-            path = resolve_target(target.binary, pid, target.span)
+            notes: list[str] = []
+            path = resolve_target(target.binary, pid, target.span, notes)
             out[target.name] = S.binary_ref(path, path, target.build_id, target.span)
+            left_out += [Diagnostic(f"target '{target.name}': {note}", target.span,
+                                    severity="note") for note in notes]
         except PlanError as err:
             if not target.optional:
                 errors.append(err)
@@ -173,7 +177,10 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
         if spec.target is None or spec.target not in binaries:
             return None  # the target's own error was reported
         binary = binaries[spec.target]
-    return attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
+    got = attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
+    if got is not None:
+        errors.extend(got.errors)
+    return got
 
 
 def _with_nested(loc: Located, plan: Plan) -> Located:

@@ -5,6 +5,7 @@ what names its expressions may use). Spans are not located: they pair two probes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -32,6 +33,9 @@ class Located:
     tp_fields: tuple[TracepointField, ...] = ()
     usdt: tuple[str, str] | None = None  # (provider, name) of a USDT probe
     warnings: tuple[Diagnostic, ...] = ()  # located; the plan is valid all the same
+    # Mistakes found while locating that leave the probe's names usable, so the plan's
+    # other mistakes are reported with them (an argument declared past the probe's end).
+    errors: tuple[ResolveError, ...] = ()
 
 
 def locate_tracepoint(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
@@ -55,16 +59,22 @@ def locate_usdt(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
     probe = S.find_usdt(spec, binary)
     count = min(len(s.args) for s in probe.sites)
     types = S.usdt_arg_types(probe)
-    for arg in spec.args:
-        if arg.index > count:
-            raise ResolveError(
-                f"probe '{spec.name}' declares argument {arg.index}, but "
-                f"{spec.provider or ''}{':' if spec.provider else ''}{spec.probe} has "
-                f"{count} argument{'s' if count != 1 else ''}", arg.span)
-    scope = ProbeScope(_arg_names(spec, _declared(spec, types, string_size)), constants,
+    errors = tuple(ResolveError(
+        f"probe '{spec.name}' declares argument {arg.index}, but "
+        f"{spec.provider or ''}{':' if spec.provider else ''}{spec.probe} has "
+        f"{count} argument{'s' if count != 1 else ''}", arg.span)
+        for arg in spec.args if arg.index > count)
+    # An argument declared past the end keeps its name in the scope (as an int64, never
+    # rendered: the error above stops the plan), so the probe's other mistakes are still
+    # found and its name, used elsewhere, adds no error of its own.
+    types.update({arg.index: IntType(64, True) for arg in spec.args if arg.index > count})
+    names = {name: ref for name, ref in _arg_names(spec, _declared(spec, types, string_size)
+                                                   ).items()
+             if not re.fullmatch(r"arg\d+", name) or ref[0] <= count}
+    scope = ProbeScope(MappingProxyType(names), constants,
                        f"probe '{spec.name}' ({probe.qualified} in {binary.display})", count)
     return Located(spec, scope, binary, usdt_sites=probe.sites,
-                   usdt=(probe.provider, probe.name),
+                   usdt=(probe.provider, probe.name), errors=errors,
                    warnings=tuple(_type_warnings(spec, probe.sites[0].args)))
 
 
@@ -74,6 +84,8 @@ def _type_warnings(spec: ProbeSpec, operands: tuple[ArgOperand, ...]) -> list[Di
     for arg in spec.args:
         if arg.type is None or arg.type == "bool":
             continue
+        if arg.index > len(operands):
+            continue  # declared past the probe's end: an error of its own
         size = operands[arg.index - 1].size
         what = f"argument {arg.index} is a {size}-byte value in the probe's note"
         if arg.type in ("string", "pointer") and size != 8:
