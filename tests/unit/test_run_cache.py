@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,12 @@ def test_proc_contents_are_compared_and_pid_stat_by_start_time(tmp_path: Path) -
     assert inputs.changed(log.inputs()) is None
     proc = subprocess.Popen(["sleep", "5"])
     try:
+        # the child's cmdline is empty until its exec is done: wait for it, or the
+        # recorded content is the pre-exec one and the re-check sees a change
+        deadline = time.monotonic() + 5
+        while not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep"):
+            assert time.monotonic() < deadline, "sleep never exec'd"
+            time.sleep(0.01)
         with inputs.recording() as other:
             inputs.read_bytes(f"/proc/{proc.pid}/cmdline")
         assert {p for _k, p, _f in other.inputs()} == {f"/proc/{proc.pid}/cmdline",
