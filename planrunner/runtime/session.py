@@ -167,12 +167,14 @@ class _Stop:
             raise _OutputBlocked
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Clocks:
-    """The wall and monotonic clocks (tests pass their own)."""
+    """The wall and monotonic clocks (tests pass their own), and the wall time tracing
+    began at (set once, when everything is attached)."""
 
     wall: Callable[[], float]
     monotonic: Callable[[], float]
+    traced_since: float | None = None
 
 
 class _Output:
@@ -290,6 +292,9 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
                              "Hit Ctrl-C to end.\n")
                 stderr.flush()
+                # the run's first interval starts here, before the command runs: the
+                # aggregation reader is built later, once tracing has begun
+                clocks.traced_since = clocks.wall()
                 if child:
                     child.release()
                 status = _loop(backend, upkeep, stacks, program, opts, out, stderr, stop,
@@ -455,6 +460,7 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
     if stacks is None:
         stacks = StackResolver(backend)
     aggs = AggregateReader(program, backend, clocks.wall, clocks.monotonic, reset=not live,
+                           since=clocks.traced_since,
                            stacks=stacks)
     decoder = Decoder(program.prints, stacks, program.stack_maps)
     # no command, or no stacks (nothing to read): nothing to wait for

@@ -260,3 +260,19 @@ def test_a_stalled_loop_does_not_print_a_burst_of_empty_intervals(late: float) -
     reader.tick(view)
     reader.tick(view)
     assert len(view.snaps) == 1
+
+
+def test_the_run_interval_starts_when_tracing_began_not_when_the_reader_was_built() -> None:
+    # the reader is built once tracing runs (its modules load after "Tracing"): events of
+    # that gap belong to the first interval, which starts when tracing began
+    a = agg("count", key_fields=())
+    clock = Clock()
+    program = RenderedProgram("", (), (), (a,), "plan")
+    table = Table([(NoKey(0), per_cpu(ct.c_uint64, 1, 0))])
+    reader = AggregateReader(program, Prog({"pr_agg_0": table, "pr_agg_0_lost": _lost(0)}),
+                             clock=clock, monotonic=clock, since=999.75)
+    view = View()
+    clock.t += 1
+    reader.finish(view)
+    (snap,) = view.snaps
+    assert (snap.interval_start, snap.interval_end) == (999.75, 1001.0)
