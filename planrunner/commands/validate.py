@@ -42,6 +42,11 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 _ARGN = re.compile(r"^arg[0-9]+$")
+ABI_TEXT = {
+    "go": "Go's register ABI: integer words arg1..arg9 in rax, rbx, rcx, rdi, rsi, r8, r9, "
+          "r10, r11; retval is the first result (rax)",
+    "go-abi0": "Go's stack ABI (assembly): argN at 8*N(%rsp) on entry; no return probe",
+}
 
 
 def _stacks(probe: ResolvedProbe) -> str:
@@ -89,6 +94,8 @@ def _summary(probe: ResolvedProbe) -> str:
              + (f", {sems} with a semaphore" if sems else "")]
     if args:
         lines.append(f"    arguments {args}")
+    if probe.abi in ABI_TEXT:  # a C function's is the default: not shown
+        lines.append(f"    abi {probe.abi}: {ABI_TEXT[probe.abi]}")
     if probe.stacks:
         lines.append(f"    captures {_stacks(probe)[2:]}")
     lines += [f"    note: {note}" for note in probe.notes]

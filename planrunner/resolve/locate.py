@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from planrunner.diagnostics import Diagnostic
+from planrunner.elf.golang import GO_INT_REGS, Abi
 from planrunner.errors import ResolveError
 from planrunner.expr.types import IntType, StrType, Type
 from planrunner.plan.model import ProbeSpec
@@ -32,6 +33,7 @@ class Located:
     tp_fields: tuple[TracepointField, ...] = ()
     usdt: tuple[str, str] | None = None  # (provider, name) of a USDT probe
     warnings: tuple[Diagnostic, ...] = ()  # located; the plan is valid all the same
+    abi: Abi = "c"  # uprobes: the function's calling convention (elf/golang.py)
 
 
 def locate_tracepoint(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
@@ -97,10 +99,14 @@ def _type_warnings(spec: ProbeSpec, operands: tuple[ArgOperand, ...]) -> list[Di
 def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
                   string_size: int) -> Located:
     """uprobe and uretprobe: every function named SYMBOL, at +OFFSET. A uretprobe sees
-    `retval` (and, for now, the argument registers it declares)."""
+    `retval` (and, for now, the argument registers it declares). A Go function offers
+    the 9 integer registers of Go's register ABI."""
     assert binary is not None
-    locations, notes = S.uprobe_sites(spec, binary)
-    count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0, len(spec.args)])
+    locations, notes, abi = S.uprobe_sites(spec, binary)
+    offered = len(GO_INT_REGS) if abi == "go" else S.MAX_UPROBE_ARGS
+    if abi == "go":
+        _check_go_args(spec)
+    count = max([offered if spec.kind == "uprobe" else 0, len(spec.args)])
     types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
     names = dict(_arg_names(spec, _declared(spec, types, string_size)))
     what, arg_count = "", None
@@ -115,7 +121,20 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
             for i in range(1, count + 1):
                 names.pop(f"arg{i}", None)
     scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
-    return Located(spec, scope, binary, locations=locations, notes=notes)
+    return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi)
+
+
+def _check_go_args(spec: ProbeSpec) -> None:
+    """Go's register ABI passes 9 integer words in registers; later ones are on the
+    stack, where only the types of all the arguments would say."""
+    for arg in spec.args:
+        if arg.index > len(GO_INT_REGS):
+            raise ResolveError(
+                f"argument {arg.index} of Go function '{spec.symbol}' is not in a "
+                f"register: Go's register ABI passes {len(GO_INT_REGS)} integer words "
+                "(rax, rbx, rcx, rdi, rsi, r8, r9, r10, r11)", arg.span,
+                hints=("a string takes two words (pointer, length), a slice three: count "
+                       "words, not parameters",))
 
 
 def _declared(spec: ProbeSpec, types: Mapping[int, Type], string_size: int

@@ -1,0 +1,80 @@
+"""A Go program traced for real (issue 22 item 6): tests/fixtures/go/growstack calls
+main.compute(n) = 3n + 7 on a new goroutine each time, behind a padding recursion of
+varying depth (some calls meet the stack guard in compute's own prologue, and morestack
+restarts compute), and compute grows (copies) its goroutine's stack while it is live.
+
+Before the fix the uretprobe made the runtime die at the first stack copy ("unexpected
+return pc for main.compute", exit 2); the uprobe read %rdi (0 or a pointer instead of
+n) and fired 264 times for 240 calls. Now: exit 0, every (n, result) pair as the
+program logs it, exactly one entry per call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from tests.e2e.conftest import json_records, run_planrunner, write_plan
+
+CALLS = 240
+
+pytest.importorskip("capstone")
+
+
+def _plan(tmp_path, binary) -> str:  # type: ignore[no-untyped-def]
+    return write_plan(tmp_path, f"""
+planrunner: 1
+name: go-compute
+targets:
+  g: {{binary: {binary}}}
+probes:
+  enter: {{uprobe: "g:main.compute", args: [{{name: n}}]}}
+  leave: {{uretprobe: "g:main.compute", retval: {{type: int64}}}}
+  call: {{span: {{begin: enter, end: leave}}}}
+outputs:
+  - print: enter
+    fields: [n]
+  - print: call
+    fields: [begin.n, end.retval, latency]
+""")
+
+
+def test_go_function_entry_and_return_are_exact_and_the_program_lives(go_growstack,
+                                                                       tmp_path):
+    log, records = tmp_path / "log.txt", tmp_path / "records.json"
+    proc = run_planrunner(["run", _plan(tmp_path, go_growstack), "-f", "json",
+                           "-o", str(records), "-c", f"{go_growstack} {CALLS} 300 {log}"],
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr  # the program's own exit status
+    assert "unexpected return pc" not in proc.stderr
+    lines = log.read_text().split("\n")
+    assert lines[CALLS] == f"calls {CALLS}"
+    logged = [tuple(int(v) for v in line.split()) for line in lines[:CALLS]]
+    assert logged == [(1000 + i, 3 * (1000 + i) + 7) for i in range(CALLS)]
+    recs = json_records(records.read_text())
+    entries = [r["n"] for r in recs if r["probe"] == "enter"]
+    assert Counter(entries) == Counter(n for n, _r in logged)  # one entry per call
+    calls = [(r["n"], r["retval"]) for r in recs if r["probe"] == "call"]
+    assert sorted(calls) == logged
+    assert all(r["latency_ns"] > 0 for r in recs if r["probe"] == "call")
+    assert "replaced an open begin" not in proc.stderr
+
+
+def test_go_entry_alone_fires_once_per_call_with_its_argument(go_growstack, tmp_path):
+    """The entry probe without a return probe (the program lived before the fix too):
+    before, 264 events for 240 calls (morestack restarts compute), reading %rdi."""
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: go-entry
+targets: {{g: {{binary: {go_growstack}}}}}
+probes: {{enter: {{uprobe: "g:main.compute", args: [{{name: n}}]}}}}
+outputs: [{{print: enter, fields: [n]}}]
+""")
+    records = tmp_path / "records.json"
+    proc = run_planrunner(["run", plan, "-f", "json", "-o", str(records),
+                           "-c", f"{go_growstack} {CALLS} 300 {tmp_path / 'log.txt'}"],
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    entries = sorted(r["n"] for r in json_records(records.read_text()))
+    assert entries == [1000 + i for i in range(CALLS)]
