@@ -61,7 +61,9 @@ def _stacks(probe: ResolvedProbe) -> str:
 def _summary(probe: ResolvedProbe) -> str:
     spec = probe.spec
     if spec.kind == "span":
-        return f"  {spec.name}: span {spec.begin} -> {spec.end}"
+        by = (" (by goroutine: both ends are Go functions)"
+              if spec.key is None and probe.key_begin is not None else "")
+        return f"  {spec.name}: span {spec.begin} -> {spec.end}{by}"
     if spec.kind == "tracepoint":
         return f"  {spec.name}: tracepoint {spec.category}:{spec.event}"
     if spec.kind == "profile":
@@ -80,10 +82,11 @@ def _summary(probe: ResolvedProbe) -> str:
         shown = [(n, t) for n, t in offered
                  if (declared | read) & set(n.split("/")) or not _ARGN.match(n)]
         rest = len(offered) - len(shown)
+        total = sum(1 for n, _t in offered if any(_ARGN.match(a) for a in n.split("/")))
         if rest:
-            registers = (f"arg1..arg{len(offered)}: int64 (registers; declare the ones "
+            registers = (f"arg1..arg{total}: int64 (registers; declare the ones "
                          "you use)" if not shown else
-                         f"the other {rest} of arg1..arg{len(offered)}: int64 (registers)")
+                         f"the other {rest} of arg1..arg{total}: int64 (registers)")
         offered = shown
     args = ", ".join(f"{names}: {typ}{' (read)' if read & set(names.split('/')) else ''}"
                      for names, typ in offered)

@@ -35,6 +35,11 @@ GO_SECTIONS = (".go.buildinfo", ".gopclntab")
 # pt_regs fields of Go's integer argument and result registers, in ABI order
 GO_INT_REGS = (("ax", "rax"), ("bx", "rbx"), ("cx", "rcx"), ("di", "rdi"), ("si", "rsi"),
                ("r8", "r8"), ("r9", "r9"), ("r10", "r10"), ("r11", "r11"))
+# `goroutine` in a Go function's probes: R14, which holds the current g in ABIInternal code
+# (the address of the goroutine's runtime.g: unique among live goroutines), read as if
+# it were the argument after the nine integer registers
+GOROUTINE_INDEX = len(GO_INT_REGS) + 1
+GOROUTINE_REG = ("r14", "r14")
 _PCLNTAB_118 = (0xFFFFFFF0, 0xFFFFFFF1)  # Go 1.18-1.19, 1.20+: the same header
 STACK_GUARD_OPERAND = "[r14 + 0x10]"  # g.stackguard0 (R14 holds the current g)
 PROLOGUE_WINDOW = 8  # the stack check is among a function's first instructions

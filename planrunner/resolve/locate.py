@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from planrunner.diagnostics import Diagnostic
-from planrunner.elf.golang import GO_INT_REGS, Abi
+from planrunner.elf.golang import GO_INT_REGS, GOROUTINE_INDEX, Abi
 from planrunner.errors import ResolveError
 from planrunner.expr.types import IntType, StrType, Type
 from planrunner.plan.model import ProbeSpec
@@ -120,6 +120,8 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
             what, arg_count = f"uretprobe ('{spec.name}')", 0
             for i in range(1, count + 1):
                 names.pop(f"arg{i}", None)
+    if abi == "go":
+        names["goroutine"] = (GOROUTINE_INDEX, IntType(64, False))
     scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
     return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi)
 

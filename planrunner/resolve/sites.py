@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from planrunner.diagnostics import Span, did_you_mean
-from planrunner.elf.golang import GO_INT_REGS, Abi
+from planrunner.elf.golang import GO_INT_REGS, GOROUTINE_INDEX, GOROUTINE_REG, Abi
 from planrunner.elf.reader import open_binary, read_notes, vaddr_to_offset
 from planrunner.errors import ResolveError
 from planrunner.expr.types import BoolType, IntType, StrType, Type
@@ -223,8 +223,8 @@ def register_arg(index: int, size: int, signed: bool, machine: str,
                  abi: Abi = "c") -> ArgOperand:
     """Argument `index` (1-based) of a function at its entry, per the machine's ABI (or
     Go's: the register ABI's integer registers, or ABI0's stack slots)."""
-    if abi == "go":
-        field, name = GO_INT_REGS[index - 1]  # locate_uprobe offers no more
+    if abi == "go":  # locate_uprobe offers no more than these and `goroutine`
+        field, name = GOROUTINE_REG if index == GOROUTINE_INDEX else GO_INT_REGS[index - 1]
         return ArgOperand(f"%{name}", size, signed, False, Reg(field, name))
     if abi == "go-abi0":
         return ArgOperand(f"{8 * index}(%rsp)", size, signed, False,

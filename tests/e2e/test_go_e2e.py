@@ -6,7 +6,8 @@ restarts compute), and compute grows (copies) its goroutine's stack while it is 
 Before the fix the uretprobe made the runtime die at the first stack copy ("unexpected
 return pc for main.compute", exit 2); the uprobe read %rdi (0 or a pointer instead of
 n) and fired 264 times for 240 calls. Now: exit 0, every (n, result) pair as the
-program logs it, exactly one entry per call.
+program logs it, exactly one entry per call; and with the calls interleaved on threads,
+each return paired with its own entry (the span is keyed by goroutine).
 """
 
 from __future__ import annotations
@@ -40,11 +41,15 @@ outputs:
 """)
 
 
+@pytest.mark.parametrize("mode", ["", "together"])
 def test_go_function_entry_and_return_are_exact_and_the_program_lives(go_growstack,
-                                                                       tmp_path):
+                                                                       tmp_path, mode):
+    """`together`: the calls interleave on 2 threads and move between them; the span's
+    default key between two Go probes is the goroutine (a thread key paired one call's
+    entry with another's return, and replaced open begins)."""
     log, records = tmp_path / "log.txt", tmp_path / "records.json"
-    proc = run_planrunner(["run", _plan(tmp_path, go_growstack), "-f", "json",
-                           "-o", str(records), "-c", f"{go_growstack} {CALLS} 300 {log}"],
+    proc = run_planrunner(["run", _plan(tmp_path, go_growstack), "-f", "json", "-o",
+                           str(records), "-c", f"{go_growstack} {CALLS} 300 {log} {mode}"],
                           timeout=180)
     assert proc.returncode == 0, proc.stderr  # the program's own exit status
     assert "unexpected return pc" not in proc.stderr

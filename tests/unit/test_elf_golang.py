@@ -104,7 +104,7 @@ def test_uprobe_and_return_sites_read_go_registers(go_growstack, tmp_path):
     [sym] = lookup_symbol(str(go_growstack), "main.compute")
     sites = golang.go_sites(str(go_growstack), sym.value, sym.size, "EM_X86_64")
     assert (entry.kind, entry.pc) == ("uprobe", sym.value + sites.entry)
-    assert [a.text for a in entry.args if a] == ["%rax", "%rbx"]
+    assert [a.text for a in entry.args if a] == ["%rax", "%rbx", "%r14"]  # n, m, key
     returns = resolved.probe("r").sites
     [grow] = lookup_symbol(str(go_growstack), "main.grow")
     assert [s.kind for s in returns] == ["uprobe", "uprobe"]  # never a uretprobe
@@ -112,12 +112,17 @@ def test_uprobe_and_return_sites_read_go_registers(go_growstack, tmp_path):
         golang.go_sites(str(go_growstack), grow.value, grow.size, "EM_X86_64").returns)
     assert all(s.args[0] is not None and s.args[0].text == "%rax" for s in returns)
     assert resolved.probe("e").abi == resolved.probe("r").abi == "go"
+    # the span's default key: the goroutine (R14 holds the current g), not the thread
+    span = resolved.probe("s")
+    assert span.key_begin is not None and span.key_end is not None
+    [g_slot] = [s for s in resolved.probe("e").slots if s.name == "goroutine"]
+    assert entry.args[g_slot.index] is not None and entry.args[g_slot.index].text == "%r14"
 
 
 def test_validate_shows_the_go_abi_and_the_probe_places(go_growstack, tmp_path):
     plan = _plan(tmp_path, go_growstack,
                  "  e: {uprobe: 'g:main.compute', args: [{name: n}]}\n"
-                 "  x: {uretprobe: 'g:main.compute'}\n")
+                 "  x: {uretprobe: 'g:main.compute'}\n  s: {span: {begin: e, end: x}}\n")
     out, err = io.StringIO(), io.StringIO()
     assert main(["validate", plan], out, err) == 0, err.getvalue()
     text = out.getvalue()
@@ -125,6 +130,7 @@ def test_validate_shows_the_go_abi_and_the_probe_places(go_growstack, tmp_path):
                       "rbx, rcx") == 2
     assert "'main.compute' is a Go function: probed after its stack check (+" in text
     assert "its return is probed at its 1 RET instruction (+" in text
+    assert "  s: span e -> x (by goroutine: both ends are Go functions)\n" in text
 
 
 def test_list_vv_shows_the_abi_of_go_functions(go_growstack):
