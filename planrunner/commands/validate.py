@@ -42,9 +42,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 _ARGN = re.compile(r"^arg[0-9]+$")
+_RETN = re.compile(r"^ret[0-9]+$")
 ABI_TEXT = {
     "go": "Go's register ABI: integer words arg1..arg9 in rax, rbx, rcx, rdi, rsi, r8, r9, "
-          "r10, r11; retval is the first result (rax)",
+          "r10, r11; retval is the first result word (rax), ret2..ret9 the next ones",
     "go-abi0": "Go's stack ABI (assembly): argN at 8*N(%rsp) on entry; no return probe",
 }
 
@@ -73,7 +74,8 @@ def _summary(probe: ResolvedProbe) -> str:
     binary = probe.targets[0]
     sems = sum(1 for s in probe.sites if s.ref_ctr_offset)
     read = {s.name or f"arg{s.index}" for s in probe.slots}
-    offered = list(probe.offered)
+    # Go's further result words (ret2..ret9) are listed when read
+    offered = [(n, t) for n, t in probe.offered if not _RETN.match(n) or n in read]
     registers = ""
     if spec.kind in ("uprobe", "uretprobe"):
         # A function's 12 register arguments are always offered: show the declared and

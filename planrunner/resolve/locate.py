@@ -122,6 +122,9 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
                 names.pop(f"arg{i}", None)
     if abi == "go":
         names["goroutine"] = (GOROUTINE_INDEX, IntType(64, False))
+        if spec.kind == "uretprobe":  # results take the argument registers, in order
+            names.update({f"ret{i}": (i, IntType(64, True))
+                          for i in range(2, len(GO_INT_REGS) + 1)})
     scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
     return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi)
 

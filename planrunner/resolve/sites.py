@@ -203,7 +203,8 @@ def _go_pcs(spec: ProbeSpec, binary: BinaryRef, name: str, start: int, size: int
     if not sites.returns:
         raise ResolveError(
             f"Go function '{name}' has no RET instruction: it never returns normally "
-            "(it panics, exits or loops)", spec.spec_span,
+            "(it panics, exits or loops, or a wrapper jumps to another function)",
+            spec.spec_span,
             hints=("probe its entry with a uprobe",))
     count = len(sites.returns)
     notes.append(f"'{name}' is a Go function: its return is probed at its {count} RET "

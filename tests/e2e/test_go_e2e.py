@@ -55,7 +55,7 @@ def test_go_function_entry_and_return_are_exact_and_the_program_lives(go_growsta
     assert "unexpected return pc" not in proc.stderr
     lines = log.read_text().split("\n")
     assert lines[CALLS] == f"calls {CALLS}"
-    logged = [tuple(int(v) for v in line.split()) for line in lines[:CALLS]]
+    logged = [(int(line.split()[0]), int(line.split()[1])) for line in lines[:CALLS]]
     assert logged == [(1000 + i, 3 * (1000 + i) + 7) for i in range(CALLS)]
     recs = json_records(records.read_text())
     entries = [r["n"] for r in recs if r["probe"] == "enter"]
@@ -83,3 +83,22 @@ outputs: [{{print: enter, fields: [n]}}]
     assert proc.returncode == 0, proc.stderr
     entries = sorted(r["n"] for r in json_records(records.read_text()))
     assert entries == [1000 + i for i in range(CALLS)]
+
+
+def test_a_go_string_result_is_read_from_its_two_words(go_growstack, tmp_path):
+    """label(n) returns "n=N": pointer in RAX (`retval`), length in RBX (`ret2`); Go
+    strings have no NUL, so the length is what ends it."""
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: go-label
+targets: {{g: {{binary: {go_growstack}}}}}
+probes: {{label: {{uretprobe: "g:main.label"}}}}
+outputs: [{{print: label, fields: [ret2, {{text: "str(retval, ret2)"}}]}}]
+""")
+    records, log = tmp_path / "records.json", tmp_path / "log.txt"
+    proc = run_planrunner(["run", plan, "-f", "json", "-o", str(records),
+                           "-c", f"{go_growstack} 50 300 {log}"], timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    labels = [line.split()[2] for line in log.read_text().split("\n")[:50]]
+    got = [(r["ret2"], r["text"]) for r in json_records(records.read_text())]
+    assert got == [(len(t), t) for t in labels]
