@@ -285,15 +285,19 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
             size_bytes = slot.bits // 8 if slot.kind == "int" else 8
             args[slot.index] = (S.return_value(size_bytes, slot.signed, machine)
                                 if slot.index == 0 else
-                                S.register_arg(slot.index, size_bytes, slot.signed, machine))
-        sites += [ResolvedSite(spec.kind, spec.name, n, loc.binary, pc, offset,
+                                S.register_arg(slot.index, size_bytes, slot.signed, machine,
+                                               loc.abi))
+        # a Go function returns where its RETs are probed (resolve/sites.py)
+        kind = "uprobe" if loc.abi != "c" else spec.kind
+        sites += [ResolvedSite(kind, spec.name, n, loc.binary, pc, offset,
                                args=tuple(args))
                   for n, (pc, offset) in enumerate(loc.locations)]
     targets = (loc.binary,) if loc.binary else ()
     return ResolvedProbe(spec, tuple(sites), tuple(slots), c.where, targets,
                          tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
                          notes=loc.notes, stacks=stack_kinds(exprs),
-                         stack=stack)
+                         stack=stack, abi=loc.abi if spec.kind in ("uprobe", "uretprobe")
+                         else "")
 
 
 def _check_stack_captures(spec: ProbeSpec, spans: Mapping[str, _Span],

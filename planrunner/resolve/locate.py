@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from planrunner.diagnostics import Diagnostic
+from planrunner.elf.golang import GO_INT_REGS, GOROUTINE_INDEX, Abi
 from planrunner.errors import ResolveError
 from planrunner.expr.types import IntType, StrType, Type
 from planrunner.plan.model import ProbeSpec
@@ -36,6 +37,7 @@ class Located:
     # Mistakes found while locating that leave the probe's names usable, so the plan's
     # other mistakes are reported with them (an argument declared past the probe's end).
     errors: tuple[ResolveError, ...] = ()
+    abi: Abi = "c"  # uprobes: the function's calling convention (elf/golang.py)
 
 
 def locate_tracepoint(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
@@ -109,10 +111,14 @@ def _type_warnings(spec: ProbeSpec, operands: tuple[ArgOperand, ...]) -> list[Di
 def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
                   string_size: int) -> Located:
     """uprobe and uretprobe: every function named SYMBOL, at +OFFSET. A uretprobe sees
-    `retval` (and, for now, the argument registers it declares)."""
+    `retval` (and, for now, the argument registers it declares). A Go function offers
+    the 9 integer registers of Go's register ABI."""
     assert binary is not None
-    locations, notes = S.uprobe_sites(spec, binary)
-    count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0, len(spec.args)])
+    locations, notes, abi = S.uprobe_sites(spec, binary)
+    offered = len(GO_INT_REGS) if abi == "go" else S.MAX_UPROBE_ARGS
+    if abi == "go":
+        _check_go_args(spec)
+    count = max([offered if spec.kind == "uprobe" else 0, len(spec.args)])
     types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
     names = dict(_arg_names(spec, _declared(spec, types, string_size)))
     what, arg_count = "", None
@@ -126,8 +132,26 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
             what, arg_count = f"uretprobe ('{spec.name}')", 0
             for i in range(1, count + 1):
                 names.pop(f"arg{i}", None)
+    if abi == "go":
+        names["goroutine"] = (GOROUTINE_INDEX, IntType(64, False))
+        if spec.kind == "uretprobe":  # results take the argument registers, in order
+            names.update({f"ret{i}": (i, IntType(64, True))
+                          for i in range(2, len(GO_INT_REGS) + 1)})
     scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
-    return Located(spec, scope, binary, locations=locations, notes=notes)
+    return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi)
+
+
+def _check_go_args(spec: ProbeSpec) -> None:
+    """Go's register ABI passes 9 integer words in registers; later ones are on the
+    stack, where only the types of all the arguments would say."""
+    for arg in spec.args:
+        if arg.index > len(GO_INT_REGS):
+            raise ResolveError(
+                f"argument {arg.index} of Go function '{spec.symbol}' is not in a "
+                f"register: Go's register ABI passes {len(GO_INT_REGS)} integer words "
+                "(rax, rbx, rcx, rdi, rsi, r8, r9, r10, r11)", arg.span,
+                hints=("a string takes two words (pointer, length), a slice three: count "
+                       "words, not parameters",))
 
 
 def _declared(spec: ProbeSpec, types: Mapping[int, Type], string_size: int

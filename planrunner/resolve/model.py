@@ -127,6 +127,9 @@ class ResolvedProbe:
     # in this probe), and how a user stack is captured.
     stacks: tuple[StackKind, ...] = ()
     stack: StackSpec = StackSpec()
+    # uprobes: the function's calling convention, "c" or Go's "go"/"go-abi0"
+    # (elf/golang.py); "" for the other kinds
+    abi: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from planrunner.diagnostics import did_you_mean
 from planrunner.errors import PlanError, ResolveError, raise_collected
 from planrunner.expr import ast as A
 from planrunner.expr.check import STACKS, Symbol, check, check_condition
+from planrunner.expr.parser import parse_expression
 from planrunner.expr.typed import CaptureRef, DepthRef, LatencyRef, TExpr, TRef, refs
 from planrunner.expr.types import DURATION, StackType, StrType, SymType
 from planrunner.plan.model import ProbeSpec
@@ -67,10 +68,13 @@ class SpanScope:
         return Symbol(sym.type, CaptureRef(name, value))
 
     def check_keys(self, size: int) -> tuple[TExpr | None, TExpr | None]:
-        """The key expression checked on each side (None: the default, the thread)."""
+        """The key expression checked on each side (None: the default, the thread; but
+        between two Go functions, the goroutine: goroutines share and change threads)."""
         key = self.spec.key
         if key is None:
-            return None, None
+            if not all("goroutine" in s.args for s in (self.begin, self.end)):
+                return None, None
+            key = parse_expression("goroutine", self.spec.spec_span)
         errs: list[PlanError] = []
         sides = []
         for scope in (self.begin, self.end):
