@@ -6,7 +6,8 @@
     execute runtime/        RenderedProgram   -> records and map snapshots -> output/
 
 Commands load and resolve through load_resolved, which also resolves what a plan with
-schema errors still has (every mistake at once), and compile_plan adds render.
+schema errors still has (every mistake at once), and compile_plan adds render;
+compile_plans does it for several plans at once, merged into one program (plan_set.py).
 """
 
 from __future__ import annotations
@@ -67,3 +68,33 @@ def compile_plan(path: str, overrides: dict[str, str], pid: int | None = None,
     (`source`: the plan's bytes, when the caller read them)."""
     plan, resolved = load_resolved(path, overrides, pid, command, source=source)
     return plan, resolved, render(resolved)
+
+
+def compile_plans(paths: list[str], sets: dict[str, str], pid: int | None = None,
+                  command: list[str] | None = None,
+                  sources: list[bytes | None] | None = None
+                  ) -> tuple[list[Plan], Plan, ResolvedPlan, RenderedProgram]:
+    """compile_plan of several plans, merged into one program (plan_set.py): every plan
+    is loaded and resolved on its own; the mistakes of all of them are raised together,
+    before anything renders. The plans, the merged plan, its resolved plan, the program."""
+    from planrunner import plan_set
+
+    sources = sources or [None] * len(paths)
+    if len(paths) == 1:
+        plan, resolved = load_resolved(paths[0], sets, pid, command, source=sources[0])
+        return [plan], plan, resolved, render(resolved)
+    names = [plan_set.declared(p, s) for p, s in zip(paths, sources, strict=True)]
+    each = plan_set.split_overrides(names, sets)
+    loaded: list[tuple[Plan, ResolvedPlan]] = []
+    failed: list[PlanError] = []
+    for path, own, source in zip(paths, each, sources, strict=True):
+        try:
+            loaded.append(load_resolved(path, own, pid, command, source=source))
+        except PlanError as err:
+            failed.append(err)
+    if failed:
+        error = PlanError([d for err in failed for d in err.diagnostics])
+        error.exit_code = max(err.exit_code for err in failed)
+        raise error
+    plan, resolved = plan_set.merge(loaded)
+    return [p for p, _ in loaded], plan, resolved, render(resolved)

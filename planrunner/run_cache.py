@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from planrunner.render.model import RenderedProgram
     from planrunner.runtime.compile_cache import ProgramCache
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MAGIC = b"PRRUN\0\0\0"
 SUFFIX = ".run"
 # variables that change where the cache is and what it logs, never what a compile makes,
@@ -76,6 +76,15 @@ class CompiledRun:
     has_tables: bool
     plan_name: str
     description: str  # for --prometheus (which never takes an entry: the plan's)
+    plans: tuple[tuple[str, str], ...] = ()  # each plan's (name, description)
+
+
+def plans_part(paths: Sequence[str], plan_bytes: Sequence[bytes]) -> tuple[str, bytes]:
+    """run_key's `plan` and `plan_bytes` for the plans of one run: one plan's own path
+    and bytes; several plans' paths NUL-joined and their bytes, each length-prefixed."""
+    if len(paths) == 1:
+        return paths[0], plan_bytes[0]
+    return "\0".join(paths), b"".join(struct.pack("<Q", len(b)) + b for b in plan_bytes)
 
 
 def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int],
