@@ -154,3 +154,19 @@ def test_prometheus_serves_both_plans(tmp_path, fixtures_built) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, err_path.read_text()
     assert os.path.exists(tmp_path / "out")
+
+
+def test_scope_options_narrow_every_plan(tmp_path, fixtures_built) -> None:
+    """--comm scopes the one program, so both plans: a name no thread has, nothing."""
+    demo = _demo(fixtures_built, tmp_path)
+    reqs, lat = _plans(tmp_path, demo)
+    args = ["run", reqs, lat, "-f", "json", "-c", f"{demo} 4"]
+    proc = run_planrunner([*args, "--comm", "no-such-comm"], timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    recs = json_records(proc.stdout)
+    assert [r for r in recs if "ts_ns" in r] == []
+    assert [r for r in recs if r.get("count")] == []
+    proc = run_planrunner([*args, "--comm", "demo"], timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    outputs = Counter(r["output"] for r in json_records(proc.stdout) if "ts_ns" in r)
+    assert outputs == {"reqs.seen": 4, "lat.seen": 4}
