@@ -268,7 +268,7 @@ def test_run_reads_the_plan_once_bounded_for_its_key(tmp_path: Path) -> None:
     args = argparse.Namespace(overrides=[], command=None)
     tracemalloc.start()
     try:
-        got = run_cmd._cached_run(args, str(huge), io.StringIO(), c, None, True)
+        got = run_cmd._cached_run(args, [str(huge)], io.StringIO(), c, None, True)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -276,8 +276,8 @@ def test_run_reads_the_plan_once_bounded_for_its_key(tmp_path: Path) -> None:
     assert peak < 4 * MAX_PLAN_BYTES
     plan = tmp_path / "p.yaml"
     plan.write_text("planrunner: 1\n")
-    key, hit, source = run_cmd._cached_run(args, str(plan), io.StringIO(), c, None, True)
-    assert key is not None and hit is None and source == b"planrunner: 1\n"
+    key, hit, sources = run_cmd._cached_run(args, [str(plan)], io.StringIO(), c, None, True)
+    assert key is not None and hit is None and sources == [b"planrunner: 1\n"]
 
 
 def test_the_loader_parses_the_bytes_run_read_without_reading_again(tmp_path: Path) -> None:
