@@ -131,11 +131,11 @@ def plan_paths(names: list[str]) -> list[str]:
     name order. The same file twice is one plan."""
     import os
 
-    from planrunner.plan import SUFFIXES
-
     paths: list[str] = []
     for name in names:
         if os.path.isdir(name):
+            from planrunner.plan import SUFFIXES  # only then: a warm run imports no plan/
+
             found = sorted(os.path.join(name, f) for f in os.listdir(name)
                            if os.path.splitext(f)[1].lower() in SUFFIXES)
             if not found:
