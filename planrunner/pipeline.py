@@ -84,12 +84,17 @@ def compile_plans(paths: list[str], sets: dict[str, str], pid: int | None = None
         plan, resolved = load_resolved(paths[0], sets, pid, command, source=sources[0])
         return [plan], plan, resolved, render(resolved)
     names = [plan_set.declared(p, s) for p, s in zip(paths, sources, strict=True)]
-    each = plan_set.split_overrides(names, sets)
-    loaded: list[tuple[Plan, ResolvedPlan]] = []
     failed: list[PlanError] = []
+    try:
+        each = plan_set.split_overrides(names, sets)
+    except PlanError as err:  # told with the plans' own mistakes (a plan that does not
+        failed.append(err)    # parse declares nothing): checked without their values
+        each = [{} for _ in paths]
+    loaded: list[tuple[Plan, ResolvedPlan]] = []
     for path, own, source in zip(paths, each, sources, strict=True):
         try:
-            loaded.append(load_resolved(path, own, pid, command, source=source))
+            loaded.append(load_resolved(path, own, pid, command, source=source,
+                                        require_params=not failed))
         except PlanError as err:
             failed.append(err)
     if failed:

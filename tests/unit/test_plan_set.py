@@ -134,3 +134,16 @@ def test_prometheus_names_each_metric_under_its_plan() -> None:
     assert {f.output: f.name for f in config.families} == {
         "agg-mixed.tick_count": "planrunner_agg_mixed_tick_count",
         "agg-mixed.tick_hist": "planrunner_agg_mixed_tick_hist"}
+
+
+def test_a_set_error_comes_with_the_plans_mistakes(tmp_path: Path) -> None:
+    """`--set x=1` where only a plan that does not parse declares `x`: both are told."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("planrunner: 1\nparams: {x: {type: int}}\nprobes: [\n")
+    with pytest.raises(PlanError) as err:
+        compile_plans([MIXED, str(broken)], {"x": "1"})
+    messages = [d.message for d in err.value.diagnostics]
+    assert messages[0] == "--set x=1: no plan of this run has a param 'x'"
+    assert any(d.span is not None and d.span.path == str(broken)
+               for d in err.value.diagnostics), messages
+    assert err.value.exit_code == 2
