@@ -9,6 +9,8 @@ The rule (documented in README.md, "Prometheus"):
   ``lhist``) are exposed as ``..._bucket``, ``..._sum`` and ``..._count``; gauges
   (``min``, ``max``, ``avg``) have no suffix. Colons are never generated (they belong to
   recording rules).
+- Several plans in one run (plan_set.py): an output is named `PLAN.OUTPUT` there, and
+  served under its own plan's name, ``planrunner_<PLAN>_<OUTPUT>``, as when it runs alone.
 - A label is the output's `by` key (``begin.query`` -> ``query``, ``{cmd: ...}`` ->
   ``cmd``) with the same replacement; a name that then starts with a digit or with
   ``__`` (reserved by Prometheus), or is ``le`` or ``quantile`` (labels Prometheus
