@@ -36,6 +36,7 @@ class ConfigSlot(IntEnum):
     NS_INO = 4  # its inode; 0: planrunner runs in the init pid namespace
     CGROUPS = 5  # entries of the cgroup array in use
     NR_CPUS = 6  # possible CPUs: scales the ring buffer's wakeup watermark
+    COMMAND = 7  # the -c command until its exec (pr_on_exec clears it): still planrunner
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +206,20 @@ class RenderedProgram:
 # a planrunner leaves the tracer registry, a followed child the scope (always attached).
 EXIT_SITE = AttachSite("tracepoint", "pr_on_exit", "(planrunner)", 0, category="sched",
                        event="sched_process_exit")
+# No planrunner process is traced before it registers (always attached): the child of
+# a planrunner is one until it execs; an exec whose comm or argv says planrunner starts
+# one (argv is read at the execve, the comm in the new program); the -c command is
+# planrunner's copy until its exec.
+PLANRUNNER_SITES = (
+    AttachSite("tracepoint", "pr_on_fork", "(planrunner)", 0, category="task",
+               event="task_newtask"),
+    AttachSite("tracepoint", "pr_on_execve", "(planrunner)", 0, category="syscalls",
+               event="sys_enter_execve"),
+    AttachSite("tracepoint", "pr_on_execveat", "(planrunner)", 0, category="syscalls",
+               event="sys_enter_execveat"),
+    AttachSite("tracepoint", "pr_on_exec", "(planrunner)", 0, category="sched",
+               event="sched_process_exec"),
+)
 # --follow-children: forked children of the scope's processes join it.
 FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
                        category="task", event="task_newtask")

@@ -39,11 +39,11 @@ class Child:
             raise CommandNotFound(f"cannot run {argv[0]}: {_why_not_runnable(argv[0])}",
                                   hints=("-c takes a command line, as a shell would run it",))
         # Between its release and the exec the child is a copy of planrunner under the
-        # traced pid: a uprobe on libc's malloc, close or strlen would count its calls
-        # there. So everything is prepared before the fork, and libc's execv is called
-        # through ctypes on ready C strings (os.execvp walks PATH in Python, os.execv
-        # strlen()s every argument): of libc, only execve and the memcpy that libffi
-        # uses for the two arguments run in that window.
+        # traced pid: the program skips it until the kernel reports the exec done
+        # (ConfigSlot.COMMAND, runtime_helpers.h pr_on_exec). The window is kept short
+        # all the same: everything is prepared before the fork, and libc's execv is
+        # called through ctypes on ready C strings (os.execvp walks PATH in Python,
+        # os.execv strlen()s every argument).
         execv = ctypes.CDLL(None).execv  # dlsym() now, not in the child
         c_path = os.fsencode(path)
         c_argv = (ctypes.c_char_p * (len(argv) + 1))(*map(os.fsencode, argv), None)

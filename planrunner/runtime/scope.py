@@ -24,6 +24,7 @@ from planrunner.errors import BackendUnavailable
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
+    PLANRUNNER_SITES,
     SCOPE_NS_KEY,
     TRACERS_PIN,
     AttachSite,
@@ -45,10 +46,11 @@ class Scope:
     comms: tuple[str, ...] = ()
     cgroups: tuple[str, ...] = ()  # absolute cgroup v2 directories
     follow_children: bool = False
+    command: int | None = None  # the -c command's pid: a copy of planrunner until its exec
 
     def with_command(self, pid: int) -> Scope:
         """The scope with the -c command's pid as its (only) --pid."""
-        return replace(self, pids=(pid,))
+        return replace(self, pids=(pid,), command=pid)
 
     @property
     def attach_pid(self) -> int | None:
@@ -113,9 +115,12 @@ def own_pid_namespace(path: str = "/proc/self/ns/pid") -> PidNamespace | None:
 def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
                 namespace: PidNamespace | None = None) -> list[AttachSite]:
     """Fill the config slots and scope maps of a loaded program; the extra sites to
-    attach (runtime_helpers.h's exit program, and the fork one for --follow-children)."""
+    attach (runtime_helpers.h's exit program and those that keep planrunner processes
+    out before they register, and the fork one for --follow-children)."""
     me = os.getpid()
     backend.set_config(ConfigSlot.SELF, me)  # our own events are dropped
+    if scope.command is not None:  # and the -c command's, until its exec has succeeded
+        backend.set_config(ConfigSlot.COMMAND, scope.command)
     if namespace is not None:
         backend.set_config(ConfigSlot.NS_DEV, namespace.dev)
         backend.set_config(ConfigSlot.NS_INO, namespace.ino)
@@ -132,7 +137,8 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         if uprobe_flags:
             backend.set_config(ConfigSlot.SCOPE_UPROBE, int(uprobe_flags))
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
-    return [EXIT_SITE, FORK_SITE] if scope.follow_children else [EXIT_SITE]
+    extra = [EXIT_SITE, *PLANRUNNER_SITES]
+    return [*extra, FORK_SITE] if scope.follow_children else extra
 
 
 def register_run(backend: Backend, pin: str = TRACERS_PIN, tgid: int | None = None) -> bool:

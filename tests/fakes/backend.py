@@ -28,6 +28,7 @@ from planrunner.render.layout import STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
+    PLANRUNNER_SITES,
     AttachSite,
     ConfigSlot,
     Counter,
@@ -36,7 +37,8 @@ from planrunner.render.model import (
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures
 
-HELPER_FUNCTIONS = {EXIT_SITE.fn_name, FORK_SITE.fn_name}
+HELPER_FUNCTIONS = {EXIT_SITE.fn_name, FORK_SITE.fn_name,
+                    *(s.fn_name for s in PLANRUNNER_SITES)}
 ALL_FEATURES = KernelFeatures(uprobe_multi=True, ringbuf_mmap=True, ref_ctr=True,
                               sleepable=True)
 

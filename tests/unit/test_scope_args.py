@@ -129,7 +129,7 @@ def test_scope_attach_pid_flags_and_description() -> None:
     both = Scope(comms=("nginx", "php-fpm"), cgroups=("/sys/fs/cgroup/a",))
     assert both.flags() == ScopeFlag.COMM | ScopeFlag.CGROUP
     assert both.describe() == "processes named nginx or php-fpm, in cgroup /sys/fs/cgroup/a"
-    assert Scope(pids=(1,)).with_command(9) == Scope(pids=(9,))
+    assert Scope(pids=(1,)).with_command(9) == Scope(pids=(9,), command=9)
 
 
 def test_pid_namespace_of_the_init_one_is_none() -> None:
