@@ -191,6 +191,9 @@ class RenderedProgram:
     # programs of `sleepable` sites then fault pages in and are loaded BPF_F_SLEEPABLE.
     # Left undefined, the same source is today's non-sleepable program.
     sleepable_switch: str = "PR_SLEEPABLE"
+    # (probe, why it may not fire: resolve/preflight.py), said again at exit when the
+    # probe recorded nothing (runtime/silence.py)
+    gated: tuple[tuple[str, str], ...] = ()
 
     @property
     def has_sleepable(self) -> bool:

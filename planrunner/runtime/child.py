@@ -20,8 +20,11 @@ from planrunner.errors import CommandNotFound, UsageError
 
 
 class Child:
-    def __init__(self, pid: int, release_fd: int, exec_fd: int | None = None) -> None:
+    def __init__(self, pid: int, release_fd: int, exec_fd: int | None = None,
+                 path: str | None = None) -> None:
         self.pid = pid
+        self.path = path  # what the command line named, found on PATH (may be a script)
+        self.exes: list[str] = []  # the executables it was seen running after its exec
         self._release_fd: int | None = release_fd
         # read end of a pipe whose only writer is the child's close-on-exec copy: EOF
         # once the child has exec'd (or exited)
@@ -64,7 +67,7 @@ class Child:
         os.close(read_fd)
         os.close(exec_w)
         os.set_blocking(exec_r, False)
-        return cls(pid, write_fd, exec_r)
+        return cls(pid, write_fd, exec_r, path)
 
     def execed(self) -> bool:
         """Whether the child has exec'd the command (or ended): its maps are then the
@@ -79,6 +82,18 @@ class Child:
         os.close(self._exec_fd)
         self._exec_fd = None
         return True
+
+    def look(self) -> None:
+        """Note the executable the command runs now, once it has exec'd (a script's
+        interpreter, then whatever that execs: said when its run recorded nothing)."""
+        if self._status is not None or not self.execed():
+            return
+        try:
+            exe = os.readlink(f"/proc/{self.pid}/exe")
+        except OSError:  # exited, or a kernel thread
+            return
+        if not self.exes or self.exes[-1] != exe:
+            self.exes.append(exe)
 
     def release(self) -> None:
         if self._release_fd is not None:

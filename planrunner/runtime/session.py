@@ -259,7 +259,10 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     upkeep: Upkeep | None = None
     started: list[LiveView] = []
     feed: TaskEvents | None = None
-    out = _Output(view, stop)
+    from planrunner.runtime.silence import Heard
+
+    heard = Heard(view)  # what showed something: said why not at the end otherwise
+    out = _Output(heard, stop)
     status = 0
     try:
         recover(stderr)
@@ -299,6 +302,12 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 for lv in started:
                     lv.close()
             lost = _report_losses(backend, program, out, stderr)
+            if not lost and not out.blocked and upkeep is not None:  # (not incomplete)
+                from planrunner.runtime.silence import explain
+
+                single = scope.pids[0] if len(scope.pids) == 1 else None
+                stderr.writelines(explain(program, heard, child,
+                                          single if child is None else None, upkeep))
         finally:
             backend.close()
         if child is not None:
@@ -470,6 +479,9 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
     exit_status = 0
     watched = () if child is not None else opts.effective_scope(None).pids
     while True:
+        if child is not None:
+            child.look()  # what it runs, for runtime/silence.py
+            upkeep.counting = upkeep.counting or child.execed()
         upkeep.turn()
         # until the command has exec'd, short turns: its maps are read right after the
         # exec, before it can fire and exit (addresses are named over them)
