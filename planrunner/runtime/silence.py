@@ -172,13 +172,18 @@ def _trail(child: Child | None, files: list[TargetFile]) -> str | None:
     interpreter = _interpreter(child.path)
     if interpreter:
         named += f" (a script for {interpreter})"
-    before = {os.path.realpath(p) for p in (child.path, interpreter) if p}
+    before = {os.path.realpath(p) for p in (child.path, interpreter, _ENV) if p}
     after = [e for e in dict.fromkeys(child.exes) if os.path.realpath(e) not in before]
     then = f", which exec'd {', then '.join(after)}" if after else ""
     return f"the command ran {named}{then}"
 
 
+_ENV = "/usr/bin/env"
+
+
 def _interpreter(path: str) -> str | None:
+    """The interpreter of a `#!` script (`#!/usr/bin/env bash`: bash, found on PATH, as
+    pyenv's shims say)."""
     try:
         with open(path, "rb") as fh:
             first = fh.readline(256)
@@ -187,6 +192,11 @@ def _interpreter(path: str) -> str | None:
     if not first.startswith(b"#!"):
         return None
     words = first[2:].decode("utf-8", "replace").split()
+    if len(words) > 1 and os.path.basename(words[0]) == "env":
+        import shutil  # noqa: PLC0415 - only for such a script
+
+        name = next((w for w in words[1:] if not w.startswith("-")), None)
+        return (shutil.which(name) or name) if name else words[0]
     return words[0] if words else None
 
 

@@ -122,3 +122,13 @@ def test_an_empty_system_wide_run_says_no_process_reached_each_probe() -> None:
         "attached (or `where:` dropped every event)\n",
         "probe ret recorded nothing: no traced process reached probe ret while it was "
         "attached (or `where:` dropped every event)\n"]
+
+
+def test_an_env_script_names_its_interpreter_found_on_path(tmp_path: Path) -> None:
+    """pyenv's shims start `#!/usr/bin/env bash`: the interpreter is bash, not env."""
+    from planrunner.runtime.silence import _interpreter
+
+    shim = tmp_path / "python3.11"
+    shim.write_text("#!/usr/bin/env bash\nexec python3.11 \"$@\"\n")
+    found = _interpreter(str(shim))
+    assert found is not None and os.path.basename(found) == "bash"
