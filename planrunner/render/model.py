@@ -63,6 +63,7 @@ TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
 MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
 # Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
 SCOPE_GIVEN = 1
+BORN_EXEC = 1  # PR_BORN_EXEC: a value of `born_map`, a process that exec'd planrunner
 SCOPE_NS_KEY = 0x80000000
 MAX_CGROUPS = 8  # PR_MAX_CGROUPS
 @dataclass(frozen=True, slots=True)
@@ -182,6 +183,10 @@ class RenderedProgram:
     # tgids and their start times, pinned so that all runs share it.
     tracers_map: str = "pr_tracers"
     tracers_pin: str = TRACERS_PIN
+    # planrunner processes this run saw start, before they register: __u32 tgid ->
+    # __u32 how (1: exec'd as planrunner), and the __u64 count of its entries
+    born_map: str = "pr_born"
+    born_count_map: str = "pr_born_n"
     # Macros the C uses whose values only the running kernel knows (e.g.
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()

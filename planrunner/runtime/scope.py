@@ -17,6 +17,7 @@ Imports render/model.py, runtime/backend.py, runtime/semaphores.py (start times)
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from planrunner.elf.procmaps import start_time
@@ -137,8 +138,53 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         if uprobe_flags:
             backend.set_config(ConfigSlot.SCOPE_UPROBE, int(uprobe_flags))
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
+    if namespace is None:  # (the map holds init-namespace tgids: ours are those then)
+        backend.skip_processes(starting_planrunners(me))
     extra = [EXIT_SITE, *PLANRUNNER_SITES]
     return [*extra, FORK_SITE] if scope.follow_children else extra
+
+
+def starting_planrunners(me: int, proc: str = "/proc") -> list[int]:
+    """The planrunner processes running now, but `me`: the program skips them from
+    the start, as it skips one it sees exec planrunner later (runtime_helpers.h
+    `pr_on_exec`: one that started a moment before this run attached has not
+    registered yet). Found by the same signs: the comm `planrunner`, or a `python…`
+    whose first arguments say `-m planrunner` or `-Xplanrunner`."""
+    found = []
+    for name in os.listdir(proc):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"{proc}/{name}/comm", "rb") as fh:
+                comm = fh.read().rstrip(b"\n")
+            argv: list[bytes] = []
+            if comm.startswith(b"python"):
+                with open(f"{proc}/{name}/cmdline", "rb") as fh:
+                    argv = fh.read(4096).split(b"\0")
+        except OSError:  # gone, or a kernel thread
+            continue
+        if is_planrunner(comm, argv):
+            found.append(int(name))
+    return found
+
+
+def is_planrunner(comm: bytes, argv: Sequence[bytes]) -> bool:
+    """What `pr_on_exec` and `pr_note_exec` test in the kernel (runtime_helpers.h)."""
+    if comm == b"planrunner":
+        return True
+    if not comm.startswith(b"python"):
+        return False
+    after_m = False
+    for word in argv[1:5]:
+        if (after_m and _names_planrunner(word)) or \
+                (word[:2] in (b"-m", b"-X") and _names_planrunner(word[2:])):
+            return True
+        after_m = word == b"-m"
+    return False
+
+
+def _names_planrunner(word: bytes) -> bool:
+    return word == b"planrunner" or word.startswith(b"planrunner.")
 
 
 def register_run(backend: Backend, pin: str = TRACERS_PIN, tgid: int | None = None) -> bool:

@@ -273,6 +273,32 @@ def test_a_run_attached_first_records_nothing_of_a_starting_run(tmp_path):
     assert counts.get(work.pid, 0) >= 1000, counts  # the workload's own, all recorded
 
 
+def test_a_run_that_attaches_while_another_starts_records_nothing_of_it(tmp_path):
+    """Run B has exec'd but not yet registered (stopped by SIGSTOP a moment after its
+    exec, in its interpreter's start) when run A attaches: A finds it in /proc
+    (`starting_planrunners`) and records nothing of it once it goes on."""
+    _needs_python_usdt()
+    plan = write_plan(tmp_path, PY_COUNT_PLAN)
+    b = subprocess.Popen([*PLANRUNNER, "run", plan, "-f", "json", "-d", "1"], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    os.kill(b.pid, signal.SIGSTOP)  # Popen returns once the exec is done
+    try:
+        a = start_tracer(plan, "-f", "json")
+        try:
+            os.kill(b.pid, signal.SIGCONT)
+            assert b.wait(timeout=60) in (0, 4), b.stderr.read() if b.stderr else ""
+            out, _err = stop_tracer(a)
+        finally:
+            if a.poll() is None:
+                a.kill()
+    finally:
+        if b.poll() is None:
+            os.kill(b.pid, signal.SIGCONT)
+            b.kill()
+    counts = {r["pid"]: r["count"] for r in json_records(out) if "pid" in r}
+    assert counts.get(b.pid) is None, (b.pid, counts[b.pid])
+
+
 def test_the_command_is_not_traced_before_its_exec(tmp_path):
     """Between its fork and its exec the -c child is a copy of planrunner: its call of
     libc's execv (ctypes) and its execve syscall are not the command's. The command's

@@ -142,6 +142,9 @@ class FakeBackend:
         self.scope_comms += comms
         self.scope_cgroups += cgroups
 
+    def skip_processes(self, tgids: Sequence[int]) -> None:
+        self.skipped = list(tgids)
+
     def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         self.tracers[tgid] = start
         return True
