@@ -45,7 +45,15 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner.elf.procmaps import stat_fields
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram, StackMaps
+from planrunner.errors import BackendError
+from planrunner.render.model import (
+    PLANRUNNER_SITES,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    RenderedProgram,
+    StackMaps,
+)
 from planrunner.runtime.attach import check_unchanged, distinct_sites
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
@@ -272,7 +280,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
             _load(backend, program, stop)
             mode = semaphore_mode(backend.features)
             try:
-                sites = _attach(backend, program, scope, mode == "refctr", stop)
+                sites = _attach(backend, program, scope, mode == "refctr", stop, stderr)
                 # the process whose semaphores (poke mode) and late libraries are watched
                 one = scope.pids[0] if len(scope.pids) == 1 else None
                 upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
@@ -419,7 +427,7 @@ def _end_child(child: Child, stop: _Stop, stderr: TextIO, status: int) -> int:
 
 
 def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
-            ref_ctr: bool, stop: _Stop) -> list[AttachSite]:
+            ref_ctr: bool, stop: _Stop, stderr: TextIO) -> list[AttachSite]:
     """Fill the config slots and scope maps (runtime/scope.py), then attach every
     distinct site; the sites attached. `ref_ctr=False` (poke mode,
     runtime/semaphores.py) attaches without the kernel's reference counter. A stop
@@ -428,7 +436,16 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
     backend.set_config(ConfigSlot.NR_CPUS, possible_cpus())  # the wakeup watermark
     # The exit program, and --follow-children's fork one, first: no child is missed.
     for extra in apply_scope(backend, program, scope, own_pid_namespace()):
-        backend.attach(extra, None, False)
+        try:
+            backend.attach(extra, None, False)
+        except BackendError as exc:
+            if extra not in PLANRUNNER_SITES:
+                raise
+            # a kernel without syscall tracepoints: planrunner processes are still
+            # skipped once registered
+            stderr.write(f"warning: cannot watch for planrunner processes starting "
+                         f"({extra.category}:{extra.event}: {exc}): one that starts while "
+                         "this run is attached may be traced until it registers\n")
     pid = scope.attach_pid
     sites = distinct_sites(program.sites)
     binaries = [s.binary for s in sites if s.binary is not None]

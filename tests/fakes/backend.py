@@ -121,6 +121,7 @@ class FakeBackend:
     map_reads: list[tuple[str, bool]] = field(default_factory=list)
     program: RenderedProgram | None = None
     attach_error: Exception | None = None
+    helper_errors: dict[str, Exception] = field(default_factory=dict)  # fn name -> error
     _next: int = 0
     _detached: bool = False
     _tail_read: bool = False
@@ -151,6 +152,8 @@ class FakeBackend:
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         if site.fn_name in HELPER_FUNCTIONS:  # not the plan's: kept apart
+            if site.fn_name in self.helper_errors:
+                raise self.helper_errors[site.fn_name]
             self.helpers.append((site, pid, ref_ctr))
             return
         if self.attach_error is not None:

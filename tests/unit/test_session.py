@@ -694,3 +694,22 @@ def test_a_binary_gone_after_attach_proves_nothing(tmp_path: Path) -> None:
     backend = Ends(clock=FakeClock())
     status, _view, _err = run(backend, RunOptions(duration_s=0.1), program(sites=(site,)))
     assert status == 0 and len(backend.attached) == 1
+
+
+def test_a_kernel_without_syscall_tracepoints_still_traces_and_says_what_is_missing() -> None:
+    """The execve watch is not the plan's: without it a run goes on (planrunner
+    processes are then skipped once registered) and says so."""
+    from planrunner.errors import BackendError
+
+    backend = FakeBackend(helper_errors={"pr_on_execve": BackendError("no such event")},
+                          clock=FakeClock())
+    status, _view, err = run(backend, RunOptions(duration_s=0.1))
+    assert status == 0
+    assert "warning: cannot watch for planrunner processes starting (syscalls:" \
+           "sys_enter_execve: " in err and "no such event)" in err
+    assert [s.fn_name for s, _pid, _ref in backend.attached] == ["pr_fn_0"]
+    # a helper the run cannot do without still ends it
+    backend = FakeBackend(helper_errors={"pr_on_exit": BackendError("no such event")},
+                          clock=FakeClock())
+    with pytest.raises(BackendError, match="no such event"):
+        run(backend, RunOptions(duration_s=0.1))
