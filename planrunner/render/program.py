@@ -330,7 +330,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth,
                            runtime_constants=constants, tables=tables,
-                           stack_maps=stack_maps)
+                           stack_maps=stack_maps, gated=resolved.gated)
 
 
 def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:

@@ -107,15 +107,14 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     _check_size(plan, resolved)
     proc = (Process.of_pid(pid) if pid else Process.of_command(command) if command
             else None)
-    warnings = left_out + [w for loc in located.values() for w in _warnings(loc, proc)]
-    return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings))
-
-
-def _warnings(loc: Located, proc: Process | None) -> list[Diagnostic]:
-    out = list(loc.warnings)
-    if loc.usdt is not None:
-        out += warnings_for(loc.spec, *loc.usdt, proc)
-    return out
+    warnings = list(left_out)
+    gated = []
+    for loc in located.values():
+        preflight = warnings_for(loc.spec, *loc.usdt, proc) if loc.usdt is not None else []
+        warnings += [*loc.warnings, *preflight]
+        gated += [(loc.spec.name, w.message) for w in preflight]
+    return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings),
+                        tuple(gated))
 
 
 # What one site costs to start, measured (bench/many_probes.py, BENCHMARKS.md): clang

@@ -143,6 +143,8 @@ class ResolvedPlan:
     # located, in plan order: declared types that disagree with operands, probes that
     # will not fire unless the process is started a certain way (resolve/preflight.py)
     warnings: tuple[Diagnostic, ...] = ()
+    # (probe, what its preflight warning says): said again at exit when it fired nothing
+    gated: tuple[tuple[str, str], ...] = ()
 
     def probe(self, name: str) -> ResolvedProbe:
         return next(p for p in self.probes if p.spec.name == name)

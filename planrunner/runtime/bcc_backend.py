@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import (
+    BORN_EXEC,
     SCOPE_GIVEN,
     AttachSite,
     ConfigSlot,
@@ -437,6 +438,22 @@ class BccBackend:
             value = table.Leaf()
             value.id, value.level = cgroup_id, level
             table[ct.c_int(i)] = value
+
+    def skip_processes(self, tgids: Sequence[int]) -> None:
+        program = self._loaded()
+        if not tgids:
+            return
+        count = struct.pack("Q", len(tgids))
+        if isinstance(self.bpf, _CachedBPF):
+            for tgid in tgids:
+                self.bpf.loaded.update(program.born_map, struct.pack("I", tgid),
+                                       struct.pack("I", BORN_EXEC))
+            self.bpf.loaded.update(program.born_count_map, struct.pack("I", 0), count)
+            return
+        table = self.bpf[program.born_map]
+        for tgid in tgids:
+            table[ct.c_uint32(tgid)] = ct.c_uint32(BORN_EXEC)
+        self.bpf[program.born_count_map][ct.c_int(0)] = ct.c_uint64(len(tgids))
 
     @staticmethod
     def _fill_scope_raw(program: RenderedProgram, loaded: cc.LoadedProgram,

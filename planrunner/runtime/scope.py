@@ -18,12 +18,14 @@ of runs is pinned) and elf/procmaps.py (start times) only.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from planrunner.elf.procmaps import start_time
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
+    PLANRUNNER_SITES,
     SCOPE_NS_KEY,
     AttachSite,
     ConfigSlot,
@@ -45,10 +47,11 @@ class Scope:
     comms: tuple[str, ...] = ()
     cgroups: tuple[str, ...] = ()  # absolute cgroup v2 directories
     follow_children: bool = False
+    command: int | None = None  # the -c command's pid: a copy of planrunner until its exec
 
     def with_command(self, pid: int) -> Scope:
         """The scope with the -c command's pid as its (only) --pid."""
-        return replace(self, pids=(pid,))
+        return replace(self, pids=(pid,), command=pid)
 
     @property
     def attach_pid(self) -> int | None:
@@ -113,9 +116,12 @@ def own_pid_namespace(path: str = "/proc/self/ns/pid") -> PidNamespace | None:
 def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
                 namespace: PidNamespace | None = None) -> list[AttachSite]:
     """Fill the config slots and scope maps of a loaded program; the extra sites to
-    attach (runtime_helpers.h's exit program, and the fork one for --follow-children)."""
+    attach (runtime_helpers.h's exit program and those that keep planrunner processes
+    out before they register, and the fork one for --follow-children)."""
     me = os.getpid()
     backend.set_config(ConfigSlot.SELF, me)  # our own events are dropped
+    if scope.command is not None:  # and the -c command's, until its exec has succeeded
+        backend.set_config(ConfigSlot.COMMAND, scope.command)
     if namespace is not None:
         backend.set_config(ConfigSlot.NS_DEV, namespace.dev)
         backend.set_config(ConfigSlot.NS_INO, namespace.ino)
@@ -132,7 +138,53 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         if uprobe_flags:
             backend.set_config(ConfigSlot.SCOPE_UPROBE, int(uprobe_flags))
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
-    return [EXIT_SITE, FORK_SITE] if scope.follow_children else [EXIT_SITE]
+    if namespace is None:  # (the map holds init-namespace tgids: ours are those then)
+        backend.skip_processes(starting_planrunners(me))
+    extra = [EXIT_SITE, *PLANRUNNER_SITES]
+    return [*extra, FORK_SITE] if scope.follow_children else extra
+
+
+def starting_planrunners(me: int, proc: str = "/proc") -> list[int]:
+    """The planrunner processes running now, but `me`: the program skips them from
+    the start, as it skips one it sees exec planrunner later (runtime_helpers.h
+    `pr_on_exec`: one that started a moment before this run attached has not
+    registered yet). Found by the same signs: the comm `planrunner`, or a `python…`
+    whose first arguments say `-m planrunner` or `-Xplanrunner`."""
+    found = []
+    for name in os.listdir(proc):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"{proc}/{name}/comm", "rb") as fh:
+                comm = fh.read().rstrip(b"\n")
+            argv: list[bytes] = []
+            if comm.startswith(b"python"):
+                with open(f"{proc}/{name}/cmdline", "rb") as fh:
+                    argv = fh.read(4096).split(b"\0")
+        except OSError:  # gone, or a kernel thread
+            continue
+        if is_planrunner(comm, argv):
+            found.append(int(name))
+    return found
+
+
+def is_planrunner(comm: bytes, argv: Sequence[bytes]) -> bool:
+    """What `pr_on_exec` and `pr_note_exec` test in the kernel (runtime_helpers.h)."""
+    if comm == b"planrunner":
+        return True
+    if not comm.startswith(b"python"):
+        return False
+    after_m = False
+    for word in argv[1:5]:
+        if (after_m and _names_planrunner(word)) or \
+                (word[:2] in (b"-m", b"-X") and _names_planrunner(word[2:])):
+            return True
+        after_m = word == b"-m"
+    return False
+
+
+def _names_planrunner(word: bytes) -> bool:
+    return word == b"planrunner" or word.startswith(b"planrunner.")
 
 
 def register_run(backend: Backend, pin: str | None = None, tgid: int | None = None) -> bool:

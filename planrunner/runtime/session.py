@@ -45,7 +45,15 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner.elf.procmaps import stat_fields
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram, StackMaps
+from planrunner.errors import BackendError
+from planrunner.render.model import (
+    PLANRUNNER_SITES,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    RenderedProgram,
+    StackMaps,
+)
 from planrunner.runtime.attach import check_unchanged, distinct_sites
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
@@ -261,7 +269,10 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     upkeep: Upkeep | None = None
     started: list[LiveView] = []
     feed: TaskEvents | None = None
-    out = _Output(view, stop)
+    from planrunner.runtime.silence import Heard
+
+    heard = Heard(view)  # what showed something: said why not at the end otherwise
+    out = _Output(heard, stop)
     status = 0
     try:
         recover(stderr)
@@ -271,7 +282,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
             _load(backend, program, stop)
             mode = semaphore_mode(backend.features)
             try:
-                sites = _attach(backend, program, scope, mode == "refctr", stop)
+                sites = _attach(backend, program, scope, mode == "refctr", stop, stderr)
                 # the process whose semaphores (poke mode) and late libraries are watched
                 one = scope.pids[0] if len(scope.pids) == 1 else None
                 upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
@@ -304,6 +315,12 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 for lv in started:
                     lv.close()
             lost = _report_losses(backend, program, out, stderr)
+            if not lost and not out.blocked and upkeep is not None:  # (not incomplete)
+                from planrunner.runtime.silence import explain
+
+                single = scope.pids[0] if len(scope.pids) == 1 else None
+                stderr.writelines(explain(program, heard, child,
+                                          single if child is None else None, upkeep))
         finally:
             backend.close()
         if child is not None:
@@ -415,7 +432,7 @@ def _end_child(child: Child, stop: _Stop, stderr: TextIO, status: int) -> int:
 
 
 def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
-            ref_ctr: bool, stop: _Stop) -> list[AttachSite]:
+            ref_ctr: bool, stop: _Stop, stderr: TextIO) -> list[AttachSite]:
     """Fill the config slots and scope maps (runtime/scope.py), then attach every
     distinct site; the sites attached. `ref_ctr=False` (poke mode,
     runtime/semaphores.py) attaches without the kernel's reference counter. A stop
@@ -424,7 +441,16 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
     backend.set_config(ConfigSlot.NR_CPUS, possible_cpus())  # the wakeup watermark
     # The exit program, and --follow-children's fork one, first: no child is missed.
     for extra in apply_scope(backend, program, scope, own_pid_namespace()):
-        backend.attach(extra, None, False)
+        try:
+            backend.attach(extra, None, False)
+        except BackendError as exc:
+            if extra not in PLANRUNNER_SITES:
+                raise
+            # a kernel without syscall tracepoints: planrunner processes are still
+            # skipped once registered
+            stderr.write(f"warning: cannot watch for planrunner processes starting "
+                         f"({extra.category}:{extra.event}: {exc}): one that starts while "
+                         "this run is attached may be traced until it registers\n")
     pid = scope.attach_pid
     sites = distinct_sites(program.sites)
     binaries = [s.binary for s in sites if s.binary is not None]
@@ -476,6 +502,9 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
     exit_status = 0
     watched = () if child is not None else opts.effective_scope(None).pids
     while True:
+        if child is not None:
+            child.look()  # what it runs, for runtime/silence.py
+            upkeep.counting = upkeep.counting or child.execed()
         upkeep.turn()
         # until the command has exec'd, short turns: its maps are read right after the
         # exec, before it can fire and exit (addresses are named over them)
