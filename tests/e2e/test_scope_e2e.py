@@ -320,7 +320,7 @@ outputs:
                           "/bin/sh -c 'exec /bin/true'"])
     assert res.returncode == 0, res.stderr
     rows = json_records(res.stdout)
-    assert [(r["output"], r["comm"], r["count"]) for r in rows] == [("1", "sh", 1)], rows
+    assert [(r["output"], r["comm"], r["count"]) for r in rows] == [("execve", "sh", 1)], rows
 
 
 def runs_pids_gone_after_one_more_run(plan: str, pids: set[int]) -> bool:
