@@ -5,11 +5,18 @@ None; `offset` is address - symbol start when the symbol is known, else the link
 address inside the module (what addr2line or a later symbolization takes), else the
 address itself; `module` is the file's path ("" when the address is in no file-backed
 mapping, "[kernel.kallsyms]" or "[module]" for kernel frames).
+`mapping` is the process's mapping the address fell in (start, end, file offset, path,
+build-id: what pprof's Mapping needs), when the symbolizer knew it; it is not compared,
+so one stack in two processes is still one stack.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from planrunner.stacks.modules import Mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,3 +27,4 @@ class Frame:
     symbol: str | None
     offset: int
     module: str
+    mapping: Mapping | None = field(default=None, compare=False, repr=False)

@@ -40,8 +40,8 @@ class Symbolizer:
         if self.demangle_names:
             pretty = demangle([f.symbol for f in frames if f.symbol])
             if pretty:
-                frames = [Frame(f.address, pretty.get(f.symbol, f.symbol), f.offset, f.module)
-                          if f.symbol else f for f in frames]
+                frames = [Frame(f.address, pretty.get(f.symbol, f.symbol), f.offset, f.module,
+                                f.mapping) if f.symbol else f for f in frames]
         return frames
 
     def table(self, mapping: Mapping) -> ModuleSymbols:
@@ -61,12 +61,13 @@ class Symbolizer:
             return Frame(addr, None, addr, "")
         vaddr = mapping.to_vaddr(lookup)
         if vaddr is None:
-            return Frame(addr, None, addr - mapping.start + mapping.file_offset, mapping.path)
+            return Frame(addr, None, addr - mapping.start + mapping.file_offset, mapping.path,
+                         mapping)
         hit = self.table(mapping).lookup(vaddr)
         if hit is None:
-            return Frame(addr, None, vaddr + (addr - lookup), mapping.path)
+            return Frame(addr, None, vaddr + (addr - lookup), mapping.path, mapping)
         name, start = hit
-        return Frame(addr, name, vaddr + (addr - lookup) - start, mapping.path)
+        return Frame(addr, name, vaddr + (addr - lookup) - start, mapping.path, mapping)
 
 
 def _same_file(mapping: Mapping) -> bool:
