@@ -210,7 +210,8 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
     # Without the live table, the view is built on first use, once tracing has begun
     # (output/base.py DeferredView): its modules are not imported before "Tracing".
     if args.format == "pprof":  # one profile file per output, checked before attaching
-        from planrunner.output.pprof import PprofFilesView, check_pprof
+        from planrunner.commands.pprof_check import check_pprof
+        from planrunner.output.pprof import PprofFilesView
 
         view: View = PprofFilesView(check_pprof(program, args.output, list(compiled.shown),
                                                 compiled.plan_name), compiled.plan_name)

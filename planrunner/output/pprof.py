@@ -1,11 +1,12 @@
 """The `pprof` output: each count output keyed by a stack becomes a gzipped
 `profile.proto` file, as `go tool pprof`, Parca, Pyroscope and speedscope read it.
 
-- `check_pprof(program, path, outputs)` runs before anything is attached: it refuses
-  `-f pprof` to stdout (binary), with print outputs, tables, and aggregations that are
-  not `count` or have no ustack/kstack in `by` (a UsageError naming the output), and
-  gives each output's file (`pprof_paths`, as CSV does: one output and `-o FILE` is
-  that file; `-o DIR/` gives `DIR/OUTPUT.pb.gz`, `-o BASE.pb.gz` `BASE.OUTPUT.pb.gz`).
+- commands/pprof_check.py `check_pprof(program, path, outputs)` runs before anything
+  is attached: it refuses `-f pprof` to stdout (binary, `check_destination`), with
+  print outputs, tables, and aggregations that are not `count` or have no ustack/kstack
+  in `by` (a UsageError naming the output), and gives each output's file
+  (`pprof_paths`, as CSV does: one output and `-o FILE` is that file; `-o DIR/` gives
+  `DIR/OUTPUT.pb.gz`, `-o BASE.pb.gz` `BASE.OUTPUT.pb.gz`).
 - `PprofFilesView` sums each output's snapshots (disjoint intervals: an `every:`
   output's map is reset each interval) and writes its profile at close; an output
   that saw nothing still gets a file, with no samples.
@@ -14,8 +15,10 @@ Samples: one per row; values `samples/count` and, for a `profile:` probe,
 `cpu/nanoseconds` (count x the sampling period: 1e9 / hz, or the probe's `period`),
 with `period_type` cpu/nanoseconds. Locations are the row's kernel frames then its user
 frames, leaf first (the folded output's order, reversed: profile.proto wants the leaf
-at location_id[0]); a known symbol is the location's Function (no source file or line:
-planrunner reads symbol tables, not DWARF line tables). The other key members (comm,
+at location_id[0]); a known symbol is the location's Function, with the source file and first line
+of its entry, and the location's line, from the module's DWARF line table where it has
+one (stacks/lines.py; a line in another file than the function's, code inlined from a
+header, is left at 0: Line has no file of its own). The other key members (comm,
 pid, ...) become sample labels.
 Mappings: a user frame's mapping is the one of its process the symbolizer found the
 address in (start, limit, file offset, path, build-id: stacks/frame.py); a kernel
@@ -40,12 +43,11 @@ from planrunner.output.pprof_proto import Label, ProfileBuilder
 
 if TYPE_CHECKING:  # `run` checks before attaching; records.py loads with the view
     from planrunner.records import AggRow, AggSnapshot, TableSnapshot
-    from planrunner.render.model import RenderedProgram
     from planrunner.stacks.frame import Frame
+    from planrunner.stacks.lines import LineTable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 SUFFIX = ".pb.gz"
-_FORMATS_HINT = "-f folded, json, csv or text print any output"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,40 +60,6 @@ class PprofOutput:
     period_ns: int | None
 
 
-def check_pprof(program: RenderedProgram, path: str | None, outputs: Sequence[str],
-                plan_name: str) -> list[PprofOutput]:
-    """The outputs of a `-f pprof` run with their files, or a UsageError saying why the
-    plan cannot be written as pprof."""
-    path = check_destination(path)
-    where = f"plan '{plan_name}'"
-    if program.prints:
-        names = ", ".join(p.name for p in program.prints)
-        raise UsageError(f"-f pprof: {where} has print outputs ({names}); pprof holds "
-                         "only counts keyed by a stack",
-                         hints=(_FORMATS_HINT, "or use a plan whose outputs are all "
-                                "`count` with ustack or kstack in `by`"))
-    if program.tables:
-        raise UsageError(f"-f pprof: {where} has a table ({program.tables[0].name}); "
-                         "pprof holds only counts keyed by a stack",
-                         hints=(_FORMATS_HINT,))
-    aggs = {a.name: a for a in program.aggregates}
-    for name in outputs:
-        agg = aggs.get(name)
-        if agg is None:
-            continue
-        stacked = any(t.startswith(("ustack:", "ucopy:", "kstack:")) for _, t in agg.key_fields)
-        if agg.kind != "count" or not stacked:
-            what = (f"is a `{agg.kind}`" if agg.kind != "count"
-                    else "is not keyed by a stack (no ustack or kstack in `by`)")
-            raise UsageError(f"-f pprof: output '{name}' of {where} {what}; pprof writes "
-                             "`count` outputs keyed by ustack or kstack",
-                             hints=(f"add ustack (and kstack) to its `by` and make it a "
-                                    f"`count`, or {_FORMATS_HINT}",))
-    files = pprof_paths(path, outputs)
-    return [PprofOutput(name, files[name], _period_ns(program, aggs[name].probe)
-                        if name in aggs else None) for name in outputs]
-
-
 def check_destination(path: str | None) -> str:
     """`-o path` for -f pprof: a file or directory, never stdout (a UsageError)."""
     if path is None or path == "-":
@@ -101,16 +69,6 @@ def check_destination(path: str | None) -> str:
                                 "-o BASE.pb.gz gives BASE.OUTPUT.pb.gz), then "
                                 "`go tool pprof -top FILE.pb.gz`",))
     return path
-
-
-def _period_ns(program: RenderedProgram, probe: str) -> int | None:
-    for site in program.sites:
-        if site.probe == probe and site.kind == "perf":
-            if site.sample_period_ns:
-                return site.sample_period_ns
-            if site.sample_hz:
-                return round(1e9 / site.sample_hz)
-    return None
 
 
 def pprof_paths(path: str, outputs: Sequence[str]) -> dict[str, str]:
@@ -239,22 +197,57 @@ def encode_profile(counts: Counter[_Key], period_ns: int | None, start: float | 
                 lo, hi = spans.get(f.module, (f.address, f.address))
                 spans[f.module] = (min(lo, f.address), max(hi, f.address))
     named: dict[int, bool] = {}  # mapping id -> each of its locations has a name
+    lines = _Lines()
     for (labels, frames), n in ordered:
         # mapping ids in the order of the outermost user frames first: mapping[0]
         # should be the main binary (profile.proto), _start's
         mids = {id(f): _mapping_id(prof, f, spans) for f in reversed(frames)
                 if f.address < KERNEL_HALF}
         locations = []
-        for f in frames:
+        first_user = next((i for i, f in enumerate(frames) if f.address < KERNEL_HALF), -1)
+        for i, f in enumerate(frames):
             mid = mids[id(f)] if id(f) in mids else _mapping_id(prof, f, spans)
-            fid = prof.function(f.symbol) if f.symbol is not None else 0
-            locations.append(prof.location(mid, f.address, fid))
+            fid, line = 0, 0
+            if f.symbol is not None:
+                # the function's file and first line are its entry's; the pc at the
+                # event is its own place, a return address's call the byte before it.
+                # A line of another file (code inlined from a header) is left out:
+                # Line has no file of its own, it would read as the function's file.
+                entry = lines.find(f, f.address - f.offset)
+                here = lines.find(f, f.address if i == first_user else f.address - 1)
+                fid = prof.function(f.symbol, entry[0] if entry else "",
+                                    entry[1] if entry else 0)
+                if entry and here and here[0] == entry[0]:
+                    line = here[1]
+                    prof.lined_mappings.add(mid)
+            locations.append(prof.location(mid, f.address, fid, line))
             if mid:
                 named[mid] = named.get(mid, True) and fid != 0
         values = [n] + ([n * period_ns] if period_ns else [])
         prof.sample(locations, values, [_label(k, v) for k, v in labels])
     prof.unnamed_mappings = {mid for mid, ok in named.items() if not ok}
     return prof.encode()
+
+
+class _Lines:
+    """Source lines of user frames (stacks/lines.py), one table per module file."""
+
+    def __init__(self) -> None:
+        self.tables: dict[tuple[str, str | None], LineTable] = {}
+
+    def find(self, f: Frame, address: int) -> tuple[str, int] | None:
+        m = f.mapping
+        if m is None or m.bias is None:
+            return None
+        key = (m.source, m.build_id)
+        table = self.tables.get(key)
+        if table is None:
+            from planrunner.stacks.lines import LineTable
+            from planrunner.stacks.symbolize import same_file
+
+            table = self.tables[key] = LineTable.load(m.source if same_file(m) else None,
+                                                      m.build_id)
+        return table.lookup(address - m.bias)
 
 
 def _mapping_id(prof: ProfileBuilder, f: Frame, spans: dict[str, tuple[int, int]]) -> int:

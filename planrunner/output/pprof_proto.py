@@ -69,7 +69,7 @@ class ProfileBuilder:
         self.sample_types = [(self.string(t), self.string(u)) for t, u in sample_types]
         self.samples: list[_Sample] = []
         self.mappings: dict[tuple[int, int, int, str, str], int] = {}
-        self.functions: dict[tuple[str, str], int] = {}
+        self.functions: dict[tuple[str, str, int], int] = {}
         self.locations: dict[tuple[int, int, int, int], int] = {}
         self.period_type: tuple[int, int] | None = None
         self.period = 0
@@ -80,6 +80,8 @@ class ProfileBuilder:
         # mappings some of whose locations have no name: has_functions false, so that
         # a reader may symbolize them from the file
         self.unnamed_mappings: set[int] = set()
+        # mappings with source files and lines: has_filenames, has_line_numbers
+        self.lined_mappings: set[int] = set()
 
     def string(self, text: str) -> int:
         index = self._string_ids.get(text)
@@ -98,8 +100,8 @@ class ProfileBuilder:
             got = self.mappings[key] = len(self.mappings) + 1
         return got
 
-    def function(self, name: str, filename: str = "") -> int:
-        key = (name, filename)
+    def function(self, name: str, filename: str = "", start_line: int = 0) -> int:
+        key = (name, filename, start_line)
         got = self.functions.get(key)
         if got is None:
             self.string(name), self.string(filename)
@@ -141,13 +143,16 @@ class ProfileBuilder:
         for (start, limit, offset, path, build_id), mid in self.mappings.items():
             # 3: repeated Mapping mapping
             out += _bytes(3, _mapping(mid, start, limit, offset, s[path], s[build_id],
-                                      mid not in self.unnamed_mappings))
+                                      mid not in self.unnamed_mappings,
+                                      mid in self.lined_mappings))
         for (mapping_id, address, function_id, line), lid in self.locations.items():
             # 4: repeated Location location
             out += _bytes(4, _location(lid, mapping_id, address, function_id, line))
-        for (name, filename), fid in self.functions.items():  # 5: repeated Function
+        for (name, filename, start_line), fid in self.functions.items():
+            # 5: repeated Function (1 id, 2 name, 3 system_name, 4 filename,
+            # 5 start_line)
             out += _bytes(5, _int(1, fid) + _int(2, s[name]) + _int(3, s[name])
-                          + _int(4, s[filename]))  # id, name, system_name, filename
+                          + _int(4, s[filename]) + _int(5, start_line))
         for text in self.strings:  # 6: repeated string string_table ([0] = "")
             out += _bytes(6, text.encode("utf-8", "backslashreplace"))
         out += _int(9, self.time_nanos) + _int(10, self.duration_nanos)
@@ -173,11 +178,12 @@ def _sample(smp: _Sample, s: dict[str, int]) -> bytes:
 
 
 def _mapping(mid: int, start: int, limit: int, offset: int, filename: int,
-             build_id: int, has_functions: bool) -> bytes:
+             build_id: int, has_functions: bool, has_lines: bool) -> bytes:
     # Mapping: 1 id, 2 memory_start, 3 memory_limit, 4 file_offset, 5 filename,
-    # 6 build_id, 7 has_functions
+    # 6 build_id, 7 has_functions, 8 has_filenames, 9 has_line_numbers
     return (_int(1, mid) + _int(2, start) + _int(3, limit) + _int(4, offset)
-            + _int(5, filename) + _int(6, build_id) + _int(7, int(has_functions)))
+            + _int(5, filename) + _int(6, build_id) + _int(7, int(has_functions))
+            + _int(8, int(has_lines)) + _int(9, int(has_lines)))
 
 
 def _location(lid: int, mapping_id: int, address: int, function_id: int,

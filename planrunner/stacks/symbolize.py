@@ -45,7 +45,7 @@ class Symbolizer:
         return frames
 
     def table(self, mapping: Mapping) -> ModuleSymbols:
-        trusted = _same_file(mapping)
+        trusted = same_file(mapping)
         key: object = (("build-id", mapping.build_id) if mapping.build_id
                        else (mapping.path, mapping.dev, mapping.inode))
         if not trusted:
@@ -70,7 +70,7 @@ class Symbolizer:
         return Frame(addr, name, vaddr + (addr - lookup) - start, mapping.path, mapping)
 
 
-def _same_file(mapping: Mapping) -> bool:
+def same_file(mapping: Mapping) -> bool:
     """The file now at mapping.path is the one that was mapped: same dev and inode, or
     (overlayfs shows maps a device other than stat's) same inode and build-id."""
     if mapping.file:

@@ -6,6 +6,8 @@ read back by a real consumer, `go tool pprof` (Debian golang-go, scripts/setup.s
   of the fixture's samples within TOLERANCE of the share the fixture measured, `-top`
   shows the CPU time of both (count x 1e9/99 ns), `-raw` the sampling period and the
   fixture's own mapping (its path, file offset and build-id); --flamegraph still draws.
+- a -g build of fx_spin: `-top -lines` puts most of spin_a's samples on its loop's
+  line of fx_spin.c (the DWARF line table, stacks/lines.py);
 - a plan with two stack-keyed outputs and `-o DIR/`: one profile per output.
 """
 
@@ -121,6 +123,30 @@ def test_cpu_profile_read_by_go_tool_pprof_follows_the_cpu_time_ratio(
         assert int(nanos) == int(count) * PERIOD_NS
 
     assert "<title>spin_a (" in svg.read_text()  # --flamegraph still draws
+
+
+def test_lines_of_a_build_with_debug_info(go: str, fx_spin: Path, tmp_path: Path) -> None:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc  # the fx_spin fixture was built
+    source = Path(__file__).resolve().parents[1] / "fixtures/stacks/fx_spin.c"
+    binary = tmp_path / "fx_spin_g"
+    subprocess.run([cc, "-O2", "-g", "-o", str(binary), str(source)], check=True)
+    loop = {i for i, t in enumerate(source.read_text().splitlines(), 1) if "sink +=" in t}
+    profile = tmp_path / "cpu.pb.gz"
+    res = run_planrunner(["run", "cpu-profile", "-c", f"{binary} 1", "-f", "pprof",
+                          "-o", str(profile)], timeout=120)
+    assert res.returncode == 0, res.stderr
+    top = pprof(go, "-top", "-lines", str(profile))
+    flat: dict[int, float] = {}
+    for m in re.finditer(r"^\s*([\d.]+)(ms|s)\s.*\sspin_a \S*fx_spin\.c:(\d+)$", top,
+                         re.MULTILINE):
+        ms = float(m.group(1)) * (1000.0 if m.group(2) == "s" else 1.0)
+        flat[int(m.group(3))] = flat.get(int(m.group(3)), 0.0) + ms
+    assert flat, top
+    # the loop is where the time goes (the rest: the clock_gettime call between loops)
+    assert sum(v for k, v in flat.items() if k in loop) > 0.5 * sum(flat.values()), top
+    raw = pprof(go, "-raw", str(profile))
+    assert re.search(rf"{re.escape(str(binary))} [0-9a-f]+ \[FN\]\[FL\]\[LN\]", raw), raw
 
 
 def test_two_outputs_write_one_profile_each(go: str, fx_spin: Path, tmp_path: Path) -> None:

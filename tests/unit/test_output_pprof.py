@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -16,12 +17,14 @@ from pathlib import Path
 import pytest
 
 from planrunner.cli import main
+from planrunner.commands.pprof_check import check_pprof
 from planrunner.errors import UsageError
-from planrunner.output.pprof import PprofFilesView, PprofOutput, check_pprof, pprof_paths
+from planrunner.output.pprof import PprofFilesView, PprofOutput, pprof_paths
 from planrunner.output.pprof_proto import ProfileBuilder, varint
 from planrunner.pipeline import compile_plan
 from planrunner.records import AggRow, AggSnapshot, Stack
 from planrunner.stacks.frame import Frame
+from planrunner.stacks.lines import LineTable
 from planrunner.stacks.modules import Mapping
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,18 +94,24 @@ def read_profile(data: bytes) -> dict[str, object]:
     top = _msg(data)
     strings = [s.decode() for s in top.get(6, []) if isinstance(s, bytes)]
     functions = {_one(f, 1): strings[_one(f, 2)] for f in _sub(top, 5)}
+    function_files = {strings[_one(f, 2)]: (strings[_one(f, 4)], _one(f, 5))
+                      for f in _sub(top, 5)}
     mappings = {_one(m, 1): (_one(m, 2), _one(m, 3), _one(m, 4), strings[_one(m, 5)],
                              strings[_one(m, 6)], bool(_one(m, 7))) for m in _sub(top, 3)}
+    lined = {strings[_one(m, 5)] for m in _sub(top, 3) if _one(m, 8) and _one(m, 9)}
+    line_numbers = {}
     locations = {}
     for loc in _sub(top, 4):
         lines = [functions[_one(line, 1)] for line in _sub(loc, 4)]
         locations[_one(loc, 1)] = (_one(loc, 2), _one(loc, 3), lines)
+        line_numbers[_one(loc, 3)] = [_one(line, 2) for line in _sub(loc, 4)]
     samples = []
     for smp in _sub(top, 2):
         labels = {strings[_one(lb, 1)]: (strings[_one(lb, 2)] if _one(lb, 2) else _one(lb, 3))
                   for lb in _sub(smp, 3)}
         samples.append((_packed(smp, 1), _packed(smp, 2), labels))
     return {"strings": strings, "functions": functions, "mappings": mappings,
+            "function_files": function_files, "lined": lined, "line_numbers": line_numbers,
             "locations": locations, "samples": samples,
             "sample_type": [(strings[_one(v, 1)], strings[_one(v, 2)]) for v in _sub(top, 1)],
             "period_type": [(strings[_one(v, 1)], strings[_one(v, 2)]) for v in _sub(top, 11)],
@@ -284,6 +293,49 @@ def test_go_tool_pprof_reads_the_profile(tmp_path: Path) -> None:
     assert (f"{EXE.start:#x}/{EXE.end:#x}/0x1000 /opt/app/spin "
             "00112233445566778899aabbccddeeff00112233 [FN]") in res.stdout, res.stdout
     assert "M=1 spin_a" in res.stdout and "_raw_spin_unlock" in res.stdout
+
+
+def test_lines_from_the_dwarf_line_table(tmp_path: Path) -> None:
+    """A -g build of fx_spin (non-PIE: link-time address = runtime address): spin_a's
+    entry is at its definition's line, its loop at the loop's line; the profile names
+    the file and the lines, and the mapping says it has them."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (Debian: apt-get install gcc)")
+    source = ROOT / "tests/fixtures/stacks/fx_spin.c"
+    binary = tmp_path / "fx_spin"
+    subprocess.run([cc, "-O1", "-g", "-no-pie", "-o", str(binary), str(source)], check=True)
+    text = source.read_text().splitlines()
+    define = next(i for i, t in enumerate(text, 1) if "long long spin_a(" in t)
+    loop = next(i for i, t in enumerate(text, 1) if "sink +=" in t and i > define)
+    from elftools.elf.elffile import ELFFile
+
+    with open(binary, "rb") as fh:
+        symtab = ELFFile(fh).get_section_by_name(".symtab")
+        (sym,) = symtab.get_symbol_by_name("spin_a")
+        start, size = sym["st_value"], sym["st_size"]
+    table = LineTable.load(str(binary))
+    file, line = table.lookup(start) or ("", 0)
+    assert file.endswith("fx_spin.c") and define <= line <= define + 1, (file, line)
+    seen = {table.lookup(a) for a in range(start, start + size)}
+    assert (file, loop) in seen, seen
+    assert table.lookup(0) is None
+    assert LineTable.load(str(ROOT / "tests/fixtures/elf/bin/agg")).addresses == ()  # -g0
+
+    st = os.stat(binary)
+    exe = Mapping(start & ~0xFFF, (start + size + 0xFFF) & ~0xFFF, 0x1000,
+                  "r-xp", str(binary), st.st_dev, st.st_ino, None, 0)
+    loop_pc = next(a for a in range(start, start + size) if table.lookup(a) == (file, loop))
+    stack = Stack("user", (Frame(loop_pc, "spin_a", loop_pc - start, str(binary), exe),))
+    path = tmp_path / "p.pb.gz"
+    view = PprofFilesView([PprofOutput("s", str(path), None)], "p")
+    view.aggregate(AggSnapshot("s", "count", "count", None, ("ustack",), 0.0, 1.0,
+                               (AggRow((("ustack", stack),), count=3),)))
+    view.close()
+    got = read_profile(gzip.decompress(path.read_bytes()))
+    assert got["function_files"] == {"spin_a": (file, line)}
+    assert got["line_numbers"] == {loop_pc: [loop]}
+    assert got["lined"] == {str(binary)}
 
 
 # --- files and refusals -------------------------------------------------------------
