@@ -225,6 +225,7 @@ def encode_profile(counts: Counter[_Key], period_ns: int | None, start: float | 
                 named[mid] = named.get(mid, True) and fid != 0
         values = [n] + ([n * period_ns] if period_ns else [])
         prof.sample(locations, values, [_label(k, v) for k, v in labels])
+    lines.close()
     prof.unnamed_mappings = {mid for mid, ok in named.items() if not ok}
     return prof.encode()
 
@@ -248,6 +249,10 @@ class _Lines:
             table = self.tables[key] = LineTable.load(m.source if same_file(m) else None,
                                                       m.build_id)
         return table.lookup(address - m.bias)
+
+    def close(self) -> None:
+        for table in self.tables.values():
+            table.close()
 
 
 def _mapping_id(prof: ProfileBuilder, f: Frame, spans: dict[str, tuple[int, int]]) -> int:
