@@ -42,12 +42,13 @@ from planrunner.errors import PlanError, UsageError
 from planrunner.output.pprof_proto import Label, ProfileBuilder
 
 if TYPE_CHECKING:  # `run` checks before attaching; records.py loads with the view
-    from planrunner.records import AggRow, AggSnapshot, TableSnapshot
+    from planrunner.records import AggRow, AggSnapshot, Stack, TableSnapshot
     from planrunner.stacks.frame import Frame
     from planrunner.stacks.lines import LineTable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 SUFFIX = ".pb.gz"
+LOST = "[stack lost]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,11 +166,22 @@ def _sample_key(row: AggRow) -> _Key | None:
     stacks = [v for _, v in row.key if isinstance(v, Stack)]
     if not stacks:
         return None
-    kernel = [f for s in stacks if s.kind == "kernel" for f in s.frames]
-    user = [f for s in stacks if s.kind != "kernel" for f in s.frames]
+    kernel = [f for s in stacks if s.kind == "kernel" for f in _with_loss(s)]
+    user = [f for s in stacks if s.kind != "kernel" for f in _with_loss(s)]
     labels = tuple((k, v) for k, v in row.key if not isinstance(v, Stack)
                    and not k.startswith("_"))
     return labels, (*kernel, *user)
+
+
+def _with_loss(stack: Stack) -> tuple[Frame, ...]:
+    """A stack's frames, and one named `[stack lost]` outermost when it could not be
+    captured or unwound further (as the text view shows it): the sample does not
+    pretend to be whole."""
+    if not stack.lost:
+        return stack.frames
+    from planrunner.stacks.frame import Frame
+
+    return (*stack.frames, Frame(0, LOST, 0, ""))
 
 
 def encode_profile(counts: Counter[_Key], period_ns: int | None, start: float | None,

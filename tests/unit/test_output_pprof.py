@@ -176,6 +176,7 @@ KERNEL = Stack("kernel", (Frame(0xFFFFFFFF_8224F5F9, "_raw_spin_unlock", 0x19,
                           Frame(0xFFFFFFFF_81000130, "entry_SYSCALL_64", 0x30,
                                 "[kernel.kallsyms]")))
 NO_KERNEL = Stack("kernel", ())
+USER_LOST = Stack("user", USER_A.frames[:1], lost=True)  # not unwound past spin_a
 
 
 def _snap(rows: list[AggRow], start: float = 1000.0, end: float = 1002.5,
@@ -204,7 +205,8 @@ def test_cpu_profile_has_counts_nanoseconds_locations_and_mappings(tmp_path: Pat
               1000.0, 1001.0),
         # a second interval (an `every:` output): summed, and the kernel frames on top
         _snap([_row("spin", NO_KERNEL, USER_A, 3), _row("spin", KERNEL, USER_A, 2),
-               _row("spin", NO_KERNEL, USER_UNKNOWN, 1)], 1001.0, 1002.5, dropped=4)])
+               _row("spin", NO_KERNEL, USER_UNKNOWN, 1), _row("spin", NO_KERNEL, USER_LOST, 5)],
+              1001.0, 1002.5, dropped=4)])
     got = read_profile(data)
     assert got["strings"][0] == ""
     assert got["sample_type"] == [("samples", "count"), ("cpu", "nanoseconds")]
@@ -237,7 +239,9 @@ def test_cpu_profile_has_counts_nanoseconds_locations_and_mappings(tmp_path: Pat
     assert by_stack == {tuple(a): ([33, 33 * 10_101_010], {"comm": "spin"}),
                         tuple(b): ([10, 10 * 10_101_010], {"comm": "spin"}),
                         tuple(k + a): ([2, 2 * 10_101_010], {"comm": "spin"}),
-                        tuple(u): ([1, 10_101_010], {"comm": "spin"})}
+                        tuple(u): ([1, 10_101_010], {"comm": "spin"}),
+                        (a[0], ("[stack lost]", 0, "")): ([5, 5 * 10_101_010],
+                                                          {"comm": "spin"})}
     # the main binary first (profile.proto: mapping[0] is the main binary); libc has an
     # unnamed location, so it does not claim has_functions; the kernel's range is made
     # up from the addresses seen
@@ -250,7 +254,7 @@ def test_cpu_profile_has_counts_nanoseconds_locations_and_mappings(tmp_path: Pat
                                             "[kernel.kallsyms]", "", True)
     assert set(got["functions"].values()) == {  # type: ignore[union-attr]
         "spin_a", "spin_b", "main", "__libc_start_call_main", "_start", "_raw_spin_unlock",
-        "entry_SYSCALL_64"}
+        "entry_SYSCALL_64", "[stack lost]"}
 
 
 def test_count_of_an_uprobe_has_no_cpu_time(tmp_path: Path) -> None:
