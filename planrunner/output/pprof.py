@@ -144,11 +144,15 @@ class PprofFilesView:
         if self.closed:
             return
         self.closed = True
+        failed: list[str] = []
         for name, stream in self.streams.items():
             try:
                 stream.write(gzip.compress(self.encode(name), mtime=0))
-            finally:
                 stream.close()
+            except OSError as exc:  # disk full, a file system gone: said, not a traceback
+                failed.append(f"{self.outputs[name].path}: {exc.strerror or exc}")
+        if failed:
+            raise PlanError(f"cannot write the profile {'; '.join(failed)}")
 
     def encode(self, name: str) -> bytes:
         """Output `name`'s profile.proto (not gzipped)."""

@@ -18,7 +18,7 @@ import pytest
 
 from planrunner.cli import main
 from planrunner.commands.pprof_check import check_pprof
-from planrunner.errors import UsageError
+from planrunner.errors import PlanError, UsageError
 from planrunner.output.pprof import PprofFilesView, PprofOutput, pprof_paths
 from planrunner.output.pprof_proto import ProfileBuilder, varint
 from planrunner.pipeline import compile_plan
@@ -276,6 +276,17 @@ def test_an_output_that_saw_nothing_still_gets_a_profile(tmp_path: Path) -> None
     got = read_profile(_write(tmp_path, None, []))
     assert got["samples"] == [] and got["strings"][0] == ""
     assert got["sample_type"] == [("samples", "count")]
+
+
+def test_a_profile_that_cannot_be_written_is_an_error_not_a_traceback(
+        tmp_path: Path) -> None:
+    full = Path("/dev/full")
+    if not full.exists():
+        pytest.skip("no /dev/full to stand for a full disk")
+    view = PprofFilesView([PprofOutput("sample", str(full), None)], "p")
+    view.aggregate(_snap([_row("spin", NO_KERNEL, USER_A, 3)]))
+    with pytest.raises(PlanError, match="cannot write the profile /dev/full: No space"):
+        view.close()
 
 
 def test_go_tool_pprof_reads_the_profile(tmp_path: Path) -> None:
