@@ -55,12 +55,12 @@ def check_pprof(program: RenderedProgram, path: str | None, outputs: Sequence[st
 
 
 def _period_ns(program: RenderedProgram, probe: str) -> int | None:
+    """The sampling period of a `profile:` probe (its cpu-clock event at `hz` on every
+    CPU); None for any other probe, `interval:` included: a timer on CPU 0, whose
+    firings are not CPU time of what they interrupt."""
     for site in program.sites:
-        if site.probe == probe and site.kind == "perf":
-            if site.sample_period_ns:
-                return site.sample_period_ns
-            if site.sample_hz:
-                return round(1e9 / site.sample_hz)
+        if site.probe == probe and site.kind == "perf" and site.sample_hz:
+            return round(1e9 / site.sample_hz)
     return None
 
 

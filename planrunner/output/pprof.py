@@ -12,14 +12,14 @@
   that saw nothing still gets a file, with no samples.
 
 Samples: one per row; values `samples/count` and, for a `profile:` probe,
-`cpu/nanoseconds` (count x the sampling period: 1e9 / hz, or the probe's `period`),
-with `period_type` cpu/nanoseconds. Locations are the row's kernel frames then its user
-frames, leaf first (the folded output's order, reversed: profile.proto wants the leaf
-at location_id[0]); a known symbol is the location's Function, with the source file and first line
-of its entry, and the location's line, from the module's DWARF line table where it has
-one (stacks/lines.py; a line in another file than the function's, code inlined from a
-header, is left at 0: Line has no file of its own). The other key members (comm,
-pid, ...) become sample labels.
+`cpu/nanoseconds` (count x the sampling period, 1e9 / hz), with `period_type`
+cpu/nanoseconds. Locations are the row's kernel frames then its user frames, leaf
+first (the folded output's order, reversed: profile.proto wants the leaf at
+location_id[0]); a known symbol is the location's Function, with the source file and
+first line of its entry, and the location's line, from the module's DWARF line table
+where it has one (stacks/lines.py; a line in another file than the function's, code
+inlined from a header, is left at 0: Line has no file of its own). The other key
+members (comm, pid, ...) become sample labels.
 Mappings: a user frame's mapping is the one of its process the symbolizer found the
 address in (start, limit, file offset, path, build-id: stacks/frame.py); a kernel
 module's is made up from the addresses seen (lowest to highest + 1, file offset 0, no

@@ -377,6 +377,7 @@ def _program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outputs: str):  # 
     plan = tmp_path / "plan.yaml"
     plan.write_text(f"planrunner: 1\nname: t\ntargets:\n  a: {{binary: {AGG}}}\nprobes:\n"
                     "  value: {usdt: a:agg:value}\n  cpu: {profile: {hz: 99}}\n"
+                    "  tick: {interval: 10ms}\n"
                     f"outputs:\n{outputs}")
     return compile_plan(str(plan), {})[2]
 
@@ -385,10 +386,13 @@ def test_check_gives_files_and_the_sampling_period(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     program = _program(tmp_path, monkeypatch,
                        "  - count: cpu\n    by: [comm, ustack]\n"
-                       "  - count: value\n    by: [kstack]\n")
-    got = check_pprof(program, str(tmp_path / "p.pb.gz"), ["cpu", "value"], "t")
+                       "  - count: value\n    by: [kstack]\n"
+                       "  - count: tick\n    by: [kstack]\n")
+    got = check_pprof(program, str(tmp_path / "p.pb.gz"), ["cpu", "value", "tick"], "t")
+    # a timer on one CPU (interval) is no CPU time: counts only
     assert got == [PprofOutput("cpu", str(tmp_path / "p.cpu.pb.gz"), 10_101_010),
-                   PprofOutput("value", str(tmp_path / "p.value.pb.gz"), None)]
+                   PprofOutput("value", str(tmp_path / "p.value.pb.gz"), None),
+                   PprofOutput("tick", str(tmp_path / "p.tick.pb.gz"), None)]
 
 
 @pytest.mark.parametrize("outputs,words", [
