@@ -22,8 +22,9 @@ inlined from a header, is left at 0: Line has no file of its own). The other key
 members (comm, pid, ...) become sample labels.
 Mappings: a user frame's mapping is the one of its process the symbolizer found the
 address in (start, limit, file offset, path, build-id: stacks/frame.py); a kernel
-module's is made up from the addresses seen (lowest to highest + 1, file offset 0, no
-build-id), as is a user module's whose mapping is unknown; addresses in no file are
+module's is made up from the addresses seen (lowest to highest + 1, file offset 0; the
+build-id of the running kernel or module, from /sys), as is a user module's whose
+mapping is unknown (no build-id); addresses in no file are
 locations without a mapping. A mapping claims `has_functions` when each of its
 locations has a name, so that a reader can symbolize the others from the file itself.
 """
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from planrunner.errors import PlanError, UsageError
 from planrunner.output.pprof_proto import Label, ProfileBuilder
+from planrunner.stacks.formats import KERNEL_HALF
 
 if TYPE_CHECKING:  # `run` checks before attaching; records.py loads with the view
     from planrunner.records import AggRow, AggSnapshot, Stack, TableSnapshot
@@ -49,6 +51,7 @@ if TYPE_CHECKING:  # `run` checks before attaching; records.py loads with the vi
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 SUFFIX = ".pb.gz"
 LOST = "[stack lost]"
+_KERNEL_IDS: dict[str, str] = {}  # "[kernel.kallsyms]" or "[ext4]" -> build-id ("" unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +194,6 @@ def _with_loss(stack: Stack) -> tuple[Frame, ...]:
 def encode_profile(counts: Counter[_Key], period_ns: int | None, start: float | None,
                    end: float, comments: Sequence[str] = ()) -> bytes:
     """The profile of `counts` ((labels, frames leaf first) -> count)."""
-    from planrunner.stacks.formats import KERNEL_HALF
-
     types = [("samples", "count")] + ([("cpu", "nanoseconds")] if period_ns else [])
     prof = ProfileBuilder(types)
     if period_ns:
@@ -278,7 +279,13 @@ def _mapping_id(prof: ProfileBuilder, f: Frame, spans: dict[str, tuple[int, int]
     if not f.module:
         return 0  # an address in no file (anonymous memory, JIT code)
     lo, hi = spans[f.module]
-    return prof.mapping(lo, hi + 1, 0, f.module)
+    build_id = ""
+    if f.address >= KERNEL_HALF:  # the running kernel's or module's, from /sys
+        from planrunner.stacks.kallsyms import kernel_build_id
+
+        build_id = _KERNEL_IDS.get(f.module) or _KERNEL_IDS.setdefault(
+            f.module, kernel_build_id(f.module))
+    return prof.mapping(lo, hi + 1, 0, f.module, build_id)
 
 
 def _label(key: str, value: object) -> Label:

@@ -24,6 +24,7 @@ from planrunner.output.pprof_proto import ProfileBuilder, varint
 from planrunner.pipeline import compile_plan
 from planrunner.records import AggRow, AggSnapshot, Stack
 from planrunner.stacks.frame import Frame
+from planrunner.stacks.kallsyms import build_id_from_notes, kernel_build_id
 from planrunner.stacks.lines import LineTable
 from planrunner.stacks.modules import Mapping
 
@@ -251,7 +252,7 @@ def test_cpu_profile_has_counts_nanoseconds_locations_and_mappings(tmp_path: Pat
     assert by_path["/lib/libc.so.6"] == (LIBC.start, LIBC.end, 0x28000, "/lib/libc.so.6",
                                          "", False)
     assert by_path["[kernel.kallsyms]"] == (0xFFFFFFFF_81000130, 0xFFFFFFFF_8224F5FA, 0,
-                                            "[kernel.kallsyms]", "", True)
+                                            "[kernel.kallsyms]", kernel_build_id(), True)
     assert set(got["functions"].values()) == {  # type: ignore[union-attr]
         "spin_a", "spin_b", "main", "__libc_start_call_main", "_start", "_raw_spin_unlock",
         "entry_SYSCALL_64", "[stack lost]"}
@@ -359,6 +360,21 @@ def test_lines_from_the_dwarf_line_table(tmp_path: Path) -> None:
     assert got["function_files"] == {"spin_a": (file, line)}
     assert got["line_numbers"] == {loop_pc: [loop]}
     assert got["lined"] == {str(binary)}
+
+
+def test_kernel_build_id_from_its_notes() -> None:
+    note = (b"\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00"
+            + bytes(range(20)))
+    xen = b"\x04\x00\x00\x00\x04\x00\x00\x00\x01\x01\x00\x00Xen\x00abcd"
+    assert build_id_from_notes(xen + note) == bytes(range(20)).hex()
+    assert build_id_from_notes(xen) == ""
+    assert build_id_from_notes(note[:-1]) == ""  # cut short: nothing, not a wrong id
+    got = kernel_build_id()
+    if not got:
+        pytest.skip("/sys/kernel/notes not readable here")
+    assert len(got) == 40 and int(got, 16) >= 0
+    assert kernel_build_id("[no_such_module_here]") == ""
+    assert kernel_build_id("[../../etc]") == ""
 
 
 # --- files and refusals -------------------------------------------------------------
