@@ -18,7 +18,7 @@ from planrunner.commands.common import add_plan_parser, overrides, plan_paths, p
 from planrunner.errors import UsageError
 
 if TYPE_CHECKING:
-    from planrunner.output.base import LiveView
+    from planrunner.output.base import LiveView, View
     from planrunner.records import PrintSchema
     from planrunner.render.model import RenderedProgram
     from planrunner.run_cache import CompiledRun
@@ -34,9 +34,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
                         help="start CMD with everything attached; end when it exits "
                              "(its exit status becomes planrunner's)")
     parser.add_argument("-f", "--format", default="text",
-                        choices=("text", "json", "csv", "folded"),
+                        choices=("text", "json", "csv", "folded", "pprof"),
                         help="output view (default: text; folded: stacks only, "
-                             "`comm;outer;...;inner COUNT` per stack)")
+                             "`comm;outer;...;inner COUNT` per stack; pprof: counts by "
+                             "stack as gzipped profile.proto, needs -o)")
     parser.add_argument("--flamegraph", metavar="FILE.svg",
                         help="also write a flame graph of the plan's stacks to FILE.svg "
                              "(open it in a browser: hover, search, click to zoom)")
@@ -89,6 +90,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     pid = first_pid(args)
     if args.max_events is not None and args.max_events < 1:
         raise UsageError("--max-events must be at least 1")
+    if args.format == "pprof":  # before compiling: a binary file, never stdout
+        from planrunner.output.pprof import check_destination
+
+        check_destination(args.output)
     command = shlex.split(args.command) if args.command else None
     duration = parse_seconds(args.duration)
     address = None
@@ -210,9 +215,16 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
         stderr = held
     # Without the live table, the view is built on first use, once tracing has begun
     # (output/base.py DeferredView): its modules are not imported before "Tracing".
-    view = open_view(args.format, args.output, stdout,
-                     _schemas(program) if live_table else lambda: _schemas(program),
-                     list(compiled.shown), stderr, **options)
+    if args.format == "pprof":  # one profile file per output, checked before attaching
+        from planrunner.commands.pprof_check import check_pprof
+        from planrunner.output.pprof import PprofFilesView
+
+        view: View = PprofFilesView(check_pprof(program, args.output, list(compiled.shown),
+                                                compiled.plan_name), compiled.plan_name)
+    else:
+        view = open_view(args.format, args.output, stdout,
+                         _schemas(program) if live_table else lambda: _schemas(program),
+                         list(compiled.shown), stderr, **options)
     try:
         if args.flamegraph:
             from planrunner.output.folded import FlameGraphTap

@@ -6,7 +6,8 @@ view it prints with: json_lines.py pulls in json) and builds the view. Every vie
 implements `planrunner.output.base.View` and writes only to the stream it is given. One
 module per view: text.py (+ text_agg.py, histogram.py, clock.py, template.py),
 json_lines.py, csv_table.py, folded.py (stacks only; also the flame graph tap of
-`run --flamegraph`).
+`run --flamegraph`). `-f pprof` writes files, not a stream: pprof.py, wired by
+commands/run.py.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ symtab       per-module function symbols: .symtab/.dynsym, .gnu_debugdata, build
 demangle     C++ and Rust names (GNU c++filt)
 symbolize    Symbolizer: addresses + snapshot -> Frames
 kallsyms     kernel addresses -> Frames
-frame        Frame(address, symbol, offset, module)
+frame        Frame(address, symbol, offset, module; the mapping, not compared)
+lines        a module's DWARF line table: link-time address -> (file, line), for pprof
 formats      JSON dicts, `trace -U` text lines, folded stacks
 flamegraph   render_flamegraph(folded_lines, title) -> interactive SVG
 """

@@ -10,11 +10,19 @@ Two frames are equal when they name the same place (symbol, offset, module): the
 address is not compared, so one stack in two processes (each loaded elsewhere: ASLR)
 is one aggregation key, as `UserSymbol` is (records.py). A frame without a module keeps
 its address as its offset, so it is never equal to another address.
+
+`mapping` is the process's mapping the address fell in (start, end, file offset, path,
+build-id: what pprof's Mapping needs), when the symbolizer knew it; it is not compared,
+so one stack in two processes is still one stack.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from planrunner.stacks.modules import Mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,3 +33,4 @@ class Frame:
     symbol: str | None
     offset: int
     module: str
+    mapping: Mapping | None = field(default=None, compare=False, repr=False)

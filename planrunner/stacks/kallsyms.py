@@ -5,12 +5,14 @@ for bisect; `KernelSymbols.load()` reads /proc/kallsyms once. A symbol runs to t
 one (kallsyms gives no sizes); addresses before the first or after the last are unknown.
 When kptr_restrict hides the addresses (all zero: not root) the table is empty and
 `usable` is False. Module symbols ("name [ext4]") report module "[ext4]", core kernel
-ones "[kernel.kallsyms]" (perf's spelling).
+ones "[kernel.kallsyms]" (perf's spelling). `kernel_build_id(module)`: the running
+kernel's or a module's build-id, from their notes in /sys (for pprof's mappings).
 """
 
 from __future__ import annotations
 
 import bisect
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -62,3 +64,37 @@ class KernelSymbols:
 
     def symbolize(self, addrs: Sequence[int]) -> list[Frame]:
         return [self.frame(a) for a in addrs]
+
+
+def kernel_build_id(module: str = KERNEL) -> str:
+    """The GNU build-id (hex) of the running kernel ("[kernel.kallsyms]",
+    /sys/kernel/notes) or of a loaded module ("[ext4]",
+    /sys/module/ext4/notes/.note.gnu.build-id); "" when it cannot be read."""
+    name = module.strip("[]")
+    path = ("/sys/kernel/notes" if module == KERNEL
+            else f"/sys/module/{name}/notes/.note.gnu.build-id")
+    if "/" in name:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            return build_id_from_notes(fh.read())
+    except OSError:
+        return ""
+
+
+def build_id_from_notes(data: bytes) -> str:
+    """NT_GNU_BUILD_ID's descriptor from raw ELF notes (Elf_Nhdr: namesz, descsz, type
+    in the machine's byte order, then name and descriptor, each padded to 4 bytes), as
+    hex; "" when absent."""
+    pos = 0
+    while pos + 12 <= len(data):
+        namesz, descsz, kind = (int.from_bytes(data[pos + i:pos + i + 4], sys.byteorder)
+                                for i in (0, 4, 8))
+        name_at = pos + 12
+        desc_at = name_at + (namesz + 3) // 4 * 4
+        if desc_at + descsz > len(data):
+            return ""
+        if kind == 3 and data[name_at:name_at + namesz].rstrip(b"\0") == b"GNU":
+            return data[desc_at:desc_at + descsz].hex()
+        pos = desc_at + (descsz + 3) // 4 * 4
+    return ""

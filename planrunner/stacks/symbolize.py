@@ -40,12 +40,12 @@ class Symbolizer:
         if self.demangle_names:
             pretty = demangle([f.symbol for f in frames if f.symbol])
             if pretty:
-                frames = [Frame(f.address, pretty.get(f.symbol, f.symbol), f.offset, f.module)
-                          if f.symbol else f for f in frames]
+                frames = [Frame(f.address, pretty.get(f.symbol, f.symbol), f.offset, f.module,
+                                f.mapping) if f.symbol else f for f in frames]
         return frames
 
     def table(self, mapping: Mapping) -> ModuleSymbols:
-        trusted = _same_file(mapping)
+        trusted = same_file(mapping)
         key: object = (("build-id", mapping.build_id) if mapping.build_id
                        else (mapping.path, mapping.dev, mapping.inode))
         if not trusted:
@@ -61,15 +61,16 @@ class Symbolizer:
             return Frame(addr, None, addr, "")
         vaddr = mapping.to_vaddr(lookup)
         if vaddr is None:
-            return Frame(addr, None, addr - mapping.start + mapping.file_offset, mapping.path)
+            return Frame(addr, None, addr - mapping.start + mapping.file_offset, mapping.path,
+                         mapping)
         hit = self.table(mapping).lookup(vaddr)
         if hit is None:
-            return Frame(addr, None, vaddr + (addr - lookup), mapping.path)
+            return Frame(addr, None, vaddr + (addr - lookup), mapping.path, mapping)
         name, start = hit
-        return Frame(addr, name, vaddr + (addr - lookup) - start, mapping.path)
+        return Frame(addr, name, vaddr + (addr - lookup) - start, mapping.path, mapping)
 
 
-def _same_file(mapping: Mapping) -> bool:
+def same_file(mapping: Mapping) -> bool:
     """The file now at mapping.path is the one that was mapped: same dev and inode, or
     (overlayfs shows maps a device other than stat's) same inode and build-id."""
     if mapping.file:
