@@ -158,7 +158,13 @@ class Converter:
                 if mine:
                     node.children = mine
                     rest = [n for n in below if not (n.start >= start and n.end <= end)]
-                    levels[node.depth + 1] = rest
+                    if rest:
+                        levels[node.depth + 1] = rest
+                    else:
+                        del levels[node.depth + 1]
+                        if not levels:  # a key (a thread) waits for nothing now
+                            del self.pending[group]
+                            levels = None
                     self.npending -= len(mine)
         if node.depth <= 0:
             self._emit(pid, node, _id(128), b"")
