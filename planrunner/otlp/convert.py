@@ -240,9 +240,11 @@ class Converter:
             lhist = self.lhist.get(snap.output)
             for row in snap.rows:
                 bounds, counts = histogram_buckets(row.buckets or (), lhist)
-                metric.histogram.data_points.append(m.HistogramDataPoint(
-                    count=sum(counts), bucket_counts=counts, explicit_bounds=bounds,
-                    **common(row)))
+                point = m.HistogramDataPoint(count=sum(counts), bucket_counts=counts,
+                                             explicit_bounds=bounds, **common(row))
+                if row.sum is not None:
+                    point.sum = row.sum
+                metric.histogram.data_points.append(point)
         return metric
 
 
