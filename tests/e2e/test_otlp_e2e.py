@@ -205,3 +205,24 @@ def test_grpc_from_the_environment_alone(fixtures_built, tmp_path) -> None:
     res = got.spans[0][0]
     assert res["service.name"] == "shop" and res["deployment.environment"] == "test"
     assert all(h.get("api-key") == "k1" for h in got.headers)
+
+
+def test_postgres_statements_follow_the_database_conventions() -> None:
+    from tests.e2e.workloads.helpers import postgres_server, tracing
+
+    with http_receiver() as (url, got), postgres_server() as pg:
+        pg.psql("SELECT 1")  # a first connection warms the catalog caches
+        with tracing("postgres-slow", "--set", "threshold=50ms", "--otlp", url) as tracer:
+            out = pg.psql("SELECT pg_backend_pid()", "select pg_sleep(0.1)").stdout
+            recs = tracer.stop()
+    backend = int(out.split()[0])
+    rec, = (r for r in recs if r["pid"] == backend)
+    spans = [s for res, s in got.spans if res["process.pid"] == backend]
+    assert len(spans) == 1, got.spans
+    span = spans[0]
+    assert span.name == "query" and span.kind == span.SPAN_KIND_SERVER
+    assert span.end_time_unix_nano - span.start_time_unix_nano == rec["latency_ns"]
+    assert attrs(span.attributes) == {
+        "latency_ns": rec["latency_ns"], "db.query.text": "select pg_sleep(0.1)",
+        "thread.id": backend, "db.operation.name": "SELECT",
+        "db.system.name": "postgresql"}
