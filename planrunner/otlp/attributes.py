@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
@@ -44,6 +45,19 @@ def any_value(value: object) -> AnyValue | None:
     return AnyValue(string_value=str(value))  # a Stack, a UserSymbol
 
 
+def set_value(out: AnyValue, value: object) -> None:
+    """`value` (not None) written into `out` in place: any_value without a copy."""
+    if isinstance(value, str):
+        out.string_value = value
+    elif isinstance(value, int) and not isinstance(value, bool) and \
+            -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        out.int_value = value
+    else:
+        v = any_value(value)
+        assert v is not None
+        out.CopyFrom(v)
+
+
 def key_values(pairs: Iterable[tuple[str, object]]) -> list[KeyValue]:
     out = []
     for key, value in pairs:
@@ -69,15 +83,24 @@ class AttributePlan:
     words: tuple[tuple[str, str], ...]  # (attribute, record key): first_word
     literals: tuple[KeyValue, ...]
 
-    def key_values(self, rec: Record) -> list[KeyValue]:
-        out = key_values([(name, rec.get(key)) for name, key in self.fields])
-        out.append(KeyValue(key="thread.id", value=AnyValue(int_value=rec["tid"])))
+    def fill(self, out: Any, rec: Record) -> None:
+        """The record's attributes appended to `out` (a repeated KeyValue field)."""
+        for name, key in self.fields:
+            value = rec.get(key)
+            if value is not None:  # a NULL string: left out
+                kv = out.add()
+                kv.key = name
+                set_value(kv.value, value)
+        kv = out.add()
+        kv.key = "thread.id"
+        kv.value.int_value = rec["tid"]
         for name, key in self.words:
             word = first_word(rec.get(key))
             if word is not None:
-                out.append(KeyValue(key=name, value=AnyValue(string_value=word)))
+                kv = out.add()
+                kv.key = name
+                kv.value.string_value = word
         out.extend(self.literals)
-        return out
 
 
 def attribute_plan(field_keys: Sequence[str],

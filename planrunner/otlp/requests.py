@@ -12,15 +12,14 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, ResourceMetrics, ScopeMetrics
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from planrunner import __version__
 from planrunner.otlp.attributes import key_values
 from planrunner.otlp.config import OtlpConfig
-from planrunner.otlp.convert import SCOPE
+from planrunner.otlp.convert import SCOPE, LogItem, SpanItem
 from planrunner.otlp.resource import base_attributes, process_attributes
 
 SCOPE.version = __version__
@@ -49,26 +48,54 @@ class ResourceCache:
         return res
 
 
-def _by_pid(items: Sequence[tuple[int, Any]]) -> dict[int, list[Any]]:
+def _by_pid(items: Sequence[Any]) -> dict[int, list[Any]]:
     groups: dict[int, list[Any]] = defaultdict(list)
-    for pid, msg in items:
-        groups[pid].append(msg)
+    for item in items:
+        groups[item.pid].append(item)
     return groups
 
 
-def traces_request(resources: ResourceCache, spans: Sequence[tuple[int, Span]]) -> bytes:
-    data: bytes = ExportTraceServiceRequest(resource_spans=[
-        ResourceSpans(resource=resources.of(pid),
-                      scope_spans=[ScopeSpans(scope=SCOPE, spans=group)])
-        for pid, group in _by_pid(spans).items()]).SerializeToString()
+def traces_request(resources: ResourceCache, spans: Sequence[SpanItem]) -> bytes:
+    """The spans, written in place into one request (no message built and copied)."""
+    req = ExportTraceServiceRequest()
+    for pid, group in _by_pid(spans).items():
+        rs = req.resource_spans.add()
+        rs.resource.CopyFrom(resources.of(pid))
+        ss = rs.scope_spans.add()
+        ss.scope.CopyFrom(SCOPE)
+        out = ss.spans
+        for item in group:
+            span = out.add()
+            span.trace_id = item.trace_id
+            span.span_id = item.span_id
+            if item.parent:
+                span.parent_span_id = item.parent
+            plan = item.plan
+            span.name = plan.name
+            span.kind = plan.kind
+            span.start_time_unix_nano = item.start
+            span.end_time_unix_nano = item.end
+            plan.attrs.fill(span.attributes, item.rec)
+    data: bytes = req.SerializeToString()
     return data
 
 
-def logs_request(resources: ResourceCache, logs: Sequence[tuple[int, LogRecord]]) -> bytes:
-    data: bytes = ExportLogsServiceRequest(resource_logs=[
-        ResourceLogs(resource=resources.of(pid),
-                     scope_logs=[ScopeLogs(scope=SCOPE, log_records=group)])
-        for pid, group in _by_pid(logs).items()]).SerializeToString()
+def logs_request(resources: ResourceCache, logs: Sequence[LogItem]) -> bytes:
+    req = ExportLogsServiceRequest()
+    for pid, group in _by_pid(logs).items():
+        rl = req.resource_logs.add()
+        rl.resource.CopyFrom(resources.of(pid))
+        sl = rl.scope_logs.add()
+        sl.scope.CopyFrom(SCOPE)
+        out = sl.log_records
+        for item in group:
+            log = out.add()
+            log.time_unix_nano = log.observed_time_unix_nano = item.time
+            log.severity_number = SeverityNumber.SEVERITY_NUMBER_INFO
+            log.event_name = item.plan.name
+            log.body.string_value = item.plan.name
+            item.plan.attrs.fill(log.attributes, item.rec)
+    data: bytes = req.SerializeToString()
     return data
 
 

@@ -197,9 +197,9 @@ class Sender:
             if self._deliver("traces", traces_request(resources, part), len(part), 0):
                 self.counts.spans_sent += len(part)
         for i in range(0, len(logs), self.batch):
-            part = logs[i:i + self.batch]
-            if self._deliver("logs", logs_request(resources, part), len(part), 0):
-                self.counts.logs_sent += len(part)
+            chunk = logs[i:i + self.batch]
+            if self._deliver("logs", logs_request(resources, chunk), len(chunk), 0):
+                self.counts.logs_sent += len(chunk)
 
     def _deliver(self, signal: str, body: bytes, records: int, points: int) -> bool:
         """Send until the receiver takes it, refuses it, or the close's deadline."""

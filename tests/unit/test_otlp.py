@@ -13,6 +13,7 @@ import pytest
 from planrunner.errors import UsageError
 from planrunner.otlp.config import otlp_config
 from planrunner.otlp.convert import Converter, WallClock, histogram_buckets
+from planrunner.otlp.requests import ResourceCache, logs_request, traces_request
 from planrunner.otlp.resource import container_id
 from planrunner.otlp.sender import Sender
 from planrunner.otlp.view import OtlpTap
@@ -40,6 +41,26 @@ class _Clock(WallClock):
     def __init__(self, offset: int) -> None:
         self.t = 1_000
         super().__init__(lambda: self.t + offset, lambda: self.t)
+
+
+def _sent(conv: Converter) -> tuple[list, list]:
+    """What the converter has ready, as the receiver parses it: (pid, Span) and
+    (pid, LogRecord) pairs."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+        ExportLogsServiceRequest,
+    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    resources = ResourceCache(otlp_config("", "p", {}), {})
+    spans, logs = conv.take()
+    traces = ExportTraceServiceRequest.FromString(traces_request(resources, spans))
+    got_logs = ExportLogsServiceRequest.FromString(logs_request(resources, logs))
+    return ([(attrs(rs.resource.attributes)["process.pid"], s)
+             for rs in traces.resource_spans for ss in rs.scope_spans for s in ss.spans],
+            [(attrs(rl.resource.attributes)["process.pid"], r)
+             for rl in got_logs.resource_logs for sl in rl.scope_logs for r in sl.log_records])
 
 
 def _program(*prints: PrintOutput, aggregates: tuple[AggregateOutput, ...] = ()
@@ -114,21 +135,22 @@ def test_span_times_attributes_and_kind() -> None:
                               ("db.operation.name", "first_word(query)")))],
                      [], _Clock(offset=5_000_000_000))
     conv.add(_rec("query", 9_000_000, id=7, query="  select * from t", latency_ns=2_500))
-    (pid, span), = conv.spans
+    (pid, span), = _sent(conv)[0]
     assert pid == 10 and span.name == "query" and span.kind == span.SPAN_KIND_SERVER
     assert span.end_time_unix_nano == 5_009_000_000
     assert span.start_time_unix_nano == 5_009_000_000 - 2_500
     assert len(span.trace_id) == 16 and len(span.span_id) == 8 and not span.parent_span_id
     assert attrs(span.attributes) == {
-        "id": 7, "db.query.text": "  select * from t", "latency_ns": 2500, "thread.id": 11,
+        "id": 7, "db.query.text": "  select * from t", "thread.id": 11,
         "db.operation.name": "SELECT", "db.system.name": "postgresql"}
 
 
 def test_print_of_a_plain_probe_is_a_log_record() -> None:
     conv = Converter([_print("flow", ("level", "name"))], [], _Clock(offset=100))
     conv.add(_rec("flow", 50, level=3, name=None))
-    assert not conv.spans
-    (pid, log), = conv.logs
+    spans, logs = _sent(conv)
+    assert not spans
+    (pid, log), = logs
     assert log.time_unix_nano == 150 and log.event_name == "flow"
     assert attrs(log.attributes) == {"level": 3, "thread.id": 11}  # a NULL string: left out
 
@@ -164,17 +186,19 @@ def test_nested_spans_become_one_tree_per_outermost_call() -> None:
                      _Clock(0))
     for rec in _recursion(threads=2, depth=5):
         conv.add(rec)
-    assert len(conv.spans) == 10 and not conv.pending and conv.npending == 0
-    by_id = {s.span_id: attrs(s.attributes) for _, s in conv.spans}
+    assert not conv.pending and conv.npending == 0
+    sent, _ = _sent(conv)
+    assert len(sent) == 10
+    by_id = {s.span_id: attrs(s.attributes) for _, s in sent}
     for t in range(2):
-        spans = sorted((s for _, s in conv.spans if attrs(s.attributes)["t"] == t),
+        spans = sorted((s for _, s in sent if attrs(s.attributes)["t"] == t),
                        key=lambda s: attrs(s.attributes)["depth"])
         assert len({s.trace_id for s in spans}) == 1  # one trace per thread's recursion
         assert not spans[0].parent_span_id
         for outer, inner in zip(spans, spans[1:], strict=False):
             assert inner.parent_span_id == outer.span_id
             assert by_id[inner.parent_span_id]["level"] == attrs(inner.attributes)["level"] + 1
-    traces = {s.trace_id for _, s in conv.spans}
+    traces = {s.trace_id for _, s in sent}
     assert len(traces) == 2
 
 
@@ -187,14 +211,15 @@ def test_siblings_share_their_parent_and_late_parents_orphan() -> None:
     conv.add(_rec("call", 40, depth=1, latency_ns=10))
     conv.add(_rec("call", 50, depth=0, latency_ns=50))
     conv.add(_rec("call", 70, depth=1, latency_ns=5))
-    parent = next(s for _, s in conv.spans if s.start_time_unix_nano == 0)
-    kids = [s for _, s in conv.spans if s.parent_span_id == parent.span_id]
+    sent, _ = _sent(conv)
+    parent = next(s for _, s in sent if s.start_time_unix_nano == 0)
+    kids = [s for _, s in sent if s.parent_span_id == parent.span_id]
     assert sorted(s.start_time_unix_nano for s in kids) == [10, 30]
     assert {s.trace_id for s in kids} == {parent.trace_id}
-    assert len(conv.spans) == 3 and conv.npending == 1
+    assert len(sent) == 3 and conv.npending == 1
     conv.flush_pending()
-    assert len(conv.spans) == 4 and conv.orphaned == 1
-    assert not conv.spans[-1][1].parent_span_id
+    (_, late), = _sent(conv)[0]
+    assert conv.orphaned == 1 and not late.parent_span_id and late.start_time_unix_nano == 65
 
 
 def test_waiting_spans_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,7 +228,7 @@ def test_waiting_spans_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     conv = Converter([_print("call", ("depth", "latency_ns"), shape)], [], _Clock(0))
     for i in range(4):
         conv.add(_rec("call", 10 + i, depth=1, latency_ns=1))
-    assert conv.npending == 0 and conv.orphaned == 4 and len(conv.spans) == 4
+    assert conv.npending == 0 and conv.orphaned == 4 and len(_sent(conv)[0]) == 4
 
 
 # -- metrics -------------------------------------------------------------------------------
