@@ -15,7 +15,6 @@ not confirmed by the receiver by then is lost, and counted.
 
 from __future__ import annotations
 
-import http.client
 import threading
 import time
 from collections import deque
@@ -239,6 +238,8 @@ class Sender:
                               f"retrying (up to {self.queue_max} records are kept)\n")
 
     def _http_sender(self) -> Callable[[str, bytes, float], None]:
+        import http.client  # here, on the sender's thread (15 ms)
+
         host, port, tls = self.config.host_port
         headers = {"Content-Type": "application/x-protobuf", **dict(self.config.headers)}
         conn: list[http.client.HTTPConnection | None] = [None]
