@@ -388,3 +388,72 @@ class _ListView:
 
     def close(self) -> None:
         pass
+
+
+# -- the plan's `otlp:` and what render hands the exporter ---------------------------------
+
+PLAN = """planrunner: 1
+name: p
+targets:
+  demo: {{binary: {demo}}}
+probes:
+  start:
+    usdt: demo:demo:request__start
+    args: [{{name: id, type: uint64}}, {{name: path, type: string}}]
+  done:
+    usdt: demo:demo:request__done
+    args: [{{name: id, type: uint64}}, {{name: status, type: int32}}]
+  request:
+    span: {{begin: start, end: done, key: id, nested: true}}
+outputs:
+{outputs}"""
+DEMO = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures/elf/build/demo"
+
+
+def _plan(tmp_path, outputs: str) -> str:  # type: ignore[no-untyped-def]
+    path = tmp_path / "p.yaml"
+    path.write_text(PLAN.format(demo=DEMO, outputs=outputs))
+    return str(path)
+
+
+def test_render_hands_the_span_shape_and_otlp_option(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    if not DEMO.exists():
+        pytest.skip("tests/fixtures/elf/build/demo not built (make -C tests/fixtures/elf)")
+    from planrunner.pipeline import compile_plan
+
+    path = _plan(tmp_path, """\
+  - print: request
+    name: req
+    fields: [begin.id, {lat: latency}, depth, end.status]
+    otlp: {kind: server, attributes: {db.system.name: postgresql, code: status}}
+  - print: start
+    fields: [id]
+""")
+    _plan_, _resolved, program = compile_plan(path, {}, None, None)
+    req, start = program.prints
+    assert req.span == SpanShape("lat", "depth", True, "id")
+    assert req.otlp_kind == "server"
+    assert req.otlp_attributes == (("db.system.name", "postgresql"), ("code", "status"))
+    assert start.span is None and start.otlp_kind == "" and start.otlp_attributes == ()
+
+
+def test_otlp_option_mistakes_are_located(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from planrunner.errors import PlanError
+    from planrunner.plan import load_plan
+
+    path = _plan(tmp_path, """\
+  - print: request
+    fields: [begin.path, latency]
+    otlp: {attributes: {db.operation.name: first_word(query)}}
+  - count: start
+    otlp: {kind: server}
+""")
+    with pytest.raises(PlanError) as exc:
+        load_plan(path, {})
+    got = [f"{d.span.line}:{d.span.column}: {d.message}" for d in exc.value.diagnostics]
+    assert got == ["17:44: unknown field 'query'",
+                   "19:5: 'otlp' belongs to print, not to count"], got
+    path = _plan(tmp_path, "  - {print: request, fields: [latency], otlp: {kind: sever}}\n")
+    with pytest.raises(PlanError) as exc:
+        load_plan(path, {})
+    assert "sever" in str(exc.value.diagnostics[0].message)
