@@ -85,11 +85,19 @@ class AttributePlan:
 
     def fill(self, out: Any, rec: Record) -> None:
         """The record's attributes appended to `out` (a repeated KeyValue field)."""
+        add = out.add
         for name, key in self.fields:
             value = rec.get(key)
-            if value is not None:  # a NULL string: left out
-                kv = out.add()
-                kv.key = name
+            if value is None:  # a NULL string: left out
+                continue
+            kv = add()
+            kv.key = name
+            kind = type(value)  # the common kinds inline: this runs per field and span
+            if kind is str:
+                kv.value.string_value = value
+            elif kind is int and -_INT64_MAX - 1 <= value <= _INT64_MAX:
+                kv.value.int_value = value
+            else:
                 set_value(kv.value, value)
         kv = out.add()
         kv.key = "thread.id"

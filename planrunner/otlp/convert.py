@@ -80,7 +80,8 @@ class WallClock:
 
 
 def _id(bits: int) -> bytes:
-    return random.getrandbits(bits).to_bytes(bits // 8, "little") or b"\1"
+    """Random bytes for ids (not secret: the random module is faster than the OS's)."""
+    return random.getrandbits(bits).to_bytes(bits // 8, "little")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +161,8 @@ class Converter:
             return
         start = end - int(rec[plan.latency] or 0)
         if not plan.depth:
-            self.spans.append(SpanItem(pid, plan, rec, start, end, _id(64), 0, _id(128)))
+            ids = _id(192)  # one call: the span's id and its trace's
+            self.spans.append(SpanItem(pid, plan, rec, start, end, ids[:8], 0, ids[8:]))
             return
         node = SpanItem(pid, plan, rec, start, end, _id(64), int(rec[plan.depth] or 0))
         group = (pid, rec[plan.key] if plan.key else rec["tid"])
