@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's planrunner
 
+from planrunner.otlp import sender as sender_module  # noqa: E402
 from planrunner.otlp.config import otlp_config  # noqa: E402
 from planrunner.otlp.convert import Converter, WallClock  # noqa: E402
 from planrunner.otlp.requests import ResourceCache, traces_request  # noqa: E402
@@ -125,6 +126,9 @@ def main() -> int:
         assert receiver.stdout is not None
         port = int(receiver.stdout.readline())
         env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc" if args.grpc else "http/protobuf"}
+        # all records are offered at once here, so they age while the sender works: that
+        # is not a reader falling behind (live, the sender then rests: bench/otlp_live.py)
+        sender_module.BEHIND_NS = 1 << 62
         sender = Sender(otlp_config(f"http://127.0.0.1:{port}", "sdt-demo", env), prog,
                         io.StringIO(), queue_max=len(recs))
         sender.start()

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 MAX_PROCESSES = 4096  # processes whose resource is kept; more: read /proc again
 QUEUE_MAX = 65536  # records waiting to be converted and sent
+BEHIND_NS = 250_000_000  # records older than this: the session's reader is behind
+REST = 3.0  # then the sender rests this many times as long as it worked
 BATCH = 4096  # spans, log records or metrics per request
 FLUSH_S = 0.2  # a partial batch waits at most this long
 BACKOFF_MIN_S = 0.05
@@ -99,6 +101,7 @@ class Sender:
         self._thread = threading.Thread(target=self._main, name="planrunner-otlp",
                                         daemon=True)
         self._down = False  # a warning was printed; say when it answers again
+        self._pressed = False  # the reader's last batch was an old one
         self._send: Callable[[str, bytes, float], None] | None = None
         self.failed: str | None = None  # the thread could not start (an import failed)
 
@@ -113,6 +116,8 @@ class Sender:
         if not mine:
             return
         self.counts.records += len(mine)
+        # records this old when they reach the view: the reader is behind, the ring fills
+        self._pressed = time.monotonic_ns() - int(mine[-1].get("ts_ns") or 0) > BEHIND_NS
         for pid in {r["pid"] for r in mine}.difference(self.processes):
             # read now, while it likely runs: by the time its batch is sent it may be
             # gone (a zombie has no exe nor command line)
@@ -178,10 +183,17 @@ class Sender:
                               0, len(item.rows))
                 continue
             self._taken += len(item)
+            began = time.monotonic()
             for rec in item:
                 converter.add(rec)
             if len(converter.spans) + len(converter.logs) >= self.batch or not self._queue:
                 self._send_ready(converter, resources, traces_request, logs_request)
+            if self._pressed and not closing:
+                # the reader hands old records: the ring is filling. This thread shares
+                # the interpreter lock with it: rest as long as it worked, so that the
+                # reader keeps up (the queue then fills and drops, counted, instead of
+                # the ring losing events for every output)
+                self._closing.wait(REST * (time.monotonic() - began))
         if closing:
             converter.flush_pending()
             self.counts.orphaned = converter.orphaned
