@@ -7,7 +7,10 @@ of at most BATCH items every FLUSH_S or as soon as a batch is full. A receiver t
 down, answers 429/502/503/504 or gRPC UNAVAILABLE/RESOURCE_EXHAUSTED is retried with
 exponential backoff (BACKOFF_MIN_S .. BACKOFF_MAX_S) for as long as the run lasts,
 holding one batch while the queue fills: a receiver that comes back loses nothing under
-the bound. Any other refusal drops that batch with a warning. `close(grace)` sends what
+the bound. Any other refusal drops that batch with a warning. The thread shares the
+interpreter lock with the session's reader: while the records it is handed are over
+BEHIND_NS old (the reader is behind, the ring fills), it rests REST times as long as it
+worked, so that under overload the OTLP queue drops (counted) before the ring does. `close(grace)` sends what
 is left for at most `grace` seconds (the run's stop is not delayed longer by a receiver
 that never answers: the thread is a daemon and is abandoned); whatever was offered and
 not confirmed by the receiver by then is lost, and counted.
