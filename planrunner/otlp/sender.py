@@ -10,10 +10,11 @@ holding one batch while the queue fills: a receiver that comes back loses nothin
 the bound. Any other refusal drops that batch with a warning. The thread shares the
 interpreter lock with the session's reader: while the records it is handed are over
 BEHIND_NS old (the reader is behind, the ring fills), it rests REST times as long as it
-worked, so that under overload the OTLP queue drops (counted) before the ring does. `close(grace)` sends what
-is left for at most `grace` seconds (the run's stop is not delayed longer by a receiver
-that never answers: the thread is a daemon and is abandoned); whatever was offered and
-not confirmed by the receiver by then is lost, and counted.
+worked, so that under overload the OTLP queue drops (counted) before the ring does.
+`close(grace)` sends what is left for at most `grace` seconds (the run's stop is not
+delayed longer by a receiver that never answers: the thread is a daemon and is
+abandoned); whatever was offered and not confirmed by the receiver by then is lost,
+and counted.
 """
 
 from __future__ import annotations

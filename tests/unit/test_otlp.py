@@ -457,3 +457,22 @@ def test_otlp_option_mistakes_are_located(tmp_path) -> None:  # type: ignore[no-
     with pytest.raises(PlanError) as exc:
         load_plan(path, {})
     assert "sever" in str(exc.value.diagnostics[0].message)
+
+
+@pytest.mark.parametrize("argv, env, says", [
+    (["--otlp", "ftp://x"], {}, "--otlp: 'ftp://x' is not an http(s) URL"),
+    (["--otlp"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+     "OTEL_EXPORTER_OTLP_PROTOCOL='http/json' is not supported"),
+])
+def test_run_says_a_bad_otlp_setting_before_anything(argv: list[str], env: dict[str, str],
+                                                     says: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from planrunner.cli import main
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    out, err = io.StringIO(), io.StringIO()
+    # the plan does not even exist: the setting is checked first
+    assert main(["run", "no-such-plan.yaml", *argv], out, err) == 2
+    assert says in err.getvalue() and "Traceback" not in err.getvalue()
+    assert "Tracing" not in err.getvalue()
