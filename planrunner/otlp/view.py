@@ -45,6 +45,8 @@ class OtlpTap(ViewWrapper):
         super().__init__(inner)
         self.stderr = stderr
         self.config = config
+        stderr.write(f"Sending spans, log records and metrics over OTLP ({config.protocol}) "
+                     f"to {config.endpoint}\n")
         for line in warnings_of(program):
             stderr.write(f"warning: {line}\n")
         self.sender = sender or Sender(config, program, stderr)
@@ -72,6 +74,11 @@ class OtlpTap(ViewWrapper):
             lost.append(f"{counts.lost_records} of {counts.records} records")
         if counts.lost_points:
             lost.append(f"{counts.lost_points} of {counts.points} metric points")
+        sent = counts.points_sent + counts.spans_sent + counts.logs_sent
+        if sent:
+            self.stderr.write(f"OTLP: sent {counts.spans_sent} spans, {counts.logs_sent} log "
+                              f"records and {counts.points_sent} metric points to "
+                              f"{self.config.endpoint}\n")
         if counts.orphaned:
             self.stderr.write(f"note: --otlp: {counts.orphaned} nested spans were sent "
                               "without their parent (it was still open at the end, or "

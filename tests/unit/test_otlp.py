@@ -476,3 +476,19 @@ def test_run_says_a_bad_otlp_setting_before_anything(argv: list[str], env: dict[
     assert main(["run", "no-such-plan.yaml", *argv], out, err) == 2
     assert says in err.getvalue() and "Traceback" not in err.getvalue()
     assert "Tracing" not in err.getvalue()
+
+
+def test_the_run_says_where_it_sends_and_what_it_sent() -> None:
+    err = io.StringIO()
+    with http_receiver() as (url, got):
+        program = _program(_print("request", ("id", "latency_ns"),
+                                  SpanShape("latency_ns", "", False)),
+                           _print("flow", ("id",)))
+        tap = OtlpTap(_ListView(), otlp_config(url, "p", {}), program, err)
+        tap.records(_records(3) + [_rec("flow", 5, id=1)])
+        tap.aggregate(_snap("count", (AggRow((("comm", "a"),), count=5),)))
+        assert tap.finish(0, False) == 0
+    assert len(got.spans) == 3 and len(got.logs) == 1 and len(got.metrics) == 1
+    assert err.getvalue() == (
+        f"Sending spans, log records and metrics over OTLP (http/protobuf) to {url}\n"
+        f"OTLP: sent 3 spans, 1 log records and 1 metric points to {url}\n")
