@@ -49,6 +49,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     parser.add_argument("--prometheus", metavar="HOST:PORT",
                         help="also serve the plan's aggregations as Prometheus metrics at "
                              "http://HOST:PORT/metrics (:PORT alone: loopback only)")
+    parser.add_argument("--otlp", nargs="?", const="", metavar="URL",
+                        help="also export spans, log records and metrics over OTLP to URL "
+                             "(default: $OTEL_EXPORTER_OTLP_ENDPOINT, else "
+                             "http://localhost:4318; see the OTLP section of README.md)")
     parser.add_argument("--follow-children", action="store_true",
                         help="with -c or --pid: also trace the processes they start "
                              "(and theirs), from their fork on")
@@ -101,6 +105,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         from planrunner.prometheus.config import parse_address
 
         address = parse_address(args.prometheus)
+    if args.otlp is not None:  # a bad URL or OTEL_* variable is said before compiling
+        from planrunner.otlp.config import otlp_config
+
+        otlp_config(args.otlp, "", os.environ)
     cache = open_cache(stderr, not args.no_cache)
     paths = plan_paths(args.plan)  # a library plan is looked up once
     key, compiled, sources = _cached_run(args, paths, stderr, cache, pid, address is None)
@@ -230,9 +238,17 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
             from planrunner.output.folded import FlameGraphTap
 
             view = FlameGraphTap(view, args.flamegraph, compiled.plan_name)
+        otlp = None
+        if args.otlp is not None:  # imported only then (planrunner/otlp/)
+            from planrunner.otlp.config import otlp_config
+            from planrunner.otlp.view import OtlpTap
+
+            view = otlp = OtlpTap(view, otlp_config(args.otlp, compiled.plan_name, os.environ),
+                                  program, stderr)
         opts = RunOptions(pid if len(scope.pids) == 1 else None, command, duration,
                           args.max_events, scope)
-        return run_session(program, opts, view, stderr, backend, live)
+        status = run_session(program, opts, view, stderr, backend, live)
+        return otlp.finish(status, command is not None) if otlp is not None else status
     finally:
         view.close()
         if stdout is sys.stdout and args.output in (None, "-"):

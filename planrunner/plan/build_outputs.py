@@ -32,7 +32,9 @@ _STACK_FIELD = re.compile(r"^([uk]stack)\s*\(\s*[0-9]+\s*\)$")
 _USYM_FIELD = re.compile(r"^usym\s*\(\s*((?:[A-Za-z_][A-Za-z0-9_]*\.)?([A-Za-z_][A-Za-z0-9_]*))"
                          r"\s*\)$")
 # Only for print: the record keys, or only for aggregations: group keys and intervals.
-_PRINT_ONLY = ("fields", "format")
+_PRINT_ONLY = ("fields", "format", "otlp")
+# otlp attributes: `first_word(KEY)`, the first word of a field (db.operation.name)
+FIRST_WORD = re.compile(r"^first_word\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$")
 _AGG_ONLY = ("by", "every", "top")
 _MOVE_HINTS = {"by": "a print output lists its record's fields: [...]",
                "fields": "aggregations group with by: [...]"}
@@ -90,12 +92,28 @@ def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | No
     lhist = _range(ctx, base, item.get("range")) if kind == "lhist" else (None, None, None)
     name = ctx.sub(base + ("name",), item["name"]) if "name" in item else ""  # _unnamed
     fmt = ctx.sub(base + ("format",), item["format"]) if "format" in item else None
+    otlp = item.get("otlp", {}) if kind == "print" else {}
+    attributes = _otlp_attributes(ctx, base + ("otlp", "attributes"),
+                                  otlp.get("attributes", {}), fields)
     return OutputSpec(
         index=index, name=name, kind=cast(OutputKind, kind), probe=probe,
         span=ctx.spans.value(base), probe_span=ctx.spans.text(base + (kind,)),
         fields=fields, by=by, value=value, where=where, every_ns=parse_every(ctx, base, item),
         top=item.get("top"), format=fmt,
-        lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2])
+        lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2],
+        otlp_kind=otlp.get("kind", ""), otlp_attributes=attributes)
+
+
+def _otlp_attributes(ctx: BuildContext, apath: JsonPath, items: dict[str, str],
+                     fields: tuple[FieldSpec, ...]) -> tuple[tuple[str, str], ...]:
+    """`otlp: {attributes: {NAME: SOURCE}}`: a SOURCE that is a field key of the print
+    is that field, `first_word(KEY)` needs KEY to be one; anything else is a literal."""
+    keys = [f.key for f in fields]
+    for name, source in items.items():
+        word = FIRST_WORD.match(source.strip())
+        if word and word.group(1) not in keys:
+            ctx.unknown("field", word.group(1), keys, ctx.spans.value(apath + (name,)))
+    return tuple(items.items())
 
 
 def _check_keys(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj) -> None:

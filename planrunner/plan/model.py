@@ -129,6 +129,11 @@ class OutputSpec:
     lhist_min: int | None = None
     lhist_max: int | None = None
     lhist_step: int | None = None
+    # print: `otlp: {kind, attributes}` for `run --otlp` (planrunner/otlp/): the span
+    # kind ("" = internal) and extra attributes (name, source: a field key,
+    # `first_word(KEY)` or a literal)
+    otlp_kind: str = ""
+    otlp_attributes: tuple[tuple[str, str], ...] = ()
 
     @property
     def by_keys(self) -> tuple[str, ...]:

@@ -102,13 +102,29 @@ class AttachSite:
 
 
 @dataclass(frozen=True, slots=True)
+class SpanShape:
+    """What `run --otlp` needs of a print whose probe is a span: the record keys of its
+    latency and depth fields ("" when the print leaves them out), whether it nests,
+    and the record key of the span's key ("": the thread, or not a printed field)."""
+
+    latency: str
+    depth: str
+    nested: bool
+    key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class PrintOutput:
-    """A `print` output: records of `layout` arrive through the ring buffer."""
+    """A `print` output: records of `layout` arrive through the ring buffer. `span`:
+    its probe is a span; `otlp_*`: the output's `otlp:` option (plan/model.py)."""
 
     name: str
     probe: str
     layout: RecordLayout
     format: str | None
+    span: SpanShape | None = None
+    otlp_kind: str = ""
+    otlp_attributes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+from planrunner.expr.ast import Name
 from planrunner.expr.typed import ArgRef, Builtin, TRef
 from planrunner.expr.types import StackType
+from planrunner.plan.model import FieldSpec
 from planrunner.render import aggregates
 from planrunner.render.bodies import (
     PROLOGUE,
@@ -34,6 +36,7 @@ from planrunner.render.model import (
     FileIdentity,
     PrintOutput,
     RenderedProgram,
+    SpanShape,
     StackMaps,
     TargetFile,
 )
@@ -136,7 +139,9 @@ def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
         if spec.kind == "print":
             fields = [(f.key, f.expr) for f in out.fields]
             layout = layout_for(spec.index, fields, body.stack)
-            acc.prints.append(PrintOutput(spec.name, probe, layout, spec.format))
+            acc.prints.append(PrintOutput(spec.name, probe, layout, spec.format,
+                                          _span_shape(resolved, probe, spec.fields),
+                                          spec.otlp_kind, spec.otlp_attributes))
             inner = print_block(layout, fields, out.where, body)
         else:
             agg, inner, decls = aggregates.aggregate_block(
@@ -145,6 +150,25 @@ def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
             acc.maps.extend(decls)
         blocks.append(do_block(inner))
     return blocks
+
+
+def _span_shape(resolved: ResolvedPlan, probe: str,
+                fields: tuple[FieldSpec, ...]) -> SpanShape | None:
+    """The span facts of a print of `probe` (None: not a span), for --otlp."""
+    span = next((p.spec for p in resolved.probes
+                 if p.spec.name == probe and p.spec.kind == "span"), None)
+    if span is None:
+        return None
+
+    def key_of(*names: str) -> str:
+        return next((f.key for f in fields
+                     if isinstance(f.expr, Name) and f.expr.ident in names), "")
+
+    key = ""
+    if isinstance(span.key, Name):
+        last = span.key.ident.rsplit(".", 1)[-1]
+        key = key_of(last, f"begin.{last}", f"end.{last}")
+    return SpanShape(key_of("latency"), key_of("depth"), span.nested, key)
 
 
 def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,

@@ -1,10 +1,10 @@
 """Who may import whom, checked on the source with `ast` (every import statement,
 those inside functions and `if TYPE_CHECKING:` blocks included):
 
-- runtime/ imports nothing of plan/, resolve/, expr/, prometheus/, commands/ or the
-  pipeline, and of render/ only model.py and layout.py (the runtime's contract);
-- prometheus/ imports nothing of runtime/ (it pulls snapshots through records.py's
-  SnapshotSource), nor of commands/;
+- runtime/ imports nothing of plan/, resolve/, expr/, prometheus/, otlp/, commands/ or
+  the pipeline, and of render/ only model.py and layout.py (the runtime's contract);
+- prometheus/ and otlp/ import nothing of runtime/ (prometheus pulls snapshots through
+  records.py's SnapshotSource, otlp is a view), nor of commands/;
 - only runtime/bcc_backend.py imports bcc;
 - no production module reads a test hook from the environment;
 - the packages of planrunner (each subpackage, and each top-level module) import each
@@ -67,7 +67,7 @@ def test_the_sources_were_found() -> None:
 
 
 FORBIDDEN_FOR_RUNTIME = tuple(f"planrunner.{p}" for p in (
-    "plan", "resolve", "expr", "prometheus", "commands", "pipeline", "cli", "usdt"))
+    "plan", "resolve", "expr", "prometheus", "otlp", "commands", "pipeline", "cli", "usdt"))
 RENDER_ALLOWED = ("planrunner.render.model", "planrunner.render.layout")
 
 
@@ -82,8 +82,9 @@ def test_runtime_sees_only_the_rendered_program(module: str) -> None:
 
 
 @pytest.mark.parametrize("module", sorted(m for m in IMPORTS
-                                          if within(m, "planrunner.prometheus")))
-def test_prometheus_does_not_know_the_runtime(module: str) -> None:
+                                          if within(m, "planrunner.prometheus",
+                                                    "planrunner.otlp")))
+def test_exporters_do_not_know_the_runtime(module: str) -> None:
     bad = [n for n in ours(IMPORTS[module])
            if within(n, "planrunner.runtime", "planrunner.commands")]
     assert not bad, f"{module} imports {bad}"
