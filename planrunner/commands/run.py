@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if compiled is None and os.geteuid() == 0:
         from planrunner.runtime.compile_worker import CompileWorker
 
-        worker = CompileWorker()
+        worker = CompileWorker(stderr)
         worker.start()
     from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
