@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
                              "(open it in a browser: hover, search, click to zoom)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write records to FILE")
     parser.add_argument("-d", "--duration", metavar="D",
-                        help="stop after D (e.g. 10s, 500ms; a bare number is seconds)")
+                        help="stop after D (e.g. 10s, 500ms; a bare number is seconds; at "
+                             "most 365 days)")
     parser.add_argument("-n", "--max-events", type=int, metavar="N",
                         help="stop after N records")
     parser.add_argument("--prometheus", metavar="HOST:PORT",
@@ -53,6 +54,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
                         help="compile the BPF program even if this plan was compiled before "
                              "(the cache of compiled programs is neither read nor written)")
     parser.set_defaults(func=run)
+
+
+MAX_DURATION_S = 365 * 86400  # a year: far past any trace, far below what timers take
 
 
 def parse_seconds(text: str | None) -> float | None:
@@ -70,8 +74,11 @@ def parse_seconds(text: str | None) -> float | None:
         except ValueError as exc:
             raise UsageError(f"--duration: {exc}") from None
     # 0, nan and inf would each mean "no limit" further down: refuse them, as negatives.
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"--duration must be a positive, finite time, not '{text}'",
+    # So is a time longer than MAX_DURATION_S (the output's timer takes no more than
+    # ~292 years: 1e10 ended in an OverflowError): refused, not clamped, like inf.
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_DURATION_S:
+        raise UsageError(f"--duration must be a positive, finite time of at most "
+                         f"{MAX_DURATION_S // 86400} days, not '{text}'",
                          hints=("e.g. --duration 10s, --duration 1.5 (seconds) or 500ms; "
                                 "leave --duration out to trace until Ctrl-C",))
     return seconds
