@@ -223,12 +223,24 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
                           args.max_events, scope)
         return run_session(program, opts, view, stderr, backend, live)
     finally:
-        view.close()
+        try:
+            view.close()
+        except BrokenPipeError:  # its last flush, to a closed stdout: the status stays
+            _silence(stdout)
         if stdout is sys.stdout and args.output in (None, "-"):
             try:
                 stdout.flush()
             except BrokenPipeError:
                 pass
+
+
+def _silence(stdout: TextIO) -> None:
+    """After `| head` closed stdout, fd 1 goes to /dev/null: the interpreter's final
+    flush of what the view still buffers must not fail again."""
+    if stdout is sys.stdout:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
 
 
 def _schemas(program: RenderedProgram) -> list[PrintSchema]:
