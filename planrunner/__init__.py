@@ -13,7 +13,8 @@ def _quiet_interrupt(kind: type[BaseException], value: BaseException,
 
 # the CLI only (`python -m planrunner`, whose argv[0] is "-m" while the package is
 # imported, or the `planrunner` script): a program importing planrunner keeps its hook
-if sys.argv[:1] == ["-m"] or sys.argv[0].endswith("/planrunner"):
+_argv0 = (getattr(sys, "argv", None) or [""])[0]  # embedded interpreters may have none
+if _argv0 == "-m" or _argv0.endswith("/planrunner"):
     sys.excepthook = _quiet_interrupt
 
 from planrunner import dataclass_cache  # noqa: E402 - after the hook: imports take time
