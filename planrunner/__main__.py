@@ -1,5 +1,8 @@
 import sys
 
-from planrunner.cli import main
+try:
+    from planrunner.cli import main
+except KeyboardInterrupt:  # Ctrl-C while importing: cli.main has not begun to catch it
+    sys.exit(130)
 
 sys.exit(main())

@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
                              "(open it in a browser: hover, search, click to zoom)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write records to FILE")
     parser.add_argument("-d", "--duration", metavar="D",
-                        help="stop after D (e.g. 10s, 500ms; a bare number is seconds)")
+                        help="stop after D (e.g. 10s, 500ms; a bare number is seconds; at "
+                             "most 365 days)")
     parser.add_argument("-n", "--max-events", type=int, metavar="N",
                         help="stop after N records")
     parser.add_argument("--prometheus", metavar="HOST:PORT",
@@ -62,6 +63,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     parser.set_defaults(func=run)
 
 
+MAX_DURATION_S = 365 * 86400  # a year: far past any trace, far below what timers take
+
+
 def parse_seconds(text: str | None) -> float | None:
     if text is None:
         return None
@@ -77,8 +81,11 @@ def parse_seconds(text: str | None) -> float | None:
         except ValueError as exc:
             raise UsageError(f"--duration: {exc}") from None
     # 0, nan and inf would each mean "no limit" further down: refuse them, as negatives.
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"--duration must be a positive, finite time, not '{text}'",
+    # So is a time longer than MAX_DURATION_S (the output's timer takes no more than
+    # ~292 years: 1e10 ended in an OverflowError): refused, not clamped, like inf.
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_DURATION_S:
+        raise UsageError(f"--duration must be a positive, finite time of at most "
+                         f"{MAX_DURATION_S // 86400} days, not '{text}'",
                          hints=("e.g. --duration 10s, --duration 1.5 (seconds) or 500ms; "
                                 "leave --duration out to trace until Ctrl-C",))
     return seconds
@@ -118,7 +125,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if compiled is None and os.geteuid() == 0:
         from planrunner.runtime.compile_worker import CompileWorker
 
-        worker = CompileWorker()
+        worker = CompileWorker(stderr)
         worker.start()
     from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
@@ -250,12 +257,24 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
         status = run_session(program, opts, view, stderr, backend, live)
         return otlp.finish(status, command is not None) if otlp is not None else status
     finally:
-        view.close()
+        try:
+            view.close()
+        except BrokenPipeError:  # its last flush, to a closed stdout: the status stays
+            _silence(stdout)
         if stdout is sys.stdout and args.output in (None, "-"):
             try:
                 stdout.flush()
             except BrokenPipeError:
                 pass
+
+
+def _silence(stdout: TextIO) -> None:
+    """After `| head` closed stdout, fd 1 goes to /dev/null: the interpreter's final
+    flush of what the view still buffers must not fail again."""
+    if stdout is sys.stdout:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
 
 
 def _schemas(program: RenderedProgram) -> list[PrintSchema]:

@@ -37,7 +37,9 @@ import os
 import signal
 import subprocess
 import sys
-from typing import IO
+import threading
+import time
+from typing import IO, TextIO
 
 from planrunner.runtime import bcc_backend
 from planrunner.runtime import compile_cache as cc
@@ -49,6 +51,11 @@ PR_SET_PDEATHSIG = 1
 # what bcc looks for; the address is never used, only that the name is there (bcc skips
 # addresses of 0 and below the kernel's half of the address space)
 KALLSYMS_LINE = b"ffffffff81000000 T bpf_probe_read_kernel\n"
+# A worker that uses no CPU for this long while it should compile is stopped or stuck
+# (a compile uses CPU all along, even a starved one gets some in far less): it is
+# killed and the run compiles in-process. Checked every WATCH_S.
+STALL_S = 5.0
+WATCH_S = 0.1
 # Ctrl-C reaches the worker too (the terminal's process group): it is ignored from the
 # first line on (no KeyboardInterrupt traceback on the user's terminal); `run` decides
 # and kills the worker when it stops
@@ -61,15 +68,24 @@ _BOOT = ("import signal, sys\n"
 class CompileWorker:
     """One worker process, started early (`start`) so that its start-up overlaps the
     parent's; `compile` starts it if that was not done. Closed (and killed, if still
-    running) by `close`."""
+    running) by `close`, from any thread: the worker is killed before its pipes are
+    closed, so a close never waits for a compile (a thread blocked on a pipe holds the
+    pipe's lock until the worker's end of it is gone). A worker that uses no CPU for
+    STALL_S while it should be compiling (stopped, or stuck) is killed too, and
+    `compile` gives nothing back: the run compiles in-process. When the worker ended
+    without answering (killed, stuck, crashed), one line on `stderr` says so."""
 
-    def __init__(self) -> None:
+    def __init__(self, stderr: TextIO | None = None) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()  # `close` may come from two threads at once
+        self._stderr = stderr
+        self._closing = False  # we killed it: its silence is ours, not its fault
         self.why = ""  # why the last compile gave nothing back (for the cache log)
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        proc = self._proc
+        return proc.pid if proc is not None else None
 
     def start(self) -> None:
         if self._proc is None:
@@ -98,6 +114,8 @@ class CompileWorker:
         if proc is None or proc.stdin is None or proc.stdout is None:
             return None
         status, text = "", ""
+        watchdog = _Watchdog(proc)
+        watchdog.start()
         try:
             request = json.dumps({"c": c_source, "cflags": cflags, "pins": pins}).encode()
             proc.stdin.write(f"{len(request)}\n".encode() + request)
@@ -108,27 +126,102 @@ class CompileWorker:
                 return cc.decode(WIRE_KEY, blob)
         except (OSError, ValueError) as exc:  # the worker died or said nonsense
             self.why = f"the compile worker failed ({exc})"
+            self._say_why_it_ended(proc, watchdog)
             return None
         finally:
+            watchdog.stop()
             self.close()
         if status == "error":
             raise bcc_backend.CompileFailed(json.loads(text))
         self.why = f"the compile worker said: {status or 'nothing'} {text}".rstrip()
+        if not status:
+            self._say_why_it_ended(proc, watchdog)
         return None  # "uncacheable" or "fail", or nothing at all
 
-    def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
+    def _say_why_it_ended(self, proc: subprocess.Popen[bytes], watchdog: _Watchdog) -> None:
+        """One line on stderr for a worker that ended without answering (not when this
+        run killed it to stop): the run goes on, compiling in this process."""
+        if self._closing or self._stderr is None:
             return
+        if watchdog.killed:
+            what = f"used no CPU for {STALL_S:g} s (stopped?): killed it"
+        else:
+            try:
+                code = proc.wait(timeout=STALL_S)
+            except subprocess.TimeoutExpired:
+                code = None
+            if code is not None and code < 0:
+                try:
+                    what = f"was killed by {signal.Signals(-code).name}"
+                except ValueError:
+                    what = f"was killed by signal {-code}"
+            else:
+                what = f"ended without answering (exit status {code})"
+        self.why = f"the compile worker (pid {proc.pid}) {what}"
+        self._stderr.write(f"{self.why}: compiling in this process instead\n")
+        self._stderr.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if proc is None:
+                return
+            if proc.poll() is None:
+                self._closing = True
+                proc.kill()  # ours, by PID: started above. First: see the class docstring
         for f in (proc.stdin, proc.stdout):
             if f is not None:
                 try:
                     f.close()
-                except OSError:
+                except (OSError, ValueError):  # a write cut short, or closed already
                     pass
-        if proc.poll() is None:
-            proc.kill()  # ours, by PID: started above
         proc.wait()
+
+
+class _Watchdog:
+    """Kills a worker that uses no CPU for STALL_S (it compiles, or is about to: a
+    worker that does not is stopped or stuck, and would hold the run for ever)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="planrunner-worker-watch",
+                                        daemon=True)
+        self.killed = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        last, since = _cpu_ticks(self._proc.pid), time.monotonic()
+        while not self._done.wait(WATCH_S):
+            ticks = _cpu_ticks(self._proc.pid)
+            if ticks is None:  # ended (the reader sees the end of its pipe)
+                return
+            if ticks != last:
+                last, since = ticks, time.monotonic()
+            elif time.monotonic() - since >= STALL_S:
+                self.killed = True
+                if self._proc.poll() is None:
+                    self._proc.kill()  # ours, by PID; the blocked read then ends
+                return
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """utime + stime of process `pid` (all its threads), None once it has ended."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()  # comm may hold spaces: after its ')'
+    if len(fields) < 13 or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[11]) + int(fields[12])
 
 
 def hide_kallsyms() -> bool:
@@ -156,26 +249,38 @@ def hide_kallsyms() -> bool:
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
-    """The worker: one request from `stdin`, its reply on `stdout`."""
+    """The worker: one request from `stdin`, its reply on `stdout`. Never a traceback:
+    a parent that closed the pipes (it stopped, or was killed before asking) is gone,
+    and nobody would read what the worker has to say."""
     ct.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive `run`
     hide_kallsyms()
     try:
         bcc_backend.import_bcc()  # while the parent is still rendering
-        request = json.loads(stdin.read(int(stdin.readline())))
+        size = stdin.readline()
+        if not size:  # the parent closed the pipe without asking
+            return 0
+        request = json.loads(stdin.read(int(size)))
         compiled = bcc_backend.compile_program(request["c"], list(request["cflags"]),
                                                dict(request["pins"]))
+        reply = _reply(compiled)
     except cc.Uncacheable as exc:
-        stdout.write(f"uncacheable {exc}\n".encode())
-        return 0
+        reply = f"uncacheable {exc}\n".encode()
     except bcc_backend.CompileFailed as exc:
-        stdout.write(f"error {json.dumps(exc.detail)}\n".encode())
-        return 1
+        reply = f"error {json.dumps(exc.detail)}\n".encode()
     except Exception as exc:  # noqa: BLE001 - the run compiles in-process and says it
-        stdout.write(f"fail {type(exc).__name__}: {exc}\n".encode())
+        reply = f"fail {type(exc).__name__}: {exc}\n".encode()
+    try:
+        stdout.write(reply)
+        stdout.flush()
+    except OSError:  # the parent is gone (EPIPE): nobody to answer
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())  # nor at exit's flush
         return 1
+    return 0 if reply.startswith((b"ok ", b"uncacheable ")) else 1
+
+
+def _reply(compiled: cc.CompiledProgram) -> bytes:
     blob = cc.encode(WIRE_KEY, compiled)
-    stdout.write(f"ok {len(blob)}\n".encode() + blob)
-    return 0
+    return f"ok {len(blob)}\n".encode() + blob
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ fake in unit tests. Live views (Prometheus) are started after attaching and pull
 snapshots through a SnapshotSource; while one runs, aggregation maps are never reset.
 
 Exit status: 0 for a normal end (Ctrl-C, SIGTERM and SIGHUP included), a `-c`
-command's own (128+N when a signal ended it, planrunner's included), 128+N when signal
-N stopped start-up before tracing began, EXIT_INCOMPLETE when records or aggregation
-updates were lost (with `-c`, the command's status stays and the last line says it).
+command's own (128+N when a signal ended it, planrunner's included, whatever stopped
+tracing: a closed stdout too), 128+N when signal N stopped start-up before tracing
+began, EXIT_INCOMPLETE when records or aggregation updates were lost (with `-c`, the
+command's status stays and the last line says it).
 
 Imports render/model.py, output/base.py and runtime/ modules; never plan/, resolve/,
 prometheus/ or commands/. What only reads and prints (the decoder, the aggregation
@@ -339,9 +340,11 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
         not_run = "; the command was not started" if child is not None else ""
         stderr.write(f"stopped by {exc.signame} during start-up, before tracing began: "
                      f"{what}{not_run}\n")
-    except BrokenPipeError:
+    except BrokenPipeError:  # stdout closed (`| head`): a normal end
         _silence_stdout()
         status = 0
+        if child is not None and child.released:  # its status, as for any other stop
+            status = _end_child(child, stop, stderr, status)
     finally:
         if feed is not None:
             feed.close()

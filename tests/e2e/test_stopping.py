@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import PLANRUNNER, ROOT, write_plan
 from tests.e2e.executor_helpers import (
     libc_path,
@@ -162,3 +164,28 @@ def _child_of(pid: int) -> int:
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     assert len(children) == 1, children
     return int(children[0])
+
+
+@pytest.mark.parametrize("extra", [(), ("-d", "60")])
+def test_a_closed_stdout_ends_a_command_with_its_status_and_says_so(fixtures_built,
+                                                                    tmp_path, extra):
+    """`| head` with -c: the command gets SIGTERM, stderr says so and the status is the
+    command's (143), with or without --duration. Before: without -d, SIGTERM unsaid and
+    status 0."""
+    b = fixtures_built / "simple_pie"
+    tracer = start_tracer(simple_plan(tmp_path, b), *extra, "--follow-children", "-c",
+                          f"sh -c '{b} 100000; exec sleep 60'")
+    assert tracer.stdout is not None
+    header, first = tracer.stdout.readline(), tracer.stdout.readline()
+    assert header.startswith("TIME") and "hit0" in first, (header, first)
+    child = _child_of(tracer.pid)
+    tracer.stdout.close()  # as `head -2` does
+    try:
+        err = _ended(tracer, timeout=30, read_stdout=False)
+    finally:
+        if os.path.exists(f"/proc/{child}"):
+            os.kill(child, signal.SIGKILL)
+    assert tracer.returncode == 128 + signal.SIGTERM, err
+    assert f"the command (pid {child}) was still running: sent SIGTERM" in err
+    assert "Traceback" not in err
+    _no_probe_left(tracer.pid)

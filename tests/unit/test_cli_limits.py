@@ -82,6 +82,26 @@ def test_duration_without_a_limit_is_refused(text: str) -> None:
         parse_seconds(text)
 
 
+@pytest.mark.parametrize("text", ["1e10", "9223372036", "1e18", "1e300", "9223372036s",
+                                  "100000h", "31536001"])
+def test_duration_past_what_a_timer_takes_is_refused(text: str) -> None:
+    """Before: accepted, then an OverflowError traceback from signal.setitimer."""
+    with pytest.raises(UsageError, match="at most 365 days"):
+        parse_seconds(text)
+
+
+def test_duration_of_a_year_is_taken() -> None:
+    assert parse_seconds("31536000") == 365 * 86400
+
+
+def test_duration_too_long_from_the_command_line_is_exit_2() -> None:
+    proc = cli("run", *DEMO, "-d", "1e10", "-c", "true")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "--duration must be a positive, finite time of at most 365 days, not '1e10'" \
+        in proc.stderr
+
+
 @pytest.mark.parametrize("text,seconds", [("1.5", 1.5), ("500ms", 0.5), ("2s", 2.0)])
 def test_duration_positive_is_seconds(text: str, seconds: float) -> None:
     assert parse_seconds(text) == pytest.approx(seconds)
@@ -91,4 +111,5 @@ def test_duration_zero_from_the_command_line_is_exit_2() -> None:
     # Before the fix, 0 meant "no limit" and `-c true` ended the run with status 0.
     proc = cli("run", *DEMO, "--duration", "0", "-c", "true")
     assert proc.returncode == 2, proc.stderr
-    assert "--duration must be a positive, finite time, not '0'" in proc.stderr
+    assert "--duration must be a positive, finite time of at most 365 days, not '0'" \
+        in proc.stderr
