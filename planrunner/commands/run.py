@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO, cast
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
-from planrunner.errors import UsageError
+from planrunner.errors import PlanError, UsageError
 
 if TYPE_CHECKING:
     from planrunner.output.base import LiveView
@@ -136,11 +136,11 @@ def _cached_run(args: argparse.Namespace, path: str, stderr: TextIO,
     if cache is None or not cacheable:  # --prometheus: needs the plan itself
         return None, None
     from planrunner import run_cache
+    from planrunner.plan.limits import read_plan_bytes
 
-    try:
-        with open(path, "rb") as fh:
-            plan_bytes = fh.read()
-    except OSError:
+    try:  # bounded, and never a FIFO's open() that waits (plan/limits.py)
+        plan_bytes = read_plan_bytes(path)
+    except (OSError, PlanError):
         return None, None  # compile_plan says what is wrong
     key = run_cache.run_key(path, plan_bytes, args.overrides or [], [pid] if pid else [],
                             args.command, stderr.isatty())
