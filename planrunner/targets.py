@@ -68,6 +68,14 @@ def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
     if os.path.isdir(candidates[0]):
         raise ResolveError(f"target '{spec}' is a directory", span,
                            hints=("give the executable or library file inside it",))
+    if os.path.exists(candidates[0]):  # /dev/null: there, but no file to probe
+        import stat
+
+        mode = os.stat(candidates[0]).st_mode
+        kind = ("a character device" if stat.S_ISCHR(mode) else "a block device"
+                if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket")
+        raise ResolveError(f"target '{spec}' is {kind}, not a file", span,
+                           hints=("give an executable or library file",))
     raise ResolveError(f"target '{spec}' not found", span, hints=(_HINT,))
 
 
