@@ -110,3 +110,19 @@ def test_empty_or_script_target_is_refused_located(tmp_path: Path, content: byte
 
 def test_dev_null_target_is_a_device_not_missing(tmp_path: Path) -> None:
     assert refused(tmp_path, "/dev/null") == "target '/dev/null' is a character device, not a file"
+
+
+def test_run_refuses_a_foreign_machine_before_compiling(tmp_path: Path) -> None:
+    """`run` failed in render ("no operand lowering for EM_386") or in clang; now it
+    stops at resolve, as validate does (nothing compiled, nothing attached)."""
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("run needs root (it registers itself before compiling)")
+    binary = patched(tmp_path, 3)
+    plan, where = plan_for(tmp_path, binary)
+    proc = subprocess.run([sys.executable, "-m", "planrunner", "run", "--no-cache",
+                           str(plan)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(f"{where}: error: {binary} is an ELF file for EM_386"), \
+        proc.stderr
