@@ -62,7 +62,8 @@ def variants(plan: str) -> tuple[str, str, str]:
     start = now.index("static __always_inline int pr_skip(")
     end = now.index("\n}\n", start) + 3
     before = now[:start] + BEFORE + now[end:]
-    registry = "    if (pr_is_tracer(tgid))\n        return 1;\n"
+    # the registry scan and the check of planrunner processes seen starting (pr_born)
+    registry = "    if (pr_is_tracer(tgid) || pr_is_born(tgid))\n        return 1;\n"
     assert registry in now
     out = agg.WORKLOAD.parent
     (out / "scope_now.bpf.c").write_text(now)
@@ -70,6 +71,13 @@ def variants(plan: str) -> tuple[str, str, str]:
     (out / "scope_no_registry.bpf.c").write_text(now.replace(registry, ""))
     return str(out / "scope_now.bpf.c"), str(out / "scope_before.bpf.c"), \
         program.sites[0].fn_name
+
+
+def own_cgroup_key() -> list[int]:
+    """(cgroup id, level) of this process's cgroup, as the runtime fills pr_scope_cgroups."""
+    from planrunner.runtime.scope import cgroup_key
+
+    return list(cgroup_key(own_cgroup()))
 
 
 def own_cgroup() -> str:
@@ -105,10 +113,10 @@ def main() -> None:
         "now: --comm": (now, {"config": {S.SELF: 1, S.SCOPE_UPROBE: F.COMM},
                               "comms": ["workload"]}),
         "now: --cgroup": (now, {"config": {S.SELF: 1, S.SCOPE_UPROBE: F.CGROUP,
-                                           S.CGROUPS: 1}, "cgroups": [own_cgroup()]}),
+                                           S.CGROUPS: 1}, "cgroups": [own_cgroup_key()]}),
         "now: all three": (now, {"config": {S.SELF: 1, S.SCOPE_UPROBE: every, S.CGROUPS: 1},
                                  "pids": ["{pid}"], "comms": ["workload"],
-                                 "cgroups": [own_cgroup()]}),
+                                 "cgroups": [own_cgroup_key()]}),
         "now: in a pid namespace (ns helper)": (now, {"config": {S.SELF: 1, **ns}}),
     }
     empty = agg.WORKLOAD.parent / "scope_empty.bpf.c"

@@ -7,7 +7,7 @@ workload loops, so the C and its filters are what the benchmark measures.
 
     /usr/bin/python3 bench/scope_loader.py BINARY ADDR PID C_FILE FUNCTION SETUP
 
-SETUP: {"config": {slot: value}, "pids": [..], "comms": [..], "cgroups": [..]}.
+SETUP: {"config": {slot: value}, "pids": [..], "comms": [..], "cgroups": [[id, level]..]}.
 """
 
 from __future__ import annotations
@@ -35,8 +35,11 @@ def main() -> None:
         key = comms.Key()
         key.c = c.encode()
         comms[key] = ct.c_uint32(1)
-    for i, path in enumerate(setup.get("cgroups", [])):
-        bpf["pr_scope_cgroups"][i] = path
+    for i, (cgroup_id, level) in enumerate(setup.get("cgroups", [])):  # struct pr_cgroup
+        table = bpf["pr_scope_cgroups"]
+        leaf = table.Leaf()
+        leaf.id, leaf.level = cgroup_id, level
+        table[ct.c_int(i)] = leaf
     bpf.attach_uprobe(name=binary, addr=addr, fn_name=fn, pid=pid)
     serve_until_stopped()
     # The program's own run time, counted by the kernel while the driver holds

@@ -33,7 +33,7 @@ class Diagnostic:
     message: str
     span: Span | None = None
     hints: tuple[str, ...] = ()
-    severity: str = "error"  # "error" or "warning"
+    severity: str = "error"  # "error", "warning" or "note" (what was chosen, and why)
     # Extra lines shown verbatim after the caret (e.g. an operand with its own caret).
     notes: tuple[str, ...] = field(default=())
 

@@ -6,7 +6,8 @@
     execute runtime/        RenderedProgram   -> records and map snapshots -> output/
 
 Commands load and resolve through load_resolved, which also resolves what a plan with
-schema errors still has (every mistake at once), and compile_plan adds render.
+schema errors still has (every mistake at once), and compile_plan adds render;
+compile_plans does it for several plans at once, merged into one program (plan_set.py).
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ def resolve(plan: Plan, pid: int | None = None,
 
 
 def load_resolved(path: str, overrides: dict[str, str], pid: int | None = None,
-                  command: list[str] | None = None, *, require_params: bool = True
-                  ) -> tuple[Plan, ResolvedPlan]:
+                  command: list[str] | None = None, *, require_params: bool = True,
+                  source: bytes | None = None) -> tuple[Plan, ResolvedPlan]:
     """load -> resolve. A plan with schema errors fails with them, those of building the
     rest, and those resolve finds in the rest (a probe not in its binary, an offset
     inside an instruction): every mistake at once."""
     try:
-        plan = load_plan(path, overrides, require_params=require_params)
+        plan = load_plan(path, overrides, require_params=require_params, source=source)
     except PlanSchemaError as err:
         partial = err.partial
         if partial is not None:
@@ -61,8 +62,44 @@ def render(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
 
 
 def compile_plan(path: str, overrides: dict[str, str], pid: int | None = None,
-                 command: list[str] | None = None
+                 command: list[str] | None = None, source: bytes | None = None
                  ) -> tuple[Plan, ResolvedPlan, RenderedProgram]:
-    """load -> resolve -> render: everything `render` and `run` do before the kernel."""
-    plan, resolved = load_resolved(path, overrides, pid, command)
+    """load -> resolve -> render: everything `render` and `run` do before the kernel
+    (`source`: the plan's bytes, when the caller read them)."""
+    plan, resolved = load_resolved(path, overrides, pid, command, source=source)
     return plan, resolved, render(resolved)
+
+
+def compile_plans(paths: list[str], sets: dict[str, str], pid: int | None = None,
+                  command: list[str] | None = None,
+                  sources: list[bytes | None] | None = None
+                  ) -> tuple[list[Plan], Plan, ResolvedPlan, RenderedProgram]:
+    """compile_plan of several plans, merged into one program (plan_set.py): every plan
+    is loaded and resolved on its own; the mistakes of all of them are raised together,
+    before anything renders. The plans, the merged plan, its resolved plan, the program."""
+    from planrunner import plan_set
+
+    sources = sources or [None] * len(paths)
+    if len(paths) == 1:
+        plan, resolved = load_resolved(paths[0], sets, pid, command, source=sources[0])
+        return [plan], plan, resolved, render(resolved)
+    names = [plan_set.declared(p, s) for p, s in zip(paths, sources, strict=True)]
+    failed: list[PlanError] = []
+    try:
+        each = plan_set.split_overrides(names, sets)
+    except PlanError as err:  # told with the plans' own mistakes (a plan that does not
+        failed.append(err)    # parse declares nothing): checked without their values
+        each = [{} for _ in paths]
+    loaded: list[tuple[Plan, ResolvedPlan]] = []
+    for path, own, source in zip(paths, each, sources, strict=True):
+        try:
+            loaded.append(load_resolved(path, own, pid, command, source=source,
+                                        require_params=not failed))
+        except PlanError as err:
+            failed.append(err)
+    if failed:
+        error = PlanError([d for err in failed for d in err.diagnostics])
+        error.exit_code = max(err.exit_code for err in failed)
+        raise error
+    plan, resolved = plan_set.merge(loaded)
+    return [p for p, _ in loaded], plan, resolved, render(resolved)

@@ -7,27 +7,26 @@ before the backend, which on a warm run was most of the time left (BENCHMARKS.md
 "Issue 17 (round two): startup").
 
 Key (SHA-256, length-prefixed parts): this file's format, the planrunner version and
-the identity of its source files (a checkout edited without a new version never gets
-a program pickled by older code), the plan's path and bytes, the raw `--set` values,
-the --pid / -c values, the current directory, the whole environment but the cache's
-own variables and those a shell or sudo sets per command line (`_`, SUDO_COMMAND,
-OLDPWD) (preflight warnings read it, PATH finds binaries), the effective uid, the
-kernel (uname) and whether stderr is a terminal.
+the identity of its source files and of the templates and schema (a checkout edited
+without a new version never gets a program pickled by older code), the plan's path and
+bytes (read once, bounded as the loader bounds them, and handed to the loader), the raw
+`--set` values, the --pid / -c values, the current directory, the whole environment
+but the cache's own variables and those a shell or sudo sets per command line (`_`,
+SUDO_COMMAND, OLDPWD) (preflight warnings read it), the effective uid, the kernel
+(uname) and whether stderr is a terminal.
 
-An entry also records every input the compile read, seen by an audit hook
-(sys.addaudithook) while it ran, and each is checked again before the entry is used:
-- a file opened (target binaries, templates, the schema; not the plan, whose path and
-  bytes are in the key, read again by every run): device, inode,
-  size, mtime and ctime (a rebuilt or replaced binary is another file);
-- under /proc and /sys (a --pid target's cmdline and environ, tracefs formats): the
-  bytes read again and compared by hash (/proc/PID/stat: the process's start time,
-  recorded for every process whose /proc files were read: a pid reused is a miss);
-- a directory listed outside the import system: its sorted names;
-- the directory of each file opened, and each $PATH directory: its mtime (a binary or
-  library installed beside or before the one found is another resolution).
-Not stored (the run compiles each time): a compile that started a process, read a
-process's memory, or read no file at all, i.e. anything whose inputs cannot be named.
-Files the import system opens (planrunner's own modules) are not inputs: the version is.
+An entry also holds the list of inputs the compile declared (planrunner/inputs.py: the
+code that reads a file, lists a directory, follows a link, reads a variable or probes
+for an absence says what it looked at and what it found, when it found it), and a warm
+run checks exactly that list again before using the entry: no audit hook, nothing
+inferred. Files by mode, owner, device, inode, size, mtime and ctime, taken when read
+(a binary replaced during the compile is a miss next time, never a stored error);
+/proc and /sys files by their bytes (/proc/PID/stat by the process's start time,
+recorded for every process whose /proc files were read: a pid reused is a miss);
+listings by their names; links and realpaths by where they lead; variables by value;
+absences as absences (an optional target that appears, a program installed in a PATH
+directory before the one found). A compile during which an input changed between two
+reads, or that used what cannot be named, is not stored.
 
 Entries are pickles of the compile's result (RenderedProgram and what `run` shows
 around it), in the same private directory and with the same header (magic, format,
@@ -42,20 +41,19 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from planrunner import __version__
+from planrunner.inputs import Input, InputLog, changed
 from planrunner.runtime.compile_cache import seal, sha256, unseal
 
 if TYPE_CHECKING:
     from planrunner.render.model import RenderedProgram
     from planrunner.runtime.compile_cache import ProgramCache
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 3
 MAGIC = b"PRRUN\0\0\0"
 SUFFIX = ".run"
 # variables that change where the cache is and what it logs, never what a compile makes,
@@ -64,10 +62,8 @@ SUFFIX = ".run"
 # would make runs that differ only in -d or in how planrunner was typed miss
 _NOT_INPUTS = frozenset({"PLANRUNNER_CACHE_DIR", "PLANRUNNER_CACHE_LOG", "_",
                          "SUDO_COMMAND", "OLDPWD"})
-_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
-# events after which a compile's inputs cannot be named: never stored
-_UNKEYABLE = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-                        "os.fork"})
+# data the compile reads that is code, not input (resources.data_dir's folders)
+_DATA = ("templates", "schema")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +76,25 @@ class CompiledRun:
     has_tables: bool
     plan_name: str
     description: str  # for --prometheus (which never takes an entry: the plan's)
+    plans: tuple[tuple[str, str], ...] = ()  # each plan's (name, description)
+
+
+def plans_part(paths: Sequence[str], plan_bytes: Sequence[bytes]) -> tuple[str, bytes]:
+    """run_key's `plan` and `plan_bytes` for the plans of one run: one plan's own path
+    and bytes; several plans' paths NUL-joined and their bytes, each length-prefixed."""
+    if len(paths) == 1:
+        return paths[0], plan_bytes[0]
+    return "\0".join(paths), b"".join(struct.pack("<Q", len(b)) + b for b in plan_bytes)
 
 
 def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int],
             command: str | None, stderr_tty: bool,
-            environ: dict[str, str] | None = None, cwd: str | None = None) -> str:
+            environ: dict[str, str] | None = None, cwd: str | None = None,
+            kernel: str | None = None) -> str:
     env = os.environ if environ is None else environ
-    u = os.uname()
+    if kernel is None:
+        u = os.uname()
+        kernel = f"{u.release}|{u.version}|{u.machine}"
     h = sha256()
     for part in (f"planrunner-run-cache:{FORMAT_VERSION}", __version__, source_identity(),
                  plan, plan_bytes,
@@ -94,7 +102,7 @@ def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int
                  cwd if cwd is not None else os.getcwd(),
                  "\0".join(f"{k}={v}" for k, v in sorted(env.items())
                            if k not in _NOT_INPUTS),
-                 str(os.geteuid()), f"{u.release}|{u.version}|{u.machine}",
+                 str(os.geteuid()), kernel,
                  str(stderr_tty)):
         data = part if isinstance(part, bytes) else part.encode("utf-8", "surrogateescape")
         h.update(struct.pack("<Q", len(data)))
@@ -103,189 +111,70 @@ def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int
 
 
 def source_identity(root: str | None = None) -> str:
-    """Path, size and mtime of every file of the planrunner package (~150 stats, well
-    under a millisecond): the code that computed an entry, which the version alone does
-    not name in a working tree."""
+    """Path, size, mtime and ctime of every file of the planrunner package and of the
+    data it reads as code (templates/, schema/) (~200 stats, under a millisecond): the
+    code that computed an entry, which the version alone does not name in a working
+    tree."""
     h = sha256()
-    stack = [root or os.path.dirname(os.path.abspath(__file__))]
-    while stack:
-        with os.scandir(stack.pop()) as it:
-            for e in sorted(it, key=lambda e: e.name):
-                if e.is_dir(follow_symlinks=False):
-                    if e.name != "__pycache__":
-                        stack.append(e.path)
-                elif e.name.endswith(".py"):
-                    st = e.stat()
-                    h.update(f"{e.path}|{st.st_size}|{st.st_mtime_ns}\n".encode(
-                        "utf-8", "surrogateescape"))
+    package = os.path.dirname(os.path.abspath(__file__))
+    roots = [root] if root else [package]
+    for name in () if root else _DATA:  # as resources.data_dir finds them (no pathlib)
+        roots += [next((d for d in (os.path.join(package, "_data", name),
+                                    os.path.join(os.path.dirname(package), name))
+                        if os.path.isdir(d)), package)]
+    for top in roots:
+        stack = [top]
+        while stack:
+            with os.scandir(stack.pop()) as it:
+                for e in sorted(it, key=lambda e: e.name):
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name != "__pycache__":
+                            stack.append(e.path)
+                    elif e.name.endswith(".py") or top != package:
+                        st = e.stat()
+                        h.update(f"{e.path}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}\n"
+                                 .encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
 # --- inputs -----------------------------------------------------------------------------
 
-def _stat(path: str) -> str:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "missing"
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-
-
-def _mtime(path: str) -> str:
-    try:
-        return str(os.stat(path).st_mtime_ns)
-    except OSError:
-        return "missing"
-
-
-def _is_proc_pid(parts: list[str]) -> bool:
-    return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit()
-
-
-def _content(path: str) -> str:
-    """The bytes of a /proc or /sys file, by hash; /proc/PID/stat as its start time
-    (the process's identity: the other fields are counters that move every tick)."""
-    parts = path.split("/")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return "missing"
-    if _is_proc_pid(parts) and len(parts) == 4 and parts[3] == "stat":
-        fields = data.rsplit(b")", 1)[-1].split()
-        return "start:" + (fields[19].decode() if len(fields) > 19 else "?")
-    return sha256(data).hexdigest()
-
-
-def _listing(path: str) -> str:
-    try:
-        return sha256("\0".join(sorted(os.listdir(path))).encode(
-            "utf-8", "surrogateescape")).hexdigest()
-    except OSError:
-        return "missing"
-
-
-_CHECKS = {"stat": _stat, "content": _content, "dir": _listing, "mtime": _mtime}
-
-
-def fingerprint(kind: str, path: str) -> str:
-    return _CHECKS[kind](path)
-
-
 class Uncacheable(Exception):
     pass
 
 
-class InputRecorder:
-    """The files and directories a compile reads, from the interpreter's audit events.
-    An audit hook cannot be removed: one is installed per process and does nothing
-    outside `recording()`."""
-
-    _installed: InputRecorder | None = None
-
-    def __init__(self) -> None:
-        self.active = False
-        self.opened: list[str] = []
-        self.listed: list[str] = []
-        self.unkeyable: str | None = None
-
-    @classmethod
-    def get(cls) -> InputRecorder:
-        if cls._installed is None:
-            rec = cls._installed = InputRecorder()
-            sys.addaudithook(rec._hook)
-        return cls._installed
-
-    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
-        if not self.active:
-            return
-        if event in _UNKEYABLE:
-            self.unkeyable = self.unkeyable or event
-            return
-        if event not in _EVENTS or not args or not isinstance(args[0], (str, bytes)):
-            return
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        if caller.startswith("importlib") or caller == "zipimport":
-            return  # the import system: modules are versioned, not inputs
-        path = os.fsdecode(args[0])
-        if event == "open":
-            mode = args[1] if len(args) > 1 and isinstance(args[1], str) else "r"
-            if any(c in mode for c in "wax+"):
-                return
-            self.opened.append(path)
-        else:
-            self.listed.append(path)
-
-    @contextmanager
-    def recording(self) -> Iterator[InputRecorder]:
-        self.opened, self.listed, self.unkeyable = [], [], None
-        self.active = True
-        try:
-            yield self
-        finally:
-            self.active = False
-
-    def inputs(self, keyed: Sequence[str] = ()) -> tuple[tuple[str, str, str], ...]:
-        """(kind, path, fingerprint) of everything recorded, taken now (right after the
-        compile: a file that changed during it is caught at the next use, when its
-        fingerprint differs). `keyed`: files whose bytes are in the key (the plan, read
-        and found again by every run): not inputs. Raises Uncacheable."""
-        if self.unkeyable:
-            raise Uncacheable(f"the compile used {self.unkeyable}")
-        if not self.opened:
-            raise Uncacheable("the compile read no file")
-        deps: dict[tuple[str, str], None] = {}
-        skip = {os.path.abspath(p) for p in keyed}
-        for raw in self.opened:
-            path = os.path.abspath(raw)
-            if path in skip:
-                continue
-            parts = path.split("/")
-            if _is_proc_pid(parts) and len(parts) > 3 and parts[3] in ("mem", "pagemap"):
-                raise Uncacheable(f"the compile read process memory ({path})")
-            if _is_proc_pid(parts):  # the same process, not one that reuses its pid
-                deps[("content", "/".join(parts[:3] + ["stat"]))] = None
-            if parts[1] in ("proc", "sys") and not (
-                    _is_proc_pid(parts) and len(parts) > 3 and parts[3] in ("root", "exe",
-                                                                             "map_files")):
-                deps[("content", path)] = None
-            else:
-                deps[("stat", path)] = None
-                deps[("mtime", os.path.dirname(path))] = None
-        for raw in self.listed:
-            deps[("dir", os.path.abspath(raw))] = None
-        for d in os.environ.get("PATH", "").split(":"):
-            if d:
-                deps[("mtime", d)] = None
-        return tuple((kind, path, fingerprint(kind, path)) for kind, path in deps)
-
-
-def unchanged(inputs: Sequence[tuple[str, str, str]]) -> str | None:
-    """None when every input is as recorded; else the first that is not."""
-    for kind, path, want in inputs:
-        if fingerprint(kind, path) != want:
-            return f"{path} changed"
-    return None
+def declared_inputs(log: InputLog) -> tuple[Input, ...]:
+    """What the compile declared it read (planrunner/inputs.py), each as found when it
+    was read. Raises Uncacheable when that list cannot stand for the compile."""
+    if log.unkeyable_why:
+        raise Uncacheable(f"the compile used {log.unkeyable_why}")
+    if log.moved:
+        raise Uncacheable(log.moved)  # the next run compiles again, and stores
+    return log.inputs()
 
 
 # --- entries ----------------------------------------------------------------------------
 
-def encode(key: str, inputs: Sequence[tuple[str, str, str]], run: CompiledRun) -> bytes:
+def encode(key: str, inputs: Sequence[Input], run: CompiledRun) -> bytes:
     body = pickle.dumps({"key": key, "inputs": tuple(inputs), "run": run},
                         protocol=pickle.HIGHEST_PROTOCOL)
     return seal(MAGIC, FORMAT_VERSION, body)
 
 
-def decode(key: str, blob: bytes) -> tuple[tuple[tuple[str, str, str], ...], CompiledRun]:
+def decode(key: str, blob: bytes) -> tuple[tuple[Input, ...], CompiledRun]:
     """Raises ValueError saying what is wrong with the entry."""
     body = unseal(blob, MAGIC, FORMAT_VERSION, "run-cache entry")
     try:
         d = pickle.loads(body)  # noqa: S301 - a private file of this user, checksummed
         if d["key"] != key:
             raise ValueError("stored under another key")
-        run, inputs = d["run"], tuple(tuple(x) for x in d["inputs"])
+        run, inputs = d["run"], d["inputs"]
         if not isinstance(run, CompiledRun):
             raise ValueError("not a compiled run")
+        if not isinstance(inputs, tuple) or not all(
+                isinstance(x, tuple) and len(x) == 3 and all(isinstance(p, str) for p in x)
+                for x in inputs):
+            raise ValueError("malformed input list")
         return inputs, run
     except (KeyError, TypeError, ValueError, AttributeError, EOFError,
             pickle.UnpicklingError, ImportError) as exc:
@@ -304,7 +193,7 @@ def lookup(cache: ProgramCache, key: str) -> CompiledRun | None:
     except ValueError as exc:
         cache.discard_entry(key + SUFFIX, f"is corrupt ({exc})")
         return None
-    why = unchanged(inputs)
+    why = changed(inputs)
     if why is not None:
         cache.note(f"run stale {key[:16]}: {why}")
         cache.remove_entry(key + SUFFIX)
@@ -313,11 +202,9 @@ def lookup(cache: ProgramCache, key: str) -> CompiledRun | None:
     return run
 
 
-def store(cache: ProgramCache, key: str, recorder: InputRecorder, run: CompiledRun,
-          keyed: Sequence[str] = ()) -> None:
+def store(cache: ProgramCache, key: str, log: InputLog, run: CompiledRun) -> None:
     try:
-        inputs = recorder.inputs(keyed)
-        data = encode(key, inputs, run)
+        data = encode(key, declared_inputs(log), run)
     except (Uncacheable, pickle.PicklingError, TypeError, AttributeError) as exc:
         cache.note(f"run not stored: {exc}")
         return

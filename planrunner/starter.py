@@ -9,7 +9,9 @@ text, with comments for the reader.
 A USDT argument's type comes from its operand (size and sign: int8..int64,
 uint8..uint64); an 8-byte unsigned operand is a `pointer`, with a comment saying that
 `string` reads the text when it is a `char *`. Arguments are left unnamed: they are
-`arg1`, `arg2`... in expressions until the user names them. Every probe gets one `print`
+`arg1`, `arg2`... in expressions until the user names them; but a well-known provider's
+probe (providers.py: python, ruby, php, hotspot, postgresql, mysql) gets the names and
+types of its definition, where its operands agree. Every probe gets one `print`
 output listing its arguments (or its tracepoint fields). Strings are written as JSON
 strings, which both YAML (double-quoted) and TOML (basic strings) read back unchanged.
 """
@@ -22,6 +24,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from planrunner.providers import ProviderArg, known_args
 
 if TYPE_CHECKING:
     from planrunner.tracefs import EventFormat
@@ -41,6 +45,8 @@ class StarterArg:
     type: str | None
     comment: str
     shown: bool = True  # listed in the print output's fields
+    name: str | None = None  # from the table of known providers (providers.py)
+    length: str | None = None  # `length:` of a string (the argument holding it)
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,27 @@ def starter_arg(arg: ArgOperand) -> StarterArg:
     return StarterArg(*operand_type(arg))
 
 
+_TYPE_SIZES = {"string": 8, "pointer": 8, "bool": 1, "int8": 1, "uint8": 1, "int16": 2,
+               "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8}
+
+
+def known_arg(arg: ArgOperand, known: ProviderArg) -> StarterArg:
+    """One USDT operand named and typed from the table of known providers; the table's
+    type only where the operand's size agrees (another build may differ)."""
+    base = starter_arg(arg)
+    typ = known.type if known.type and _TYPE_SIZES[known.type] == arg.size else base.type
+    if not base.shown:
+        typ = None
+    comment = base.comment if not base.shown else \
+        f"{arg.size} {'signed' if arg.signed else 'unsigned'} bytes, {arg.text}"
+    if typ == "string":
+        comment += ": a char *"
+    if typ != known.type and known.type is not None:
+        comment += f" (a {known.type} in the provider's definition; this build differs)"
+    return StarterArg(typ, comment, base.shown, known.name,
+                      known.length if typ == "string" else None)
+
+
 def operand_type(arg: ArgOperand) -> tuple[str | None, str]:
     """(plan type, comment) of one USDT operand."""
     sign = "signed" if arg.signed else "unsigned"
@@ -111,13 +138,20 @@ def usdt_starter(command: str, spec: str, path: str, probes: Sequence[UsdtProbe]
     for probe in probes:
         name = identifier(f"{probe.provider}_{probe.name}" if probe.name in clash
                           else probe.name)
-        args = tuple(starter_arg(a) for a in probe.sites[0].args)
+        operands = probe.sites[0].args
+        known = known_args(probe.provider, probe.name, len(operands))
+        args = tuple(starter_arg(a) for a in operands) if known is None else \
+            tuple(known_arg(a, k) for a, k in zip(operands, known, strict=True))
         comments = []
         if len(probe.sites) > 1:
             comments.append(f"{len(probe.sites)} locations; the types are those of the first")
+        if known is not None:
+            comments.append(f"arguments named as {probe.provider}'s probe definition names "
+                            "them")
         out.append(StarterProbe(
             name=name, kind="usdt", spec=f"{target}:{probe.provider}:{probe.name}",
-            args=args, fields=tuple(f"arg{i}" for i, a in enumerate(args, 1) if a.shown),
+            args=args, fields=tuple(a.name or f"arg{i}" for i, a in enumerate(args, 1)
+                                    if a.shown and not _is_length(a, args)),
             comments=tuple(comments)))
     footer: tuple[str, ...] = ()
     if total > len(probes):
@@ -132,6 +166,11 @@ def usdt_starter(command: str, spec: str, path: str, probes: Sequence[UsdtProbe]
                     "filters and aggregations)",
         header=_header(command, path), targets={target: binary}, probes=tuple(out),
         footer=footer)
+
+
+def _is_length(arg: StarterArg, args: Sequence[StarterArg]) -> bool:
+    """Whether `arg` is the length of a string argument (not worth a column)."""
+    return any(a.length == f"arg{args.index(arg) + 1}" for a in args)
 
 
 def tracepoint_starter(command: str, events: Sequence[tuple[str, str, EventFormat | None]]
@@ -188,6 +227,12 @@ def _comment_lines(lines: Sequence[str], indent: str) -> list[str]:
     return [f"{indent}# {line}" for line in lines]
 
 
+def _arg_items(arg: StarterArg) -> list[tuple[str, str]]:
+    """The keys of one `args:` entry, in the order a reader expects them."""
+    items = [("name", arg.name), ("type", arg.type), ("length", arg.length)]
+    return [(k, v) for k, v in items if v]
+
+
 def to_yaml(plan: StarterPlan) -> str:
     out = _comment_lines(plan.header, "")
     out += ["planrunner: 1", f"name: {_q(plan.name)}", f"description: {_q(plan.description)}"]
@@ -200,9 +245,11 @@ def to_yaml(plan: StarterPlan) -> str:
         out += [f"  {probe.name}:", f"    {probe.kind}: {_q(probe.spec)}"]
         if probe.args:
             out.append("    args:")
-            for i, arg in enumerate(probe.args, 1):
-                item = f"{{type: {arg.type}}}" if arg.type else "{}"
-                out.append(f"      - {item:<17} # arg{i}: {arg.comment}")
+            items = ["{" + ", ".join(f"{k}: {v}" for k, v in _arg_items(arg)) + "}"
+                     for arg in probe.args]
+            width = max([17, *map(len, items)])
+            for i, (arg, item) in enumerate(zip(probe.args, items, strict=True), 1):
+                out.append(f"      - {item:<{width}} # arg{i}: {arg.comment}")
     out += ["", "outputs:"]
     for probe in plan.probes:
         out.append(f"  - print: {probe.name}")
@@ -225,9 +272,12 @@ def to_toml(plan: StarterPlan) -> str:
         out += [f"[probes.{probe.name}]", f"{probe.kind} = {_q(probe.spec)}"]
         if probe.args:
             out.append("args = [")
-            for i, arg in enumerate(probe.args, 1):
-                item = f"{{ type = {_q(arg.type)} }}," if arg.type else "{},"
-                out.append(f"  {item:<22} # arg{i}: {arg.comment}")
+            items = [f"{{ {pairs} }}," if pairs else "{},"
+                     for pairs in (", ".join(f"{k} = {_q(v)}" for k, v in _arg_items(arg))
+                                   for arg in probe.args)]
+            width = max([22, *map(len, items)])
+            for i, (arg, item) in enumerate(zip(probe.args, items, strict=True), 1):
+                out.append(f"  {item:<{width}} # arg{i}: {arg.comment}")
             out.append("]")
     for probe in plan.probes:
         out += ["", "[[outputs]]", f"print = {_q(probe.name)}"]

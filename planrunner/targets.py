@@ -1,22 +1,27 @@
 """Turn what a user calls a program or library into the absolute path of an ELF file.
 
 `resolve_target(spec, pid=None, span=None) -> str`, tried in this order:
-1. a path (contains '/'): relative to the working directory; with a pid, a path that does
-   not exist here is looked up under /proc/PID/root (a container's file system);
+1. a path (contains '/'): relative to the working directory; with a pid, looked up first
+   under /proc/PID/root (that process's mount namespace and root: a container's file
+   system), the host's path kept when both name one file; when they name two, the
+   process's, and a note says so (`notes`): never the host's file silently;
 2. with a pid: a name matched against the objects that process has mapped executable,
    by basename (`libc.so.6`) or library short name (`c`, `pthread`, `jvm`);
 3. a program name on PATH (`postgres`, `python3.11`);
 4. a library short name or soname, found like the dynamic linker does, through the
    `ldconfig -p` cache (host architecture preferred), then LD_LIBRARY_PATH.
 The result is the real path (symlinks resolved): that is the inode uprobes attach to.
-Unknown targets raise ResolveError with a hint.
+Unknown targets raise ResolveError with a hint. Every file, directory, link and variable
+looked at, found or not, is declared to the run cache (planrunner/inputs.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 
+from planrunner import inputs
 from planrunner.diagnostics import Span, did_you_mean
 from planrunner.elf.reader import is_elf
 from planrunner.errors import ResolveError
@@ -29,22 +34,25 @@ _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*)$")
 _HINT = "give an absolute path, a program on PATH, or a library name from `ldconfig -p`"
 
 
-def resolve_target(spec: str, pid: int | None = None, span: Span | None = None) -> str:
-    """The absolute real path of the ELF file `spec` names. ResolveError when none."""
+def resolve_target(spec: str, pid: int | None = None, span: Span | None = None,
+                   notes: list[str] | None = None) -> str:
+    """The absolute real path of the ELF file `spec` names. ResolveError when none.
+    What a user should know about the choice (a container's file that differs from the
+    host's at the same path) is appended to `notes`."""
     if not spec:
         raise ResolveError("empty target", span, hints=(_HINT,))
     if "/" in spec:
-        return _resolve_path(spec, pid, span)
+        return _resolve_path(spec, pid, span, notes)
     if pid is not None:
         found = _from_process(spec, pid) or _from_process_dirs(spec, pid)
         if found:
             return found
     on_path = _from_path(spec)
     if on_path:
-        return os.path.realpath(on_path)
+        return inputs.realpath(on_path)
     lib = _from_ldconfig(spec) or _from_ld_library_path(spec)
     if lib:
-        return os.path.realpath(lib)
+        return inputs.realpath(lib)
     raise _unknown(spec, pid, span)
 
 
@@ -58,20 +66,23 @@ def library_names(soname: str) -> tuple[str, ...]:
     return (m.group(1), bare.group(1)) if bare else (m.group(1),)
 
 
-def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
-    candidates = [os.path.abspath(spec)]
-    if pid is not None and spec.startswith("/"):
-        candidates.append(f"/proc/{pid}/root{spec}")
-    for cand in candidates:
-        if os.path.isfile(cand):
-            return _real(cand, pid)
-    if os.path.isdir(candidates[0]):
+def _resolve_path(spec: str, pid: int | None, span: Span | None,
+                  notes: list[str] | None) -> str:
+    host = os.path.abspath(spec)
+    if pid is not None:
+        inside = _inside_root(host, pid, notes)
+        if inside is not None:
+            return inside
+    if inputs.isfile(host):
+        return _real(host, None)
+    if inputs.isdir(host):
         raise ResolveError(f"target '{spec}' is a directory", span,
                            hints=("give the executable or library file inside it",))
-    if os.path.exists(candidates[0]):  # /dev/null: there, but no file to probe
+    st = inputs.stat(host)
+    if st is not None:  # /dev/null: there, but no file to probe
         import stat
 
-        mode = os.stat(candidates[0]).st_mode
+        mode = st.st_mode
         kind = ("a character device" if stat.S_ISCHR(mode) else "a block device"
                 if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket")
         raise ResolveError(f"target '{spec}' is {kind}, not a file", span,
@@ -79,12 +90,42 @@ def _resolve_path(spec: str, pid: int | None, span: Span | None) -> str:
     raise ResolveError(f"target '{spec}' not found", span, hints=(_HINT,))
 
 
+def _inside_root(host: str, pid: int, notes: list[str] | None) -> str | None:
+    """`host` (an absolute path) as process `pid` sees it, through /proc/PID/root, which
+    leads into its mount namespace and root directory (a container's files), both
+    followed from here. The host's path when both name one file (the usual case: a
+    process of this system); the inside one, with a note, when they name two files (a
+    container's binary at a path the host has too: the host's would never fire); None
+    when the process has no such file (or its root cannot be read): the host's path is
+    used as before, with a note when the process cannot see it."""
+    root = f"/proc/{pid}/root"
+    inside = _real(root + host, pid)
+    in_st = inputs.stat(inside)
+    if in_st is None:
+        if notes is not None and inputs.isfile(host) and inputs.access(root + "/", os.X_OK):
+            notes.append(f"{host} is not in the file system of process {pid}: the "
+                         "host's file is used, which that process cannot map")
+        return None
+    if not stat.S_ISREG(in_st.st_mode):
+        return None  # a directory: said by the caller, as for the host's path
+    host_st = inputs.stat(host)
+    if host_st is None:
+        return inside  # only the process has it (a container's own path)
+    if (host_st.st_dev, host_st.st_ino) == (in_st.st_dev, in_st.st_ino):
+        return _real(host, None)
+    if notes is not None:
+        notes.append(f"{host} in process {pid} is another file than the host's "
+                     f"(inode {in_st.st_ino}, not the host's {host_st.st_ino}): traced "
+                     f"through its root, {inside}")
+    return inside
+
+
 def _from_path(spec: str) -> str | None:
     """The first ELF file called `spec` on PATH. Scripts (a pyenv shim, a wrapper) are
     skipped: uprobes need the ELF image, so keep looking like `which -a` would."""
-    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+    for directory in (inputs.getenv("PATH", os.defpath) or "").split(os.pathsep):
         cand = os.path.join(directory or ".", spec)
-        if os.path.isfile(cand) and os.access(cand, os.X_OK) and is_elf(cand):
+        if inputs.isfile(cand) and inputs.access(cand, os.X_OK) and is_elf(cand):
             return cand
     return None
 
@@ -112,8 +153,8 @@ def _from_process_dirs(spec: str, pid: int) -> str | None:
     prefix = host_prefix(pid)
     dirs: list[str] = []
     try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            env = dict(v.split(b"=", 1) for v in fh.read().split(b"\0") if b"=" in v)
+        env = dict(v.split(b"=", 1) for v in inputs.read_bytes(f"/proc/{pid}/environ")
+                   .split(b"\0") if b"=" in v)
         dirs += [prefix + d for d in os.fsdecode(env.get(b"LD_LIBRARY_PATH", b"")).split(":")
                  if d.startswith("/")]
     except OSError:
@@ -121,12 +162,12 @@ def _from_process_dirs(spec: str, pid: int) -> str | None:
     dirs += [os.path.dirname(p) for p in executable_objects(pid)]
     for directory in dict.fromkeys(dirs):
         try:
-            names = sorted(os.listdir(directory))
+            names = sorted(inputs.listdir(directory))
         except OSError:
             continue
         for name in names:
             path = os.path.join(directory, name)
-            if _matches(spec, name) and os.path.isfile(path) and is_elf(path):
+            if _matches(spec, name) and inputs.isfile(path) and is_elf(path):
                 return _real(path, pid)
     return None
 
@@ -136,7 +177,7 @@ def _real(path: str, pid: int | None) -> str:
     that root (os.path.realpath would follow the root link itself out to a host path)."""
     root = f"/proc/{pid}/root" if pid is not None else None
     if root is None or not path.startswith(root + "/"):
-        return os.path.realpath(path)
+        return inputs.realpath(path)
     parts = path[len(root):].split("/")[1:]
     done = ""
     for _ in range(256):  # components plus symlink hops: bounded even with a loop
@@ -149,9 +190,8 @@ def _real(path: str, pid: int | None) -> str:
             done = done.rsplit("/", 1)[0]
             continue
         cand = f"{done}/{part}"
-        try:
-            target = os.readlink(root + cand)
-        except OSError:  # not a link (or missing): keep it
+        target = inputs.readlink(root + cand)
+        if target is None:  # not a link (or missing): keep it
             done = cand
             continue
         parts = target.split("/")[1:] + parts if target.startswith("/") else \
@@ -162,10 +202,14 @@ def _real(path: str, pid: int | None) -> str:
 
 
 _LDCONFIG: list[tuple[tuple[str, str, str], ...]] = []
+LD_SO_CACHE = "/etc/ld.so.cache"
 
 
 def _ldconfig_cache() -> tuple[tuple[str, str, str], ...]:
-    """(soname, flags, path) for every entry of `ldconfig -p`, parsed once per process."""
+    """(soname, flags, path) for every entry of `ldconfig -p`, parsed once per process.
+    What it prints is the linker's cache file, declared as the input (each call: the
+    parse is kept for the process, a compile may be recorded after it)."""
+    inputs.stat(LD_SO_CACHE)
     if not _LDCONFIG:
         _LDCONFIG.append(_read_ldconfig())
     return _LDCONFIG[0]
@@ -207,14 +251,14 @@ def _from_ldconfig(spec: str) -> str | None:
 
 
 def _from_ld_library_path(spec: str) -> str | None:
-    for directory in filter(None, os.environ.get("LD_LIBRARY_PATH", "").split(":")):
+    for directory in filter(None, (inputs.getenv("LD_LIBRARY_PATH") or "").split(":")):
         try:
-            names = sorted(os.listdir(directory))
+            names = sorted(inputs.listdir(directory))
         except OSError:
             continue
         for name in names:
             if (name == spec or spec in library_names(name)) and \
-                    os.path.isfile(os.path.join(directory, name)):
+                    inputs.isfile(os.path.join(directory, name)):
                 return os.path.join(directory, name)
     return None
 

@@ -16,10 +16,11 @@ resolve/sites.py has its own copy of the format parsing today; it can use this m
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+
+from planrunner import inputs
 
 CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 MOUNT_HINT = "mount it: mount -t tracefs nodev /sys/kernel/tracing"
@@ -56,20 +57,20 @@ def find_root(mounts: str = "/proc/mounts", candidates: tuple[str, ...] = CANDID
               ) -> str | None:
     """The directory tracefs is mounted on (one holding `events/`), or None."""
     for root in candidates:
-        if os.path.isdir(f"{root}/events"):
+        if inputs.isdir(f"{root}/events"):
             return root
     try:
-        with open(mounts, encoding="utf-8", errors="replace") as fh:
-            entries = [line.split() for line in fh]
+        entries = [line.split() for line in
+                   inputs.read_bytes(mounts).decode("utf-8", "replace").splitlines()]
     except OSError:
         return None
     for parts in entries:
-        if len(parts) >= 3 and parts[2] == "tracefs" and os.path.isdir(f"{parts[1]}/events"):
+        if len(parts) >= 3 and parts[2] == "tracefs" and inputs.isdir(f"{parts[1]}/events"):
             return parts[1]
     for parts in entries:
         if len(parts) >= 3 and parts[2] == "debugfs":
             root = f"{parts[1]}/tracing"
-            if os.path.isdir(f"{root}/events"):
+            if inputs.isdir(f"{root}/events"):
                 return root
     return None
 
@@ -86,11 +87,11 @@ def event_names(root: str, pattern: str | None = None) -> list[tuple[str, str]]:
     """(category, event) of every tracepoint matching `pattern`, sorted."""
     names: set[tuple[str, str]] = set()
     try:
-        with open(f"{root}/available_events", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                category, sep, event = line.strip().partition(":")
-                if sep:
-                    names.add((category, event))
+        text = inputs.read_bytes(f"{root}/available_events").decode("utf-8", "replace")
+        for line in text.splitlines():
+            category, sep, event = line.strip().partition(":")
+            if sep:
+                names.add((category, event))
     except OSError:
         names = set(_walk_events(root))
     return sorted(n for n in names if matches(pattern, *n))
@@ -99,12 +100,12 @@ def event_names(root: str, pattern: str | None = None) -> list[tuple[str, str]]:
 def _walk_events(root: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     events = f"{root}/events"
-    for category in os.listdir(events):
+    for category in inputs.listdir(events):
         path = f"{events}/{category}"
-        if not os.path.isdir(path):
+        if not inputs.isdir(path):
             continue
-        out.extend((category, e) for e in os.listdir(path)
-                   if os.path.isfile(f"{path}/{e}/format"))
+        out.extend((category, e) for e in inputs.listdir(path)
+                   if inputs.isfile(f"{path}/{e}/format"))
     return out
 
 
@@ -114,14 +115,13 @@ def categories(root: str) -> list[str]:
 
 def read_format(root: str, category: str, event: str) -> EventFormat:
     """Parse `events/CATEGORY/EVENT/format`; OSError when the event does not exist."""
-    with open(f"{root}/events/{category}/{event}/format", encoding="utf-8",
-              errors="replace") as fh:
-        return parse_format(fh.read())
+    path = f"{root}/events/{category}/{event}/format"
+    return parse_format(inputs.read_bytes(path).decode("utf-8", "replace"))
 
 
 def has_kprobes(root: str | None) -> bool:
     """Whether this kernel offers kprobe events (CONFIG_KPROBE_EVENTS)."""
-    return root is not None and os.path.exists(f"{root}/kprobe_events")
+    return root is not None and inputs.exists(f"{root}/kprobe_events")
 
 
 _FIELD = re.compile(r"^\s*field:(?P<decl>[^;]*);\s*(?P<rest>.*)$")

@@ -15,7 +15,8 @@ APT_PACKAGES=(python3-bpfcc bpfcc-tools python3-venv python3-pip gcc make libc6-
               systemtap-sdt-dev binutils bpftrace
               mariadb-server postgresql-15 openjdk-17-jdk-headless
               prometheus python3-prometheus-client
-              python3-capstone ruby3.1 php8.2-cli python3-rich tmux chromium)
+              python3-capstone ruby3.1 php8.2-cli python3-rich tmux chromium golang-go
+              systemd)
 if [ -n "${PLANRUNNER_SETUP_EXTRA:-}" ]; then
   read -r -a extra <<<"$PLANRUNNER_SETUP_EXTRA"; APT_PACKAGES+=("${extra[@]}")
 fi

@@ -69,6 +69,22 @@ static __always_inline int pr_strbuf_eq(const char *a, int asize, const char *b,
 	return 1;
 }
 
+/* A 64-bit FNV-1a hash of the string in buf (up to its NUL, at most n bytes), never 0:
+ * a nested span's `match` compares strings by it, and keeps 0 for a string not read
+ * (render/spans.py). */
+static __always_inline __u64 pr_str_hash(const char *buf, int n)
+{
+	__u64 h = 0xcbf29ce484222325ULL;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (buf[i] == 0)
+			break;
+		h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
+	}
+	return h ? h : 1;
+}
+
 /* The literal occurs in the string in buf (never past its NUL). lit is a buffer the
  * program filled byte by byte (render/expr_c.py: never a C string literal, which bcc
  * would leave in an unrelocated .rodata). */

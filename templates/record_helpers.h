@@ -5,22 +5,31 @@
 /* Per-CPU counters (render/model.py Counter): [0] records lost (ring buffer full),
    [1] aggregation keys dropped (map full), [2] bytes submitted since the last forced
    wakeup, [3] span begins that replaced an open begin of their key, [4] nested span
-   begins deeper than settings.span_depth (not timed), [5] stacks not captured; [6] not
-   a counter: this CPU's wakeup threshold in bytes, 0 until its first record. */
+   begins deeper than settings.span_depth (not timed), [5] stacks not captured, [6] ends
+   of nested spans with `match` that matched no open begin, [7] open begins such an end
+   dropped (their end never came); [8] not a counter: this CPU's wakeup threshold in
+   bytes, 0 until its first record. */
 #define PR_LOST_RINGBUF 0
 #define PR_LOST_MAPFULL 1
 #define PR_SUBMITS 2
 #define PR_SPAN_REPLACED 3
 #define PR_SPAN_OVERFLOW 4
 #define PR_STACK_LOST 5
-#define PR_WAKE_AT 6
-BPF_PERCPU_ARRAY(pr_counters, __u64, 7);
+#define PR_SPAN_UNMATCHED 6
+#define PR_SPAN_DROPPED 7
+#define PR_WAKE_AT 8
+BPF_PERCPU_ARRAY(pr_counters, __u64, 9);
 
-static __always_inline void pr_count(__u32 which)
+static __always_inline void pr_count_n(__u32 which, __u64 by)
 {
     __u64 *n = pr_counters.lookup(&which);
     if (n)
-        *n += 1;
+        *n += by;
+}
+
+static __always_inline void pr_count(__u32 which)
+{
+    pr_count_n(which, 1);
 }
 
 /* Wake the consumer when this CPU has submitted its share of the ring since its last

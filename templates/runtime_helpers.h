@@ -60,7 +60,9 @@ static __always_inline long pr_user_str_f(void *dst, __u32 cap, const void *src)
    one (0: it is), so that SELF and the --pid values, which are pids of that namespace,
    are compared with the task's tgid there. [PR_CFG_CGROUPS]: entries of pr_scope_cgroups
    in use. [PR_CFG_NR_CPUS]: the possible CPUs, which scale the ring buffer's wakeup
-   watermark (record_helpers.h). */
+   watermark (record_helpers.h). [PR_CFG_COMMAND]: the -c command (a pid of SELF's
+   namespace) while it is still a copy of planrunner, between its fork and its exec:
+   skipped like SELF, set to 0 by pr_on_exec when the exec has succeeded. */
 #define PR_CFG_SCOPE_UPROBE 0
 #define PR_CFG_SELF 1
 #define PR_CFG_SCOPE_TRACEPOINT 2
@@ -68,7 +70,8 @@ static __always_inline long pr_user_str_f(void *dst, __u32 cap, const void *src)
 #define PR_CFG_NS_INO 4
 #define PR_CFG_CGROUPS 5
 #define PR_CFG_NR_CPUS 6
-BPF_ARRAY(pr_config, __u32, 7);
+#define PR_CFG_COMMAND 7
+BPF_ARRAY(pr_config, __u32, 8);
 
 #define PR_SCOPE_PIDS 1
 #define PR_SCOPE_COMM 2
@@ -90,8 +93,21 @@ struct pr_tracer_table {
     __u32 tgid[PR_MAX_TRACERS];
     __u64 start[PR_MAX_TRACERS]; /* for user space: a pid reused is not the tracer */
 };
-BPF_TABLE_PINNED("array", __u32, struct pr_tracer_table, pr_tracers, 1,
-                 "/sys/fs/bpf/planrunner_tracers");
+/* the loader moves it (-DPR_TRACERS_PIN) when another user squatted the default */
+#ifndef PR_TRACERS_PIN
+#define PR_TRACERS_PIN "/sys/fs/bpf/planrunner_tracers"
+#endif
+BPF_TABLE_PINNED("array", __u32, struct pr_tracer_table, pr_tracers, 1, PR_TRACERS_PIN);
+/* planrunner processes that began while this run was attached and have not yet
+   registered in pr_tracers (they do once their Python runs, too late for the
+   interpreter's own start): tgid -> PR_BORN_*. pr_born_n counts the entries, so that
+   pr_skip looks the hash up only while there is one. */
+#define PR_BORN_EXEC 1 /* exec'd as planrunner (pr_on_exec) */
+#define PR_BORN_FORK 2 /* forked by a planrunner process: one until it execs */
+BPF_HASH(pr_born, __u32, __u32, 1024);
+BPF_ARRAY(pr_born_n, __u64, 1);
+/* tid -> 1: the execve it is in names planrunner in its argv (pr_on_execve) */
+BPF_HASH(pr_exec_argv, __u32, __u32, 1024);
 /* --pid values, the -c command and, with --follow-children, their descendants */
 BPF_HASH(pr_scope_pids, __u32, __u32, 16384);
 struct pr_comm {
@@ -137,6 +153,33 @@ static __always_inline int pr_is_tracer(__u32 tgid)
     return 0;
 }
 
+static __always_inline int pr_is_born(__u32 tgid)
+{
+    __u32 zero = 0;
+    __u64 *n = pr_born_n.lookup(&zero);
+    return n && *n && pr_born.lookup(&tgid);
+}
+
+static __always_inline void pr_born_add(__u32 tgid, __u32 how)
+{
+    __u32 zero = 0;
+    __u64 *n = pr_born_n.lookup(&zero);
+    __u32 *was = pr_born.lookup(&tgid);
+    if (was) {
+        *was = how;
+    } else if (n && pr_born.insert(&tgid, &how) == 0) {
+        __sync_fetch_and_add(n, 1);
+    }
+}
+
+static __always_inline void pr_born_remove(__u32 tgid)
+{
+    __u32 zero = 0;
+    __u64 *n = pr_born_n.lookup(&zero);
+    if (n && pr_born.delete(&tgid) == 0)
+        __sync_fetch_and_add(n, -1);
+}
+
 static __always_inline int pr_pid_allowed(__u32 tgid, __u32 ns_tgid)
 {
     if (pr_scope_pids.lookup(&tgid))
@@ -150,11 +193,15 @@ static __always_inline int pr_pid_allowed(__u32 tgid, __u32 ns_tgid)
 static __always_inline int pr_skip(__u32 scope_slot)
 {
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-    if (pr_is_tracer(tgid))
+    if (pr_is_tracer(tgid) || pr_is_born(tgid))
         return 1;
     __u32 ino = pr_cfg(PR_CFG_NS_INO);
     __u32 ns_tgid = ino ? pr_ns_tgid(ino) : 0;
-    if ((ino ? ns_tgid : tgid) == pr_cfg(PR_CFG_SELF))
+    __u32 me = ino ? ns_tgid : tgid;
+    if (me == pr_cfg(PR_CFG_SELF))
+        return 1;
+    __u32 command = pr_cfg(PR_CFG_COMMAND);
+    if (command && me == command)
         return 1;
     __u32 scope = pr_cfg(scope_slot);
     if (!scope)
@@ -213,6 +260,126 @@ int pr_scope_fork(struct pr_newtask *args)
     return 0;
 }
 
+/* At every fork (attached always): the child of a planrunner process is one too, until
+   it execs (the -c command of another run before its exec, the compile worker before
+   Python starts). Coupled with struct pr_newtask (above). */
+int pr_on_fork(struct pr_newtask *args)
+{
+    if (args->clone_flags & PR_CLONE_THREAD)
+        return 0;
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    if (pr_is_tracer(tgid) || pr_is_born(tgid))
+        pr_born_add(args->pid, PR_BORN_FORK);
+    return 0;
+}
+
+/* Whether s (16 bytes readable) holds planrunner or planrunner.MODULE: what follows -m in
+   `python3 -m planrunner`, or -X in the compile worker's `python3 -Xplanrunner`. Byte
+   by byte: a C string literal would land in an unrelocated .rodata. */
+static __always_inline int pr_names_planrunner(const char *s)
+{
+    return s[0] == 'p' && s[1] == 'l' && s[2] == 'a' && s[3] == 'n' && s[4] == 'r' &&
+           s[5] == 'u' && s[6] == 'n' && s[7] == 'n' && s[8] == 'e' && s[9] == 'r' &&
+           (s[10] == 0 || s[10] == '.');
+}
+
+/* At every execve (attached always), in the process that calls it: whether argv[1..4]
+   say planrunner (`-m planrunner`, `-mplanrunner`, `-Xplanrunner`), for pr_on_exec,
+   which runs in the new program, whose arguments are out of reach without the
+   kernel's struct offsets. A failed exec leaves its entry to the thread's next one. */
+static __always_inline int pr_note_exec(__u64 argv)
+{
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    int after_m = 0, found = 0;
+#pragma unroll
+    for (int i = 1; i < 5; i++) {
+        __u64 p = 0;
+        char s[16] = {};
+        if (bpf_probe_read_user(&p, sizeof(p), (void *)(argv + 8 * i)) || !p)
+            break;
+        if (bpf_probe_read_user_str(s, 14, (void *)p) <= 0)
+            break;
+        if ((after_m && pr_names_planrunner(s)) ||
+            (s[0] == '-' && (s[1] == 'm' || s[1] == 'X') && pr_names_planrunner(s + 2))) {
+            found = 1;
+            break;
+        }
+        after_m = s[0] == '-' && s[1] == 'm' && s[2] == 0;
+    }
+    if (found) {
+        __u32 one = 1;
+        pr_exec_argv.update(&tid, &one);
+    } else {
+        pr_exec_argv.delete(&tid);
+    }
+    return 0;
+}
+
+/* syscalls:sys_enter_execve and sys_enter_execveat: the argv pointer at offset 24 and
+   32 of their formats */
+struct pr_execve {
+    __u64 pr_common;
+    __u64 nr;
+    __u64 filename;
+    __u64 argv;
+};
+struct pr_execveat {
+    __u64 pr_common;
+    __u64 nr;
+    __u64 fd;
+    __u64 filename;
+    __u64 argv;
+};
+
+int pr_on_execve(struct pr_execve *args)
+{
+    return pr_note_exec(args->argv);
+}
+
+int pr_on_execveat(struct pr_execveat *args)
+{
+    return pr_note_exec(args->argv);
+}
+
+/* sched:sched_process_exec, in the new program before its first instruction (attached
+   always). The -c command is the command from now on (PR_CFG_COMMAND cleared); a
+   process that starts planrunner (its comm, the script's name, is "planrunner", or a
+   python's argv said so) is skipped from here on, long before it registers itself; a
+   fork of planrunner that runs another program is no longer one. Coupled with the
+   format: old_pid, the tid that called execve, at offset 16. */
+struct pr_exec {
+    __u64 pr_common;
+    __u32 filename_loc;
+    __s32 pid;
+    __s32 old_pid;
+};
+
+int pr_on_exec(struct pr_exec *args)
+{
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    __u32 slot = PR_CFG_COMMAND;
+    __u32 *command = pr_config.lookup(&slot);
+    if (command && *command) {
+        __u32 ino = pr_cfg(PR_CFG_NS_INO);
+        if ((ino ? pr_ns_tgid(ino) : tgid) == *command)
+            *command = 0;
+    }
+    __u32 old = args->old_pid;
+    int named = pr_exec_argv.lookup(&old) != 0;
+    if (named)
+        pr_exec_argv.delete(&old);
+    struct pr_comm comm = {};
+    bpf_get_current_comm(&comm, sizeof(comm));
+    const char *c = comm.c;
+    int python = c[0] == 'p' && c[1] == 'y' && c[2] == 't' && c[3] == 'h' &&
+                 c[4] == 'o' && c[5] == 'n';
+    if (pr_names_planrunner(c) || (named && python))
+        pr_born_add(tgid, PR_BORN_EXEC);
+    else
+        pr_born_remove(tgid);
+    return 0;
+}
+
 /* At every process exit (attached always): a planrunner leaves the registry only now,
    since its interpreter runs until then (the run that ends while no other is attached
    leaves a dead entry, which the next run's registration removes); a descendant added
@@ -231,6 +398,7 @@ int pr_on_exit(void *ctx)
             if (t->tgid[i] == tgid)
                 t->tgid[i] = 0;
     }
+    pr_born_remove(tgid);
     __u32 *how = pr_scope_pids.lookup(&tgid);
     if (how && *how == PR_SCOPE_CHILD)
         pr_scope_pids.delete(&tgid);

@@ -34,9 +34,11 @@ def _plan_dirs(namespace: argparse.Namespace) -> list[str]:
 class _PlanAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
-        name = PlanName(values)
-        name.dirs = _plan_dirs(namespace)
-        setattr(namespace, self.dest, name)
+        dirs = _plan_dirs(namespace)
+        names = [PlanName(v) for v in (values if isinstance(values, list) else [values])]
+        for name in names:
+            name.dirs = dirs
+        setattr(namespace, self.dest, names if self.nargs == "+" else names[0])
 
 
 class _PlansDirAction(argparse.Action):
@@ -63,6 +65,8 @@ class _HelpWithParams(argparse.Action):
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         parser.print_help()
         plan = getattr(namespace, "plan", None)
+        if isinstance(plan, list):  # run A B: the params of the first
+            plan = plan[0]
         if plan:
             from planrunner.errors import PlanError
             from planrunner.plan import load_plan
@@ -79,13 +83,19 @@ class _HelpWithParams(argparse.Action):
 
 
 def add_plan_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str,  # noqa: A002
-                    pid: bool = True) -> argparse.ArgumentParser:
-    """The subcommand parser of a command that takes a plan (validate, render, run)."""
+                    pid: bool = True, several: bool = False) -> argparse.ArgumentParser:
+    """The subcommand parser of a command that takes a plan (validate, render, run);
+    `several`: PLAN... (args.plan a list), plan files, names or folders of plans."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, add_help=False)
     parser.add_argument("-h", "--help", action=_HelpWithParams,
                         help="show this help message (and, after PLAN, its params) and exit")
-    parser.add_argument("plan", metavar="PLAN", action=_PlanAction,
-                        help="plan file (.yaml, .toml) or library plan name")
+    if several:
+        parser.add_argument("plan", metavar="PLAN", action=_PlanAction, nargs="+",
+                            help="plan file (.yaml, .toml), library plan name or folder of "
+                                 "plans; several run together in one program")
+    else:
+        parser.add_argument("plan", metavar="PLAN", action=_PlanAction,
+                            help="plan file (.yaml, .toml) or library plan name")
     add_plans_argument(parser)
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="NAME=VALUE", help="set a plan param (repeatable)")
@@ -114,6 +124,28 @@ def plan_path(name: str, extra: list[str] | None = None) -> str:
     if extra is None:
         extra = getattr(name, "dirs", None)
     return find_plan(str(name), extra)
+
+
+def plan_paths(names: list[str]) -> list[str]:
+    """plan_path of each name; a folder gives its plan files (.yaml, .yml, .toml), in
+    name order. The same file twice is one plan."""
+    import os
+
+    paths: list[str] = []
+    for name in names:
+        if os.path.isdir(name):
+            from planrunner.plan import SUFFIXES  # only then: a warm run imports no plan/
+
+            found = sorted(os.path.join(name, f) for f in os.listdir(name)
+                           if os.path.splitext(f)[1].lower() in SUFFIXES)
+            if not found:
+                from planrunner.errors import UsageError
+
+                raise UsageError(f"{name}: a folder without plan files (.yaml, .yml, .toml)")
+            paths += found
+        else:
+            paths.append(plan_path(name))
+    return list(dict.fromkeys(paths))
 
 
 def param_lines(params: Iterable[ParamSpec]) -> list[str]:

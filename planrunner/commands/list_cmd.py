@@ -120,7 +120,10 @@ def _list_usdt(args: argparse.Namespace, positionals: list[str], stdout: TextIO,
         raise UsageError("give at least one TARGET, or --pid PID",
                          hints=("e.g. `planrunner list /usr/lib/postgresql/15/bin/postgres`",))
     if specs:
-        paths = _resolve_all(specs, args.pid)
+        notes: list[str] = []
+        paths = _resolve_all(specs, args.pid, notes)
+        for note in dict.fromkeys(notes):
+            print(f"planrunner: note: {note}", file=stderr)
         if pattern is None and len(specs) > 1 and paths[-1] is None and "/" not in specs[-1]:
             # `list python3.11 gc__done`: a trailing plain name that is no target is
             # a probe name (reported on stderr if nothing matches).
@@ -148,7 +151,10 @@ def _list_usdt(args: argparse.Namespace, positionals: list[str], stdout: TextIO,
     for line in lines:
         stdout.write(line + "\n")
         count += 1
-    if not count:
+    go_lines = _go_lines(found, pattern, args.verbose) if args.verbose else []
+    for line in go_lines:
+        stdout.write(line + "\n")
+    if not count and not go_lines:
         where = ", ".join(found) if specs else f"process {args.pid}"
         what = f" matching '{pattern}'" if pattern else ""
         print(f"planrunner: no USDT probes{what} in {where}", file=stderr)
@@ -157,15 +163,57 @@ def _list_usdt(args: argparse.Namespace, positionals: list[str], stdout: TextIO,
     return 0
 
 
-def _resolve_all(specs: list[str], pid: int | None) -> list[str | None]:
-    """Resolved paths; None where the spec does not resolve (re-raised by the caller)."""
+def _go_lines(paths: list[str], pattern: str | None, verbose: int) -> list[str]:
+    """For each Go program: what its functions' uprobes read (abi go); with -vv and a
+    FILTER, each matching Go function with its ABI, entry probe and RET sites."""
+    from fnmatch import fnmatchcase
+
+    from planrunner.elf import golang
+    from planrunner.errors import ResolveError
+
+    out = []
+    for path in paths:
+        if not golang.is_go(path):
+            continue
+        try:
+            funcs = golang.go_functions(path)
+        except ResolveError as err:
+            out.append(f"{path}: a Go program: {err.diagnostics[0].message}")
+            continue
+        out.append(f"{path}: a Go program ({len(funcs)} Go functions); uprobes on them use "
+                   "abi go: integer words arg1..arg9 in rax, rbx, rcx, rdi, rsi, r8, r9, "
+                   "r10, r11, retval = the first result (rax); entry probed after the "
+                   "stack check, return at each RET")
+        if verbose < 2 or not pattern:
+            continue
+        from planrunner.elf.reader import open_binary
+        from planrunner.elf.symbols import find_symbols
+
+        machine = open_binary(path).machine
+        names = {s.value: s.name for s in find_symbols(path) if s.value in funcs}
+        for entry, func in sorted(funcs.items()):
+            name = names.get(entry, func.name)
+            if not (fnmatchcase(func.name, pattern) or fnmatchcase(name, pattern)):
+                continue
+            abi = golang.function_abi(path, name, entry)
+            sites = golang.go_sites(path, entry, func.end - entry, machine)
+            where = (f"entry +{sites.entry} (after the stack check)" if sites.checked
+                     else "entry +0 (no stack check)")
+            rets = ", ".join(f"+{o}" for o in sites.returns) or "none"
+            out.append(f"{path} {name}  {entry:#x}, abi {abi}, {where}, RET at {rets}")
+    return out
+
+
+def _resolve_all(specs: list[str], pid: int | None, notes: list[str]) -> list[str | None]:
+    """Resolved paths; None where the spec does not resolve (re-raised by the caller).
+    How a path was chosen (a container's file, not the host's) is added to `notes`."""
     from planrunner.errors import ResolveError
     from planrunner.targets import resolve_target
 
     out: list[str | None] = []
     for spec in specs:
         try:
-            out.append(resolve_target(spec, pid))
+            out.append(resolve_target(spec, pid, notes=notes))
         except ResolveError:
             out.append(None)
     return out

@@ -1,4 +1,5 @@
-"""`planrunner run PLAN`: validate, compile, attach, print records until told to stop.
+"""`planrunner run PLAN...`: validate, compile, attach, print records until told to stop.
+Several plans run as one program (plan_set.py: their names become `PLAN.NAME`).
 
 Wires the pieces together: the compiled program, the output view, the bcc backend
 (runtime/bcc_backend.py) and, with --prometheus, the Prometheus live view; the
@@ -13,8 +14,8 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, TextIO, cast
 
-from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
-from planrunner.errors import PlanError, UsageError
+from planrunner.commands.common import add_plan_parser, overrides, plan_paths, print_diagnostics
+from planrunner.errors import UsageError
 
 if TYPE_CHECKING:
     from planrunner.output.base import LiveView
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
-    parser = add_plan_parser(sub, name, help="trace with a plan")
+    parser = add_plan_parser(sub, name, help="trace with a plan (or several at once)",
+                             several=True)
     parser.add_argument("-c", "--command", metavar="'CMD ARGS'",
                         help="start CMD with everything attached; end when it exits "
                              "(its exit status becomes planrunner's)")
@@ -95,8 +97,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
         address = parse_address(args.prometheus)
     cache = open_cache(stderr, not args.no_cache)
-    path = plan_path(args.plan)  # a library plan is looked up once
-    key, compiled = _cached_run(args, path, stderr, cache, pid, address is None)
+    paths = plan_paths(args.plan)  # a library plan is looked up once
+    key, compiled, sources = _cached_run(args, paths, stderr, cache, pid, address is None)
     worker = None
     # the program most likely needs compiling too: the worker starts first, to import bcc
     # while this process imports and renders (not for a user: loading will say why not)
@@ -120,51 +122,53 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"warning: {MAX_TRACERS} planrunner runs are active: other runs "
                          "may record this one's events\n")
         if compiled is None:
-            compiled = _compile(args, path, stderr, cache, key, pid, command)
+            compiled = _compile(args, paths, stderr, cache, key, pid, command, sources)
         return _run(args, stdout, stderr, backend, scope, pid, command, duration, address,
                     compiled)
     finally:
         backend.close()
 
 
-def _cached_run(args: argparse.Namespace, path: str, stderr: TextIO,
+def _cached_run(args: argparse.Namespace, paths: list[str], stderr: TextIO,
                 cache: ProgramCache | None, pid: int | None, cacheable: bool
-                ) -> tuple[str | None, CompiledRun | None]:
-    """The run cache's key for this run of the plan at `path` (None: not cached) and what
-    a run of the same plan with the same inputs computed before, if it did
-    (planrunner/run_cache.py: the key and what is checked)."""
+                ) -> tuple[str | None, CompiledRun | None, list[bytes | None] | None]:
+    """The run cache's key for this run of the plans at `paths` (None: not cached), what
+    a run of the same plans with the same inputs computed before, if it did
+    (planrunner/run_cache.py: the key and what is checked), and the plans' bytes, read
+    here once and bounded, for the compile to parse (None: it reads them itself)."""
     if cache is None or not cacheable:  # --prometheus: needs the plan itself
-        return None, None
+        return None, None, None
     from planrunner import run_cache
-    from planrunner.plan.limits import read_plan_bytes
+    from planrunner.plan_file import NotAPlanFile, PlanTooLarge, read_plan_bytes
 
-    try:  # bounded, and never a FIFO's open() that waits (plan/limits.py)
-        plan_bytes = read_plan_bytes(path)
-    except (OSError, PlanError):
-        return None, None  # compile_plan says what is wrong
-    key = run_cache.run_key(path, plan_bytes, args.overrides or [], [pid] if pid else [],
-                            args.command, stderr.isatty())
+    try:  # bounded, and never a FIFO's open() that waits (plan_file.py)
+        plan_bytes = [read_plan_bytes(path) for path in paths]
+    except (OSError, PlanTooLarge, NotAPlanFile):
+        return None, None, None  # compile_plan says what is wrong
+    # one plan: its path and bytes, as always; several: each, length-prefixed
+    key = run_cache.run_key(*run_cache.plans_part(paths, plan_bytes), args.overrides or [],
+                            [pid] if pid else [], args.command, stderr.isatty())
     hit = run_cache.lookup(cache, key)
     if hit is not None:
         stderr.write(hit.warnings)
-    return key, hit
+    return key, hit, list(plan_bytes)
 
 
-def _compile(args: argparse.Namespace, path: str, stderr: TextIO,
+def _compile(args: argparse.Namespace, paths: list[str], stderr: TextIO,
              cache: ProgramCache | None, key: str | None, pid: int | None,
-             command: list[str] | None) -> CompiledRun:
-    """load -> resolve -> render of the plan at `path`, stored in the run cache under
-    `key` when there is one."""
-    import contextlib
+             command: list[str] | None, sources: list[bytes | None] | None) -> CompiledRun:
+    """load -> resolve -> render of the plans at `paths`, one program for all
+    (`sources`: their bytes, read for the key), stored in the run cache under `key`
+    when there is one, with the inputs the compile declared (planrunner/inputs.py)."""
     import io
 
-    from planrunner import run_cache
-    from planrunner.pipeline import compile_plan
+    from planrunner import inputs, run_cache
+    from planrunner.pipeline import compile_plans
 
-    recorder = run_cache.InputRecorder.get() if key is not None else None
     warnings = io.StringIO()
-    with recorder.recording() if recorder is not None else contextlib.nullcontext():
-        plan, resolved, program = compile_plan(path, overrides(args), pid, command)
+    with inputs.recording() as log:
+        plans, plan, resolved, program = compile_plans(paths, overrides(args), pid, command,
+                                                       sources)
         print_diagnostics(resolved.warnings, warnings)
     stderr.write(warnings.getvalue())
     # One file per output for CSV with several outputs; aggregations in plan order.
@@ -173,9 +177,10 @@ def _compile(args: argparse.Namespace, path: str, stderr: TextIO,
     shown = sorted([(o.index, o.name) for o in plan.outputs if o.name not in joined]
                    + [(t.index, t.name) for t in plan.tables])
     run = run_cache.CompiledRun(program, warnings.getvalue(), tuple(n for _, n in shown),
-                                bool(plan.tables), plan.name, plan.description)
-    if recorder is not None and cache is not None and key is not None:
-        run_cache.store(cache, key, recorder, run, keyed=[path])
+                                bool(plan.tables), plan.name, plan.description,
+                                tuple((p.name, p.description) for p in plans))
+    if cache is not None and key is not None:
+        run_cache.store(cache, key, log, run)
     return run
 
 
@@ -191,7 +196,8 @@ def _run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, backend: BccB
         from planrunner.prometheus import PrometheusView
         from planrunner.prometheus.config import exporter_config
 
-        prom = exporter_config(address, compiled.plan_name, compiled.description, program)
+        prom = exporter_config(address, compiled.plan_name, compiled.description, program,
+                               compiled.plans)
         live.append(PrometheusView(prom, stderr))
     # A terminal gets one table redrawn in place; a pipe or a file plain intervals (and
     # so do plans with print records: they scroll, the live table is redrawn over them).

@@ -42,6 +42,12 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 _ARGN = re.compile(r"^arg[0-9]+$")
+_RETN = re.compile(r"^ret[0-9]+$")
+ABI_TEXT = {
+    "go": "Go's register ABI: integer words arg1..arg9 in rax, rbx, rcx, rdi, rsi, r8, r9, "
+          "r10, r11; retval is the first result word (rax), ret2..ret9 the next ones",
+    "go-abi0": "Go's stack ABI (assembly): argN at 8*N(%rsp) on entry; no return probe",
+}
 
 
 def _stacks(probe: ResolvedProbe) -> str:
@@ -56,7 +62,9 @@ def _stacks(probe: ResolvedProbe) -> str:
 def _summary(probe: ResolvedProbe) -> str:
     spec = probe.spec
     if spec.kind == "span":
-        return f"  {spec.name}: span {spec.begin} -> {spec.end}"
+        by = (" (by goroutine: both ends are Go functions)"
+              if spec.key is None and probe.key_begin is not None else "")
+        return f"  {spec.name}: span {spec.begin} -> {spec.end}{by}"
     if spec.kind == "tracepoint":
         return f"  {spec.name}: tracepoint {spec.category}:{spec.event}"
     if spec.kind == "profile":
@@ -66,7 +74,8 @@ def _summary(probe: ResolvedProbe) -> str:
     binary = probe.targets[0]
     sems = sum(1 for s in probe.sites if s.ref_ctr_offset)
     read = {s.name or f"arg{s.index}" for s in probe.slots}
-    offered = list(probe.offered)
+    # Go's further result words (ret2..ret9) are listed when read
+    offered = [(n, t) for n, t in probe.offered if not _RETN.match(n) or n in read]
     registers = ""
     if spec.kind in ("uprobe", "uretprobe"):
         # A function's 12 register arguments are always offered: show the declared and
@@ -75,10 +84,11 @@ def _summary(probe: ResolvedProbe) -> str:
         shown = [(n, t) for n, t in offered
                  if (declared | read) & set(n.split("/")) or not _ARGN.match(n)]
         rest = len(offered) - len(shown)
+        total = sum(1 for n, _t in offered if any(_ARGN.match(a) for a in n.split("/")))
         if rest:
-            registers = (f"arg1..arg{len(offered)}: int64 (registers; declare the ones "
+            registers = (f"arg1..arg{total}: int64 (registers; declare the ones "
                          "you use)" if not shown else
-                         f"the other {rest} of arg1..arg{len(offered)}: int64 (registers)")
+                         f"the other {rest} of arg1..arg{total}: int64 (registers)")
         offered = shown
     args = ", ".join(f"{names}: {typ}{' (read)' if read & set(names.split('/')) else ''}"
                      for names, typ in offered)
@@ -89,6 +99,8 @@ def _summary(probe: ResolvedProbe) -> str:
              + (f", {sems} with a semaphore" if sems else "")]
     if args:
         lines.append(f"    arguments {args}")
+    if probe.abi in ABI_TEXT:  # a C function's is the default: not shown
+        lines.append(f"    abi {probe.abi}: {ABI_TEXT[probe.abi]}")
     if probe.stacks:
         lines.append(f"    captures {_stacks(probe)[2:]}")
     lines += [f"    note: {note}" for note in probe.notes]

@@ -19,10 +19,11 @@ the file (tests use it to stand for a kernel without BTF).
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from planrunner import inputs
 
 VMLINUX = "/sys/kernel/btf/vmlinux"
 BTF_MAGIC = 0xEB9F
@@ -72,7 +73,7 @@ class Btf:
 
 
 def vmlinux_path() -> str:
-    return os.environ.get("PLANRUNNER_VMLINUX_BTF") or VMLINUX
+    return inputs.getenv("PLANRUNNER_VMLINUX_BTF") or VMLINUX
 
 
 def load(path: str | None = None) -> Btf:
@@ -80,8 +81,10 @@ def load(path: str | None = None) -> Btf:
     path = path or vmlinux_path()
     try:
         with open(path, "rb") as fh:
+            inputs.opened_fd(path, fh.fileno())  # sysfs too: its inode is the kernel's
             data = fh.read()
     except OSError as exc:
+        inputs.stat(path)
         raise BtfError(f"the kernel's BTF is not readable ({path}: {exc.strerror}); "
                        "the kernel needs CONFIG_DEBUG_INFO_BTF=y") from None
     return parse(data, path)
@@ -197,6 +200,7 @@ def runtime_constant(name: str) -> int:
         raise BtfError(f"no run-time constant {name}")
     struct_name, path = RUNTIME_CONSTANTS[name]
     key = (vmlinux_path(), name)
+    inputs.stat(key[0])  # each call: the value is kept for the process
     if key not in _COMPUTED:
         _COMPUTED[key] = member_offset(load(key[0]), struct_name, path)
     return _COMPUTED[key]

@@ -20,6 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from planrunner import inputs
 from planrunner.elf.reader import vaddr_to_offset
 from planrunner.errors import ResolveError
 
@@ -36,7 +37,7 @@ def instructions(code: bytes, machine: str, limit: int) -> tuple[tuple[int, int]
         return tuple((o, AARCH64_INSN) for o in range(0, limit + 1, AARCH64_INSN))
     if machine != "EM_X86_64":
         raise ResolveError(f"cannot check instruction boundaries on {machine}")
-    md = _x86_64_decoder()
+    md = x86_64_decoder()
     out = []
     for address, length, _mnemonic, _operands in md.disasm_lite(code, 0):
         if address > limit:
@@ -55,7 +56,7 @@ def check_offset(path: str, name: str, start: int, size: int, offset: int,
     if machine != "EM_AARCH64":
         # enough for the instruction covering `offset` and the whole one after it
         end = offset + 2 * MAX_X86_INSN
-        code = _read_code(path, start, min(end, size) if size else end)
+        code = read_code(path, start, min(end, size) if size else end)
     insns = instructions(code, machine, offset + MAX_X86_INSN)
     starts = [o for o, _length in insns]
     if offset in starts:
@@ -89,23 +90,25 @@ def nearest(starts: Sequence[int], offset: int,
     return before, after
 
 
-def _read_code(path: str, vaddr: int, length: int) -> bytes:
+def read_code(path: str, vaddr: int, length: int) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
+        inputs.opened_fd(path, fd)
         return os.pread(fd, length, vaddr_to_offset(path, vaddr))
     finally:
         os.close(fd)
 
 
-def _x86_64_decoder() -> Any:  # a capstone.Cs (capstone ships no type information)
+def x86_64_decoder(purpose: str = "checking a uprobe's +OFFSET",
+                   instead: str = "probe the function's entry (no +OFFSET)") -> Any:
+    """A capstone.Cs for x86-64 (capstone ships no type information)."""
     try:
         import capstone
     except ImportError:
         raise ResolveError(
-            "checking a uprobe's +OFFSET needs the capstone disassembler, which is not "
-            "installed", hints=("apt-get install python3-capstone (or pip install "
-                                "capstone), or probe the function's entry (no +OFFSET)",)
-        ) from None
+            f"{purpose} needs the capstone disassembler, which is not installed",
+            hints=("apt-get install python3-capstone (or pip install capstone), or "
+                   f"{instead}",)) from None
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = False
     return md

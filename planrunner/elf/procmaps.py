@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from planrunner import inputs
 from planrunner.errors import ResolveError
 
 _DELETED = " (deleted)"
@@ -57,8 +58,7 @@ def parse_maps(text: str) -> tuple[MappedObject, ...]:
 
 def read_maps(pid: int) -> tuple[MappedObject, ...]:
     try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
-            return parse_maps(fh.read())
+        return parse_maps(inputs.read_bytes(f"/proc/{pid}/maps").decode("utf-8", "replace"))
     except FileNotFoundError:
         raise ResolveError(f"no process with pid {pid}",
                            hints=("check the pid with `ps` or `pgrep`",)) from None
@@ -88,10 +88,13 @@ def executable_objects(pid: int) -> tuple[str, ...]:
 
 def host_prefix(pid: int) -> str:
     """"" when `pid` shares our mount namespace, else "/proc/PID/root"."""
+    theirs = inputs.readlink(f"/proc/{pid}/ns/mnt")
     try:
-        same = os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
+        ours: str | None = os.readlink("/proc/self/ns/mnt")
     except OSError:
-        same = True  # cannot tell (no permission): assume the usual case
+        ours = None
+    # cannot tell (no permission): assume the usual case
+    same = theirs is None or ours is None or theirs == ours
     return "" if same else f"/proc/{pid}/root"
 
 
@@ -99,8 +102,7 @@ def stat_fields(pid: int) -> list[bytes] | None:
     """The fields of /proc/PID/stat after comm (the first is field 3, the state), None
     when there is no such pid."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
+        stat = inputs.read_bytes(f"/proc/{pid}/stat")
     except OSError:
         return None
     # comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.

@@ -18,6 +18,7 @@ import os
 import struct
 from dataclasses import dataclass
 
+from planrunner import inputs
 from planrunner.elf.stapsdt import (
     ELFCLASS32,
     ELFCLASS64,
@@ -160,6 +161,7 @@ def _image(path: str) -> _Image:
     try:
         st = os.stat(path)
     except OSError as exc:
+        inputs.stat(path)  # an absence is an input too (an optional target)
         raise ResolveError(f"cannot read {path}: {exc.strerror}",
                            hints=("give the path of an ELF executable or shared library",)
                            ) from None
@@ -167,6 +169,8 @@ def _image(path: str) -> _Image:
     image = _CACHE.get(key)
     if image is None:
         image = _CACHE[key] = _load(path, st)
+    else:
+        inputs.opened(path, st)  # kept from an earlier read: still this compile's input
     return image
 
 
@@ -177,7 +181,9 @@ def _load(path: str, st: os.stat_result) -> _Image:
         raise ResolveError(f"cannot open {path}: {exc.strerror}",
                            hints=("check the path and your permissions",)) from None
     try:
-        return _parse(fd, path, os.fstat(fd))  # the file read, even if `path` moved since
+        st = os.fstat(fd)
+        inputs.opened(path, st)  # the file read, fingerprinted now: before the compile
+        return _parse(fd, path, st)  # the file read, even if `path` moved since
     except (ValueError, struct.error) as exc:
         raise ResolveError(f"{path} is a truncated or corrupt ELF file: {exc}",
                            hints=("the file may be partly copied or still being written: "
@@ -296,8 +302,10 @@ def is_elf(path: str) -> bool:
     """`path` is a readable file starting with the ELF magic."""
     try:
         with open(path, "rb") as fh:
+            inputs.opened_fd(path, fh.fileno())
             return fh.read(4) == b"\x7fELF"
     except OSError:
+        inputs.stat(path)  # what was not there or not readable
         return False
 
 

@@ -12,11 +12,11 @@ Used for uprobes on functions and for rip-relative USDT operands (`sym(%rip)`).
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 import subprocess
 from dataclasses import dataclass
 
+from planrunner import inputs
 from planrunner.errors import ResolveError
 
 _TABLES = (".symtab", ".dynsym")
@@ -68,7 +68,7 @@ def demangle(names: list[str]) -> dict[str, str]:
     """Demangle C++ names with one `c++filt` process. Names it leaves alone are omitted;
     an empty dict when c++filt is not installed."""
     todo = [n for n in names if n.startswith("_Z")]
-    tool = shutil.which("c++filt")
+    tool = inputs.which("c++filt")
     if not todo or tool is None:
         return {}
     out = subprocess.run([tool], input="\n".join(todo) + "\n", capture_output=True,
@@ -132,6 +132,7 @@ def _read_symbols(path: str) -> tuple[Symbol, ...]:
     out: list[Symbol] = []
     try:
         with open(path, "rb") as fh:
+            inputs.opened_fd(path, fh.fileno())
             elf = ELFFile(fh)
             for table in _TABLES:
                 sec = elf.get_section_by_name(table)
@@ -195,5 +196,7 @@ def _key(path: str) -> tuple[str, int, int, int]:
     try:
         st = os.stat(path)
     except OSError as exc:
+        inputs.stat(path)
         raise ResolveError(f"cannot read {path}: {exc.strerror}") from None
+    inputs.opened(path, st)  # each use, a result kept or not: an input of this compile
     return (path, st.st_dev, st.st_ino, st.st_mtime_ns)

@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from planrunner import inputs
 from planrunner.errors import ResolveError
 
 PT_TLS = 7
@@ -46,6 +47,7 @@ def tls_segment(path: str) -> TlsSegment | None:
 
     try:
         with open(path, "rb") as fh:
+            inputs.opened_fd(path, fh.fileno())
             elf = ELFFile(fh)
             segs = list(elf.iter_segments())
             tls = [s for s in segs if s["p_type"] == "PT_TLS"]

@@ -23,6 +23,7 @@ Rules (see types.py for integer conversions):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -98,6 +99,22 @@ def check_condition(expr: A.Expr, scope: Scope, *, string_size: int) -> T.TExpr:
 
 def check_value(expr: A.Expr, scope: Scope, *, string_size: int) -> T.TExpr:
     return _Checker(scope, string_size).run(expr, "value")
+
+
+_NUMBER_TEXT = re.compile(rb"\s*[-+]?(0[xX][0-9a-fA-F]+|[0-9]+)\s*")
+
+
+def _literal_vs_number_hint(source: str, typ: IntType, op: str, literal: bytes) -> str:
+    """The hint for a string literal compared with a number: the number unquoted when the
+    literal spells one; else, for a 64-bit value (maybe a char *), str() of it."""
+    if _NUMBER_TEXT.fullmatch(literal):
+        number = literal.decode().strip()
+        return (f"a string literal compared with a number: write the number without "
+                f"quotes, `{source} {op} {number}`")
+    if typ.bits == 64:
+        return f"to compare the string at an address, read it first: str({source})"
+    return (f"a string literal compared with a number: this {typ.bits}-bit value is never "
+            "the address of a string; compare it with a number")
 
 
 def _desc(t: T.TExpr) -> str:
@@ -308,10 +325,11 @@ class _Checker:
             return self.negative_vs_unsigned(e, left, right, common) or T.TBinary(
                 e.op, left, right, BOOL, common, e.span)
         hint = ""
-        for addr, other in ((left, right), (right, left)):
-            if isinstance(addr.type, IntType) and isinstance(other, T.TStrConst):
-                hint = (f"to compare the string at an address, read it first: "
-                        f"str({A.to_source(e.left if addr is left else e.right)})")
+        for num, other in ((left, right), (right, left)):
+            if isinstance(num.type, IntType) and isinstance(other, T.TStrConst):
+                hint = _literal_vs_number_hint(
+                    A.to_source(e.left if num is left else e.right), num.type, e.op,
+                    other.value)
         return self.error(f"cannot compare {_desc(left)} with {_desc(right)}", e.span, hint)
 
     def fits(self, subject: T.TExpr, needle: bytes, span: Span, verb: str) -> _Failed | None:

@@ -18,7 +18,8 @@ pushes the line: nothing is cut). TIME is local wall-clock time
 
 Stacks (`ustack`, `kstack` fields) are not columns: their frames follow the line, one
 per line, indented like bcc's `trace -U` (``    inner+0x12 [fx_stack]``), innermost
-first; a stack that could not be captured reads ``    [stack lost]``.
+first; a stack that could not be captured reads ``    [stack lost]``, one not unwound
+past the probe's frame shows that frame, then ``    [stack lost]``.
 
 Aggregations: see text_agg.py. Tables: table_text.py, or with `live=True` (stdout is a
 terminal) one table redrawn in place, live_table.py (Rich). Losses: ``N events lost
@@ -237,10 +238,11 @@ def stack_text(stack: object, indent: int = 4) -> list[str]:
     """The frames of a stack value, one line each (see the module docstring)."""
     if not isinstance(stack, Stack):
         return []
-    if stack.lost:
-        return [" " * indent + "[stack lost]"]
-    return [printable(t) if not t.isprintable() else t
-            for t in text_lines(stack.frames, indent)]
+    lines = [printable(t) if not t.isprintable() else t
+             for t in text_lines(stack.frames, indent)]
+    if stack.lost:  # after the frames it has: a stack not unwound keeps the probe's
+        lines.append(" " * indent + "[stack lost]")
+    return lines
 
 
 def _with_stacks(line: Render, stacks: Sequence[str]) -> Render:

@@ -35,8 +35,9 @@ __all__ = ["Plan", "LoadedPlan", "load_plan", "load_source", "parse_overrides",
            "validate_schema_only"]
 
 
-def load_source(path: str | Path) -> LoadedPlan:
-    """Read and parse `path` by its extension (.yaml, .yml, .toml)."""
+def load_source(path: str | Path, source: bytes | None = None) -> LoadedPlan:
+    """Read and parse `path` by its extension (.yaml, .yml, .toml); `source`: its bytes,
+    when the caller read them already (`run`, for its cache key: read once)."""
     path = str(path)
     kind = SUFFIXES.get(Path(path).suffix.lower())
     if kind is None:
@@ -44,7 +45,7 @@ def load_source(path: str | Path) -> LoadedPlan:
     from planrunner.plan.limits import read_bounded
 
     try:
-        text = read_bounded(path)  # a size bound, before any parsing (plan/limits.py)
+        text = read_bounded(path, source)  # a size bound, before any parsing (plan/limits.py)
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError(f"cannot read plan {path}: {getattr(exc, 'strerror', None) or exc}"
                         ) from None
@@ -70,7 +71,7 @@ def validate_schema_only(path: str | Path, overrides: dict[str, str] | None = No
 
 
 def load_plan(path: str | Path, overrides: dict[str, str] | None = None, *,
-              require_params: bool = True) -> Plan:
+              require_params: bool = True, source: bytes | None = None) -> Plan:
     """Load, schema-check and build the plan at `path` with `--set` overrides.
 
     With require_params=False a required param without a value is left out of
@@ -79,7 +80,7 @@ def load_plan(path: str | Path, overrides: dict[str, str] | None = None, *,
     from planrunner.plan.build import build
     from planrunner.plan.validate import schema_report
 
-    loaded = load_source(path)
+    loaded = load_source(path, source)
     report = schema_report(loaded)
     if report.diagnostics:
         diagnostics, plan = _with_semantic(loaded, report, dict(overrides or {}))

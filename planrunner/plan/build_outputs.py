@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Set as AbstractSet
+from dataclasses import replace
 from typing import Any, cast
 
 from planrunner.plan.build_tables import build_tables, parse_every
@@ -45,8 +46,13 @@ def build_outputs(ctx: BuildContext, outputs: list[Any], probes: list[str] | Non
     probe names are not checked."""
     kept = [(i, item) for i, item in enumerate(outputs)
             if i not in skip and "table" not in item]
-    built = tuple(_output(ctx, i, item, probes) for i, item in kept)
-    tables = build_tables(ctx, outputs, built, skip)
+    taken = {item["name"] for i, item in enumerate(outputs) if i not in skip and "name" in item}
+    built = tuple(out if "name" in outputs[out.index] else
+                  replace(out, name=_unnamed(taken, out.probe, out.kind, out.index))
+                  for out in (_output(ctx, i, item, probes) for i, item in kept))
+    tables = tuple(t if "name" in outputs[t.index] else
+                   replace(t, name=_unnamed(taken, "table", "", t.index))
+                   for t in build_tables(ctx, outputs, built, skip))
     names = sorted([(out.index, out.name) for out in built]
                    + [(t.index, t.name) for t in tables])
     seen: dict[str, int] = {}
@@ -56,6 +62,17 @@ def build_outputs(ctx: BuildContext, outputs: list[Any], probes: list[str] | Non
                       ctx.spans.text(("outputs", i, "name")))
         seen.setdefault(name, i)
     return built, tables
+
+
+def _unnamed(taken: set[str], base: str, kind: str, index: int) -> str:
+    """The name of an output without `name:`: its probe's (`tick`, so `-o t.csv` writes
+    `t.tick.csv` and JSON says `"output": "tick"`); when another output has that name,
+    with its kind (`tick_count`), then its index. Added to `taken`."""
+    for name in (base, f"{base}_{kind}" if kind else "", f"{base}_{kind or 'table'}_{index}"):
+        if name and name not in taken:
+            break
+    taken.add(name)
+    return name
 
 
 def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | None
@@ -71,7 +88,7 @@ def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | No
     fields = _fields(ctx, base + ("fields",), item.get("fields", []))
     by = _fields(ctx, base + ("by",), item.get("by", []))
     lhist = _range(ctx, base, item.get("range")) if kind == "lhist" else (None, None, None)
-    name = ctx.sub(base + ("name",), item["name"]) if "name" in item else str(index)
+    name = ctx.sub(base + ("name",), item["name"]) if "name" in item else ""  # _unnamed
     fmt = ctx.sub(base + ("format",), item["format"]) if "format" in item else None
     return OutputSpec(
         index=index, name=name, kind=cast(OutputKind, kind), probe=probe,

@@ -177,8 +177,17 @@ def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
         elif ref not in kinds:
             ctx.unknown(f"{side} probe", ref, plain, at, "define it under probes:")
     key = ctx.expr(kpath + ("key",), data["key"]) if "key" in data else None
+    nested = data.get("nested", False)
+    items = data.get("match", [])
+    match = [ctx.expr(kpath + ("match", i), item) for i, item in enumerate(items)]
+    if "match" in data and not nested:
+        ctx.error(f"span '{name}' has `match` but is not nested",
+                  ctx.spans.key(kpath + ("match",)),
+                  "match picks, among a stack of open begins, the one an end closes: "
+                  "declare nested: true (calls that nest), or drop match")
     return {"begin": data["begin"], "end": data["end"], "key": key,
-            "span_scope": data.get("scope", "process"), "nested": data.get("nested", False)}
+            "span_scope": data.get("scope", "process"), "nested": nested,
+            "match": tuple(m for m in match if m is not None)}
 
 
 def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list[Any] | None

@@ -3,10 +3,10 @@
 A plan is a few kilobytes of reviewed text; a hostile or broken one must fail fast, in
 bounded memory, with a located error, never a traceback or a machine out of memory:
 
-- MAX_PLAN_BYTES: a larger file is refused before it is parsed (read_plan_bytes), and a
-  path that is no regular file (a FIFO would block open(), /dev/zero never ends) is
-  refused unopened. Each plan is read once: `source_read(path)` gives the error printer
-  the text the loader read, so a diagnostic never re-opens (nor re-reads) the file;
+- MAX_PLAN_BYTES: a larger file is refused before it is parsed, and a path that is no
+  regular file (a FIFO would block open(), /dev/zero never ends) is refused unopened
+  (plan_file.read_plan_bytes). Each plan is read once: `source_read(path)` gives the
+  error printer the text the loader read, so a diagnostic never re-opens the file;
 - MAX_DEPTH: lists and mappings nested deeper are refused (YAML: while composing, and
   while expanding aliases; TOML: by `toml_too_deep`, a scan before tomllib, which
   recurses and would raise RecursionError near depth 1000);
@@ -16,51 +16,45 @@ bounded memory, with a located error, never a traceback or a machine out of memo
 
 from __future__ import annotations
 
-import os
-import stat
-
 from planrunner.diagnostics import Span
 from planrunner.errors import PlanSyntaxError
+from planrunner.plan_file import MAX_PLAN_BYTES, NotAPlanFile, PlanTooLarge, read_plan_bytes
 
-MAX_PLAN_BYTES = 2 * 1024 * 1024
+__all__ = ["MAX_PLAN_BYTES", "MAX_DEPTH", "MAX_ALIAS_NODES", "read_bounded", "source_read",
+           "too_deep", "toml_too_deep"]
+
 MAX_DEPTH = 64
 MAX_ALIAS_NODES = 10_000
 
-
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISDIR, "a directory"))
 
 # path -> the text the loader read (the error printer's source lines); bounded by
 # MAX_PLAN_BYTES per plan, and a process loads a handful of plans.
 _READ: dict[str, str] = {}
 
 
-def read_plan_bytes(path: str) -> bytes:
-    """The bytes of the plan file `path`, read once and at most MAX_PLAN_BYTES + 1 of them.
-
-    PlanSyntaxError, located at path:1:1, when `path` is no regular file (after
-    symlinks: FIFO, device, socket, directory; it is not opened) or is larger than
-    MAX_PLAN_BYTES (not read). OSError passes through (missing, unreadable)."""
-    _check_kind(path, os.stat(path))
-    # O_NONBLOCK: should a FIFO replace the file after the stat, open() must not wait
-    # for a writer; the fstat below then refuses it. Regular files ignore the flag.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with open(fd, "rb") as fh:
-        st = os.fstat(fd)
-        _check_kind(path, st)
-        if st.st_size > MAX_PLAN_BYTES:  # a sparse 3 GB file: refused, not read
-            raise _too_large(path)
-        data = fh.read(MAX_PLAN_BYTES + 1)  # /proc files say size 0: read bounded
-    if len(data) > MAX_PLAN_BYTES:
-        raise _too_large(path)
-    return data
-
-
-def read_bounded(path: str) -> str:
-    """The UTF-8 text of `path` by read_plan_bytes, remembered for source_read(path).
-    OSError / UnicodeDecodeError pass through."""
-    text = read_plan_bytes(path).decode("utf-8")
+def read_bounded(path: str, data: bytes | None = None) -> str:
+    """The UTF-8 text of `path`, or of `data` when its bytes were read already
+    (plan_file.read_plan_bytes), remembered for source_read(path); PlanSyntaxError,
+    located at path:1:1, when it is over MAX_PLAN_BYTES (only that much plus one byte is
+    ever read) or no regular file (a FIFO, a device: not opened). OSError /
+    UnicodeDecodeError pass through."""
+    try:
+        if data is None:
+            data = read_plan_bytes(path)
+        elif len(data) > MAX_PLAN_BYTES:
+            raise PlanTooLarge(path)
+    except PlanTooLarge:
+        raise PlanSyntaxError(
+            f"plan file is larger than {MAX_PLAN_BYTES // (1024 * 1024)} MiB: refused "
+            "unread", Span(path, 1, 1),
+            ("a plan is a few kilobytes of reviewed text; is this the right file?",)
+        ) from None
+    except NotAPlanFile as exc:
+        raise PlanSyntaxError(
+            f"plan file is {exc.args[1]}, not a regular file: refused unread",
+            Span(path, 1, 1), ("write the plan to a file and give its path (a pipe or "
+                               "device could block or never end)",)) from None
+    text = data.decode("utf-8")
     _READ[path] = text
     return text
 
@@ -69,23 +63,6 @@ def source_read(path: str) -> str | None:
     """The text of the plan `path` as the loader read it (None if it read none): what the
     error printer shows source lines from, without opening the file again."""
     return _READ.get(path)
-
-
-def _check_kind(path: str, st: os.stat_result) -> None:
-    if stat.S_ISREG(st.st_mode):
-        return
-    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-    raise PlanSyntaxError(
-        f"plan file is {kind}, not a regular file: refused unread", Span(path, 1, 1),
-        ("write the plan to a file and give its path (a pipe or device could block or "
-         "never end)",))
-
-
-def _too_large(path: str) -> PlanSyntaxError:
-    return PlanSyntaxError(
-        f"plan file is larger than {MAX_PLAN_BYTES // (1024 * 1024)} MiB: refused "
-        "unread", Span(path, 1, 1),
-        ("a plan is a few kilobytes of reviewed text; is this the right file?",))
 
 
 def too_deep(path: str, line: int, column: int) -> PlanSyntaxError:

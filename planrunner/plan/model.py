@@ -90,6 +90,8 @@ class ProbeSpec:
     key: Expr | None = None  # span key, None = tid
     span_scope: SpanScope = "process"  # span: pair only within a process, or "global"
     nested: bool = False  # span: a stack of open begins per key (calls nest)
+    # nested span: values an end must share with the begin it closes (`match:`)
+    match: tuple[Expr, ...] = ()
     args: tuple[ArgSpec, ...] = ()
     retval: ArgSpec | None = None  # uretprobe
     where: Expr | None = None
@@ -112,7 +114,7 @@ class OutputSpec:
     """One entry of `outputs:`: print or an aggregation of one probe."""
 
     index: int
-    name: str  # `name:` or str(index)
+    name: str  # `name:`, else its probe's name (build_outputs._unnamed)
     kind: OutputKind
     probe: str
     span: Span  # the output entry
@@ -149,7 +151,7 @@ class TableSpec:
     it joins print only through it."""
 
     index: int
-    name: str  # `name:` or str(index)
+    name: str  # `name:`, else `table` (build_outputs._unnamed)
     columns: tuple[TableColumn, ...]  # in the table's order
     sort: str  # the column rows are sorted by (largest first); default the first
     rate: bool  # per-second rates over the interval instead of the interval's totals

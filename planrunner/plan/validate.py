@@ -36,6 +36,7 @@ SCHEMA_FILE = "plan.schema.json"
 # from iter_errors on our own schema, where all are set, so they are read as they are.
 SchemaError = Any
 PROBE_KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "span")
+_PROBE_KIND_KEYS = (*PROBE_KINDS, "profile", "interval")
 
 
 @functools.cache
@@ -300,6 +301,39 @@ def _broken_part(jpath: JsonPath) -> JsonPath | None:
     return jpath[:1]
 
 
+def _dedented_probe_fields(loaded: LoadedPlan) -> dict[str, str | None]:
+    """Entries of `probes:` named like a probe's field (`args`, `where`, ...) that are
+    no probe (no kind): a field indented one level too little, so it left its probe.
+    Each maps to the probe above it (None: it is first)."""
+    probes = loaded.data.get("probes") if isinstance(loaded.data, dict) else None
+    if not isinstance(probes, dict):
+        return {}
+    fields = set(load_schema()["$defs"]["probe"]["properties"]) - set(_PROBE_KIND_KEYS)
+    out: dict[str, str | None] = {}
+    above: str | None = None
+    for name, value in probes.items():
+        if name in fields and not (isinstance(value, dict)
+                                   and set(value) & set(_PROBE_KIND_KEYS)):
+            out[str(name)] = above
+        else:
+            above = str(name)
+    return out
+
+
+def _dedented(loaded: LoadedPlan, field: str, owner: str | None) -> Diagnostic:
+    where = f"probe '{owner}'" if owner is not None else "its probe"
+    if loaded.format == "toml":
+        table = f"[probes.{owner}]" if owner is not None else "[probes.NAME]"
+        return Diagnostic(
+            f"'{field}' is a field of a probe, but it is written as a probe of its own",
+            loaded.spans.key(("probes", field)), (f"move it into the table {table}",))
+    return Diagnostic(
+        f"'{field}' is a field of a probe, but it is written as a probe of its own: "
+        f"probably an indentation mistake", loaded.spans.key(("probes", field)),
+        (f"indent `{field}:` one level more, under {where}, like its kind "
+         "(`usdt:`, `uprobe:`, ...)",))
+
+
 def schema_report(loaded: LoadedPlan) -> SchemaReport:
     """Every schema mistake in `loaded` (one Diagnostic each, sorted by position) and
     the parts of the plan they break."""
@@ -309,9 +343,17 @@ def schema_report(loaded: LoadedPlan) -> SchemaReport:
     diags: list[Diagnostic] = []
     broken: set[JsonPath] = set()
     unknown: set[JsonPath] = set()
+    dedented = _dedented_probe_fields(loaded)
+    for field, owner in dedented.items():
+        diags.append(_dedented(loaded, field, owner))
+        broken.add(("probes", field))
+        if owner is not None:  # built without its field, it would only add cascades
+            broken.add(("probes", owner))
     for err in _validator().iter_errors(loaded.data):
-        diags.extend(translator.translate(err))
         jpath: JsonPath = tuple(err.absolute_path)
+        if jpath[:1] == ("probes",) and len(jpath) >= 2 and jpath[1] in dedented:
+            continue  # said once, above
+        diags.extend(translator.translate(err))
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             allowed = err.schema.get("properties", {})
             patterns = list(err.schema.get("patternProperties", {}))

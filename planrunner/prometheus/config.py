@@ -82,15 +82,27 @@ def _bad(text: str, why: str) -> UsageError:
 
 
 def exporter_config(address: tuple[str, int], plan_name: str, description: str,
-                    program: RenderedProgram) -> ExporterConfig:
+                    program: RenderedProgram,
+                    plans: tuple[tuple[str, str], ...] = ()) -> ExporterConfig:
     """The names every aggregation output will be served under; a clash between two of
-    them (or with the exporter's own metrics) is an error naming both."""
+    them (or with the exporter's own metrics) is an error naming both. `plans`: the
+    (name, description) of each plan of a run of several (plan_set.py), whose outputs
+    are named `PLAN.OUTPUT`: each is served under its own plan's name."""
     if importlib.util.find_spec("prometheus_client") is None:
         raise BackendUnavailable(
             "--prometheus needs the prometheus_client Python module",
             hints=("install Debian's python3-prometheus-client (`make setup` does) or "
                    "`pip install prometheus_client`",))
-    families = tuple(family_of(agg, plan_name, description) for agg in program.aggregates)
+    if len(plans) > 1:
+        from planrunner.plan_set import plan_of
+
+        about = dict(plans)
+        owners = [plan_of(agg.name, list(about)) for agg in program.aggregates]
+        families = tuple(family_of(agg, plan, about[plan], own)
+                         for agg, (plan, own) in zip(program.aggregates, owners, strict=True))
+    else:
+        families = tuple(family_of(agg, plan_name, description)
+                         for agg in program.aggregates)
     try:
         check_unique(families, SELF_METRICS)
     except NameClash as exc:

@@ -9,6 +9,8 @@ The rule (documented in README.md, "Prometheus"):
   ``lhist``) are exposed as ``..._bucket``, ``..._sum`` and ``..._count``; gauges
   (``min``, ``max``, ``avg``) have no suffix. Colons are never generated (they belong to
   recording rules).
+- Several plans in one run (plan_set.py): an output is named `PLAN.OUTPUT` there, and
+  served under its own plan's name, ``planrunner_<PLAN>_<OUTPUT>``, as when it runs alone.
 - A label is the output's `by` key (``begin.query`` -> ``query``, ``{cmd: ...}`` ->
   ``cmd``) with the same replacement; a name that then starts with a digit or with
   ``__`` (reserved by Prometheus), or is ``le`` or ``quantile`` (labels Prometheus
@@ -156,18 +158,24 @@ def check_unique(families: Iterable[Family], reserved: Iterable[str] = ()) -> No
             seen.add(label)
 
 
-def help_text(agg: AggregateOutput, plan: str, description: str) -> str:
-    """One line: what is measured, where it comes from, then the plan's description."""
+def help_text(agg: AggregateOutput, plan: str, description: str,
+              output: str | None = None) -> str:
+    """One line: what is measured, where it comes from, then the plan's description
+    (`output`: the output's name in its plan, when it differs from `agg.name`)."""
     what = "events" if agg.kind == "count" else f"{agg.kind} of {agg.value_label}"
     keys = [k for k, _ in agg.key_fields]
     by = f" by {', '.join(keys)}" if keys else ""
-    head = f"{what} at probe {agg.probe}{by} (plan {plan}, output {agg.name})"
+    head = f"{what} at probe {agg.probe}{by} (plan {plan}, output {output or agg.name})"
     desc = " ".join(description.split())
     return f"{head}. {desc}" if desc else head
 
 
-def family_of(agg: AggregateOutput, plan: str, description: str) -> Family:
-    return Family(output=agg.name, kind=agg.kind, name=metric_base(plan, agg.name),
+def family_of(agg: AggregateOutput, plan: str, description: str,
+              output: str | None = None) -> Family:
+    """The metric family of `agg`, `planrunner_<plan>_<output>` (`output`: its name in
+    its plan, when several plans run and `agg.name` is `PLAN.OUTPUT`)."""
+    own = output or agg.name
+    return Family(output=agg.name, kind=agg.kind, name=metric_base(plan, own),
                   mtype=metric_type(agg.kind),
                   labels=tuple(label_name(k) for k, _ in agg.key_fields),
-                  help=help_text(agg, plan, description))
+                  help=help_text(agg, plan, description, output))

@@ -23,6 +23,8 @@ class Counter(IntEnum):
     SPAN_REPLACED = 3  # span begins that replaced an open begin of their key
     SPAN_OVERFLOW = 4  # nested span begins past settings.span_depth (not timed)
     STACK_LOST = 5  # stacks not captured (stack map collision or full, copy map full)
+    SPAN_UNMATCHED = 6  # ends of nested spans with `match:` that matched no open begin
+    SPAN_DROPPED = 7  # open begins above the one such an end matched (end never came)
 
 
 class ConfigSlot(IntEnum):
@@ -36,6 +38,7 @@ class ConfigSlot(IntEnum):
     NS_INO = 4  # its inode; 0: planrunner runs in the init pid namespace
     CGROUPS = 5  # entries of the cgroup array in use
     NR_CPUS = 6  # possible CPUs: scales the ring buffer's wakeup watermark
+    COMMAND = 7  # the -c command until its exec (pr_on_exec clears it): still planrunner
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,7 @@ TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
 MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
 # Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
 SCOPE_GIVEN = 1
+BORN_EXEC = 1  # PR_BORN_EXEC: a value of `born_map`, a process that exec'd planrunner
 SCOPE_NS_KEY = 0x80000000
 MAX_CGROUPS = 8  # PR_MAX_CGROUPS
 @dataclass(frozen=True, slots=True)
@@ -181,6 +185,10 @@ class RenderedProgram:
     # tgids and their start times, pinned so that all runs share it.
     tracers_map: str = "pr_tracers"
     tracers_pin: str = TRACERS_PIN
+    # planrunner processes this run saw start, before they register: __u32 tgid ->
+    # __u32 how (1: exec'd as planrunner), and the __u64 count of its entries
+    born_map: str = "pr_born"
+    born_count_map: str = "pr_born_n"
     # Macros the C uses whose values only the running kernel knows (e.g.
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()
@@ -190,6 +198,9 @@ class RenderedProgram:
     # programs of `sleepable` sites then fault pages in and are loaded BPF_F_SLEEPABLE.
     # Left undefined, the same source is today's non-sleepable program.
     sleepable_switch: str = "PR_SLEEPABLE"
+    # (probe, why it may not fire: resolve/preflight.py), said again at exit when the
+    # probe recorded nothing (runtime/silence.py)
+    gated: tuple[tuple[str, str], ...] = ()
 
     @property
     def has_sleepable(self) -> bool:
@@ -205,6 +216,20 @@ class RenderedProgram:
 # a planrunner leaves the tracer registry, a followed child the scope (always attached).
 EXIT_SITE = AttachSite("tracepoint", "pr_on_exit", "(planrunner)", 0, category="sched",
                        event="sched_process_exit")
+# No planrunner process is traced before it registers (always attached): the child of
+# a planrunner is one until it execs; an exec whose comm or argv says planrunner starts
+# one (argv is read at the execve, the comm in the new program); the -c command is
+# planrunner's copy until its exec.
+PLANRUNNER_SITES = (
+    AttachSite("tracepoint", "pr_on_fork", "(planrunner)", 0, category="task",
+               event="task_newtask"),
+    AttachSite("tracepoint", "pr_on_execve", "(planrunner)", 0, category="syscalls",
+               event="sys_enter_execve"),
+    AttachSite("tracepoint", "pr_on_execveat", "(planrunner)", 0, category="syscalls",
+               event="sys_enter_execveat"),
+    AttachSite("tracepoint", "pr_on_exec", "(planrunner)", 0, category="sched",
+               event="sched_process_exec"),
+)
 # --follow-children: forked children of the scope's processes join it.
 FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
                        category="task", event="task_newtask")

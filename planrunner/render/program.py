@@ -224,12 +224,13 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
 
     body = new_body(_scratch_only_when_long(resolved, probe, new_body(False)))
     lines = string_reads(probe, body)
+    max_depth = resolved.plan.settings.span_depth
     for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
         if span.spec.kind == "span" and span.spec.nested:
             if span.spec.begin == probe.spec.name:
-                lines += nested_prologue(span, True, body)
+                lines += nested_prologue(span, True, body, max_depth)
             if span.spec.end == probe.spec.name:
-                lines += nested_prologue(span, False, body)
+                lines += nested_prologue(span, False, body, max_depth)
     lines += condition(probe.where, body)
     if "user" in probe.stacks and copied(probe.stack):
         lines += pid_notice_lines()
@@ -329,7 +330,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth,
                            runtime_constants=constants, tables=tables,
-                           stack_maps=stack_maps)
+                           stack_maps=stack_maps, gated=resolved.gated)
 
 
 def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:

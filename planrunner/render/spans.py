@@ -4,7 +4,9 @@ latency, runs the span's filter and outputs, and deletes the entry.
 
 Captured values are members `c0, c1...` of `struct pr_span_<name>` in the order the
 resolver lists them (first use); a string capture also keeps its source pointer and
-read status for the record.
+read status for the record. A nested span with `match:` also keeps, in `m0, m1...`, its
+begin's match values: an integer as is, a string as a 64-bit hash of its bytes (0: not
+read, which matches any), so that an end compares a few integers per open begin.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from planrunner.expr.types import StrType
 from planrunner.render.bodies import Body, condition
 from planrunner.render.expr_c import lower
 from planrunner.render.names import c_ident
+from planrunner.render.needs import Helper
 from planrunner.resolve.model import ResolvedProbe
 
 # The map key of a span keyed by an expression within one process (scope: process):
@@ -26,6 +29,12 @@ KEY_STRUCT = "pr_span_key"
 # Nested spans: one entry per open begin, keyed by (key, process, level), and one depth
 # counter per (key, process) in a second map (level 0 there).
 LEVEL_KEY_STRUCT = "pr_span_lkey"
+# Nested spans with `match:`: how many open begins, from the most recent down, an end
+# compares with. A begin whose end never came stays on its key's stack; the next end of
+# a call below it finds its begin within these levels, and the begins above it are
+# dropped (counted). Bounded: an end that matches nothing (a return without an entry, as
+# a Python profile hook's own) pays this many lookups.
+MATCH_SEARCH = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,7 @@ def span_view(span: ResolvedProbe, map_size: int) -> SpanView:
                         f"char {m}[{cap.expr.type.size}];"]
         else:
             members.append(f"__s64 {m};")
+    members += [f"__u64 m{i};" for i in range(len(span.match))]
     if span.spec.nested:
         return SpanView(span_struct(span), tuple(members), map_size,
                         f"struct {LEVEL_KEY_STRUCT}", depth_map(span))
@@ -88,9 +98,78 @@ def _nested_key(span: ResolvedProbe, begin: bool) -> str:
     return f"pr_lkey_{c_ident(span.spec.name)}_{'b' if begin else 'e'}"
 
 
-def nested_prologue(span: ResolvedProbe, begin: bool, body: Body) -> list[str]:
+def at_local(span: str) -> str:
+    """The end body's local holding the level the end closes (see _match_search)."""
+    return f"pr_at_{c_ident(span)}"
+
+
+def _match_value(span: ResolvedProbe, index: int, begin: bool, body: Body) -> list[str]:
+    """`__u64 pr_m<i>_<span> = ...;`: match value `index` of this side, as the span's
+    map keeps it (a string's hash over the bytes both sides read; 0 if unread)."""
+    b, e = span.match[index]
+    expr = b if begin else e
+    low = lower(expr, body)
+    local = f"pr_m{index}_{c_ident(span.spec.name)}"
+    if not isinstance(expr.type, StrType):
+        return [*low.prelude, f"__u64 {local} = (__u64)({low.c});"]
+    assert isinstance(b.type, StrType) and isinstance(e.type, StrType)
+    body.need(Helper.EXPR)
+    size = min(b.type.size, e.type.size)
+    source = body.string_source(expr.ref) if isinstance(expr, TRef) else None
+    value = f"pr_str_hash({low.c}, {size})"
+    if source is not None:
+        value = f"{source.status} < 0 ? 0 : {value}"  # unreadable here: matches any
+    return [*low.prelude, f"__u64 {local} = {value};"]
+
+
+def _matches(span: ResolvedProbe, entry: str) -> str:
+    """The C condition: open begin `*entry` has this end's match values."""
+    name = c_ident(span.spec.name)
+    tests = []
+    for i, (b, _e) in enumerate(span.match):
+        mine, theirs = f"pr_m{i}_{name}", f"{entry}->m{i}"
+        if isinstance(b.type, StrType):
+            tests.append(f"({theirs} == {mine} || !{theirs} || !{mine})")
+        else:
+            tests.append(f"{theirs} == {mine}")
+    return " && ".join(tests)
+
+
+def _match_search(span: ResolvedProbe, body: Body, max_depth: int) -> list[str]:
+    """The end's level: the most recent of the MATCH_SEARCH most recent open begins it
+    matches, or `open` (none: an end without its begin). Past `max_depth` no begin is
+    kept to compare with, so the end closes the top level, as without `match`."""
+    name = c_ident(span.spec.name)
+    key, open_, at = _nested_key(span, False), f"pr_open_{name}", at_local(span.spec.name)
+    lines = []
+    for i in range(len(span.match)):
+        lines += _match_value(span, i, False, body)
+    entry = f"pr_o_{name}"
+    loop = [f"if (pr_i >= {open_})",
+            "    break;",
+            f"{key}.level = {open_} - 1 - pr_i;",
+            f"struct {span_struct(span)} *{entry} = {span_struct(span)}.lookup(&{key});",
+            f"if ({entry} && {_matches(span, entry)}) {{",
+            f"    {at} = {key}.level;",
+            "    break;",
+            "}"]
+    return lines + [
+        f"__u64 {at} = {open_};",
+        f"if ({open_} > {max_depth})",
+        f"    {at} = {open_} - 1;  /* past span_depth: nothing kept to compare with */",
+        "else",
+        f"    for (int pr_i = 0; pr_i < {MATCH_SEARCH}; pr_i++) {{",
+        *("        " + line for line in loop),
+        "    }",
+        f"{key}.level = 0;  /* the key of the open-begin count again */"]
+
+
+def nested_prologue(span: ResolvedProbe, begin: bool, body: Body,
+                    max_depth: int) -> list[str]:
     """At the top of a body that begins (or ends) nested span `span`: its key and
-    `depth`, the level the begin opens (or the end closes), from the open-begin count."""
+    `depth`, the level the begin opens (or the end closes), from the open-begin count
+    (and, for an end of a span with `match:`, the begins it matches: an end that matches
+    none is at the level a begin would open)."""
     expr = span.key_begin if begin else span.key_end
     key, name = _nested_key(span, begin), span.spec.name
     depth, open_ = depth_local(name), f"pr_open_{c_ident(name)}"
@@ -108,6 +187,9 @@ def nested_prologue(span: ResolvedProbe, begin: bool, body: Body) -> list[str]:
               f"    {open_} = *pr_dp_{c_ident(name)};"]
     if begin:
         lines.append(f"__u32 {depth} = {open_};")
+    elif span.match:
+        lines += _match_search(span, body, max_depth)
+        lines.append(f"__u32 {depth} = {at_local(name)};")
     else:
         lines.append(f"__u32 {depth} = {open_} ? {open_} - 1 : 0;")
     return lines
@@ -150,6 +232,9 @@ def begin_block(span: ResolvedProbe, body: Body, max_depth: int) -> list[str]:
     lines.append(f"bv->ts = {body.builtin('ts')};")
     for i, cap in enumerate(span.captures):
         lines.extend(_capture_lines(i, cap, body))
+    for i in range(len(span.match)):
+        lines += _match_value(span, i, True, body)
+        lines.append(f"bv->m{i} = pr_m{i}_{c_ident(span.spec.name)};")
     return lines + store
 
 
@@ -157,9 +242,26 @@ def end_block(span: ResolvedProbe, body: Body, max_depth: int,
               outputs: Callable[[Body], list[str]]) -> list[str]:
     """In the end probe: find the begin, then the filter and `outputs(body)` with the
     span's latency and captures in scope, then forget the begin. A nested span pops the
-    most recent open begin of the key."""
+    most recent open begin of the key; with `match:`, the one the prologue found, and
+    the begins above it (counted), or nothing (counted) when it found none."""
     name = span_struct(span)
-    if span.spec.nested:
+    if span.match:
+        key, at = _nested_key(span, False), at_local(span.spec.name)
+        open_ = f"pr_open_{c_ident(span.spec.name)}"
+        lines = [f"if ({at} == {open_}) {{  /* an end without its begin: pops nothing */",
+                 "    pr_count(PR_SPAN_UNMATCHED);",
+                 "    break;",
+                 "}",
+                 f"if ({open_} - 1 - {at})  /* begins whose end never came */",
+                 f"    pr_count_n(PR_SPAN_DROPPED, {open_} - 1 - {at});",
+                 f"if ({at} == 0)",
+                 f"    {depth_map(span)}.delete(&{key});",
+                 "else",
+                 f"    {depth_map(span)}.update(&{key}, &{at});",
+                 f"if ({at} >= {max_depth}) break;  /* counted at its begin */",
+                 f"{key}.level = {at};"]
+        ref = f"&{key}"
+    elif span.spec.nested:
         key, depth = _nested_key(span, False), depth_local(span.spec.name)
         open_ = f"pr_open_{c_ident(span.spec.name)}"
         lines = [f"if (!{open_}) break;  /* no open begin: it began before tracing */",

@@ -62,6 +62,7 @@ class _Span:
     key_begin: TExpr | None
     key_end: TExpr | None
     where: TExpr | None
+    match: tuple[tuple[TExpr, TExpr], ...]  # `match:` values, (begin side, end side)
 
 
 def resolve_plan(plan: Plan, pid: int | None = None,
@@ -84,11 +85,12 @@ def resolve_plan(plan: Plan, pid: int | None = None,
                                 checked[s.end or ""].located.scope) for s in span_specs}
     keys = {name: attempt(errors, sc.check_keys, size) for name, sc in scopes.items()}
     wheres = {name: attempt(errors, sc.check_where, size) for name, sc in scopes.items()}
+    matches = {name: attempt(errors, sc.check_match, size) for name, sc in scopes.items()}
     all_scopes: dict[str, Scope] = {n: c.located.scope for n, c in checked.items()}
     all_scopes.update(scopes)
     outputs = check_outputs(plan.outputs, all_scopes, size, errors)
     raise_collected(errors, ResolveError)
-    spans = {name: _Span(sc, *(keys[name] or (None, None)), wheres[name])
+    spans = {name: _Span(sc, *(keys[name] or (None, None)), wheres[name], matches[name] or ())
              for name, sc in scopes.items()}
     resolved: list[ResolvedProbe] = []
     for spec in plan.probes:
@@ -105,15 +107,14 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     _check_size(plan, resolved)
     proc = (Process.of_pid(pid) if pid else Process.of_command(command) if command
             else None)
-    warnings = left_out + [w for loc in located.values() for w in _warnings(loc, proc)]
-    return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings))
-
-
-def _warnings(loc: Located, proc: Process | None) -> list[Diagnostic]:
-    out = list(loc.warnings)
-    if loc.usdt is not None:
-        out += warnings_for(loc.spec, *loc.usdt, proc)
-    return out
+    warnings = list(left_out)
+    gated = []
+    for loc in located.values():
+        preflight = warnings_for(loc.spec, *loc.usdt, proc) if loc.usdt is not None else []
+        warnings += [*loc.warnings, *preflight]
+        gated += [(loc.spec.name, w.message) for w in preflight]
+    return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings),
+                        tuple(gated))
 
 
 def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:
@@ -134,12 +135,16 @@ def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],
               left_out: list[Diagnostic]) -> dict[str, BinaryRef]:
     """The targets found; an `optional: true` one that is not is a warning in
-    `left_out`, and its probes (then their outputs) are skipped as if it failed."""
+    `left_out`, and its probes (then their outputs) are skipped as if it failed. How a
+    --pid's path was chosen (a container's file, not the host's) is a note there."""
     out = {}
     for target in plan.targets:
         try:
-            path = resolve_target(target.binary, pid, target.span)
+            notes: list[str] = []
+            path = resolve_target(target.binary, pid, target.span, notes)
             out[target.name] = S.binary_ref(path, path, target.build_id, target.span)
+            left_out += [Diagnostic(f"target '{target.name}': {note}", target.span,
+                                    severity="note") for note in notes]
         except PlanError as err:
             if not target.optional:
                 errors.append(err)
@@ -161,7 +166,10 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
         if spec.target is None or spec.target not in binaries:
             return None  # the target's own error was reported
         binary = binaries[spec.target]
-    return attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
+    got = attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
+    if got is not None:
+        errors.extend(got.errors)
+    return got
 
 
 def _with_nested(loc: Located, plan: Plan) -> Located:
@@ -212,7 +220,8 @@ def _span_exprs(span: _Span, outputs: list[ResolvedOutput]) -> list[TExpr]:
 
 def _span_probe(span: _Span, outputs: list[ResolvedOutput]) -> ResolvedProbe:
     return ResolvedProbe(span.scope.spec, (), (), span.where, key_begin=span.key_begin,
-                         key_end=span.key_end, captures=captures(_span_exprs(span, outputs)))
+                         key_end=span.key_end, captures=captures(_span_exprs(span, outputs)),
+                         match=span.match)
 
 
 def _probe_exprs(c: _Checked, spans: Mapping[str, _Span],
@@ -227,8 +236,10 @@ def _probe_exprs(c: _Checked, spans: Mapping[str, _Span],
         if spec.begin == name:
             exprs.append(span.key_begin)
             exprs += [cap.expr for cap in captures(_span_exprs(span, outputs))]
+            exprs += [begin for begin, _end in span.match]
         if spec.end == name:
             exprs.append(span.key_end)
+            exprs += [end for _begin, end in span.match]
             exprs += _span_exprs(span, outputs)
     return exprs
 
@@ -263,15 +274,19 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
             size_bytes = slot.bits // 8 if slot.kind == "int" else 8
             args[slot.index] = (S.return_value(size_bytes, slot.signed, machine)
                                 if slot.index == 0 else
-                                S.register_arg(slot.index, size_bytes, slot.signed, machine))
-        sites += [ResolvedSite(spec.kind, spec.name, n, loc.binary, pc, offset,
+                                S.register_arg(slot.index, size_bytes, slot.signed, machine,
+                                               loc.abi))
+        # a Go function returns where its RETs are probed (resolve/sites.py)
+        kind = "uprobe" if loc.abi != "c" else spec.kind
+        sites += [ResolvedSite(kind, spec.name, n, loc.binary, pc, offset,
                                args=tuple(args))
                   for n, (pc, offset) in enumerate(loc.locations)]
     targets = (loc.binary,) if loc.binary else ()
     return ResolvedProbe(spec, tuple(sites), tuple(slots), c.where, targets,
                          tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
                          notes=loc.notes, stacks=stack_kinds(exprs),
-                         stack=stack)
+                         stack=stack, abi=loc.abi if spec.kind in ("uprobe", "uretprobe")
+                         else "")
 
 
 def _check_stack_captures(spec: ProbeSpec, spans: Mapping[str, _Span],

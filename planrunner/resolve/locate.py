@@ -5,11 +5,13 @@ what names its expressions may use). Spans are not located: they pair two probes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from planrunner.diagnostics import Diagnostic
+from planrunner.elf.golang import GO_INT_REGS, GOROUTINE_INDEX, Abi
 from planrunner.errors import ResolveError
 from planrunner.expr.types import IntType, StrType, Type
 from planrunner.plan.model import ProbeSpec
@@ -32,6 +34,10 @@ class Located:
     tp_fields: tuple[TracepointField, ...] = ()
     usdt: tuple[str, str] | None = None  # (provider, name) of a USDT probe
     warnings: tuple[Diagnostic, ...] = ()  # located; the plan is valid all the same
+    # Mistakes found while locating that leave the probe's names usable, so the plan's
+    # other mistakes are reported with them (an argument declared past the probe's end).
+    errors: tuple[ResolveError, ...] = ()
+    abi: Abi = "c"  # uprobes: the function's calling convention (elf/golang.py)
 
 
 def locate_tracepoint(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
@@ -55,16 +61,22 @@ def locate_usdt(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
     probe = S.find_usdt(spec, binary)
     count = min(len(s.args) for s in probe.sites)
     types = S.usdt_arg_types(probe)
-    for arg in spec.args:
-        if arg.index > count:
-            raise ResolveError(
-                f"probe '{spec.name}' declares argument {arg.index}, but "
-                f"{spec.provider or ''}{':' if spec.provider else ''}{spec.probe} has "
-                f"{count} argument{'s' if count != 1 else ''}", arg.span)
-    scope = ProbeScope(_arg_names(spec, _declared(spec, types, string_size)), constants,
+    errors = tuple(ResolveError(
+        f"probe '{spec.name}' declares argument {arg.index}, but "
+        f"{spec.provider or ''}{':' if spec.provider else ''}{spec.probe} has "
+        f"{count} argument{'s' if count != 1 else ''}", arg.span)
+        for arg in spec.args if arg.index > count)
+    # An argument declared past the end keeps its name in the scope (as an int64, never
+    # rendered: the error above stops the plan), so the probe's other mistakes are still
+    # found and its name, used elsewhere, adds no error of its own.
+    types.update({arg.index: IntType(64, True) for arg in spec.args if arg.index > count})
+    names = {name: ref for name, ref in _arg_names(spec, _declared(spec, types, string_size)
+                                                   ).items()
+             if not re.fullmatch(r"arg\d+", name) or ref[0] <= count}
+    scope = ProbeScope(MappingProxyType(names), constants,
                        f"probe '{spec.name}' ({probe.qualified} in {binary.display})", count)
     return Located(spec, scope, binary, usdt_sites=probe.sites,
-                   usdt=(probe.provider, probe.name),
+                   usdt=(probe.provider, probe.name), errors=errors,
                    warnings=tuple(_type_warnings(spec, probe.sites[0].args)))
 
 
@@ -74,6 +86,8 @@ def _type_warnings(spec: ProbeSpec, operands: tuple[ArgOperand, ...]) -> list[Di
     for arg in spec.args:
         if arg.type is None or arg.type == "bool":
             continue
+        if arg.index > len(operands):
+            continue  # declared past the probe's end: an error of its own
         size = operands[arg.index - 1].size
         what = f"argument {arg.index} is a {size}-byte value in the probe's note"
         if arg.type in ("string", "pointer") and size != 8:
@@ -97,10 +111,14 @@ def _type_warnings(spec: ProbeSpec, operands: tuple[ArgOperand, ...]) -> list[Di
 def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
                   string_size: int) -> Located:
     """uprobe and uretprobe: every function named SYMBOL, at +OFFSET. A uretprobe sees
-    `retval` (and, for now, the argument registers it declares)."""
+    `retval` (and, for now, the argument registers it declares). A Go function offers
+    the 9 integer registers of Go's register ABI."""
     assert binary is not None
-    locations, notes = S.uprobe_sites(spec, binary)
-    count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0, len(spec.args)])
+    locations, notes, abi = S.uprobe_sites(spec, binary)
+    offered = len(GO_INT_REGS) if abi == "go" else S.MAX_UPROBE_ARGS
+    if abi == "go":
+        _check_go_args(spec)
+    count = max([offered if spec.kind == "uprobe" else 0, len(spec.args)])
     types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
     names = dict(_arg_names(spec, _declared(spec, types, string_size)))
     what, arg_count = "", None
@@ -114,8 +132,26 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
             what, arg_count = f"uretprobe ('{spec.name}')", 0
             for i in range(1, count + 1):
                 names.pop(f"arg{i}", None)
+    if abi == "go":
+        names["goroutine"] = (GOROUTINE_INDEX, IntType(64, False))
+        if spec.kind == "uretprobe":  # results take the argument registers, in order
+            names.update({f"ret{i}": (i, IntType(64, True))
+                          for i in range(2, len(GO_INT_REGS) + 1)})
     scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
-    return Located(spec, scope, binary, locations=locations, notes=notes)
+    return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi)
+
+
+def _check_go_args(spec: ProbeSpec) -> None:
+    """Go's register ABI passes 9 integer words in registers; later ones are on the
+    stack, where only the types of all the arguments would say."""
+    for arg in spec.args:
+        if arg.index > len(GO_INT_REGS):
+            raise ResolveError(
+                f"argument {arg.index} of Go function '{spec.symbol}' is not in a "
+                f"register: Go's register ABI passes {len(GO_INT_REGS)} integer words "
+                "(rax, rbx, rcx, rdi, rsi, r8, r9, r10, r11)", arg.span,
+                hints=("a string takes two words (pointer, length), a slice three: count "
+                       "words, not parameters",))
 
 
 def _declared(spec: ProbeSpec, types: Mapping[int, Type], string_size: int

@@ -118,6 +118,8 @@ class ResolvedProbe:
     tracepoint_fields: tuple[TracepointField, ...] = ()
     # span only: the begin-side values its end reads, in order of first use
     captures: tuple[CaptureRef, ...] = ()
+    # nested span only: its `match:` values, each checked on (begin side, end side)
+    match: tuple[tuple[TExpr, TExpr], ...] = ()
     # Every argument the probe offers, for summaries: (name, type) in argument order.
     offered: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()  # what resolution did that the plan does not say
@@ -125,6 +127,9 @@ class ResolvedProbe:
     # in this probe), and how a user stack is captured.
     stacks: tuple[StackKind, ...] = ()
     stack: StackSpec = StackSpec()
+    # uprobes: the function's calling convention, "c" or Go's "go"/"go-abi0"
+    # (elf/golang.py); "" for the other kinds
+    abi: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +143,8 @@ class ResolvedPlan:
     # located, in plan order: declared types that disagree with operands, probes that
     # will not fire unless the process is started a certain way (resolve/preflight.py)
     warnings: tuple[Diagnostic, ...] = ()
+    # (probe, what its preflight warning says): said again at exit when it fired nothing
+    gated: tuple[tuple[str, str], ...] = ()
 
     def probe(self, name: str) -> ResolvedProbe:
         return next(p for p in self.probes if p.spec.name == name)

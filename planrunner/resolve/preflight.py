@@ -23,6 +23,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from planrunner import inputs
 from planrunner.diagnostics import Diagnostic
 from planrunner.plan.model import ProbeSpec
 
@@ -51,8 +52,7 @@ class Process:
 
 def _read_nul(path: str) -> list[str] | None:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = inputs.read_bytes(path)
     except OSError:
         return None
     return [p.decode(errors="replace") for p in data.split(b"\0") if p]

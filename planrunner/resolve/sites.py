@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from planrunner.diagnostics import Span, did_you_mean
+from planrunner.elf.golang import GO_INT_REGS, GOROUTINE_INDEX, GOROUTINE_REG, Abi
 from planrunner.elf.reader import host_machine, open_binary, read_notes, vaddr_to_offset
 from planrunner.errors import ResolveError
 from planrunner.expr.types import BoolType, IntType, StrType, Type
@@ -18,6 +20,9 @@ from planrunner.plan.model import ArgSpec, ProbeSpec
 from planrunner.resolve.model import BinaryRef, TracepointField
 from planrunner.usdt.model import ArgOperand, Mem, ProbeSite, Reg, UsdtProbe
 from planrunner.usdt.probes import group_notes, read_probes
+
+if TYPE_CHECKING:
+    from planrunner.elf.symbols import Symbol
 
 VALUE_TYPES: dict[str, IntType] = {
     "int8": IntType(8, True), "int16": IntType(16, True), "int32": IntType(32, True),
@@ -91,31 +96,23 @@ _CODE_TYPES = frozenset({"STT_FUNC", "STT_GNU_IFUNC", "STT_NOTYPE"})
 
 
 def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
-                 ) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
-    """((pc, file offset) per function named SYMBOL, at +OFFSET; notes for the summary).
-    Several functions share a name when they are local to different files (static C
-    functions in a binary with its .symtab): each is probed."""
+                 ) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...], Abi]:
+    """((pc, file offset) per function named SYMBOL, at +OFFSET; notes for the summary;
+    the functions' calling convention). Several functions share a name when they are
+    local to different files (static C functions in a binary with its .symtab): each is
+    probed. A Go function (elf/golang.py) is probed after its stack check, and its
+    return at each RET (a uretprobe would break the goroutine stack)."""
     assert spec.symbol is not None
     # lazily: a plan without uprobes needs no symbol table reader (it imports subprocess)
-    from planrunner.elf.symbols import lookup_symbol
+    from planrunner.elf.golang import function_abi
 
-    try:
-        syms = lookup_symbol(binary.path, spec.symbol)
-    except ResolveError as err:
-        raise _at(err, spec) from None
-    code = [s for s in syms if s.value and s.type in _CODE_TYPES]
-    funcs = list({s.value: s for s in code or [s for s in syms if s.value]}.values())
-    if not funcs:
-        raise ResolveError(
-            f"symbol '{spec.symbol}' not found in {binary.display} (.symtab and .dynsym)",
-            spec.spec_span,
-            hints=("check the name with `nm -D` or `nm`; a stripped binary only exports "
-                   ".dynsym symbols",))
+    funcs = _functions(spec, binary)
     notes: list[str] = []
     if len(funcs) > 1:
         notes.append(f"{len(funcs)} functions are named '{spec.symbol}' (at "
                      f"{', '.join(f'{s.value:#x}' for s in funcs)}): probing each")
     locations = []
+    abis: set[Abi] = set()
     for sym in funcs:
         start, size = sym.value, sym.size
         if sym.type == "STT_GNU_IFUNC":  # the resolver: probe what it picks (elf/ifunc.py)
@@ -140,9 +137,82 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
                              binary.machine)
             except ResolveError as err:
                 raise _at(err, spec) from None
-        pc = start + spec.offset
-        locations.append((pc, vaddr_to_offset(binary.path, pc)))
-    return tuple(locations), tuple(notes)
+        try:
+            abi = function_abi(binary.path, sym.name, start)
+        except ResolveError as err:
+            raise _at(err, spec) from None
+        abis.add(abi)
+        if abi == "c" or spec.offset:
+            pcs = [start + spec.offset]
+        else:
+            pcs = _go_pcs(spec, binary, sym.name, start, size, abi, notes)
+        locations += [(pc, vaddr_to_offset(binary.path, pc)) for pc in pcs]
+    if len(abis) > 1:
+        raise ResolveError(f"the functions named '{spec.symbol}' in {binary.display} use "
+                           f"different calling conventions ({', '.join(sorted(abis))})",
+                           spec.spec_span, hints=("probe each by its own name",))
+    return tuple(locations), tuple(notes), abis.pop()
+
+
+def _functions(spec: ProbeSpec, binary: BinaryRef) -> list[Symbol]:
+    """The functions named SYMBOL: from the symbol tables, else (a stripped Go program)
+    from the Go function table."""
+    from planrunner.elf.golang import go_functions, is_go
+    from planrunner.elf.symbols import Symbol, lookup_symbol
+
+    try:
+        syms = lookup_symbol(binary.path, str(spec.symbol))
+        code = [s for s in syms if s.value and s.type in _CODE_TYPES]
+        funcs = list({s.value: s for s in code or [s for s in syms if s.value]}.values())
+        if not funcs and is_go(binary.path):
+            funcs = [Symbol(f.name, f.entry, f.end - f.entry, "STT_FUNC")
+                     for f in go_functions(binary.path).values() if f.name == spec.symbol]
+    except ResolveError as err:
+        raise _at(err, spec) from None
+    if not funcs:
+        raise ResolveError(
+            f"symbol '{spec.symbol}' not found in {binary.display} (.symtab and .dynsym)",
+            spec.spec_span,
+            hints=("check the name with `nm -D` or `nm`; a stripped binary only exports "
+                   ".dynsym symbols",))
+    return funcs
+
+
+def _go_pcs(spec: ProbeSpec, binary: BinaryRef, name: str, start: int, size: int,
+            abi: Abi, notes: list[str]) -> list[int]:
+    """Where a Go function's uprobe (after the stack check) or return probes (each RET)
+    sit."""
+    from planrunner.elf.golang import go_functions, go_sites
+
+    if not size:
+        size = go_functions(binary.path)[start].end - start
+    try:
+        sites = go_sites(binary.path, start, size, binary.machine)
+    except ResolveError as err:
+        raise _at(err, spec) from None
+    if spec.kind == "uprobe":
+        if sites.checked:
+            notes.append(f"'{name}' is a Go function: probed after its stack check "
+                         f"(+{sites.entry}), which restarts the function when the "
+                         "goroutine stack grows: one event per call")
+        return [start + sites.entry]
+    if abi == "go-abi0":
+        raise ResolveError(
+            f"'{name}' is a Go assembly function (ABI0): its results are on the stack, "
+            "not in registers", spec.spec_span,
+            hints=("probe its entry with a uprobe, or trace the Go function that calls it",))
+    if not sites.returns:
+        raise ResolveError(
+            f"Go function '{name}' has no RET instruction: it never returns normally "
+            "(it panics, exits or loops, or a wrapper jumps to another function)",
+            spec.spec_span,
+            hints=("probe its entry with a uprobe",))
+    count = len(sites.returns)
+    notes.append(f"'{name}' is a Go function: its return is probed at its {count} RET "
+                 f"instruction{'s' if count != 1 else ''} "
+                 f"({', '.join(f'+{o}' for o in sites.returns)}), as a uretprobe would "
+                 "break the goroutine stack")
+    return [start + o for o in sites.returns]
 
 
 def _at(err: ResolveError, spec: ProbeSpec) -> ResolveError:
@@ -151,8 +221,16 @@ def _at(err: ResolveError, spec: ProbeSpec) -> ResolveError:
                         hints=err.diagnostics[0].hints)
 
 
-def register_arg(index: int, size: int, signed: bool, machine: str) -> ArgOperand:
-    """Argument `index` (1-based) of a function at its entry, per the machine's ABI."""
+def register_arg(index: int, size: int, signed: bool, machine: str,
+                 abi: Abi = "c") -> ArgOperand:
+    """Argument `index` (1-based) of a function at its entry, per the machine's ABI (or
+    Go's: the register ABI's integer registers, or ABI0's stack slots)."""
+    if abi == "go":  # locate_uprobe offers no more than these and `goroutine`
+        field, name = GOROUTINE_REG if index == GOROUTINE_INDEX else GO_INT_REGS[index - 1]
+        return ArgOperand(f"%{name}", size, signed, False, Reg(field, name))
+    if abi == "go-abi0":
+        return ArgOperand(f"{8 * index}(%rsp)", size, signed, False,
+                          Mem(Reg("sp", "rsp"), 8 * index))
     if machine == "EM_AARCH64":
         if index <= len(AARCH64_ARG_REGS):
             field, name = AARCH64_ARG_REGS[index - 1]

@@ -5,6 +5,9 @@ builtins (pid, tid, comm... of the thread that ended the span).
 begin probe's scope (a param is the same on both sides and stays a constant). Which
 values a span captures, and in what order, is read off the checked trees afterwards
 (resolve/usage.py). Lookups have no side effects.
+
+A nested span's `match:` values are checked in each probe's own scope (each side reads
+its own value; render/spans.py compares them), not as `begin.X`.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from planrunner.diagnostics import did_you_mean
 from planrunner.errors import PlanError, ResolveError, raise_collected
+from planrunner.expr import ast as A
 from planrunner.expr.check import STACKS, Symbol, check, check_condition
-from planrunner.expr.typed import CaptureRef, DepthRef, LatencyRef, TExpr, TRef
-from planrunner.expr.types import DURATION, StackType, StrType
+from planrunner.expr.parser import parse_expression
+from planrunner.expr.typed import CaptureRef, DepthRef, LatencyRef, TExpr, TRef, refs
+from planrunner.expr.types import DURATION, StackType, StrType, SymType
 from planrunner.plan.model import ProbeSpec
 from planrunner.resolve.scope import BUILTINS, DEPTH_TYPE, ProbeScope
 
@@ -62,10 +68,13 @@ class SpanScope:
         return Symbol(sym.type, CaptureRef(name, value))
 
     def check_keys(self, size: int) -> tuple[TExpr | None, TExpr | None]:
-        """The key expression checked on each side (None: the default, the thread)."""
+        """The key expression checked on each side (None: the default, the thread; but
+        between two Go functions, the goroutine: goroutines share and change threads)."""
         key = self.spec.key
         if key is None:
-            return None, None
+            if not all("goroutine" in s.args for s in (self.begin, self.end)):
+                return None, None
+            key = parse_expression("goroutine", self.spec.spec_span)
         errs: list[PlanError] = []
         sides = []
         for scope in (self.begin, self.end):
@@ -79,6 +88,77 @@ class SpanScope:
                 errs.append(err)
         raise_collected(errs)
         return sides[0], sides[1]
+
+    def check_match(self, size: int) -> tuple[tuple[TExpr, TExpr], ...]:
+        """Each `match:` value checked on the begin side and on the end side."""
+        errs: list[PlanError] = []
+        pairs = []
+        for expr in self.spec.match:
+            try:
+                pairs.append(self._match_pair(expr, size))
+            except PlanError as err:
+                errs.append(err)
+        raise_collected(errs)
+        return tuple(pairs)
+
+    def _match_pair(self, expr: A.Expr, size: int) -> tuple[TExpr, TExpr]:
+        span = self.spec.name
+        no_depth = ResolveError(f"span '{span}' cannot match on `depth`: the match is "
+                                "what finds the depth of an end", expr.span)
+        if isinstance(expr, A.Name) and expr.ident == "depth":
+            raise no_depth
+        sides = (("begin", self.spec.begin, self.begin), ("end", self.spec.end, self.end))
+        if isinstance(expr, A.Name):
+            self._match_name(expr, [s for s in sides if s[2].lookup(expr.ident) is None])
+        checked = []
+        errs: list[PlanError] = []
+        for _side, _probe, scope in sides:
+            try:
+                checked.append(check(expr, scope, string_size=size))
+            except PlanError as err:
+                errs.append(err)
+        raise_collected(errs)
+        begin, end = checked
+        for texpr in checked:
+            if any(isinstance(r, DepthRef) for r in refs(texpr)):
+                raise no_depth
+            if isinstance(texpr.type, StackType | SymType):
+                raise ResolveError(f"span '{span}' cannot match on a {texpr.type}",
+                                   expr.span, hints=("match on strings or integers, "
+                                                     "e.g. match: [file, func]",))
+        if not refs(begin) and not refs(end):
+            raise ResolveError(f"span '{span}' matches on a constant: it is the same at "
+                               "every event", expr.span,
+                               hints=("match on arguments of both probes, e.g. "
+                                      "match: [file, func]",))
+        if isinstance(begin.type, StrType) != isinstance(end.type, StrType):
+            raise ResolveError(
+                f"span '{span}' matches on '{A.to_source(expr)}', of type {begin.type} at "
+                f"its begin probe '{self.spec.begin}' but {end.type} at its end probe "
+                f"'{self.spec.end}'", expr.span,
+                hints=("declare the argument with the same type on both probes",))
+        return begin, end
+
+    def _match_name(self, expr: A.Name, missing: list[tuple[str, str | None, ProbeScope]]
+                    ) -> None:
+        """A `match` name one side or both lack: said of that side, or of both."""
+        if not missing:
+            return
+        span, name = self.spec.name, expr.ident
+        if len(missing) == 2:
+            raise ResolveError(
+                f"span '{span}' matches on '{name}', which neither its begin probe "
+                f"'{self.spec.begin}' nor its end probe '{self.spec.end}' has", expr.span,
+                hints=(f"match names a value both probes have: declare '{name}' in the "
+                       "args of both",))
+        side, probe, scope = missing[0]
+        guess = did_you_mean(name, list(scope.args))
+        raise ResolveError(
+            f"span '{span}' matches on '{name}', which its {side} probe '{probe}' does "
+            "not have", expr.span,
+            hints=(f"did you mean '{guess}'?" if guess else
+                   f"match names a value both probes have: declare '{name}' in the args "
+                   f"of '{probe}'",))
 
     def check_where(self, size: int) -> TExpr | None:
         if self.spec.where is None:

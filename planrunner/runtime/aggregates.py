@@ -194,7 +194,9 @@ class AggregateReader:
                  monotonic: Callable[[], float] = time.monotonic,
                  reset: bool = True,
                  cmdline: Callable[[int], str | None] | None = None,
-                 stacks: StackResolver | None = None) -> None:
+                 stacks: StackResolver | None = None,
+                 since: float | None = None) -> None:
+        # since: when tracing began (the first interval's start), if before now.
         # reset=False (a live view runs): maps are never cleared, `every:` outputs print
         # once at exit like the others, so what the live view serves only grows.
         self.program = program
@@ -203,6 +205,8 @@ class AggregateReader:
         self.clock, self.monotonic = clock, monotonic
         self.cmdline = cmdline if cmdline is not None else Cmdlines()
         now, mono = clock(), monotonic()
+        if since is not None:
+            now = min(now, since)
         self._start = now
         self._by_name = {agg.name: agg for agg in program.aggregates}
         self._interval_start: dict[str, float] = {}

@@ -83,6 +83,12 @@ class Backend(MapSource, StackSource, Protocol):
         (without NUL), cgroup v2 directories (runtime/scope.py says what each means)."""
         ...
 
+    def skip_processes(self, tgids: Sequence[int]) -> None:
+        """Before attaching: skip these processes as the program skips a process it saw
+        exec planrunner (planrunner processes that started before this run attached and
+        may not have registered yet: runtime/scope.py `starting_planrunners`)."""
+        ...
+
     def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         """Add this run to the machine's registry of tracers pinned at `pin` (their
         events are never recorded), cleaning out entries of tracers that are gone; the

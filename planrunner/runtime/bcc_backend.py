@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import (
+    BORN_EXEC,
     SCOPE_GIVEN,
     AttachSite,
     ConfigSlot,
@@ -39,8 +40,9 @@ from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
 from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
+from planrunner.runtime.registry_pin import pin_cflags, tracers_pin
 from planrunner.runtime.ringbuf import RingReader, ordered_host
-from planrunner.runtime.scope import cgroup_key, ensure_bpffs
+from planrunner.runtime.scope import cgroup_key
 
 if TYPE_CHECKING:
     from planrunner.runtime.compile_worker import CompileWorker
@@ -314,9 +316,9 @@ class BccBackend:
 
     def load(self, program: RenderedProgram) -> None:
         check_machine()
-        ensure_bpffs(os.path.dirname(program.tracers_pin))  # bcc pins pr_tracers there
+        pin = tracers_pin(default=program.tracers_pin)  # bcc pins pr_tracers there
         self.program = program
-        cflags = list(BASE_CFLAGS)
+        cflags = list(BASE_CFLAGS) + pin_cflags(pin, program.tracers_pin)
         if program.runtime_constants:  # values of the running kernel (elf/btf.py)
             from planrunner.elf.btf import BtfError, runtime_cflags
             try:
@@ -325,7 +327,7 @@ class BccBackend:
                 raise BackendError(str(exc)) from None
         if program.has_sleepable and self._kernel().sleepable:  # string reads fault pages in
             cflags.append(f"-D{program.sleepable_switch}")
-        pins = {program.tracers_map: program.tracers_pin}
+        pins = {program.tracers_map: pin}
         # bcc's ring callback needs bcc: loaded by our own calls only where the ring is
         # mmapped
         raw = self._kernel().ringbuf_mmap and ordered_host()
@@ -436,6 +438,22 @@ class BccBackend:
             value = table.Leaf()
             value.id, value.level = cgroup_id, level
             table[ct.c_int(i)] = value
+
+    def skip_processes(self, tgids: Sequence[int]) -> None:
+        program = self._loaded()
+        if not tgids:
+            return
+        count = struct.pack("Q", len(tgids))
+        if isinstance(self.bpf, _CachedBPF):
+            for tgid in tgids:
+                self.bpf.loaded.update(program.born_map, struct.pack("I", tgid),
+                                       struct.pack("I", BORN_EXEC))
+            self.bpf.loaded.update(program.born_count_map, struct.pack("I", 0), count)
+            return
+        table = self.bpf[program.born_map]
+        for tgid in tgids:
+            table[ct.c_uint32(tgid)] = ct.c_uint32(BORN_EXEC)
+        self.bpf[program.born_count_map][ct.c_int(0)] = ct.c_uint64(len(tgids))
 
     @staticmethod
     def _fill_scope_raw(program: RenderedProgram, loaded: cc.LoadedProgram,

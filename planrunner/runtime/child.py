@@ -20,8 +20,11 @@ from planrunner.errors import CommandNotFound, UsageError
 
 
 class Child:
-    def __init__(self, pid: int, release_fd: int, exec_fd: int | None = None) -> None:
+    def __init__(self, pid: int, release_fd: int, exec_fd: int | None = None,
+                 path: str | None = None) -> None:
         self.pid = pid
+        self.path = path  # what the command line named, found on PATH (may be a script)
+        self.exes: list[str] = []  # the executables it was seen running after its exec
         self._release_fd: int | None = release_fd
         # read end of a pipe whose only writer is the child's close-on-exec copy: EOF
         # once the child has exec'd (or exited)
@@ -39,11 +42,11 @@ class Child:
             raise CommandNotFound(f"cannot run {argv[0]}: {_why_not_runnable(argv[0])}",
                                   hints=("-c takes a command line, as a shell would run it",))
         # Between its release and the exec the child is a copy of planrunner under the
-        # traced pid: a uprobe on libc's malloc, close or strlen would count its calls
-        # there. So everything is prepared before the fork, and libc's execv is called
-        # through ctypes on ready C strings (os.execvp walks PATH in Python, os.execv
-        # strlen()s every argument): of libc, only execve and the memcpy that libffi
-        # uses for the two arguments run in that window.
+        # traced pid: the program skips it until the kernel reports the exec done
+        # (ConfigSlot.COMMAND, runtime_helpers.h pr_on_exec). The window is kept short
+        # all the same: everything is prepared before the fork, and libc's execv is
+        # called through ctypes on ready C strings (os.execvp walks PATH in Python,
+        # os.execv strlen()s every argument).
         execv = ctypes.CDLL(None).execv  # dlsym() now, not in the child
         c_path = os.fsencode(path)
         c_argv = (ctypes.c_char_p * (len(argv) + 1))(*map(os.fsencode, argv), None)
@@ -64,7 +67,7 @@ class Child:
         os.close(read_fd)
         os.close(exec_w)
         os.set_blocking(exec_r, False)
-        return cls(pid, write_fd, exec_r)
+        return cls(pid, write_fd, exec_r, path)
 
     def execed(self) -> bool:
         """Whether the child has exec'd the command (or ended): its maps are then the
@@ -79,6 +82,18 @@ class Child:
         os.close(self._exec_fd)
         self._exec_fd = None
         return True
+
+    def look(self) -> None:
+        """Note the executable the command runs now, once it has exec'd (a script's
+        interpreter, then whatever that execs: said when its run recorded nothing)."""
+        if self._status is not None or not self.execed():
+            return
+        try:
+            exe = os.readlink(f"/proc/{self.pid}/exe")
+        except OSError:  # exited, or a kernel thread
+            return
+        if not self.exes or self.exes[-1] != exe:
+            self.exes.append(exe)
 
     def release(self) -> None:
         if self._release_fd is not None:

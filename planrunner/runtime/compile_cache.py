@@ -419,13 +419,23 @@ class ProgramCache:
         path = os.path.join(self.dir, name)
         if not self._usable_dir(create=False):
             return None
+        try:  # the entry is opened in the directory checked, not one put there since
+            dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            if not _private(os.fstat(dfd)):
+                self.warn(f"not using the program cache {self.dir}: it must be a directory "
+                          "of this user, closed to others (chmod 700)")
+                return None
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
         except FileNotFoundError:
             return None
         except OSError as exc:
             self.warn(f"cannot read the cache entry {path}: {exc.strerror}; compiling")
             return None
+        finally:
+            os.close(dfd)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or not _private(st):

@@ -80,8 +80,10 @@ class CompileWorker:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
             try:
+                # -Xplanrunner: what tells a run already attached that this Python is
+                # planrunner from its first instruction (runtime_helpers.h pr_on_exec)
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-P", "-c", _BOOT], env=env,
+                    [sys.executable, "-Xplanrunner", "-P", "-c", _BOOT], env=env,
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
             except OSError as exc:  # then the run compiles in-process, as before
                 self.why = f"the compile worker did not start: {exc.strerror}"

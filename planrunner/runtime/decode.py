@@ -114,13 +114,28 @@ def _source(layout: RecordLayout) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wall_offset_ns(tries: int = 5) -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of a few bracketed reads: a
+    preemption between two plain reads (a loaded machine) would skew every record's
+    time by as much."""
+    best: tuple[int, int] | None = None
+    for _ in range(tries):
+        before = time.monotonic_ns()
+        wall = time.time_ns()
+        gap = time.monotonic_ns() - before
+        if best is None or gap < best[0]:
+            best = (gap, wall - (before + gap // 2))
+    assert best is not None
+    return best[1]
+
+
 class Decoder:
     """Turns raw record bytes into print records for every print output of a program."""
 
     def __init__(self, prints: Iterable[PrintOutput], stacks: StackResolver | None = None,
                  stack_maps: StackMaps | None = None) -> None:
         # monotonic -> wall clock offset, taken once (bpf_ktime_get_ns is CLOCK_MONOTONIC)
-        self.offset_ns = time.time_ns() - time.monotonic_ns()
+        self.offset_ns = wall_offset_ns()
         self.unreadable = 0
         self.stacks = stacks or StackResolver(None)
         self.stack_maps = stack_maps or StackMaps()

@@ -55,6 +55,7 @@ class MapsWatcher:
         self._want = {(_maps_dev(dev), ino): (dev, ino) for dev, ino in binaries}
         self._names = binaries
         self._mapped: dict[DevIno, int] = {}  # key -> lowest start address now mapped
+        self.readable = False  # the last poll read the maps (the process was there)
 
     def mapped(self) -> set[DevIno]:
         return set(self._mapped)
@@ -66,7 +67,9 @@ class MapsWatcher:
             with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
         except OSError:
+            self.readable = False
             return []
+        self.readable = bool(text)  # a zombie's maps are empty
         return self._update(_lowest(self._want, parse_maps(text)))
 
     def _update(self, now: dict[DevIno, int]) -> list[Mapped]:

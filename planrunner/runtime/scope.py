@@ -11,27 +11,29 @@ Pids are the ones planrunner sees (its pid namespace). BPF sees init-namespace t
 so when planrunner runs in another pid namespace the program compares
 `bpf_get_ns_current_pid_tgid` with the namespace's (dev, inode) instead.
 
-Imports render/model.py, runtime/backend.py, runtime/semaphores.py (start times) only.
+Imports render/model.py, runtime/backend.py, runtime/registry_pin.py (where the registry
+of runs is pinned) and elf/procmaps.py (start times) only.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from planrunner.elf.procmaps import start_time
-from planrunner.errors import BackendUnavailable
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
+    PLANRUNNER_SITES,
     SCOPE_NS_KEY,
-    TRACERS_PIN,
     AttachSite,
     ConfigSlot,
     RenderedProgram,
     ScopeFlag,
 )
 from planrunner.runtime.backend import Backend
+from planrunner.runtime.registry_pin import tracers_pin
 
 PROC_PID_INIT_INO = 0xEFFFFFFC  # include/linux/proc_ns.h: the init pid namespace
 COMM_LEN = 16  # TASK_COMM_LEN, with its NUL
@@ -45,10 +47,11 @@ class Scope:
     comms: tuple[str, ...] = ()
     cgroups: tuple[str, ...] = ()  # absolute cgroup v2 directories
     follow_children: bool = False
+    command: int | None = None  # the -c command's pid: a copy of planrunner until its exec
 
     def with_command(self, pid: int) -> Scope:
         """The scope with the -c command's pid as its (only) --pid."""
-        return replace(self, pids=(pid,))
+        return replace(self, pids=(pid,), command=pid)
 
     @property
     def attach_pid(self) -> int | None:
@@ -113,9 +116,12 @@ def own_pid_namespace(path: str = "/proc/self/ns/pid") -> PidNamespace | None:
 def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
                 namespace: PidNamespace | None = None) -> list[AttachSite]:
     """Fill the config slots and scope maps of a loaded program; the extra sites to
-    attach (runtime_helpers.h's exit program, and the fork one for --follow-children)."""
+    attach (runtime_helpers.h's exit program and those that keep planrunner processes
+    out before they register, and the fork one for --follow-children)."""
     me = os.getpid()
     backend.set_config(ConfigSlot.SELF, me)  # our own events are dropped
+    if scope.command is not None:  # and the -c command's, until its exec has succeeded
+        backend.set_config(ConfigSlot.COMMAND, scope.command)
     if namespace is not None:
         backend.set_config(ConfigSlot.NS_DEV, namespace.dev)
         backend.set_config(ConfigSlot.NS_INO, namespace.ino)
@@ -132,10 +138,56 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         if uprobe_flags:
             backend.set_config(ConfigSlot.SCOPE_UPROBE, int(uprobe_flags))
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
-    return [EXIT_SITE, FORK_SITE] if scope.follow_children else [EXIT_SITE]
+    if namespace is None:  # (the map holds init-namespace tgids: ours are those then)
+        backend.skip_processes(starting_planrunners(me))
+    extra = [EXIT_SITE, *PLANRUNNER_SITES]
+    return [*extra, FORK_SITE] if scope.follow_children else extra
 
 
-def register_run(backend: Backend, pin: str = TRACERS_PIN, tgid: int | None = None) -> bool:
+def starting_planrunners(me: int, proc: str = "/proc") -> list[int]:
+    """The planrunner processes running now, but `me`: the program skips them from
+    the start, as it skips one it sees exec planrunner later (runtime_helpers.h
+    `pr_on_exec`: one that started a moment before this run attached has not
+    registered yet). Found by the same signs: the comm `planrunner`, or a `python…`
+    whose first arguments say `-m planrunner` or `-Xplanrunner`."""
+    found = []
+    for name in os.listdir(proc):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"{proc}/{name}/comm", "rb") as fh:
+                comm = fh.read().rstrip(b"\n")
+            argv: list[bytes] = []
+            if comm.startswith(b"python"):
+                with open(f"{proc}/{name}/cmdline", "rb") as fh:
+                    argv = fh.read(4096).split(b"\0")
+        except OSError:  # gone, or a kernel thread
+            continue
+        if is_planrunner(comm, argv):
+            found.append(int(name))
+    return found
+
+
+def is_planrunner(comm: bytes, argv: Sequence[bytes]) -> bool:
+    """What `pr_on_exec` and `pr_note_exec` test in the kernel (runtime_helpers.h)."""
+    if comm == b"planrunner":
+        return True
+    if not comm.startswith(b"python"):
+        return False
+    after_m = False
+    for word in argv[1:5]:
+        if (after_m and _names_planrunner(word)) or \
+                (word[:2] in (b"-m", b"-X") and _names_planrunner(word[2:])):
+            return True
+        after_m = word == b"-m"
+    return False
+
+
+def _names_planrunner(word: bytes) -> bool:
+    return word == b"planrunner" or word.startswith(b"planrunner.")
+
+
+def register_run(backend: Backend, pin: str | None = None, tgid: int | None = None) -> bool:
     """Add this process (or `tgid`, a process of this run: the compile worker) to the
     machine's tracer registry (runtime/tracers.py), before anything is compiled: every
     run already attached ignores it from now on. Not as a user (`load` says what is
@@ -145,7 +197,7 @@ def register_run(backend: Backend, pin: str = TRACERS_PIN, tgid: int | None = No
     if os.geteuid() != 0 or own_pid_namespace() is not None:
         return True
     tgid = os.getpid() if tgid is None else tgid
-    return backend.register_tracer(pin, tgid, start_time(tgid) or 0)
+    return backend.register_tracer(pin or tracers_pin(), tgid, start_time(tgid) or 0)
 
 
 def tracer_alive(tgid: int, start: int) -> bool:
@@ -154,39 +206,7 @@ def tracer_alive(tgid: int, start: int) -> bool:
     return now is not None and (start == 0 or now == start)
 
 
-def ensure_bpffs(directory: str) -> None:
-    """Mount the BPF filesystem at `directory` (where the tracer registry is pinned)
-    when nothing is mounted there, as systemd does at boot on most distributions."""
-    if _mounted_type(directory) == "bpf":
-        return
-    import subprocess  # noqa: PLC0415 - once per boot at most
-
-    try:
-        subprocess.run(["mount", "-t", "bpf", "bpf", directory], check=True,
-                       capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise BackendUnavailable(
-            f"the BPF filesystem is not mounted at {directory} and mounting it failed "
-            f"({exc})",
-            hints=(f"mount it: `mount -t bpf bpf {directory}`; planrunner pins the "
-                   "registry of running tracers there, so that two runs never trace "
-                   "each other",)) from None
-
-
-def _mounted_type(directory: str) -> str | None:
-    found = None
-    try:
-        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                fields = line.split()
-                if len(fields) > 2 and fields[1] == directory:
-                    found = fields[2]  # the last mount there is the visible one
-    except OSError:
-        return None
-    return found
-
-
-__all__ = ["PidNamespace", "Scope", "apply_scope", "ensure_bpffs",
+__all__ = ["PidNamespace", "Scope", "apply_scope",
            "own_pid_namespace", "register_run", "tracer_alive"]
 
 

@@ -4,7 +4,7 @@ Mode (`semaphore_mode()`): "refctr" when the kernel has uprobe reference counter
 (KernelFeatures.ref_ctr, runtime/features.py): every uprobe is attached
 with its site's semaphore offset and the kernel raises and drops the count in every
 process mapping the binary. "poke" otherwise, or when PLANRUNNER_SEMAPHORE_MODE=poke
-(a switch for tests: this kernel has reference counters): uprobes are attached with
+(a switch for tests, README "Environment variables"): uprobes are attached with
 ref_ctr_offset 0 and `Poker` adds 1 to each site's semaphore in the --pid process
 through /proc/PID/mem, then takes it back on exit.
 
@@ -12,12 +12,24 @@ Poke safety:
 - pid reuse: the process's start time (/proc/PID/stat field 22) is taken when a
   semaphore is raised and checked again, after /proc/PID/mem is opened, before every
   later write; an open mem file stays bound to that process's memory.
-- exec: an exec() keeps the pid and the start time but replaces the memory, so the
-  identity of the mapping at the address (device, inode, offset in the file: `Mapping`)
-  is recorded when the semaphore is raised (in `Raised` and the state file) and checked
-  against /proc/PID/maps before every write, raise and restore alike, again after
-  /proc/PID/mem is opened (a mem file opened before an exec writes to the old memory,
-  which is gone). A mismatch, or an entry recorded without it, is left alone.
+- exec: an exec() keeps the pid and the start time but replaces the memory, so two
+  things are recorded when the semaphore is raised (in `Raised` and the state file)
+  and checked before every write, raise and restore alike, after /proc/PID/mem is
+  opened (a mem file opened before an exec writes to the old memory, which is gone):
+  the identity of the mapping at the address (device, inode, offset in the file:
+  `Mapping`, from /proc/PID/maps), and the exec generation (`exec_generation`), for
+  a program that exec()s itself: a non-PIE one has the same semaphore at the same
+  address in the new image, where run 1's restore would cancel run 2's raise. A
+  mismatch of either, or an entry recorded without them, is left alone.
+  The generation is the 16 bytes at AT_RANDOM (/proc/PID/auxv), which the kernel fills
+  from its random pool at every ELF exec (binfmt_elf's create_elf_tables), whatever
+  ASLR says, read through the very mem file that writes: equal bytes mean that file's
+  memory is the image the semaphore was raised in. Not the start time (an exec keeps
+  it), nor an address the exec randomizes (the stack's, the vdso's: the same in every
+  image when ASLR is off, as under `setarch -R` or gdb), nor the kernel's exec records
+  (runtime/task_events.py: only while stacks are followed). A program that overwrote
+  those bytes (glibc only reads them, for its stack guard) reads as another image: its
+  semaphore stays raised, which only costs a little.
 - crashes: what was raised is recorded in a state file (STATE_DIRS) written after
   the memory, so a crash between the two leaves a count raised (harmless: the probe
   only costs a little) rather than lowering a count someone else raised. A later run
@@ -38,6 +50,8 @@ from planrunner.runtime.features import KernelFeatures, kernel_has_ref_ctr
 
 MODE_ENV = "PLANRUNNER_SEMAPHORE_MODE"
 _U16 = struct.Struct("<H")
+_AUXV = struct.Struct("<QQ")  # (type, value), native words of a 64-bit process
+AT_RANDOM = 25  # include/uapi/linux/auxvec.h: the address of 16 random bytes
 
 
 def semaphore_mode(features: KernelFeatures | None = None) -> str:
@@ -95,6 +109,38 @@ def _mapping_now(pid: int, addr: int) -> Mapping | None:
         return None
 
 
+def _at_random(pid: int) -> int | None:
+    """The address of the 16 bytes AT_RANDOM names in `pid`'s current image."""
+    try:
+        with open(f"/proc/{pid}/auxv", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    for kind, value in _AUXV.iter_unpack(data[:len(data) - len(data) % _AUXV.size]):
+        if kind == AT_RANDOM:
+            return int(value)
+    return None
+
+
+def exec_generation(pid: int, mem_fd: int | None = None) -> str | None:
+    """Which exec of `pid` this is (see the module docstring), as hex; read through
+    `mem_fd` (an open /proc/PID/mem: the image that fd is bound to) when given. None:
+    unreadable."""
+    addr = _at_random(pid)
+    if addr is None:
+        return None
+    try:
+        if mem_fd is not None:
+            data = os.pread(mem_fd, 16, addr)
+        else:
+            with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+                mem.seek(addr)
+                data = mem.read(16)
+    except (OSError, ValueError):
+        return None
+    return data.hex() if len(data) == 16 else None
+
+
 @dataclass(frozen=True, slots=True)
 class Raised:
     """One semaphore planrunner added 1 to."""
@@ -103,18 +149,21 @@ class Raised:
     start: int  # the process's start time when raised
     addr: int
     mapping: Mapping | None = None  # what was mapped at addr when raised (None: unknown)
+    generation: str | None = None  # exec_generation when raised (None: unknown)
 
 
 class SemaphoreError(PlanError):
     """A semaphore could not be raised (process gone, memory not writable)."""
 
 
-def _add(pid: int, start: int, addr: int, delta: int, mapping: Mapping | None) -> int | None:
+def _add(pid: int, start: int, addr: int, delta: int, mapping: Mapping | None,
+         generation: str | None) -> int | None:
     """Add delta to the u16 at addr in pid (clamped at 0 and 0xffff); the new value, or
-    None when the process is no longer the one that was started at `start`, or `addr`
-    no longer maps the same byte of the same file (`mapping`; an exec() replaced the
-    program, or the file was unmapped), or `mapping` is None (unknown: never written)."""
-    if mapping is None:
+    None when the process is no longer the one that was started at `start`, or has
+    exec()ed since (`generation`: even the same program), or `addr` no longer maps the
+    same byte of the same file (`mapping`: the file was unmapped), or `mapping` or
+    `generation` is None (unknown: never written)."""
+    if mapping is None or generation is None:
         return None
     try:
         fd = os.open(f"/proc/{pid}/mem", os.O_RDWR)
@@ -122,6 +171,8 @@ def _add(pid: int, start: int, addr: int, delta: int, mapping: Mapping | None) -
         return None
     try:
         if start_time(pid) != start:  # the pid was reused: not our process
+            return None
+        if exec_generation(pid, fd) != generation:  # this fd's memory is another exec's
             return None
         # After the open: an exec() from now on leaves this fd on the old, dead memory.
         if _mapping_now(pid, addr) != mapping:  # another program (exec) or file there
@@ -168,12 +219,13 @@ class Poker:
             if addr is None or addr in done:
                 continue
             mapping = mapping_at(maps, addr)
-            if _add(self.pid, self.start, addr, +1, mapping) is None:
+            generation = exec_generation(self.pid)
+            if _add(self.pid, self.start, addr, +1, mapping, generation) is None:
                 raise SemaphoreError(
                     f"cannot raise the semaphore at {addr:#x} in process {self.pid}",
                     hints=("the process exited, or /proc/PID/mem is not writable "
                            "(ptrace restrictions)",))
-            self.raised.append(Raised(self.pid, self.start, addr, mapping))
+            self.raised.append(Raised(self.pid, self.start, addr, mapping, generation))
             done.add(addr)
             count += 1
             self._save()  # after the write: a crash in between leaks, never undercounts
@@ -181,10 +233,10 @@ class Poker:
 
     def restore(self) -> None:
         """Take back every +1 (skipped when the pid now belongs to another process, or
-        another program or file is mapped at the address)."""
+        has exec()ed since, or another file is mapped at the address)."""
         while self.raised:
             r = self.raised.pop()
-            _add(r.pid, r.start, r.addr, -1, r.mapping)
+            _add(r.pid, r.start, r.addr, -1, r.mapping, r.generation)
             self._save()
 
     def _save(self) -> None:
@@ -220,14 +272,15 @@ def recover_stale(directory: str | None = None) -> int:
                 data = json.load(fh)
             owner, owner_start = int(data["owner"]), data.get("owner_start")
             entries = [Raised(int(r["pid"]), int(r["start"]), int(r["addr"]),
-                              _mapping_of(r.get("mapping")))
+                              _mapping_of(r.get("mapping")),
+                              _generation_of(r.get("generation")))
                        for r in data["raised"]]
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if owner != os.getpid() and start_time(owner) == owner_start:
             continue  # that run is alive: its semaphores are its own to restore
         for r in entries:
-            if _add(r.pid, r.start, r.addr, -1, r.mapping) is not None:
+            if _add(r.pid, r.start, r.addr, -1, r.mapping, r.generation) is not None:
                 lowered += 1
         try:
             os.unlink(path)
@@ -242,3 +295,8 @@ def _mapping_of(value: object) -> Mapping | None:
         return None
     dev, ino, off = value
     return (str(dev), int(ino), int(off))
+
+
+def _generation_of(value: object) -> str | None:
+    """A state file's generation (None: absent, as in older files)."""
+    return value if isinstance(value, str) else None

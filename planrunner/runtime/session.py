@@ -45,7 +45,15 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner.elf.procmaps import stat_fields
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram, StackMaps
+from planrunner.errors import BackendError
+from planrunner.render.model import (
+    PLANRUNNER_SITES,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    RenderedProgram,
+    StackMaps,
+)
 from planrunner.runtime.attach import check_unchanged, distinct_sites
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
@@ -167,12 +175,14 @@ class _Stop:
             raise _OutputBlocked
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Clocks:
-    """The wall and monotonic clocks (tests pass their own)."""
+    """The wall and monotonic clocks (tests pass their own), and the wall time tracing
+    began at (set once, when everything is attached)."""
 
     wall: Callable[[], float]
     monotonic: Callable[[], float]
+    traced_since: float | None = None
 
 
 class _Output:
@@ -259,7 +269,10 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
     upkeep: Upkeep | None = None
     started: list[LiveView] = []
     feed: TaskEvents | None = None
-    out = _Output(view, stop)
+    from planrunner.runtime.silence import Heard
+
+    heard = Heard(view)  # what showed something: said why not at the end otherwise
+    out = _Output(heard, stop)
     status = 0
     try:
         recover(stderr)
@@ -269,7 +282,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
             _load(backend, program, stop)
             mode = semaphore_mode(backend.features)
             try:
-                sites = _attach(backend, program, scope, mode == "refctr", stop)
+                sites = _attach(backend, program, scope, mode == "refctr", stop, stderr)
                 # the process whose semaphores (poke mode) and late libraries are watched
                 one = scope.pids[0] if len(scope.pids) == 1 else None
                 upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
@@ -290,6 +303,9 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
                              "Hit Ctrl-C to end.\n")
                 stderr.flush()
+                # the run's first interval starts here, before the command runs: the
+                # aggregation reader is built later, once tracing has begun
+                clocks.traced_since = clocks.wall()
                 if child:
                     child.release()
                 status = _loop(backend, upkeep, stacks, program, opts, out, stderr, stop,
@@ -299,6 +315,12 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 for lv in started:
                     lv.close()
             lost = _report_losses(backend, program, out, stderr)
+            if not lost and not out.blocked and upkeep is not None:  # (not incomplete)
+                from planrunner.runtime.silence import explain
+
+                single = scope.pids[0] if len(scope.pids) == 1 else None
+                stderr.writelines(explain(program, heard, child,
+                                          single if child is None else None, upkeep))
         finally:
             backend.close()
         if child is not None:
@@ -410,7 +432,7 @@ def _end_child(child: Child, stop: _Stop, stderr: TextIO, status: int) -> int:
 
 
 def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
-            ref_ctr: bool, stop: _Stop) -> list[AttachSite]:
+            ref_ctr: bool, stop: _Stop, stderr: TextIO) -> list[AttachSite]:
     """Fill the config slots and scope maps (runtime/scope.py), then attach every
     distinct site; the sites attached. `ref_ctr=False` (poke mode,
     runtime/semaphores.py) attaches without the kernel's reference counter. A stop
@@ -419,7 +441,16 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
     backend.set_config(ConfigSlot.NR_CPUS, possible_cpus())  # the wakeup watermark
     # The exit program, and --follow-children's fork one, first: no child is missed.
     for extra in apply_scope(backend, program, scope, own_pid_namespace()):
-        backend.attach(extra, None, False)
+        try:
+            backend.attach(extra, None, False)
+        except BackendError as exc:
+            if extra not in PLANRUNNER_SITES:
+                raise
+            # a kernel without syscall tracepoints: planrunner processes are still
+            # skipped once registered
+            stderr.write(f"warning: cannot watch for planrunner processes starting "
+                         f"({extra.category}:{extra.event}: {exc}): one that starts while "
+                         "this run is attached may be traced until it registers\n")
     pid = scope.attach_pid
     sites = distinct_sites(program.sites)
     binaries = [s.binary for s in sites if s.binary is not None]
@@ -455,6 +486,7 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
     if stacks is None:
         stacks = StackResolver(backend)
     aggs = AggregateReader(program, backend, clocks.wall, clocks.monotonic, reset=not live,
+                           since=clocks.traced_since,
                            stacks=stacks)
     decoder = Decoder(program.prints, stacks, program.stack_maps)
     # no command, or no stacks (nothing to read): nothing to wait for
@@ -470,6 +502,9 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
     exit_status = 0
     watched = () if child is not None else opts.effective_scope(None).pids
     while True:
+        if child is not None:
+            child.look()  # what it runs, for runtime/silence.py
+            upkeep.counting = upkeep.counting or child.execed()
         upkeep.turn()
         # until the command has exec'd, short turns: its maps are read right after the
         # exec, before it can fire and exit (addresses are named over them)
@@ -521,6 +556,12 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
         stderr.write(f"{stacks.lost} stacks could not be shown (not captured, or their "
                      "process had exited before planrunner knew its maps: see `stack:` in "
                      "docs/plan-format.md)\n")
+    if stacks.unwind_lost:
+        where = ", ".join(f"{n} in {m}" for m, n in stacks.unwind_lost.most_common())
+        stderr.write(f"{stacks.unwind_lost.total()} stacks could not be unwound past the "
+                     f"probe's frame ({where}): no usable CFI there (`.eh_frame` missing or "
+                     "corrupt); shown as [stack lost]. `unwind: fp` may do where the "
+                     "module keeps frame pointers\n")
     return exit_status
 
 
@@ -557,6 +598,16 @@ def _report_losses(backend: Backend, program: RenderedProgram, out: _Output,
     if deep:
         stderr.write(f"{deep} nested span begins deeper than settings.span_depth "
                      f"({program.span_depth}) were not timed: raise it\n")
+    # Notes, not losses: under a profile hook these are expected (docs/plan-format.md).
+    unmatched = backend.counter(Counter.SPAN_UNMATCHED)
+    if unmatched:
+        stderr.write(f"note: {unmatched} span ends matched no open begin and were not "
+                     "paired (their begin came before tracing, or never fired: e.g. the "
+                     "return of a profile hook)\n")
+    dropped_begins = backend.counter(Counter.SPAN_DROPPED)
+    if dropped_begins:
+        stderr.write(f"note: {dropped_begins} open span begins were dropped: an end "
+                     "matched a begin below them, so their own end never came\n")
     return lost
 
 

@@ -33,11 +33,21 @@ have gone from the BPF side's list, so a pid reused later is announced, and read
 Without the feed, a stack of a process that exited before the reader read its maps
 (within microseconds of its first event) cannot be symbolized: a copy is counted as
 lost, a stack id shows bare addresses.
+
+Lost and truncated copies: a copy whose walk could not take one step from the probe's
+own frame (no CFI there, or CFI that cannot be used: a module without `.eh_frame` or
+with a corrupt one, code in no file) is lost: it keeps that frame, is marked `lost`
+(text: `[stack lost]` after the frame) and is counted in `unwind_lost`, by the module
+it stopped in, for the report at exit. A walk that stops later (outside the copied
+window, a frame without CFI further out) is truncated: shown as far as it went, as
+perf shows it, and not counted; the outermost frame (_start) or ustack(N)'s depth is
+a clean end, even at the first frame.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -58,6 +68,7 @@ if TYPE_CHECKING:
     from planrunner.stacks.unwind import MappingLookup
 
 MAX_FRAMES = 127
+CLEAN_STOPS = ("end", "depth")  # a walk that stops so at its first frame is not lost
 EFAULT = 14  # get_stackid: the event has no such stack (a kstack in user mode): empty
 
 
@@ -88,8 +99,11 @@ class StackResolver:
         # copy is not kept; equal frames are one tuple (a profile's many copies of
         # one stack differ in their bytes, not their frames)
         self._unwound: dict[tuple[int, str], tuple[Frame, ...]] = {}
+        self._unwound_lost: set[tuple[int, str]] = set()  # of those: lost (docstring)
         self._interned: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
-        self.lost = 0  # stacks that could not be shown (not captured, or unwound)
+        self.lost = 0  # stacks that could not be shown (not captured, or no maps)
+        # stacks unwound no further than the probe's frame, by the module they stopped in
+        self.unwind_lost: Counter[str] = Counter()
 
     def prepare(self) -> None:
         """Import and build the unwinders and symbolizers now, before attaching: done
@@ -214,7 +228,13 @@ class StackResolver:
         if got is None:
             self.lost += 1
             return Stack("user", (), lost=True)
-        return Stack("user", self._unwind(*got, mode, limit))
+        frames, lost = self._unwind(*got, mode, limit)
+        if lost:
+            self._count_unwind_lost(frames)
+        return Stack("user", frames, lost=lost)
+
+    def _count_unwind_lost(self, frames: tuple[Frame, ...]) -> None:
+        self.unwind_lost[frames[0].module if frames and frames[0].module else "?"] += 1
 
     def _capture(self, raw: bytes) -> tuple[UserStackCapture, MappingLookup] | None:
         """The capture and the maps of its process at its time (see the docstring)."""
@@ -252,11 +272,13 @@ class StackResolver:
         self._fed_at = now
 
     def _unwind(self, capture: UserStackCapture, process: MappingLookup, mode: str,
-                limit: int) -> tuple[Frame, ...]:
+                limit: int) -> tuple[tuple[Frame, ...], bool]:
+        """The frames, and whether the stack is lost (see the module docstring)."""
         from planrunner.stacks.unwind import unwind
 
         result = unwind(capture, process, mode, limit)
-        return tuple(self.symbolizer.symbolize(result.addrs, process))
+        lost = len(result.addrs) == 1 and result.stop not in CLEAN_STOPS
+        return tuple(self.symbolizer.symbolize(result.addrs, process)), lost
 
     def drain(self, map_name: str, modes: Iterable[str]) -> None:
         """Take the copies waiting in the copies map (emptying it) and unwind each in
@@ -276,14 +298,19 @@ class StackResolver:
                 got = got or self._capture(raw)
                 if got is None:
                     break
-                frames = self._unwind(*got, mode, MAX_FRAMES)
+                frames, lost = self._unwind(*got, mode, MAX_FRAMES)
                 self._unwound[(key, mode)] = self._interned.setdefault(frames, frames)
+                if lost:
+                    self._unwound_lost.add((key, mode))
 
     def user_hash(self, key: int, limit: int, mode: str) -> Stack:
         frames = self._unwound.get((key & ((1 << 64) - 1), mode))
         if frames is None:
             self.lost += 1
             return Stack("user", (), lost=True)
+        if (key & ((1 << 64) - 1), mode) in self._unwound_lost:
+            self._count_unwind_lost(frames)
+            return Stack("user", frames[:limit], lost=True)
         return Stack("user", frames[:limit])
 
 

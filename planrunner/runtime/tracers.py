@@ -5,6 +5,9 @@ another run's events (two system-wide runs of a Python plan would trace each oth
 interpreter). One element scanned in registers costs less per event than a hash lookup
 (BENCHMARKS.md, "Scope filters").
 
+Where it is pinned: runtime/registry_pin.py (the default, unless another user put
+something there first).
+
 A run registers before it compiles (from then on, a run already attached ignores it),
 creating and pinning the map when it is the first; registrations take a lock file, as
 they rewrite the whole element. Its slot is freed when its process exits, by the exit
@@ -31,7 +34,8 @@ from typing import Any
 
 from planrunner.errors import BackendError
 from planrunner.render.model import MAX_TRACERS
-from planrunner.runtime.scope import ensure_bpffs, tracer_alive
+from planrunner.runtime.registry_pin import BPF_FS, ensure_bpffs, foreign
+from planrunner.runtime.scope import tracer_alive
 
 BPF_MAP_TYPE_ARRAY = 2
 LOCK = "/run/planrunner/tracers.lock"
@@ -57,7 +61,7 @@ class TracerRegistry:
         self._fd = self._open(pin)
 
     def _open(self, pin: str) -> int:
-        ensure_bpffs(os.path.dirname(pin))
+        ensure_bpffs(BPF_FS)
         for _attempt in range(3):  # another run may pin it between our get and pin
             fd = int(self._lib.bpf_obj_get(pin.encode()))
             if fd >= 0:
@@ -72,7 +76,9 @@ class TracerRegistry:
             os.close(fd)
             if err not in (0, errno.EEXIST):
                 break
-        raise BackendError(f"cannot open or create the registry of planrunner runs {pin}",
+        found = foreign(pin)
+        raise BackendError(f"cannot open or create the registry of planrunner runs {pin}"
+                           + (f": it is {found}" if found else ""),
                            hints=(f"`ls -l {pin}`; it is a BPF map pinned by the first "
                                   "run, safe to remove when no run is active",))
 

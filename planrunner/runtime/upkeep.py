@@ -38,6 +38,12 @@ class Upkeep:
         self.unraised = mode == "poke" and not pid and bool(self.semaphores)
         self.watcher = MapsWatcher(pid, self.names) if pid and self.names else None
         self._seen_at_start: set[DevIno] = set()
+        # the plan's binaries the process was seen mapping (runtime/silence.py), counted
+        # once it is the traced program: a -c command after its exec (`counting` set by
+        # the session then), not the copy of planrunner before it
+        self.counting = pid is not None and announce
+        self.mapped_ever: set[DevIno] = set()
+        self.looked = False  # its maps were read at least once while counting
 
     def start(self) -> None:
         """After attaching, before a -c child runs: raise what is mapped now."""
@@ -54,7 +60,11 @@ class Upkeep:
     def turn(self) -> None:
         if self.watcher is None:
             return
-        for m in self.watcher.poll():
+        new = self.watcher.poll()
+        if self.counting and self.watcher.readable:
+            self.looked = True
+            self.mapped_ever |= self.watcher.mapped()
+        for m in new:
             raised = self._raise(m.key)
             if self.announce and m.key not in self._seen_at_start:
                 n = self.site_count[m.key]

@@ -49,7 +49,7 @@ def bpffs() -> None:
     """Programs pin the tracer registry under /sys/fs/bpf: tests that load rendered C
     with bcc directly need the BPF filesystem there, as `run` makes sure."""
     if REASON is None:
-        from planrunner.runtime.scope import ensure_bpffs
+        from planrunner.runtime.registry_pin import ensure_bpffs
 
         ensure_bpffs("/sys/fs/bpf")
 

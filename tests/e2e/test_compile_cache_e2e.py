@@ -418,3 +418,127 @@ def test_a_warm_run_attaches_before_loading_views_decoding_and_stacks(tmp_path, 
     assert sorted(mods & late) == []
     assert {"planrunner.runtime.session", "planrunner.render.model"} <= mods
     assert lines.get("NODOC", "").split() == []
+
+
+# --- the run cache's inputs (planrunner/inputs.py): what resolve looked at, found or not --
+
+def _sites(stderr: str) -> int:
+    line = next(x for x in stderr.splitlines() if x.startswith("Tracing"))
+    return int(line.split()[1])
+
+
+def _fixture_copy(src: Path, dst: Path, size: int = 0) -> None:
+    """`src` at `dst` (a new inode), padded with zeros to `size` (harmless after an ELF
+    file's last header)."""
+    data = src.read_bytes()
+    tmp = dst.with_name(dst.name + ".new")
+    tmp.write_bytes(data + b"\0" * max(0, size - len(data)))
+    tmp.chmod(0o755)
+    os.replace(tmp, dst)
+
+
+def test_an_optional_target_that_appears_is_traced_by_the_warm_run(tmp_path, fixtures_built,
+                                                                   cache_dir):
+    """Its absence was an input: a copy put there makes the next run resolve again and
+    trace both sites, as --no-cache does (the old cache replayed the warning, 1 site)."""
+    x = tmp_path / "x"
+    (x / "opt").mkdir(parents=True)
+    _fixture_copy(fixtures_built / "simple_pie", x / "simple")
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: optional
+targets:
+  a: {{binary: {x / 'simple'}}}
+  b: {{binary: {x / 'opt' / 'simple'}, optional: true}}
+probes:
+  h0: {{usdt: a:simple:hit, args: [{{name: i}}]}}
+  h1: {{usdt: b:simple:hit, args: [{{name: i}}]}}
+outputs:
+  - {{print: h0, fields: [i]}}
+  - {{print: h1, fields: [i]}}
+""")
+    command = f"{x / 'simple'} 2"
+    _out, err = _run(plan, command)
+    assert "optional target 'b' left out" in err and _sites(err) == 1, err
+    _out, err = _run(plan, command)
+    assert "run hit" in err and _sites(err) == 1, err
+    _fixture_copy(fixtures_built / "simple_pie", x / "opt" / "simple")
+    _out, warm = _run(plan, command)
+    _out, nocache = _run(plan, command, "--no-cache")
+    assert _sites(nocache) == 2
+    assert "run hit" not in warm and "left out" not in warm and _sites(warm) == 2, warm
+
+
+def test_a_retargeted_symlink_is_resolved_again(tmp_path, fixtures_built, cache_dir):
+    """bin/app -> ver1 switched to ver2 (the alternatives/deploy pattern): the warm run
+    traces ver2, the file the command runs (the old cache attached to ver1: 0 events)."""
+    from tests.e2e.executor_helpers import simple_plan
+
+    bin_dir, versions = tmp_path / "bin", tmp_path / "versions"
+    bin_dir.mkdir()
+    versions.mkdir()  # not the link's directory: nothing beside the files read changes
+    _fixture_copy(fixtures_built / "simple_pie", versions / "ver1")
+    _fixture_copy(fixtures_built / "simple_nopie", versions / "ver2")
+    os.symlink("../versions/ver1", bin_dir / "app")
+    plan = simple_plan(tmp_path, bin_dir / "app")
+    first, err = _run(plan, f"{bin_dir / 'app'} 3")
+    assert len(first) == 3, err
+    os.symlink("../versions/ver2", bin_dir / "app.new")
+    os.replace(bin_dir / "app.new", bin_dir / "app")
+    warm, err = _run(plan, f"{bin_dir / 'app'} 3")
+    assert "run hit" not in err and warm == first, err
+
+
+# Replaces the target while the first run renders (after resolve read it): how a deploy
+# during a compile looks. HOW: "rename" or "inplace" (same size, mtime put back). Told in
+# the script's text, not the environment: the environment is in the run cache's key.
+_REPLACE_DURING_COMPILE = r"""
+import os, sys
+import planrunner.pipeline as pipeline
+_render = pipeline.render
+def render(resolved, plan_only=False):
+    target, new = TARGET, NEW
+    if HOW == "rename":
+        os.replace(new, target)
+    else:
+        st = os.stat(target)
+        with open(new, "rb") as src, open(target, "r+b") as dst:
+            dst.write(src.read())
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.unlink(new)
+    return _render(resolved, plan_only)
+pipeline.render = render
+from planrunner.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("how", ["rename", "inplace"])
+def test_a_binary_replaced_during_the_compile_is_a_miss_after(tmp_path, fixtures_built,
+                                                              cache_dir, how):
+    """The inputs are fingerprinted when read, with ctime: the next run compiles again
+    and traces the new file (the old cache failed every later run after a rename, and
+    attached at the old file's offset after an in-place rewrite)."""
+    import subprocess
+    import sys
+
+    from tests.e2e.conftest import ROOT
+    from tests.e2e.executor_helpers import simple_plan
+
+    pie, nopie = fixtures_built / "simple_pie", fixtures_built / "simple_nopie"
+    size = max(pie.stat().st_size, nopie.stat().st_size)
+    (tmp_path / "t").mkdir()
+    target, new = tmp_path / "t" / "simple", tmp_path / "t" / "new"
+    _fixture_copy(pie, target, size)
+    _fixture_copy(nopie, new, size)
+    assert target.stat().st_size == new.stat().st_size
+    plan = simple_plan(tmp_path, target)
+    script = f"TARGET, NEW, HOW = {str(target)!r}, {str(new)!r}, {how!r}\n" + \
+        _REPLACE_DURING_COMPILE
+    first = subprocess.run([sys.executable, "-c", script, "run", plan, "-f", "json",
+                            "-c", f"{target} 3"], capture_output=True, text=True,
+                           timeout=90, cwd=ROOT)  # may fail: the file changed under it
+    assert "run miss" in first.stderr and not new.exists(), first.stderr
+    for _ in range(2):
+        out, err = _run(plan, f"{target} 3")
+        assert [r[1] for r in out] == [1, 2, 3], err

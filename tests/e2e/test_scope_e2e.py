@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import PLANRUNNER, ROOT, json_records, run_planrunner, write_plan
+from tests.e2e.executor_helpers import libc_path, start_tracer, stop_tracer
 
 PY = "/usr/bin/python3.11"  # what the venv runs: its USDT notes are the python plan's
 
@@ -221,6 +222,105 @@ def test_two_system_wide_runs_do_not_trace_each_other(tmp_path):
     # a run's entry goes at its exit (the other run's exit program) or, when no run was
     # attached then, at the next run's start
     assert runs_pids_gone_after_one_more_run(plan, {runs[0].pid, runs[1].pid})
+
+
+PY_COUNT_PLAN = f"""
+planrunner: 1
+name: py-returns-by-pid
+targets: {{py: {{binary: {PY}}}}}
+probes:
+  ret: {{usdt: py:python:function__return}}
+outputs:
+  - {{count: ret, by: [pid]}}
+"""
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return set()
+    return {int(p) for p in text.split()}
+
+
+def test_a_run_attached_first_records_nothing_of_a_starting_run(tmp_path):
+    """Run A is attached when run B starts (B compiles: --no-cache, so its compile worker
+    runs too): A records none of B's interpreter start, argument parsing and cache lookup
+    before B registers, nor of B's worker, and all of a Python workload's calls
+    (alpha x500, beta x300, gamma x200: at least 1000 returns of its own)."""
+    _needs_python_usdt()
+    plan = write_plan(tmp_path, PY_COUNT_PLAN)
+    a = start_tracer(plan, "-f", "json")
+    try:
+        b = subprocess.Popen([*PLANRUNNER, "run", plan, "--no-cache", "-f", "json", "-d",
+                              "1"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        b_children: set[int] = set()
+        while b.poll() is None:  # the worker, a child of B, lives a second at most
+            b_children |= _children(b.pid)
+            time.sleep(0.002)
+        assert b.returncode in (0, 4), b.stderr.read() if b.stderr else ""
+        work = subprocess.Popen([PY, str(ROOT / "tests/e2e/workloads/py_workload.py"),
+                                 "calls"], stdout=subprocess.DEVNULL)
+        assert work.wait(timeout=60) == 0
+        out, err = stop_tracer(a)
+    finally:
+        if a.poll() is None:
+            a.kill()
+    counts = {r["pid"]: r["count"] for r in json_records(out) if "pid" in r}
+    assert counts.get(b.pid) is None, (b.pid, counts[b.pid])
+    assert not b_children & counts.keys(), {p: counts[p] for p in b_children & counts.keys()}
+    assert counts.get(work.pid, 0) >= 1000, counts  # the workload's own, all recorded
+
+
+def test_a_run_that_attaches_while_another_starts_records_nothing_of_it(tmp_path):
+    """Run B has exec'd but not yet registered (stopped by SIGSTOP a moment after its
+    exec, in its interpreter's start) when run A attaches: A finds it in /proc
+    (`starting_planrunners`) and records nothing of it once it goes on."""
+    _needs_python_usdt()
+    plan = write_plan(tmp_path, PY_COUNT_PLAN)
+    b = subprocess.Popen([*PLANRUNNER, "run", plan, "-f", "json", "-d", "1"], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    os.kill(b.pid, signal.SIGSTOP)  # Popen returns once the exec is done
+    try:
+        a = start_tracer(plan, "-f", "json")
+        try:
+            os.kill(b.pid, signal.SIGCONT)
+            assert b.wait(timeout=60) in (0, 4), b.stderr.read() if b.stderr else ""
+            out, _err = stop_tracer(a)
+        finally:
+            if a.poll() is None:
+                a.kill()
+    finally:
+        if b.poll() is None:
+            os.kill(b.pid, signal.SIGCONT)
+            b.kill()
+    counts = {r["pid"]: r["count"] for r in json_records(out) if "pid" in r}
+    assert counts.get(b.pid) is None, (b.pid, counts[b.pid])
+
+
+def test_the_command_is_not_traced_before_its_exec(tmp_path):
+    """Between its fork and its exec the -c child is a copy of planrunner: its call of
+    libc's execv (ctypes) and its execve syscall are not the command's. The command's
+    own execve (sh's `exec`), after its exec, is."""
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+targets: {{libc: {{binary: {libc_path()}}}}}
+probes:
+  execv: {{uprobe: "libc:execv"}}
+  execve: {{tracepoint: "syscalls:sys_enter_execve"}}
+outputs:
+  - {{count: execv, by: [pid, comm]}}
+  - {{count: execve, by: [pid, comm]}}
+""")
+    res = run_planrunner(["run", plan, "-f", "json", "-c", "true"])
+    assert res.returncode == 0, res.stderr
+    assert json_records(res.stdout) == []  # `true` itself calls neither
+    res = run_planrunner(["run", plan, "-f", "json", "-c",
+                          "/bin/sh -c 'exec /bin/true'"])
+    assert res.returncode == 0, res.stderr
+    rows = json_records(res.stdout)
+    assert [(r["output"], r["comm"], r["count"]) for r in rows] == [("execve", "sh", 1)], rows
 
 
 def runs_pids_gone_after_one_more_run(plan: str, pids: set[int]) -> bool:

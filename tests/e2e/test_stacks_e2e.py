@@ -14,7 +14,9 @@ unwound and symbolized, checked against what the targets log themselves.
   it spent in each: the folded counts are in that ratio within TOLERANCE;
 - PostgreSQL's query__start and python3.11's function__return, Debian builds without
   frame pointers, unwound by CFI;
-- the flame graph opens in headless chromium and shows the fixture's names.
+- the flame graph opens in headless chromium and shows the fixture's names;
+- one stack in three processes (each loaded at its own address: ASLR) is one row of an
+  aggregation keyed by it, in text, JSON and CSV (issue 22).
 """
 
 from __future__ import annotations
@@ -205,6 +207,46 @@ outputs:
         assert frames[-1]["symbol"] == "_start"
         assert {**row["fn"], "module": os.path.realpath(row["fn"]["module"])} == \
             {"address": step, "symbol": "step", "offset": 0, "module": module}
+
+
+@pytest.mark.parametrize("unwind", ["fp", "auto"])
+def test_one_stack_in_three_processes_is_one_row_in_text_json_and_csv(
+        builds: dict[str, Path], tmp_path: Path, unwind: str) -> None:
+    """Three fx_stack processes, each firing inner once through the same frames at
+    addresses of its own (PIE): one row with count 3, not three rows of 1."""
+    binary = builds["fp_pie"] / "fx_stack"
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+targets:
+  fx: {{binary: {binary}}}
+stack: {{unwind: {unwind}}}
+probes:
+  inner: {{uprobe: fx:inner}}
+outputs:
+  - count: inner
+    by: [comm, ustack]
+""")
+    # FX_LINGER_MS: each is still there when the maps are read, whatever the timing
+    three = " ".join(f"FX_NO_DUMP=1 FX_LINGER_MS=300 {binary} {tmp_path / str(i)} &"
+                     for i in range(3))
+    cmd = f"sh -c '{three} wait'"
+    outputs = {}
+    for fmt in ("text", "json", "csv"):
+        res = run_planrunner(["run", plan, "-f", fmt, "--follow-children", "-c", cmd])
+        assert res.returncode == 0, res.stderr
+        outputs[fmt] = [line for line in res.stdout.splitlines()
+                        if line.strip() and line.strip() != "52"]  # the fixture's own
+    text = outputs["text"]
+    counts = [line.split() for line in text if line.startswith("fx_stack ")]
+    assert counts == [["fx_stack", "3"]], text
+    assert sum(1 for line in text if line.strip().startswith("inner+0x0 ")) == 1, text
+    (row,) = _json("\n".join(outputs["json"]))
+    assert row["count"] == 3
+    assert [f["symbol"] for f in row["ustack"][:5]] == CHAIN
+    header, *rows = outputs["csv"]
+    assert header.endswith(",comm,ustack,count"), outputs["csv"]
+    (csv_row,) = rows
+    assert csv_row.endswith(",3") and "inner+0x0 [fx_stack];middle+" in csv_row
 
 
 def _folded_counts(stdout: str) -> dict[str, int]:

@@ -90,7 +90,7 @@ def test_literals_of_every_length(fixtures_built, tmp_path, length: int,
         assert r["lit"] == lit, r
     assert [r["k"] for r in recs if r.get("probe") == "m"] == ([] if exact is None
                                                                else [exact])
-    counts = [r for r in recs if r.get("output") == "2"]
+    counts = [r for r in recs if r.get("output") == "p_count"]  # unnamed: probe, kind
     assert [(r["t"], r["count"]) for r in counts] == [(lit, 6)]
 
 

@@ -28,6 +28,7 @@ from planrunner.render.layout import STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
+    PLANRUNNER_SITES,
     AttachSite,
     ConfigSlot,
     Counter,
@@ -36,7 +37,8 @@ from planrunner.render.model import (
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures
 
-HELPER_FUNCTIONS = {EXIT_SITE.fn_name, FORK_SITE.fn_name}
+HELPER_FUNCTIONS = {EXIT_SITE.fn_name, FORK_SITE.fn_name,
+                    *(s.fn_name for s in PLANRUNNER_SITES)}
 ALL_FEATURES = KernelFeatures(uprobe_multi=True, ringbuf_mmap=True, ref_ctr=True,
                               sleepable=True)
 
@@ -119,6 +121,7 @@ class FakeBackend:
     map_reads: list[tuple[str, bool]] = field(default_factory=list)
     program: RenderedProgram | None = None
     attach_error: Exception | None = None
+    helper_errors: dict[str, Exception] = field(default_factory=dict)  # fn name -> error
     _next: int = 0
     _detached: bool = False
     _tail_read: bool = False
@@ -140,12 +143,17 @@ class FakeBackend:
         self.scope_comms += comms
         self.scope_cgroups += cgroups
 
+    def skip_processes(self, tgids: Sequence[int]) -> None:
+        self.skipped = list(tgids)
+
     def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         self.tracers[tgid] = start
         return True
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         if site.fn_name in HELPER_FUNCTIONS:  # not the plan's: kept apart
+            if site.fn_name in self.helper_errors:
+                raise self.helper_errors[site.fn_name]
             self.helpers.append((site, pid, ref_ctr))
             return
         if self.attach_error is not None:

@@ -9,11 +9,13 @@ import ctypes as ct
 
 import pytest
 
-from planrunner.records import AggSnapshot, Bucket
+from planrunner.records import AggSnapshot, Bucket, Stack
 from planrunner.render.model import AggregateOutput, Counter, RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader, build_rows, decode_key
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.bcc_backend import read_table
+from planrunner.runtime.stacks import StackResolver
+from planrunner.stacks.frame import Frame
 
 NCPU = 2
 
@@ -260,3 +262,75 @@ def test_a_stalled_loop_does_not_print_a_burst_of_empty_intervals(late: float) -
     reader.tick(view)
     reader.tick(view)
     assert len(view.snaps) == 1
+
+
+def test_the_run_interval_starts_when_tracing_began_not_when_the_reader_was_built() -> None:
+    # the reader is built once tracing runs (its modules load after "Tracing"): events of
+    # that gap belong to the first interval, which starts when tracing began
+    a = agg("count", key_fields=())
+    clock = Clock()
+    program = RenderedProgram("", (), (), (a,), "plan")
+    table = Table([(NoKey(0), per_cpu(ct.c_uint64, 1, 0))])
+    reader = AggregateReader(program, Prog({"pr_agg_0": table, "pr_agg_0_lost": _lost(0)}),
+                             clock=clock, monotonic=clock, since=999.75)
+    view = View()
+    clock.t += 1
+    reader.finish(view)
+    (snap,) = view.snaps
+    assert (snap.interval_start, snap.interval_end) == (999.75, 1001.0)
+
+
+class StackKey(ct.Structure):
+    _fields_ = [("k0", ct.c_int64), ("k0_pid", ct.c_uint32)]
+
+
+class StackHistKey(ct.Structure):
+    _fields_ = [("k0", ct.c_int64), ("k0_pid", ct.c_uint32), ("slot", ct.c_uint64)]
+
+
+class AslrStacks(StackResolver):
+    """One stack (inner <- main of /bin/fx) in every process, loaded at a base of its
+    own: the addresses differ by process, the places do not."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    def user_ids(self, map_name: str, pid: int, stack_id: int, limit: int,
+                 time_ns: int = 0) -> Stack:
+        base = 0x5500_0000_0000 + pid * 0x1000_0000
+        return Stack("user", (Frame(base + 0x1130, "inner", 0, "/bin/fx"),
+                              Frame(base + 0x1190, "main", 0x20, "/bin/fx")))
+
+
+STACK_FIELDS = (("ustack", "ustack:64"),)
+
+
+@pytest.mark.parametrize("kind", ["count", "sum", "min", "max", "avg"])
+def test_one_stack_in_three_processes_is_one_row(kind: str) -> None:
+    """ASLR: the same frames at other addresses in each process merge into one row,
+    whose statistics combine all three (sum of counts and sums, min of mins, max of
+    maxes, avg recomputed from the summed count and sum)."""
+    value = {"count": lambda i: per_cpu(ct.c_uint64, i, 1),
+             "sum": lambda i: per_cpu(ct.c_int64, 10 * i, 1),
+             "min": lambda i: per_cpu(MinMax, MinMax(1, 5 - i), MinMax(0, 0)),
+             "max": lambda i: per_cpu(MinMax, MinMax(1, 5 + i), MinMax(0, 0)),
+             "avg": lambda i: per_cpu(Avg, Avg(i, 10 * i), Avg(0, 0))}[kind]
+    items = [(StackKey(100 + i, 4000 + i), value(i)) for i in (1, 2, 3)]
+    (row,) = build_rows(agg(kind, key_fields=STACK_FIELDS), items, AslrStacks())
+    assert [f.symbol for f in row.key[0][1].frames] == ["inner", "main"]  # type: ignore[attr-defined]
+    expected = {"count": ("count", 9), "sum": ("sum", 63), "min": ("min", 2),
+                "max": ("max", 8), "avg": ("avg", 10.0)}[kind]
+    assert getattr(row, expected[0]) == expected[1]
+    if kind == "avg":
+        assert row.count == 6
+
+
+def test_one_stack_in_two_processes_is_one_histogram_bucket_wise() -> None:
+    a = agg("hist", key_fields=STACK_FIELDS)
+    items = [(StackHistKey(1, 10, 1), per_cpu(Avg, Avg(2, 2), Avg(0, 0))),
+             (StackHistKey(2, 20, 1), per_cpu(Avg, Avg(1, 1), Avg(0, 0))),
+             (StackHistKey(2, 20, 3), per_cpu(Avg, Avg(1, 5), Avg(0, 0)))]
+    (row,) = build_rows(a, items, AslrStacks())
+    assert row.buckets == (Bucket(0, 1, 0), Bucket(1, 2, 3), Bucket(2, 4, 0),
+                           Bucket(4, 8, 1))
+    assert row.sum == 8

@@ -72,10 +72,11 @@ def test_kitchen_sink_values() -> None:
 def test_outputs() -> None:
     plan = load_plan(VALID / "kitchen-sink.yaml", {})
     kinds = [(o.index, o.name, o.kind, o.probe) for o in plan.outputs]
-    assert kinds == [(0, "methods", "print", "method"), (1, "1", "count", "exit"),
-                     (2, "2", "hist", "call"), (3, "3", "lhist", "write"),
-                     (4, "4", "sum", "write"), (5, "5", "avg", "call"),
-                     (6, "6", "min", "call"), (7, "7", "max", "call")]
+    # unnamed: its probe's name, then with its kind where another output has that
+    assert kinds == [(0, "methods", "print", "method"), (1, "exit", "count", "exit"),
+                     (2, "call", "hist", "call"), (3, "write", "lhist", "write"),
+                     (4, "write_sum", "sum", "write"), (5, "call_avg", "avg", "call"),
+                     (6, "call_min", "min", "call"), (7, "call_max", "max", "call")]
     printed, counted, _, lhist, summed = plan.outputs[:5]
     assert [f.key for f in printed.fields] == ["time", "thread", "cls", "method"]
     assert printed.format == "{thread} {cls}.{method}"

@@ -147,6 +147,14 @@ ERROR_CASES = [
      "comparisons do not chain"),
     ("arg1 == \"foo\"", "cannot compare uint64 with string literal", 0,
      "read it first: str(arg1)"),
+    # a string literal that spells a number, compared with one: the number unquoted
+    ('arg2 == "10"', "cannot compare int32 with string literal", 0,
+     "a string literal compared with a number: write the number without quotes, "
+     "`arg2 == 10`"),
+    ('" 0x1f" != arg1', "cannot compare string literal with uint64", 0, "`arg1 != 0x1f`"),
+    # a 32-bit value holds no address: no str() of it
+    ('arg2 == "foo"', "cannot compare int32 with string literal", 0,
+     "this 32-bit value is never the address of a string; compare it with a number"),
     ("flag == 1", "cannot compare bool with int64", 0, None),
     ("arg2 / 0", "division by zero", 7, None),
     ("arg2 % (0)", "modulo by zero", 8, None),

@@ -112,7 +112,9 @@ def test_chosen_probes_in_toml_with_options_anywhere(tmp_path: Path) -> None:
     assert code == 0
     assert [ln for ln in out.splitlines() if ln.startswith("[probes.")] == [
         "[probes.function__entry]", "[probes.gc__done]", "[probes.gc__start]"]
-    assert '  { type = "int32" },    # arg3: 4 signed bytes, -4@%eax' in out.splitlines()
+    # python's arguments are named and typed from the table of known providers
+    assert '  { name = "line", type = "int32" },  # arg3: 4 signed bytes, -4@%eax' in \
+        out.splitlines()
 
 
 def test_unknown_probe_suggests() -> None:

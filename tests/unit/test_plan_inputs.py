@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from planrunner.plan.limits import MAX_PLAN_BYTES, read_plan_bytes
+from planrunner.plan_file import MAX_PLAN_BYTES, read_plan_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 

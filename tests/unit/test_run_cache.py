@@ -1,19 +1,22 @@
 """planrunner/run_cache.py without a kernel: the key changes with each input of a run
-and only then, an entry is served only while every input it recorded is unchanged
-(files, /proc contents, directory listings, $PATH directories), a compile that started
-a process is not stored, damaged entries are reported and removed, and entries share
-the program cache's private directory checks."""
+and only then, an entry is served only while every input its compile declared is
+unchanged (files, /proc contents, directory listings), a compile that used what cannot
+be named or saw a file change under it is not stored, damaged entries are reported and
+removed, and entries share the program cache's private directory checks."""
 
 from __future__ import annotations
 
 import io
 import os
 import subprocess
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from planrunner import inputs
 from planrunner import run_cache as rc
 from planrunner.render.model import RenderedProgram
 from planrunner.runtime.compile_cache import ProgramCache
@@ -67,15 +70,15 @@ def _run() -> rc.CompiledRun:
                           ("a", "b"), False, "p", "")
 
 
-def _record(paths: list[str], listed: list[str] = ()) -> rc.InputRecorder:  # type: ignore[assignment]
-    rec = rc.InputRecorder.get()
-    with rec.recording():
+def _record(paths: list[str], listed: Sequence[str] = ()) -> inputs.InputLog:
+    """The log of a compile that read `paths` and listed `listed`, as the readers
+    declare them."""
+    with inputs.recording() as log:
         for p in paths:
-            with open(p, "rb"):
-                pass
+            inputs.read_bytes(p)
         for d in listed:
-            os.listdir(d)
-    return rec
+            inputs.listdir(d)
+    return log
 
 
 @pytest.fixture
@@ -86,15 +89,14 @@ def cache(tmp_path: Path) -> tuple[ProgramCache, io.StringIO]:
 
 def test_an_entry_is_served_while_its_inputs_are_unchanged(tmp_path: Path, cache: Any) -> None:
     c, _err = cache
-    (tmp_path / "t").mkdir()  # not beside the cache directory, which store() creates
-    target = tmp_path / "t" / "bin"
+    target = tmp_path / "bin"
     target.write_bytes(b"\x7fELF one")
-    rec = _record([str(target), f"/proc/{os.getpid()}/cmdline"])
-    paths = {p for _k, p, _f in rec.inputs()}
-    assert str(target) in paths and str(tmp_path / "t") in paths
+    log = _record([str(target), f"/proc/{os.getpid()}/cmdline"])
+    paths = {p for _k, p, _f in rc.declared_inputs(log)}
+    assert str(target) in paths
     assert f"/proc/{os.getpid()}/stat" in paths  # the process's identity beside it
     key = rc.run_key(**BASE)
-    rc.store(c, key, rec, _run())
+    rc.store(c, key, log, _run())
     entry = tmp_path / "cache" / f"{key}.run"
     assert (entry.stat().st_mode & 0o777) == 0o600
     # /proc/self is the test process: recorded by content, and it is unchanged
@@ -142,50 +144,49 @@ def test_a_file_added_beside_an_input_or_a_listing_change_is_a_miss(tmp_path: Pa
 
 
 def test_proc_contents_are_compared_and_pid_stat_by_start_time(tmp_path: Path) -> None:
-    fake = tmp_path / "f"
-    fake.write_text("a")
-    assert rc.fingerprint("content", str(fake)) != rc.fingerprint("content", "/proc/self/cmdline")
-    stat = rc.fingerprint("content", f"/proc/{os.getpid()}/stat")
-    assert stat.startswith("start:") and stat == rc.fingerprint("content",
-                                                                 f"/proc/{os.getpid()}/stat")
+    me = f"/proc/{os.getpid()}/stat"
+    with inputs.recording() as log:
+        inputs.read_bytes(me)
+    (kind, _path, found), = log.inputs()
+    assert kind == "content" and found.startswith("start:")
+    assert inputs.changed(log.inputs()) is None
     proc = subprocess.Popen(["sleep", "5"])
     try:
-        other = rc.fingerprint("content", f"/proc/{proc.pid}/stat")
+        # the child's cmdline is empty until its exec is done: wait for it, or the
+        # recorded content is the pre-exec one and the re-check sees a change
+        deadline = time.monotonic() + 5
+        while not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep"):
+            assert time.monotonic() < deadline, "sleep never exec'd"
+            time.sleep(0.01)
+        with inputs.recording() as other:
+            inputs.read_bytes(f"/proc/{proc.pid}/cmdline")
+        assert {p for _k, p, _f in other.inputs()} == {f"/proc/{proc.pid}/cmdline",
+                                                        f"/proc/{proc.pid}/stat"}
+        assert inputs.changed(other.inputs()) is None
     finally:
         proc.kill()
         proc.wait()
-    assert rc.fingerprint("content", f"/proc/{proc.pid}/stat") == "missing" != other
+    assert inputs.changed(other.inputs()) is not None  # that process is gone
 
 
-def test_a_compile_that_starts_a_process_or_reads_memory_is_not_stored(tmp_path: Path,
-                                                                       cache: Any) -> None:
-    c, _err = cache
-    rec = rc.InputRecorder.get()
-    with rec.recording():
-        with open(tmp_path / "x", "wb"):
-            pass
-        subprocess.run(["true"], check=True)
-    with pytest.raises(rc.Uncacheable, match="subprocess"):
-        rec.inputs()
-    with rec.recording():
-        with open(f"/proc/{os.getpid()}/pagemap", "rb"):
-            pass
-    with pytest.raises(rc.Uncacheable, match="process memory"):
-        rec.inputs()
-    with rec.recording():
-        pass
-    with pytest.raises(rc.Uncacheable, match="no file"):
-        rec.inputs()
-    rc.store(c, "k" * 64, rec, _run())
+def test_a_compile_that_used_what_cannot_be_named_or_saw_a_file_move_is_not_stored(
+        tmp_path: Path, cache: Any) -> None:
+    c, err = cache
+    with inputs.recording() as log:
+        inputs.unkeyable("a process's memory")
+    with pytest.raises(rc.Uncacheable, match="memory"):
+        rc.declared_inputs(log)
+    target = tmp_path / "bin"
+    target.write_bytes(b"one")
+    with inputs.recording() as moved:
+        inputs.read_bytes(str(target))
+        target.write_bytes(b"two!")  # rewritten while the compile reads it
+        inputs.read_bytes(str(target))
+    with pytest.raises(rc.Uncacheable, match="changed while the compile read it"):
+        rc.declared_inputs(moved)
+    rc.store(c, "k" * 64, log, _run())
+    rc.store(c, "k" * 64, moved, _run())
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
-
-
-def test_outside_recording_nothing_is_recorded(tmp_path: Path) -> None:
-    rec = rc.InputRecorder.get()
-    with rec.recording():
-        pass
-    (tmp_path / "y").write_text("y")
-    assert rec.opened == []
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "magic", "key"])
@@ -225,15 +226,67 @@ def test_an_entry_open_to_others_is_not_trusted(tmp_path: Path, cache: Any) -> N
     assert "not a private file" in err.getvalue()
 
 
-def test_the_plan_itself_is_keyed_by_its_bytes_not_recorded(tmp_path: Path) -> None:
-    """The plan's path and bytes are in the key (every run reads them again): a change
-    in its directory (another file created there) must not make every run miss."""
-    plan = tmp_path / "plan.yaml"
+def test_the_kernel_is_in_the_key() -> None:
+    assert rc.run_key(**BASE, kernel="6.1|#1|x86_64") != rc.run_key(**BASE, kernel="6.2|#1|x86_64")
+    assert rc.run_key(**BASE, kernel="6.1|#1|x86_64") == rc.run_key(**BASE, kernel="6.1|#1|x86_64")
+
+
+@pytest.mark.parametrize("how", ["group-writable directory", "another owner"])
+def test_an_entry_another_user_could_have_written_is_never_loaded(tmp_path: Path, cache: Any,
+                                                                  how: str) -> None:
+    c, err = cache
+    target = tmp_path / "bin"
+    target.write_bytes(b"b")
+    key = rc.run_key(**BASE)
+    rc.store(c, key, _record([str(target)]), _run())
+    entry = tmp_path / "cache" / f"{key}.run"
+    if how == "group-writable directory":
+        (tmp_path / "cache").chmod(0o770)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("changing an entry's owner needs root")
+        os.chown(entry, 65534, 65534)
+    assert rc.lookup(c, key) is None
+    assert "not using the program cache" in err.getvalue() or \
+        "not a private file" in err.getvalue()
+
+
+def test_run_reads_the_plan_once_bounded_for_its_key(tmp_path: Path) -> None:
+    """A 256 MiB plan file (sparse): `run` reads at most the loader's bound of it for
+    the cache key (it used to read the whole file for the key, then let the loader
+    refuse it), and hands what it read to the compile, which reads nothing again."""
+    import argparse
+    import tracemalloc
+
+    from planrunner.commands import run as run_cmd
+    from planrunner.plan_file import MAX_PLAN_BYTES
+
+    c = ProgramCache(tmp_path / "cache", io.StringIO())
+    huge = tmp_path / "huge.yaml"
+    with open(huge, "wb") as fh:
+        fh.truncate(256 << 20)
+    args = argparse.Namespace(overrides=[], command=None)
+    tracemalloc.start()
+    try:
+        got = run_cmd._cached_run(args, [str(huge)], io.StringIO(), c, None, True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == (None, None, None)  # the compile reports it, located
+    assert peak < 4 * MAX_PLAN_BYTES
+    plan = tmp_path / "p.yaml"
     plan.write_text("planrunner: 1\n")
-    other = tmp_path / "t"
-    other.mkdir()
-    (other / "bin").write_bytes(b"b")
-    rec = _record([str(plan), str(other / "bin")])
-    paths = {p for _k, p, _f in rec.inputs(keyed=[str(plan)])}
-    assert str(plan) not in paths and str(tmp_path) not in paths
-    assert str(other / "bin") in paths
+    key, hit, sources = run_cmd._cached_run(args, [str(plan)], io.StringIO(), c, None, True)
+    assert key is not None and hit is None and sources == [b"planrunner: 1\n"]
+
+
+def test_the_loader_parses_the_bytes_run_read_without_reading_again(tmp_path: Path) -> None:
+    from planrunner.errors import PlanSyntaxError
+    from planrunner.plan import load_source
+    from planrunner.plan_file import MAX_PLAN_BYTES
+
+    never_written = tmp_path / "p.yaml"
+    loaded = load_source(str(never_written), b"planrunner: 1\nname: given\n")
+    assert loaded.data["name"] == "given"
+    with pytest.raises(PlanSyntaxError, match="refused unread"):
+        load_source(str(never_written), b"#" * (MAX_PLAN_BYTES + 1))

@@ -11,6 +11,7 @@ import mmap
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -96,10 +97,12 @@ def test_add_and_pid_reuse_guard(child):
     assert start is not None
     mapping = S.mapping_at(read_maps(proc.pid), addr)
     assert mapping is not None and mapping[1] != 0 and mapping[2] == 0x10
-    assert S._add(proc.pid, start, addr, +1, mapping) == 8
+    gen = S.exec_generation(proc.pid)
+    assert gen is not None and len(gen) == 32
+    assert S._add(proc.pid, start, addr, +1, mapping, gen) == 8
     assert S.read_semaphore(proc.pid, addr) == 8
-    assert S._add(proc.pid, start + 1, addr, -1, mapping) is None  # "another" process
-    assert S._add(proc.pid, start, addr, -100, mapping) == 0  # clamped at 0
+    assert S._add(proc.pid, start + 1, addr, -1, mapping, gen) is None  # "another" process
+    assert S._add(proc.pid, start, addr, -100, mapping, gen) == 0  # clamped at 0
     proc.stdin.write("\n")
     proc.stdin.flush()
     assert proc.stdout.readline().strip() == "0"
@@ -110,13 +113,14 @@ def test_state_file_lets_a_later_run_undo_a_crashed_one(child, tmp_path):
     _needs_mem_access(proc.pid)
     start = start_time(proc.pid)
     mapping = S.mapping_at(read_maps(proc.pid), addr)
-    assert S._add(proc.pid, start, addr, +1, mapping) == 8
+    gen = S.exec_generation(proc.pid)
+    assert S._add(proc.pid, start, addr, +1, mapping, gen) == 8
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
     (tmp_path / f"semaphores-{dead}.json").write_text(json.dumps({
         "owner": int(dead), "owner_start": 1,
         "raised": [{"pid": proc.pid, "start": start, "addr": addr,
-                    "mapping": list(mapping)}]}))
+                    "mapping": list(mapping), "generation": gen}]}))
     alive = tmp_path / f"semaphores-{proc.pid}.json"  # its owner runs: not touched
     alive.write_text(json.dumps({"owner": proc.pid, "owner_start": start,
                                  "raised": [{"pid": proc.pid, "start": start,
@@ -133,11 +137,41 @@ def test_no_write_when_another_file_or_no_identity_is_mapped_there(child):
     _needs_mem_access(proc.pid)
     start = start_time(proc.pid)
     dev, ino, off = S.mapping_at(read_maps(proc.pid), addr)
-    assert S._add(proc.pid, start, addr, +1, (dev, ino + 1, off)) is None  # other inode
-    assert S._add(proc.pid, start, addr, +1, (dev, ino, off + 2)) is None  # other offset
-    assert S._add(proc.pid, start, addr, +1, ("ff:ff", ino, off)) is None  # other device
-    assert S._add(proc.pid, start, addr, +1, None) is None  # not recorded: never written
+    gen = S.exec_generation(proc.pid)
+    assert S._add(proc.pid, start, addr, +1, (dev, ino + 1, off), gen) is None  # other inode
+    assert S._add(proc.pid, start, addr, +1, (dev, ino, off + 2), gen) is None  # other offset
+    assert S._add(proc.pid, start, addr, +1, ("ff:ff", ino, off), gen) is None  # other device
+    assert S._add(proc.pid, start, addr, +1, None, gen) is None  # not recorded: never written
+    other = format(int(gen, 16) ^ 1, "032x")  # another exec of the same program
+    assert S._add(proc.pid, start, addr, +1, (dev, ino, off), other) is None
+    assert S._add(proc.pid, start, addr, +1, (dev, ino, off), None) is None  # not recorded
     assert S.read_semaphore(proc.pid, addr) == 7
+
+
+def test_the_exec_generation_changes_at_an_exec_of_the_same_program():
+    """Same pid, same start time, same program (sh exec()s sh): another generation, and
+    the same one read twice in between."""
+    proc = subprocess.Popen(["/bin/sh", "-c", 'echo ready; read x; exec /bin/sh -c "read y"'],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        _needs_mem_access(proc.pid)
+        before = S.exec_generation(proc.pid)
+        assert before is not None and before == S.exec_generation(proc.pid)
+        cmdline = open(f"/proc/{proc.pid}/cmdline", "rb").read()
+        assert proc.stdin is not None
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        for _ in range(500):  # until the exec is done
+            if open(f"/proc/{proc.pid}/cmdline", "rb").read() != cmdline:
+                break
+            time.sleep(0.01)
+        after = S.exec_generation(proc.pid)
+        assert after is not None and after != before
+        assert start_time(proc.pid) is not None
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_mapping_at_is_none_for_anonymous_memory():
@@ -153,13 +187,18 @@ def test_stale_entry_whose_mapping_changed_is_left_alone(child, tmp_path):
     _needs_mem_access(proc.pid)
     start = start_time(proc.pid)
     dev, ino, off = S.mapping_at(read_maps(proc.pid), addr)
+    gen = S.exec_generation(proc.pid)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
     (tmp_path / f"semaphores-{dead}.json").write_text(json.dumps({
         "owner": int(dead), "owner_start": 1,
         "raised": [{"pid": proc.pid, "start": start, "addr": addr,
-                    "mapping": [dev, ino + 1, off]},
-                   {"pid": proc.pid, "start": start, "addr": addr}]}))  # older file
+                    "mapping": [dev, ino + 1, off], "generation": gen},
+                   {"pid": proc.pid, "start": start, "addr": addr,  # another exec's
+                    "mapping": [dev, ino, off], "generation": "00" * 16},
+                   {"pid": proc.pid, "start": start, "addr": addr,  # older files
+                    "mapping": [dev, ino, off]},
+                   {"pid": proc.pid, "start": start, "addr": addr}]}))
     assert S.recover_stale(str(tmp_path)) == 0
     assert S.read_semaphore(proc.pid, addr) == 7
     assert not (tmp_path / f"semaphores-{dead}.json").exists()
@@ -181,6 +220,7 @@ def test_poker_records_then_restores(tmp_path):
         assert state["owner"] == os.getpid() and len(state["raised"]) == 1
         dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
         assert state["raised"][0]["mapping"] == [dev, st.st_ino, 0x10]
+        assert state["raised"][0]["generation"] == S.exec_generation(os.getpid())
         poker.restore()
         assert mm[0x10] == 0
         assert not os.path.exists(poker.state_path)

@@ -17,7 +17,7 @@ from planrunner.commands.pids import pid_list_arg
 from planrunner.commands.scope_args import cgroup_arg, comm_arg, scope_from_args
 from planrunner.errors import UsageError
 from planrunner.render.model import ScopeFlag
-from planrunner.runtime.scope import Scope, own_pid_namespace
+from planrunner.runtime.scope import Scope, is_planrunner, own_pid_namespace, starting_planrunners
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ["sdt-demo", "--set", "demo=tests/fixtures/elf/bin/demo"]
@@ -129,7 +129,7 @@ def test_scope_attach_pid_flags_and_description() -> None:
     both = Scope(comms=("nginx", "php-fpm"), cgroups=("/sys/fs/cgroup/a",))
     assert both.flags() == ScopeFlag.COMM | ScopeFlag.CGROUP
     assert both.describe() == "processes named nginx or php-fpm, in cgroup /sys/fs/cgroup/a"
-    assert Scope(pids=(1,)).with_command(9) == Scope(pids=(9,))
+    assert Scope(pids=(1,)).with_command(9) == Scope(pids=(9,), command=9)
 
 
 def test_pid_namespace_of_the_init_one_is_none() -> None:
@@ -156,3 +156,35 @@ def test_validate_and_render_take_the_scope_options() -> None:
     proc = cli("run", *DEMO, "--follow-children")
     assert proc.returncode == 2
     assert "--follow-children needs -c or --pid" in proc.stderr
+
+
+@pytest.mark.parametrize("comm,argv,expected", [
+    (b"planrunner", [b"/venv/bin/python3", b"/venv/bin/planrunner", b"run"], True),
+    (b"python3.11", [b"python3.11", b"-m", b"planrunner", b"run", b"x.yaml"], True),
+    (b"python3", [b"python3", b"-I", b"-m", b"planrunner", b"run"], True),
+    (b"python", [b"/venv/bin/python", b"-Xplanrunner", b"-P", b"-c", b"..."], True),
+    (b"python3", [b"python3", b"-mplanrunner.runtime.compile_worker"], True),
+    (b"python3", [b"python3", b"fib.py", b"-m", b"planrunner"], True),  # as the kernel
+    (b"python3", [b"python3", b"planrunner.py"], False),
+    (b"python3", [b"python3", b"-m", b"planrunnerx"], False),
+    (b"git", [b"git", b"commit", b"-m", b"planrunner"], False),
+    (b"ls", [b"ls", b"planrunner"], False),
+])
+def test_what_says_a_process_is_planrunner(comm: bytes, argv: list[bytes],
+                                           expected: bool) -> None:
+    """The signs runtime_helpers.h pr_on_exec / pr_note_exec test in the kernel: the
+    comm `planrunner` (the console script), or a python given -m / -X planrunner."""
+    assert is_planrunner(comm, argv) is expected
+
+
+def test_starting_planrunners_are_found_in_proc_but_not_this_process(tmp_path: Path) -> None:
+    for pid, comm, argv in [(10, b"python3.11", b"python3.11\0-m\0planrunner\0run\0"),
+                            (11, b"planrunner", b"/usr/bin/python3\0/usr/bin/planrunner\0"),
+                            (12, b"python3.11", b"python3.11\0fib.py\0"),
+                            (13, b"bash", b"bash\0")]:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_bytes(comm + b"\n")
+        (tmp_path / str(pid) / "cmdline").write_bytes(argv)
+    (tmp_path / "self").mkdir()
+    assert sorted(starting_planrunners(11, str(tmp_path))) == [10]
+    assert sorted(starting_planrunners(99, str(tmp_path))) == [10, 11]

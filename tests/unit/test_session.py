@@ -25,6 +25,7 @@ from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
+    PLANRUNNER_SITES,
     AggregateOutput,
     AttachSite,
     ConfigSlot,
@@ -183,6 +184,8 @@ def test_child_exit_ends_the_run_with_its_status() -> None:
     ((site, pid, ref_ctr),) = backend.attached
     assert pid is not None and ref_ctr and site is SITE
     assert f"in process {pid}." in err
+    # a copy of planrunner until its exec (runtime_helpers.h pr_on_exec clears the slot)
+    assert backend.config[ConfigSlot.COMMAND] == pid
 
 
 def test_a_child_killed_by_a_signal_gives_128_plus_n() -> None:
@@ -243,7 +246,8 @@ def test_config_slots_and_distinct_sites() -> None:
     # the same probe at the same byte of the same file is one attach
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
     cpus = session_mod.possible_cpus()
-    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE]  # registry upkeep
+    # registry upkeep, planrunner processes kept out before they register
+    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE, *PLANRUNNER_SITES]
     # no --pid: no scope filter
     assert backend.config == {ConfigSlot.SELF: os.getpid(), ConfigSlot.NR_CPUS: cpus}
     assert "Tracing 3 probe sites in all processes." in err
@@ -284,7 +288,8 @@ def test_follow_children_attaches_the_fork_programs_first() -> None:
     backend = FakeBackend(clock=FakeClock())
     scope = Scope(pids=(me,), follow_children=True)
     run(backend, RunOptions(duration_s=0.1, scope=scope), program(sites=(SITE,)))
-    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE, FORK_SITE]
+    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE, *PLANRUNNER_SITES,
+                                                        FORK_SITE]
     assert {pid for _site, pid, _ref in backend.attached} == {None}  # children: any pid
     assert backend.config[ConfigSlot.SCOPE_UPROBE] == ScopeFlag.PIDS
 
@@ -689,3 +694,22 @@ def test_a_binary_gone_after_attach_proves_nothing(tmp_path: Path) -> None:
     backend = Ends(clock=FakeClock())
     status, _view, _err = run(backend, RunOptions(duration_s=0.1), program(sites=(site,)))
     assert status == 0 and len(backend.attached) == 1
+
+
+def test_a_kernel_without_syscall_tracepoints_still_traces_and_says_what_is_missing() -> None:
+    """The execve watch is not the plan's: without it a run goes on (planrunner
+    processes are then skipped once registered) and says so."""
+    from planrunner.errors import BackendError
+
+    backend = FakeBackend(helper_errors={"pr_on_execve": BackendError("no such event")},
+                          clock=FakeClock())
+    status, _view, err = run(backend, RunOptions(duration_s=0.1))
+    assert status == 0
+    assert "warning: cannot watch for planrunner processes starting (syscalls:" \
+           "sys_enter_execve: " in err and "no such event)" in err
+    assert [s.fn_name for s, _pid, _ref in backend.attached] == ["pr_fn_0"]
+    # a helper the run cannot do without still ends it
+    backend = FakeBackend(helper_errors={"pr_on_exit": BackendError("no such event")},
+                          clock=FakeClock())
+    with pytest.raises(BackendError, match="no such event"):
+        run(backend, RunOptions(duration_s=0.1))

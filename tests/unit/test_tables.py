@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes as ct
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,27 @@ def test_a_table_joins_named_counts_and_sums(tmp_path: Path) -> None:
 
 
 def test_table_defaults(tmp_path: Path) -> None:
-    plan = plan_of(tmp_path, "  - {count: a, by: [comm]}\n  - table: ['0']\n")
+    plan = plan_of(tmp_path, "  - {count: a, by: [comm]}\n  - table: [a]\n")
     (table,) = plan.tables
     assert (table.name, table.sort, table.rate, table.every_ns, table.top) == (
-        "1", "0", False, None, None)
+        "table", "a", False, None, None)
+
+
+def test_an_unnamed_output_is_named_after_its_probe_in_every_file_name(
+        tmp_path: Path) -> None:
+    """Not its index ("0"): `-o t8.csv` with several outputs writes t8.a.csv; a name
+    given to another output is kept free, a second output of a probe adds its kind."""
+    plan = plan_of(tmp_path, "  - print: a\n  - {count: a, by: [comm]}\n"
+                             "  - {count: b, name: a_print, by: [comm]}\n  - print: a\n"
+                             "  - print: c\n  - table: [a_count, a_print]\n")
+    names = [o.name for o in plan.outputs] + [t.name for t in plan.tables]
+    assert names == ["a", "a_count", "a_print", "a_print_3", "c", "table"]
+    out = tmp_path / "out"
+    out.mkdir()
+    open_view("csv", str(out / "t8.csv"), io.StringIO(), [], names[:2]).close()
+    assert sorted(os.listdir(out)) == ["t8.a.csv", "t8.a_count.csv"]
+    open_view("csv", str(out / "one.csv"), io.StringIO(), [], names[:1]).close()
+    assert "one.csv" in os.listdir(out)  # one output: exactly the file given
 
 
 def test_every_mistake_of_a_table_is_located(tmp_path: Path) -> None:

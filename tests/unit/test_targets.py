@@ -119,3 +119,41 @@ def test_unknown_name_with_pid_points_at_the_listing() -> None:
     diag = info.value.diagnostics[0]
     assert f"not mapped in process {pid}" in diag.message
     assert f"`planrunner list --pid {pid}` shows the objects it has mapped" in diag.hints
+
+
+def test_a_path_with_a_pid_of_this_system_is_the_hosts_file_without_a_note(
+        tmp_path: Path) -> None:
+    """Inside and outside name one file (a process sharing our root): the host's path,
+    not /proc/PID/root/..., and nothing to say."""
+    exe = tmp_path / "prog"
+    shutil.copy(sys.executable, exe)
+    notes: list[str] = []
+    assert resolve_target(str(exe), pid=os.getpid(), notes=notes) == str(exe.resolve())
+    assert notes == []
+
+
+def test_a_path_of_a_process_in_a_chroot_is_its_file_with_a_note(tmp_path: Path) -> None:
+    """A pid whose root is `tmp_path/root`, where /app is another file than the host's
+    /…/app: the process's, through /proc/PID/root, and a note; never the host's."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a process another root (chroot(2))")
+    root = tmp_path / "root"
+    host_app = tmp_path / "app"
+    shutil.copy("/bin/sleep", host_app)
+    inner = root / str(host_app).lstrip("/")
+    inner.parent.mkdir(parents=True)
+    shutil.copy("/bin/sleep", inner)
+    # a process whose root is `root` (it calls chroot(2) itself, then waits)
+    proc = subprocess.Popen([sys.executable, "-c", "import os, sys, time; "
+                             "os.chroot(sys.argv[1]); print(flush=True); time.sleep(30)",
+                             str(root)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"\n"
+        notes: list[str] = []
+        got = resolve_target(str(host_app), pid=proc.pid, notes=notes)
+        assert got == f"/proc/{proc.pid}/root{host_app}"
+        assert os.stat(got).st_ino == os.stat(inner).st_ino
+        assert len(notes) == 1 and "another file than the host's" in notes[0], notes
+    finally:
+        proc.kill()
+        proc.wait()

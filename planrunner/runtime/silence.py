@@ -1,0 +1,204 @@
+"""Why a run recorded nothing, or why a probe of it recorded nothing: said on stderr
+at exit (the exit status does not change), so that an empty trace is never silent.
+
+What is known at the end:
+- which probes showed something (`Heard`, a View between the session and the view:
+  print records by their probe, aggregation snapshots with rows by their output's
+  probe, table snapshots with rows by the outputs they join);
+- for a -c command or one --pid process: the plan's binaries it was seen mapping
+  (runtime/upkeep.py: its maps are read every loop turn, once it is the traced program)
+  and, for -c, the file the command line named and the executables it ran after its
+  exec (runtime/child.py `look`);
+- the probes resolve warned fire only when the runtime is started a certain way
+  (`RenderedProgram.gated`: a profile hook, a JVM flag, an environment variable);
+- whether semaphores went unraised (poke mode without --pid).
+
+Only probes that an output reads directly and that have sites of their own are
+explained (a span's begin and end show through the span's output). Nothing is said
+when events were lost: the trace is then incomplete, not empty.
+
+Imports records.py, output/base.py, render/model.py and runtime/ modules only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from planrunner.runtime.late_libraries import file_key
+
+if TYPE_CHECKING:  # records.py is imported once tracing has begun (docs/architecture.md)
+    from planrunner.output.base import View
+    from planrunner.records import AggSnapshot, TableSnapshot
+    from planrunner.render.model import RenderedProgram, TargetFile
+    from planrunner.runtime.child import Child
+    from planrunner.runtime.upkeep import Upkeep
+
+
+class Heard:
+    """A View that passes everything to `inner` and notes what showed something."""
+
+    def __init__(self, inner: View) -> None:
+        self.inner = inner
+        self.probes: set[str] = set()  # of print records
+        self.outputs: set[str] = set()  # aggregations with a row
+
+    def record(self, rec: dict[str, object]) -> None:
+        self._note((rec,))
+        self.inner.record(rec)
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        self._note(batch)
+        self.inner.records(batch)
+
+    def _note(self, batch: Sequence[dict[str, object]]) -> None:
+        for rec in batch:
+            probe = rec.get("probe")
+            if isinstance(probe, str):
+                self.probes.add(probe)
+
+    def aggregate(self, snap: AggSnapshot) -> None:
+        if snap.rows:
+            self.outputs.add(snap.output)
+        self.inner.aggregate(snap)
+
+    def table(self, snap: TableSnapshot) -> None:
+        if snap.rows:
+            self.outputs.add(f"table:{snap.output}")
+        self.inner.table(snap)
+
+    def lost(self, count: int, reason: str) -> None:
+        self.inner.lost(count, reason)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: int | None,
+            upkeep: Upkeep | None) -> list[str]:
+    """The lines to write on stderr (each ending in a newline); none when every probe an
+    output reads directly showed something."""
+    by_output = {p.name: p.probe for p in program.prints}
+    by_output.update({a.name: a.probe for a in program.aggregates})
+    joined = {f"table:{t.name}": [o for _, outs in t.columns for o in outs]
+              for t in program.tables}
+    shown = set(heard.probes)
+    for out in heard.outputs:
+        for name in joined.get(out, [out]):
+            if name in by_output:
+                shown.add(by_output[name])
+    binaries: dict[str, list[TargetFile]] = {}
+    semaphores: set[str] = set()
+    for site in program.sites:
+        if site.binary is not None and site.binary not in binaries.setdefault(site.probe, []):
+            binaries[site.probe].append(site.binary)
+        if site.ref_ctr_offset:
+            semaphores.add(site.probe)
+    read = list(dict.fromkeys([*(p.probe for p in program.prints),
+                               *(a.probe for a in program.aggregates)]))
+    sited = {s.probe for s in program.sites}
+    silent = [p for p in read if p in sited and p not in shown]
+    if not silent:
+        return []
+    gated = dict(program.gated)
+    empty = not shown
+    lines: list[str] = []
+    trail_said = False
+    for probe in silent:
+        head = "no events" if empty and len(silent) == 1 else f"probe {probe} recorded nothing"
+        reasons, trail = _reasons(probe, binaries.get(probe, []), gated.get(probe),
+                                  probe in semaphores, child, pid, upkeep)
+        lines.append(f"{head}: {reasons[0]}\n")
+        lines += [f"  {r}\n" for r in reasons[1:]]
+        if trail and not trail_said:
+            lines.append(f"  {trail}\n")
+            trail_said = True
+    if empty and len(silent) > 1:
+        lines.insert(0, "no events:\n")
+    return lines
+
+
+def _reasons(probe: str, files: list[TargetFile], gate: str | None, semaphore: bool,
+             child: Child | None, pid: int | None, upkeep: Upkeep | None
+             ) -> tuple[list[str], str | None]:
+    """Why `probe` recorded nothing, most telling first; and, for -c, what the command
+    ran when that was not the probe's binary."""
+    who = (f"the command (process {child.pid})" if child is not None
+           else f"process {pid}" if pid is not None else None)
+    watched = upkeep is not None and upkeep.watcher is not None and who is not None
+    reasons: list[str] = []
+    trail = None
+    gate_said = False
+    if watched and upkeep is not None and upkeep.looked and files:
+        keys = {file_key(f.path) for f in files} - {None}
+        names = " or ".join(f.display for f in files)
+        if keys & upkeep.mapped_ever:
+            if gate:
+                reasons.append(f"{who} mapped {names}, but {_lower(gate)}")
+                gate_said = True
+            else:
+                reasons.append(f"{who} mapped {names} but never reached probe {probe} "
+                               "while traced (or `where:` dropped every event)")
+        else:
+            reasons.append(f"{who} never mapped {names}, the binary of probe {probe}")
+            trail = _trail(child, files)
+    elif watched and child is not None:
+        reasons.append(f"{who} ended before planrunner could read its maps (after its "
+                       "exec)")
+        trail = _trail(child, files)
+    if gate and not gate_said:
+        reasons.append(gate)
+    if semaphore and upkeep is not None and upkeep.unraised:
+        reasons.append("its semaphore was never raised: this kernel has no uprobe "
+                       "reference counters (use --pid PID)")
+    if not reasons:
+        reasons.append(f"no traced process reached probe {probe} while it was attached "
+                       "(or `where:` dropped every event)")
+    return reasons, trail
+
+
+def _trail(child: Child | None, files: list[TargetFile]) -> str | None:
+    """What the -c command ran, when it is not one of `files`."""
+    if child is None or child.path is None:
+        return None
+    targets = {os.path.realpath(f.path) for f in files}
+    if targets & {os.path.realpath(p) for p in (child.path, *child.exes)}:
+        return None  # it ran the target: the reason is elsewhere
+    named = child.path
+    interpreter = _interpreter(child.path)
+    if interpreter:
+        named += f" (a script for {interpreter})"
+    before = {os.path.realpath(p) for p in (child.path, interpreter, _ENV) if p}
+    after = [e for e in dict.fromkeys(child.exes) if os.path.realpath(e) not in before]
+    then = f", which exec'd {', then '.join(after)}" if after else ""
+    return f"the command ran {named}{then}"
+
+
+_ENV = "/usr/bin/env"
+
+
+def _interpreter(path: str) -> str | None:
+    """The interpreter of a `#!` script (`#!/usr/bin/env bash`: bash, found on PATH, as
+    pyenv's shims say)."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    if len(words) > 1 and os.path.basename(words[0]) == "env":
+        import shutil  # noqa: PLC0415 - only for such a script
+
+        name = next((w for w in words[1:] if not w.startswith("-")), None)
+        return (shutil.which(name) or name) if name else words[0]
+    return words[0] if words else None
+
+
+def _lower(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
