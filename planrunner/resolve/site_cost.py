@@ -22,7 +22,7 @@ MEASURED: tuple[tuple[int, float, float], ...] = (
 
 # The most sites settings.max_sites allows (the schema's maximum, which
 # tests/unit/test_site_cost.py checks): 1000 sites start in ~3 min of CPU and 0.6 GB;
-# 2000 had not started after 15 min of CPU. Also the default: max_sites only lowers it.
+# 2000 had not started after 23 min of CPU. Also the default: max_sites only lowers it.
 MAX_SITES = 1000
 
 
