@@ -78,6 +78,15 @@ def _resolve_path(spec: str, pid: int | None, span: Span | None,
     if inputs.isdir(host):
         raise ResolveError(f"target '{spec}' is a directory", span,
                            hints=("give the executable or library file inside it",))
+    st = inputs.stat(host)
+    if st is not None:  # /dev/null: there, but no file to probe
+        import stat
+
+        mode = st.st_mode
+        kind = ("a character device" if stat.S_ISCHR(mode) else "a block device"
+                if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket")
+        raise ResolveError(f"target '{spec}' is {kind}, not a file", span,
+                           hints=("give an executable or library file",))
     raise ResolveError(f"target '{spec}' not found", span, hints=(_HINT,))
 
 

@@ -166,19 +166,12 @@ def _shown(kind: str, value: object) -> str:
 
 
 def print_diagnostics(diags: Iterable[Diagnostic], stderr: TextIO) -> None:
-    """Render each diagnostic with its source line and caret (sources read once)."""
+    """Render each diagnostic with its source line and caret. The lines are those of the
+    text the plan loader read (bounded, plan/limits.py): the file is never opened again,
+    which could block (a FIFO), never end (/dev/zero) or show another text."""
     from planrunner.diagnostics import render
+    from planrunner.plan.limits import source_read
 
-    sources: dict[str, str | None] = {}
     for diag in diags:
-        text = None
-        if diag.span is not None:
-            path = diag.span.path
-            if path not in sources:
-                try:
-                    with open(path, encoding="utf-8") as fh:
-                        sources[path] = fh.read()
-                except OSError:
-                    sources[path] = None
-            text = sources[path]
+        text = source_read(diag.span.path) if diag.span is not None else None
         print(render(diag, text), file=stderr)

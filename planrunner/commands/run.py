@@ -159,11 +159,11 @@ def _cached_run(args: argparse.Namespace, paths: list[str], stderr: TextIO,
     if cache is None or not cacheable:  # --prometheus: needs the plan itself
         return None, None, None
     from planrunner import run_cache
-    from planrunner.plan_file import PlanTooLarge, read_plan_bytes
+    from planrunner.plan_file import NotAPlanFile, PlanTooLarge, read_plan_bytes
 
-    try:
+    try:  # bounded, and never a FIFO's open() that waits (plan_file.py)
         plan_bytes = [read_plan_bytes(path) for path in paths]
-    except (OSError, PlanTooLarge):
+    except (OSError, PlanTooLarge, NotAPlanFile):
         return None, None, None  # compile_plan says what is wrong
     # one plan: its path and bytes, as always; several: each, length-prefixed
     key = run_cache.run_key(*run_cache.plans_part(paths, plan_bytes), args.overrides or [],

@@ -43,6 +43,15 @@ MACHINES = {
     43: "EM_SPARCV9", 62: "EM_X86_64", 183: "EM_AARCH64", 243: "EM_RISCV", 258: "EM_LOONGARCH",
 }
 ELF_TYPES = {2: "ET_EXEC", 3: "ET_DYN"}
+# e_type values that cannot be traced, named for the error
+_UNTRACEABLE_TYPES = {0: "has no file type (ET_NONE)", 1: "an object file (ET_REL)",
+                      4: "a core dump (ET_CORE)"}
+# os.uname().machine -> the e_machine of the programs the running kernel runs natively
+_HOST_MACHINES = {
+    "x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "riscv64": "EM_RISCV",
+    "ppc64le": "EM_PPC64", "ppc64": "EM_PPC64", "s390x": "EM_S390", "mips64": "EM_MIPS",
+    "loongarch64": "EM_LOONGARCH",
+}
 
 # Header layouts after e_ident, and of one program / section header, per class.
 _EHDR = {ELFCLASS32: "HHIIIIIHHHHHH", ELFCLASS64: "HHIQQQIHHHHHH"}
@@ -136,6 +145,12 @@ def vaddr_to_offset(info_or_path: BinaryInfo | str, vaddr: int) -> int:
         hints=("the file may be corrupt or not the one the notes were written for",))
 
 
+def host_machine() -> str | None:
+    """The e_machine name ('EM_X86_64', ...) of the running kernel's programs; None for an
+    architecture not in the table."""
+    return _HOST_MACHINES.get(os.uname().machine)
+
+
 def clear_cache() -> None:
     _CACHE.clear()
 
@@ -170,16 +185,21 @@ def _load(path: str, st: os.stat_result) -> _Image:
         inputs.opened(path, st)  # the file read, fingerprinted now: before the compile
         return _parse(fd, path, st)  # the file read, even if `path` moved since
     except (ValueError, struct.error) as exc:
-        raise ResolveError(f"{path}: malformed ELF file: {exc}") from None
+        raise ResolveError(f"{path} is a truncated or corrupt ELF file: {exc}",
+                           hints=("the file may be partly copied or still being written: "
+                                  "give the complete executable or library",)) from None
     finally:
         os.close(fd)
 
 
 def _parse(fd: int, path: str, st: os.stat_result) -> _Image:
     ident = os.pread(fd, 16, 0)
-    if len(ident) < 16 or ident[:4] != b"\x7fELF":
-        raise ResolveError(f"{path} is not an ELF file",
+    if ident[:4] != b"\x7fELF":
+        what = "an empty file" if not ident else "not an ELF file"
+        raise ResolveError(f"{path} is {what}",
                            hints=("give an executable or shared library, not a script",))
+    if len(ident) < 16:
+        raise ValueError(f"it ends after {len(ident)} bytes, in its ELF header")
     elfclass, little = ident[4], ident[5] == 1
     if elfclass not in _EHDR or ident[5] not in (1, 2):
         raise ValueError(f"unknown ELF class/data {ident[4]}/{ident[5]}")
@@ -188,8 +208,10 @@ def _parse(fd: int, path: str, st: os.stat_result) -> _Image:
     (e_type, e_machine, _ver, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum,
      shentsize, shnum, shstrndx) = struct.unpack(efmt, _read(fd, 16, struct.calcsize(efmt)))
     if e_type not in ELF_TYPES:
-        raise ResolveError(f"{path} is not an executable or shared library (e_type {e_type})",
-                           hints=("object files and core dumps cannot be traced",))
+        what = _UNTRACEABLE_TYPES.get(e_type, f"of ELF type {e_type}")
+        raise ResolveError(f"{path} is {what}, not an executable or shared library",
+                           hints=("object files and core dumps cannot be traced: give the "
+                                  "program or library they are linked into",))
     shdrs = _section_headers(fd, order, elfclass, shoff, shentsize, shnum)
     if shdrs and shstrndx == SHN_XINDEX:
         shstrndx = shdrs[0][6]  # extended numbering: the real index is in section 0's sh_link
@@ -290,7 +312,8 @@ def is_elf(path: str) -> bool:
 def _read(fd: int, offset: int, size: int) -> bytes:
     data = os.pread(fd, size, offset)
     if len(data) != size:
-        raise ValueError(f"truncated: wanted {size} bytes at offset {offset:#x}")
+        raise ValueError(f"its headers say {size} bytes at offset {offset:#x}, "
+                         f"{'past its end' if not data else f'only {len(data)} are there'}")
     return data
 
 

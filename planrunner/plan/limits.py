@@ -3,7 +3,10 @@
 A plan is a few kilobytes of reviewed text; a hostile or broken one must fail fast, in
 bounded memory, with a located error, never a traceback or a machine out of memory:
 
-- MAX_PLAN_BYTES: a larger file is refused before it is parsed (read_bounded);
+- MAX_PLAN_BYTES: a larger file is refused before it is parsed, and a path that is no
+  regular file (a FIFO would block open(), /dev/zero never ends) is refused unopened
+  (plan_file.read_plan_bytes). Each plan is read once: `source_read(path)` gives the
+  error printer the text the loader read, so a diagnostic never re-opens the file;
 - MAX_DEPTH: lists and mappings nested deeper are refused (YAML: while composing, and
   while expanding aliases; TOML: by `toml_too_deep`, a scan before tomllib, which
   recurses and would raise RecursionError near depth 1000);
@@ -15,19 +18,26 @@ from __future__ import annotations
 
 from planrunner.diagnostics import Span
 from planrunner.errors import PlanSyntaxError
-from planrunner.plan_file import MAX_PLAN_BYTES, PlanTooLarge, read_plan_bytes
+from planrunner.plan_file import MAX_PLAN_BYTES, NotAPlanFile, PlanTooLarge, read_plan_bytes
 
-__all__ = ["MAX_PLAN_BYTES", "MAX_DEPTH", "MAX_ALIAS_NODES", "read_bounded", "too_deep",
-           "toml_too_deep"]
+__all__ = ["MAX_PLAN_BYTES", "MAX_DEPTH", "MAX_ALIAS_NODES", "read_bounded", "source_read",
+           "too_deep", "toml_too_deep"]
 
 MAX_DEPTH = 64
 MAX_ALIAS_NODES = 10_000
 
 
+# path -> the text the loader read (the error printer's source lines); bounded by
+# MAX_PLAN_BYTES per plan, and a process loads a handful of plans.
+_READ: dict[str, str] = {}
+
+
 def read_bounded(path: str, data: bytes | None = None) -> str:
     """The UTF-8 text of `path`, or of `data` when its bytes were read already
-    (plan_file.read_plan_bytes); PlanSyntaxError when it is over MAX_PLAN_BYTES (only
-    that much plus one byte is ever read). OSError / UnicodeDecodeError pass through."""
+    (plan_file.read_plan_bytes), remembered for source_read(path); PlanSyntaxError,
+    located at path:1:1, when it is over MAX_PLAN_BYTES (only that much plus one byte is
+    ever read) or no regular file (a FIFO, a device: not opened). OSError /
+    UnicodeDecodeError pass through."""
     try:
         if data is None:
             data = read_plan_bytes(path)
@@ -39,7 +49,20 @@ def read_bounded(path: str, data: bytes | None = None) -> str:
             "unread", Span(path, 1, 1),
             ("a plan is a few kilobytes of reviewed text; is this the right file?",)
         ) from None
-    return data.decode("utf-8")
+    except NotAPlanFile as exc:
+        raise PlanSyntaxError(
+            f"plan file is {exc.args[1]}, not a regular file: refused unread",
+            Span(path, 1, 1), ("write the plan to a file and give its path (a pipe or "
+                               "device could block or never end)",)) from None
+    text = data.decode("utf-8")
+    _READ[path] = text
+    return text
+
+
+def source_read(path: str) -> str | None:
+    """The text of the plan `path` as the loader read it (None if it read none): what the
+    error printer shows source lines from, without opening the file again."""
+    return _READ.get(path)
 
 
 def too_deep(path: str, line: int, column: int) -> PlanSyntaxError:

@@ -117,29 +117,19 @@ def resolve_plan(plan: Plan, pid: int | None = None,
                         tuple(gated))
 
 
-# What one site costs to start, measured (bench/many_probes.py, BENCHMARKS.md): clang
-# compiles and the kernel loads one BPF function per site.
-SECONDS_PER_SITE = 0.03
-
-
 def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:
-    """Refuse a plan with more sites than settings.max_sites (see its description)."""
+    """Refuse a plan with more sites than settings.max_sites, with what starting them
+    would cost as measured (resolve/site_cost.py)."""
     sites = sum(len(p.sites) for p in probes)
     limit = plan.settings.max_sites
     if sites <= limit:
         return
+    from planrunner.resolve.site_cost import refusal
+
     biggest = max((p for p in probes if p.sites), key=lambda p: len(p.sites))
-    raise ResolveError(
-        f"this plan has {sites} probe sites, more than settings.max_sites ({limit}): "
-        f"each is a BPF function to compile and load, ~{SECONDS_PER_SITE * 1000:.0f} ms "
-        f"each, so it would take about {_about(sites * SECONDS_PER_SITE)} to start",
-        biggest.spec.spec_span,
-        hints=(f"the most sites: probe '{biggest.spec.name}' ({len(biggest.sites)})",
-               "trace fewer functions, or raise settings.max_sites knowingly"))
-
-
-def _about(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    message, hint = refusal(sites, limit)
+    raise ResolveError(message, biggest.spec.spec_span, hints=(
+        f"the most sites: probe '{biggest.spec.name}' ({len(biggest.sites)})", hint))
 
 
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],

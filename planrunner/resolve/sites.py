@@ -7,12 +7,13 @@ files and tracefs format files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from planrunner.diagnostics import Span, did_you_mean
 from planrunner.elf.golang import GO_INT_REGS, GOROUTINE_INDEX, GOROUTINE_REG, Abi
-from planrunner.elf.reader import open_binary, read_notes, vaddr_to_offset
+from planrunner.elf.reader import host_machine, open_binary, read_notes, vaddr_to_offset
 from planrunner.errors import ResolveError
 from planrunner.expr.types import BoolType, IntType, StrType, Type
 from planrunner.plan.model import ArgSpec, ProbeSpec
@@ -251,12 +252,29 @@ def return_value(size: int, signed: bool, machine: str) -> ArgOperand:
 
 def binary_ref(path: str, display: str, build_id_wanted: str | None,
                span: Span) -> BinaryRef:
-    info = open_binary(path)
+    """The target at `path` if planrunner can trace it here; every refusal (not ELF,
+    truncated, an object file, 32-bit, another machine's, another build) is located at
+    the target's `binary:` value."""
+    try:
+        info = open_binary(path)
+    except ResolveError as err:
+        raise ResolveError([replace(d, span=d.span or span) for d in err.diagnostics]
+                           ) from None
     if info.elfclass != 2:  # 32-bit: another ABI for arguments, registers and operands
         raise ResolveError(
             f"{display} is a 32-bit ELF file ({info.machine}): planrunner traces 64-bit "
             "programs only (x86-64, aarch64)", span,
             hints=("point the target at the 64-bit build of the program or library",))
+    host = host_machine()
+    if host is not None and info.machine != host:
+        # the kernel runs its own architecture's programs only; and the operands and
+        # registers read are the running machine's
+        raise ResolveError(
+            f"{display} is an ELF file for {info.machine}, but this machine "
+            f"({os.uname().machine}) runs {host} programs: its code never runs here, so "
+            "it cannot be traced", span,
+            hints=("point the target at the build of the program for this machine "
+                   "(`file` names a binary's architecture)",))
     if build_id_wanted and (info.build_id or "").lower() != build_id_wanted.lower():
         raise ResolveError(
             f"build id mismatch for {display}: the plan pins {build_id_wanted}, "

@@ -175,7 +175,7 @@ def test_results_are_cached_until_the_file_changes(tmp_path: Path,
 
 @pytest.mark.parametrize(("content", "message"), [
     (b"#!/bin/sh\necho hi\n", "is not an ELF file"),
-    (b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"\x02\x00", "malformed ELF"),
+    (b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"\x02\x00", "truncated or corrupt ELF"),
 ])
 def test_non_elf_files_are_resolve_errors(tmp_path: Path, content: bytes,
                                           message: str) -> None:
