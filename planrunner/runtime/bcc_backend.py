@@ -52,6 +52,29 @@ if TYPE_CHECKING:
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
 MAX_BATCH = 65536
 BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
+# bcc compiles with -g (its BTF is made from the debug info) and puts our cflags after
+# its own, so this one wins. LLVM's debug-info pass costs the square of the functions
+# (one per probe site): 1000 sites took 189 s of CPU with it, 36 s without
+# (BENCHMARKS.md "Probe sites"). Only task-storage maps need the program's BTF (the
+# kernel creates them only with it), and those exist only under the sleepable switch.
+NO_DEBUG_INFO = "-g0"
+
+
+def compile_flags(program: RenderedProgram, pin: str, sleepable: bool) -> list[str]:
+    """The cflags `program` is compiled with: `sleepable` when the kernel has sleepable
+    uprobes (then its sleepable sites fault pages in, with task-storage scratch maps)."""
+    cflags = list(BASE_CFLAGS) + pin_cflags(pin, program.tracers_pin)
+    if program.runtime_constants:  # values of the running kernel (elf/btf.py)
+        from planrunner.elf.btf import BtfError, runtime_cflags
+        try:
+            cflags += runtime_cflags(program.runtime_constants)
+        except BtfError as exc:
+            raise BackendError(str(exc)) from None
+    if program.has_sleepable and sleepable:  # string reads fault pages in
+        cflags.append(f"-D{program.sleepable_switch}")
+    else:
+        cflags.append(NO_DEBUG_INFO)
+    return cflags
 
 
 def import_bcc() -> Any:
@@ -318,15 +341,7 @@ class BccBackend:
         check_machine()
         pin = tracers_pin(default=program.tracers_pin)  # bcc pins pr_tracers there
         self.program = program
-        cflags = list(BASE_CFLAGS) + pin_cflags(pin, program.tracers_pin)
-        if program.runtime_constants:  # values of the running kernel (elf/btf.py)
-            from planrunner.elf.btf import BtfError, runtime_cflags
-            try:
-                cflags += runtime_cflags(program.runtime_constants)
-            except BtfError as exc:
-                raise BackendError(str(exc)) from None
-        if program.has_sleepable and self._kernel().sleepable:  # string reads fault pages in
-            cflags.append(f"-D{program.sleepable_switch}")
+        cflags = compile_flags(program, pin, self._kernel().sleepable)
         pins = {program.tracers_map: pin}
         # bcc's ring callback needs bcc: loaded by our own calls only where the ring is
         # mmapped

@@ -1,0 +1,81 @@
+"""The cflags a plan's program is compiled with (bcc_backend.compile_flags): without
+debug info, whose LLVM pass costs the square of the probe sites, except where the
+program needs its BTF (task-storage scratch maps of sleepable sites).
+
+bcc loads the BTF it makes from the debug info into the kernel when it compiles, as
+an fd of its own (anon_inode:btf): counting those fds tells whether it made one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from planrunner.render.model import RenderedProgram
+from planrunner.runtime import bcc_backend
+from planrunner.runtime.features import detect
+from planrunner.runtime.registry_pin import TRACERS_PIN
+from tests.e2e.conftest import write_plan
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (bcc, BPF)")
+
+
+def _btf_fds() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:btf"
+        except OSError:  # the listing's own fd, closed since
+            pass
+    return count
+
+
+def _program(tmp_path: Path, build: Path) -> RenderedProgram:
+    from planrunner.pipeline import compile_plan
+
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: flags
+targets: {{s: {{binary: {build / 'libstrs.so'}}}}}
+probes:
+  p0: {{uprobe: s:strs_take, args: [{{name: k, type: int32}}]}}
+  text: {{uprobe: s:strs_take}}
+outputs:
+  - {{count: p0, by: [k]}}
+  - print: text
+    fields: [{{d: "str(arg2)"}}]
+""")
+    _p, _r, program = compile_plan(plan, {})
+    return program
+
+
+def _compiled_btf(cflags: list[str], source: str) -> int:
+    before = _btf_fds()
+    bpf = bcc_backend.compile_bcc(source, cflags)
+    try:
+        return _btf_fds() - before
+    finally:
+        bpf.cleanup()
+
+
+def test_a_program_without_sleepable_sites_is_compiled_without_debug_info(
+        tmp_path, fixtures_built) -> None:
+    program = _program(tmp_path, fixtures_built)
+    assert program.has_sleepable  # the string read: sleepable where the kernel allows
+    cflags = bcc_backend.compile_flags(program, TRACERS_PIN, sleepable=False)
+    assert cflags[-1] == "-g0"
+    assert _compiled_btf(cflags, program.c_source) == 0
+    # the same program with bcc's own -g: it makes and loads a BTF (what -g0 saves)
+    assert _compiled_btf(cflags[:-1], program.c_source) == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not detect().sleepable,
+                    reason="this kernel has no sleepable uprobes")
+def test_sleepable_sites_keep_the_btf_their_task_storage_needs(tmp_path,
+                                                              fixtures_built) -> None:
+    program = _program(tmp_path, fixtures_built)
+    cflags = bcc_backend.compile_flags(program, TRACERS_PIN, sleepable=True)
+    assert "-g0" not in cflags and f"-D{program.sleepable_switch}" in cflags
+    # bcc creates the task-storage map, which the kernel creates only with BTF
+    assert _compiled_btf(cflags, program.c_source) == 1
