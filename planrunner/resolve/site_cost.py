@@ -1,11 +1,17 @@
 """What a plan's probe sites cost to start, as measured: the figures behind
 settings.max_sites, its ceiling MAX_SITES, and the estimate a refusal gives.
 
-Each site is a BPF function in the one program clang compiles. The compile grows with the
-square of the sites: perf (call graphs by DWARF) of a 2000-site compile put ~80% of its
-samples in std::_Rb_tree_increment, most of them under LLVM's
-DebugHandlerBase::beginFunction (bcc's BPFModule::finalize emits the object): a tree
+Each site is a BPF function in the one program clang compiles. Compiled with debug info,
+the compile grows with the square of the sites: perf (call graphs by DWARF) of a
+2000-site compile put ~80% of its samples in std::_Rb_tree_increment, most of them under
+LLVM's DebugHandlerBase::beginFunction (bcc's BPFModule::finalize emits the object): a tree
 that grows with every function, walked once per function. Memory grows less than that.
+Since then a program compiles without debug info (runtime/bcc_backend.py compile_flags)
+unless one of its probes reads a string from user memory (a sleepable site: its
+task-storage map needs BTF), and grows about linearly: 1000 sites in ~50 s of CPU
+(BENCHMARKS.md, "Probe sites without debug info"). MEASURED keeps the figures with debug
+info, the worst case a plan can reach, so the estimate is an upper bound and MAX_SITES
+stays where the worst case is bearable.
 
 MEASURED holds (sites, CPU seconds of `run` and its compile worker from launch to
 attached, their peak RSS in MB), by bench/site_limit.py (command, machine and every
@@ -22,8 +28,9 @@ MEASURED: tuple[tuple[int, float, float], ...] = (
 )
 
 # The most sites settings.max_sites allows (the schema's maximum, which
-# tests/unit/test_site_cost.py checks): 1000 sites start in ~3 min of CPU and 0.6 GB;
-# 2000 took 27 min of CPU and 1 GB. Also the default: max_sites only lowers it.
+# tests/unit/test_site_cost.py checks): with debug info (a plan that reads strings),
+# 1000 sites start in ~3 min of CPU and 0.6 GB; 2000 took 27 min of CPU and 1 GB.
+# Also the default: max_sites only lowers it.
 MAX_SITES = 1000
 
 
@@ -63,8 +70,9 @@ def refusal(sites: int, limit: int) -> tuple[str, str]:
     seconds, mb = cost(sites)
     message = (f"this plan has {sites} probe sites, more than settings.max_sites ({limit}): "
                "each is a BPF function in one program, whose compile grows with the "
-               f"square of the sites; measured, {sites} would take about {about(seconds)} "
-               f"of CPU and {memory(mb)} to start")
+               "square of the sites when a probe reads strings; measured, "
+               f"{sites} would take up to about {about(seconds)} of CPU and {memory(mb)} "
+               "to start")
     hint = "trace fewer functions" + (
         f", or raise settings.max_sites knowingly (at most {MAX_SITES})"
         if sites <= MAX_SITES else

@@ -63,9 +63,9 @@ def test_refusal_tells_the_measured_cost() -> None:
     message, hint = refusal(10_000, 1000)
     assert message == (
         "this plan has 10000 probe sites, more than settings.max_sites (1000): each is a "
-        "BPF function in one program, whose compile grows with the square of the sites; "
-        f"measured, 10000 would take about {about(seconds)} of CPU and {memory(mb)} to "
-        "start")
+        "BPF function in one program, whose compile grows with the square of the sites "
+        f"when a probe reads strings; measured, 10000 would take up to about "
+        f"{about(seconds)} of CPU and {memory(mb)} to start")
     assert hint == (f"trace fewer functions: settings.max_sites goes up to {MAX_SITES} at "
                     f"most, which starts in {about(cost(MAX_SITES)[0])} of CPU")
     assert refusal(MAX_SITES, 1000)[1] == (
