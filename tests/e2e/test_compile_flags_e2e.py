@@ -50,11 +50,16 @@ outputs:
     return program
 
 
-def _compiled_btf(cflags: list[str], source: str) -> int:
+def _compiled_btf(cflags: list[str], program: RenderedProgram, load: bool = True) -> int:
+    """How many BTF bcc loaded compiling `program`, whose thunks the kernel then accepts
+    if `load` (bcc loads them in-process, with that BTF's function info if any)."""
     before = _btf_fds()
-    bpf = bcc_backend.compile_bcc(source, cflags)
+    bpf = bcc_backend.compile_bcc(program.c_source, cflags)
     try:
-        return _btf_fds() - before
+        made = _btf_fds() - before
+        for site in program.sites if load else ():
+            assert bpf.load_func(site.fn_name.encode(), bpf.KPROBE).fd >= 0
+        return made
     finally:
         bpf.cleanup()
 
@@ -65,9 +70,9 @@ def test_a_program_without_sleepable_sites_is_compiled_without_debug_info(
     assert program.has_sleepable  # the string read: sleepable where the kernel allows
     cflags = bcc_backend.compile_flags(program, TRACERS_PIN, sleepable=False)
     assert cflags[-1] == "-g0"
-    assert _compiled_btf(cflags, program.c_source) == 0
+    assert _compiled_btf(cflags, program) == 0
     # the same program with bcc's own -g: it makes and loads a BTF (what -g0 saves)
-    assert _compiled_btf(cflags[:-1], program.c_source) == 1
+    assert _compiled_btf(cflags[:-1], program) == 1
 
 
 @pytest.mark.skipif(os.geteuid() == 0 and not detect().sleepable,
@@ -77,5 +82,6 @@ def test_sleepable_sites_keep_the_btf_their_task_storage_needs(tmp_path,
     program = _program(tmp_path, fixtures_built)
     cflags = bcc_backend.compile_flags(program, TRACERS_PIN, sleepable=True)
     assert "-g0" not in cflags and f"-D{program.sleepable_switch}" in cflags
-    # bcc creates the task-storage map, which the kernel creates only with BTF
-    assert _compiled_btf(cflags, program.c_source) == 1
+    # bcc creates the task-storage map, which the kernel creates only with BTF (the
+    # sleepable thunks load BPF_F_SLEEPABLE, by planrunner's loader: test_sleepable_strings)
+    assert _compiled_btf(cflags, program, load=False) == 1
