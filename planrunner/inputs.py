@@ -34,7 +34,8 @@ import os
 import stat as _stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+
+from planrunner.sha256 import sha256
 
 Input = tuple[str, str, str]  # (kind, path or name, what was found)
 
@@ -124,16 +125,6 @@ def _by_content(path: str) -> bool:
 
 
 def _sha256(data: bytes) -> str:
-    if TYPE_CHECKING:
-        from hashlib import sha256
-    else:
-        try:  # the builtin SHA-256: hashlib loads OpenSSL, 2-4 ms of a warm run's start
-            from _sha256 import sha256
-        except ImportError:  # Python >= 3.12 names it _sha2; else hashlib's
-            try:
-                from _sha2 import sha256
-            except ImportError:
-                from hashlib import sha256
     return sha256(data).hexdigest()
 
 

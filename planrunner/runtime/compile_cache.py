@@ -70,23 +70,13 @@ import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from planrunner import __version__
 from planrunner.runtime.progload import load_program
 from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.uprobe_links import bpf_syscall
-
-if TYPE_CHECKING:
-    from hashlib import sha256 as sha256  # run_cache hashes with it too
-else:
-    try:  # the builtin SHA-256: hashlib loads OpenSSL, 2-4 ms of a warm run's start
-        from _sha256 import sha256
-    except ImportError:  # Python >= 3.12 names it _sha2; else hashlib's
-        try:
-            from _sha2 import sha256
-        except ImportError:
-            from hashlib import sha256 as sha256
+from planrunner.sha256 import sha256 as sha256  # run_cache hashes with it too
 
 FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
 MAGIC = b"PRCACHE\0"
