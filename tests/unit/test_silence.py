@@ -132,3 +132,26 @@ def test_an_env_script_names_its_interpreter_found_on_path(tmp_path: Path) -> No
     shim.write_text("#!/usr/bin/env bash\nexec python3.11 \"$@\"\n")
     found = _interpreter(str(shim))
     assert found is not None and os.path.basename(found) == "bash"
+
+
+def test_an_empty_span_output_is_explained_through_its_begin_and_end() -> None:
+    """python-latency without a profile hook: the span `call` has no sites of its own;
+    its output stays empty because its begin is gated, and that must be said (it was
+    silent: only probes with sites of their own were explained)."""
+    sites = _program().sites
+    span = RenderedProgram("", sites, (), (_agg("latency", "call"),), "p",
+                           gated=(("entry", GATE),), span_sides=(("call", "entry", "ret"),))
+    heard = Heard(NullView())
+    heard.aggregate(AggSnapshot("latency", "count", "count", None, (), None, 0.0, ()))
+    lines = explain(span, heard, None, 7, _upkeep(7, True))
+    assert lines == [f"no events: process 7 mapped /bin/sh, but {GATE}\n"]
+    # no gate: the span is named, with both of its sides
+    plain = RenderedProgram("", sites, (), (_agg("latency", "call"),), "p",
+                            span_sides=(("call", "entry", "ret"),))
+    assert explain(plain, heard, None, None, None) == [
+        "no events: no traced process reached probe call while it was attached "
+        "(or `where:` dropped every event)\n"]
+    rows = Heard(NullView())
+    rows.aggregate(AggSnapshot("latency", "count", "count", None, (), None, 0.0,
+                               (AggRow((), count=1),)))
+    assert explain(span, rows, None, 7, _upkeep(7, True)) == []
