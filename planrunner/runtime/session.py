@@ -320,7 +320,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
 
                 single = scope.pids[0] if len(scope.pids) == 1 else None
                 stderr.writelines(explain(program, heard, child,
-                                          single if child is None else None, upkeep))
+                                          single if child is None else None, upkeep,
+                                          scope.follow_children))
         finally:
             backend.close()
         if child is not None:

@@ -80,9 +80,10 @@ class Heard:
 
 
 def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: int | None,
-            upkeep: Upkeep | None) -> list[str]:
+            upkeep: Upkeep | None, children_traced: bool = True) -> list[str]:
     """The lines to write on stderr (each ending in a newline); none when every probe an
-    output reads directly showed something."""
+    output reads directly showed something. `children_traced`: --follow-children (a -c
+    command that ran another program may have started the target as its child)."""
     by_output = {p.name: p.probe for p in program.prints}
     by_output.update({a.name: a.probe for a in program.aggregates})
     joined = {f"table:{t.name}": [o for _, outs in t.columns for o in outs]
@@ -124,6 +125,9 @@ def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: in
         lines += [f"  {r}\n" for r in reasons[1:]]
         if trail and not trail_said:
             lines.append(f"  {trail}\n")
+            if not children_traced:
+                lines.append("  the processes it started were not traced: add "
+                             "--follow-children to trace them\n")
             trail_said = True
     if empty and len(silent) > 1:
         lines.insert(0, "no events:\n")

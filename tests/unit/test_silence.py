@@ -155,3 +155,28 @@ def test_an_empty_span_output_is_explained_through_its_begin_and_end() -> None:
     rows.aggregate(AggSnapshot("latency", "count", "count", None, (), None, 0.0,
                                (AggRow((), count=1),)))
     assert explain(span, rows, None, 7, _upkeep(7, True)) == []
+
+
+def test_a_command_that_ran_another_program_says_its_children_are_not_followed(
+        tmp_path: Path) -> None:
+    """-c 'sh -c "…; app"' without --follow-children: the shell never maps the target,
+    its child does but is not traced; the reason names the option (only when it was not
+    given)."""
+    target = tmp_path / "app"
+    target.write_bytes(b"")
+    sh = os.path.realpath("/bin/sh")
+    prog = RenderedProgram("", (AttachSite("uprobe", "pr_fn_0", "call", 0,
+                                           TargetFile(str(target), str(target), None),
+                                           file_offset=0x10),),
+                           (), (_agg("calls", "call"),), "p")
+    lines = explain(prog, Heard(NullView()), _child(sh, [sh]), None, _upkeep(4242, False),
+                    children_traced=False)
+    assert lines == [
+        f"no events: the command (process 4242) never mapped {target}, the binary of "
+        "probe call\n",
+        f"  the command ran {sh}\n",
+        "  the processes it started were not traced: add --follow-children to trace "
+        "them\n"]
+    lines = explain(prog, Heard(NullView()), _child(sh, [sh]), None, _upkeep(4242, False),
+                    children_traced=True)
+    assert len(lines) == 2
