@@ -217,6 +217,9 @@ class RenderedProgram:
     # (probe, why it may not fire: resolve/preflight.py), said again at exit when the
     # probe recorded nothing (runtime/silence.py)
     gated: tuple[tuple[str, str], ...] = ()
+    # (span, begin, end) of each span: a span has no sites of its own, so an empty
+    # output of it is explained by its sides' binaries and gates (runtime/silence.py)
+    span_sides: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def has_sleepable(self) -> bool:

@@ -354,7 +354,11 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth,
                            runtime_constants=constants, tables=tables,
-                           stack_maps=stack_maps, gated=resolved.gated)
+                           stack_maps=stack_maps, gated=resolved.gated,
+                           span_sides=tuple((p.spec.name, p.spec.begin, p.spec.end)
+                                            for p in resolved.probes
+                                            if p.spec.begin is not None
+                                            and p.spec.end is not None))
 
 
 def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:

@@ -302,12 +302,16 @@ class AggregateReader:
         view serving scrapes)."""
         agg = self._by_name[output]
         items = self.maps.read_map(agg.map_name, delete=False)
+        if self.stacks is None:
+            rows = tuple(build_rows(agg, items, None, self.program))
+        else:
+            with self.stacks.lock:  # the session's loop uses the same resolver
+                self.drain_stacks()  # the copies of the keys just read (else: lost)
+                rows = tuple(build_rows(agg, items, self.stacks, self.program))
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
             key_fields=tuple(k for k, _ in agg.key_fields), interval_start=self._start,
-            interval_end=self.clock(),
-            rows=tuple(build_rows(agg, items, self.stacks, self.program)),
-            dropped=self._lost_total(agg))
+            interval_end=self.clock(), rows=rows, dropped=self._lost_total(agg))
 
     def events_lost(self) -> int:
         return self.maps.counter(Counter.LOST_RINGBUF)

@@ -289,16 +289,16 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
                 upkeep.start()
                 backend.open_ring()
-                if live:
-                    from planrunner.runtime.aggregates import AggregateReader
-
-                    for lv in live:
-                        lv.start(AggregateReader(program, backend, wall, monotonic),
-                                 len(sites), mode)
-                        started.append(lv)
                 stop.check(len(sites), len(sites))  # the last moment before the command runs
                 feed = _maps_feed(program, stderr, child)
                 stacks = _stack_resolver(backend, program, opts, feed)
+                if live:  # a scrape names stacks with the loop's resolver, under its lock
+                    from planrunner.runtime.aggregates import AggregateReader
+
+                    for lv in live:
+                        lv.start(AggregateReader(program, backend, wall, monotonic,
+                                                 stacks=stacks), len(sites), mode)
+                        started.append(lv)
                 n = len(sites)
                 what = scope.describe()
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
@@ -321,7 +321,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
 
                 single = scope.pids[0] if len(scope.pids) == 1 else None
                 stderr.writelines(explain(program, heard, child,
-                                          single if child is None else None, upkeep))
+                                          single if child is None else None, upkeep,
+                                          scope.follow_children))
         finally:
             backend.close()
         if child is not None:
@@ -517,15 +518,16 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
             seen_child = True
             if stacks.feed is None:
                 stacks.observe(child.pid)
-        if batch:
-            recs = decoder.decode_batch(batch)  # a "new process" notice is no record
-            if remaining is not None:
-                recs = recs[:remaining]
-                remaining -= len(recs)
-            out.records(recs, left())
-        stacks.follow()
-        if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
-            out.call(aggs.tick, left())
+        with stacks.lock:  # a live view's scrape (another thread) reads stacks too
+            if batch:
+                recs = decoder.decode_batch(batch)  # a "new process" notice is no record
+                if remaining is not None:
+                    recs = recs[:remaining]
+                    remaining -= len(recs)
+                out.records(recs, left())
+            stacks.follow()
+            if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
+                out.call(aggs.tick, left())
         if remaining is not None and remaining <= 0:
             break
         if stop.reason or (deadline is not None and clocks.monotonic() >= deadline):
@@ -546,12 +548,14 @@ def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
         raw = backend.read_ring(0)
         if not raw:
             break
-        tail = decoder.decode_batch(raw)
+        with stacks.lock:
+            tail = decoder.decode_batch(raw)
         if remaining is not None:
             tail = tail[:remaining]
             remaining -= len(tail)
         out.records(tail, 0.0)
-    final = aggs.final()  # stacks unwound and symbolized before the guarded write
+    with stacks.lock:  # live views are still serving
+        final = aggs.final()  # stacks unwound and symbolized before the guarded write
     out.call(lambda view: aggs.write(final, view), 0.0)
     if decoder.unreadable:
         stderr.write(f"{decoder.unreadable} strings could not be read (shown as null)\n")

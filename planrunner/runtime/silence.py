@@ -13,9 +13,10 @@ What is known at the end:
   (`RenderedProgram.gated`: a profile hook, a JVM flag, an environment variable);
 - whether semaphores went unraised (poke mode without --pid).
 
-Only probes that an output reads directly and that have sites of their own are
-explained (a span's begin and end show through the span's output). Nothing is said
-when events were lost: the trace is then incomplete, not empty.
+Only probes that an output reads directly are explained: those with sites of their
+own, and spans through their begin and end (`RenderedProgram.span_sides`: the files
+of both sides, the gate of either, e.g. python-latency's entry without a profile
+hook). Nothing is said when events were lost: the trace is then incomplete, not empty.
 
 Imports records.py, output/base.py, render/model.py and runtime/ modules only.
 """
@@ -79,9 +80,10 @@ class Heard:
 
 
 def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: int | None,
-            upkeep: Upkeep | None) -> list[str]:
+            upkeep: Upkeep | None, children_traced: bool = True) -> list[str]:
     """The lines to write on stderr (each ending in a newline); none when every probe an
-    output reads directly showed something."""
+    output reads directly showed something. `children_traced`: --follow-children (a -c
+    command that ran another program may have started the target as its child)."""
     by_output = {p.name: p.probe for p in program.prints}
     by_output.update({a.name: a.probe for a in program.aggregates})
     joined = {f"table:{t.name}": [o for _, outs in t.columns for o in outs]
@@ -100,11 +102,18 @@ def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: in
             semaphores.add(site.probe)
     read = list(dict.fromkeys([*(p.probe for p in program.prints),
                                *(a.probe for a in program.aggregates)]))
-    sited = {s.probe for s in program.sites}
+    gated = dict(program.gated)
+    for span, begin, end in program.span_sides:  # its sides' files and gates are its own
+        sides = [*binaries.get(begin, []), *binaries.get(end, [])]
+        if sides:
+            binaries[span] = list(dict.fromkeys(sides))
+        gate = gated.get(begin) or gated.get(end)
+        if gate and span not in gated:
+            gated[span] = gate
+    sited = {s.probe for s in program.sites} | {p for p in binaries if binaries[p]}
     silent = [p for p in read if p in sited and p not in shown]
     if not silent:
         return []
-    gated = dict(program.gated)
     empty = not shown
     lines: list[str] = []
     trail_said = False
@@ -116,6 +125,9 @@ def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: in
         lines += [f"  {r}\n" for r in reasons[1:]]
         if trail and not trail_said:
             lines.append(f"  {trail}\n")
+            if not children_traced:
+                lines.append("  the processes it started were not traced: add "
+                             "--follow-children to trace them\n")
             trail_said = True
     if empty and len(silent) > 1:
         lines.insert(0, "no events:\n")

@@ -46,6 +46,7 @@ a clean end, even at the first frame.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -88,6 +89,9 @@ class StackResolver:
                  feed: MapsFeed | None = None) -> None:
         self.source = source
         self.feed = feed
+        # held by the session's loop while it decodes and aggregates, and by a live
+        # view's scrape (another thread) while it reads the same stacks
+        self.lock = threading.RLock()
         self._fed_at = 0  # CLOCK_MONOTONIC ns when the feed was last drained
         self._registry = registry
         self._symbolizer: Symbolizer | None = None

@@ -233,3 +233,45 @@ def test_prometheus_with_a_command(agg_copy: Path, tmp_path: Path) -> None:
     # printed once, at exit (--prometheus never resets): one interval, the whole run
     assert len(by_mod) == 3 and len({r["interval_start"] for r in by_mod}) == 1
     assert None not in {r["interval_start"] for r in by_mod}
+
+
+def test_a_stack_keyed_output_is_served_with_its_symbolized_stack(tmp_path: Path) -> None:
+    """A count by ustack served by --prometheus: the `ustack` label is the stack as the
+    text view shows it (`handle+0x1c [demo]`), one series per stack. The live view's
+    reader had no stack resolver: every stack was lost and served as ustack="" (all
+    stacks one series)."""
+    demo = tmp_path / "demo"
+    shutil.copy(ROOT / "tests" / "fixtures" / "elf" / "build" / "demo", demo)
+    plan = write_plan(tmp_path, f"""planrunner: 1
+name: stk
+targets:
+  a: {{binary: {demo}}}
+probes:
+  sa: {{usdt: "a:demo:request__start", args: [{{name: id, type: uint64}}]}}
+outputs:
+  - count: sa
+    by: [ustack]
+""")
+    exporter = f"127.0.0.1:{_free_port()}"
+    proc, out, err = _planrunner(tmp_path, ["run", plan, "--prometheus", exporter, "-d",
+                                            "20s", "-c", f"{demo} 100000"], env={})
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://{exporter}/metrics", timeout=5) as r:
+                    body = r.read().decode()
+            except OSError:
+                time.sleep(0.3)
+                continue
+            lines = [x for x in body.splitlines() if x.startswith("planrunner_stk_sa_total")]
+            if lines and sum(float(x.rsplit(" ", 1)[1]) for x in lines) >= 10:
+                break
+            time.sleep(0.3)
+    finally:
+        stop_process(proc)
+    assert lines, err.read_text()
+    assert len(lines) == 1, lines  # one stack: one series
+    label = lines[0].split('ustack="', 1)[1].split('"', 1)[0]
+    assert label.startswith("handle+0x") and "[demo]" in label, lines

@@ -58,3 +58,20 @@ def test_a_pid_that_never_reaches_the_probe_is_said_so() -> None:
     assert res.returncode == 0, res.stderr
     assert f"no events: process {sleeper.pid} mapped {PY} but never reached probe call" \
         in res.stderr, res.stderr
+
+
+def test_an_empty_latency_span_without_a_profile_hook_says_entry_is_gated(
+        tmp_path: Path) -> None:
+    """python-latency on a script that sets no profile hook: function__entry never fires
+    for it, the span output `latency` stays empty, and the gate is said at exit (the
+    span has no sites of its own: it was explained by nothing)."""
+    _needs_python()
+    script = tmp_path / "quiet.py"
+    script.write_text("def f(n):\n    return n + 1\n\nfor i in range(100):\n    f(i)\n")
+    res = run_planrunner(["run", "python-latency", "--set", "file_match=quiet.py",
+                          "--no-cache", "-c", f"{PY} {script}"])
+    assert res.returncode == 0, res.stderr
+    assert "(no events)" in res.stdout, res.stdout
+    assert "no events: the command (process " in res.stderr, res.stderr
+    assert f"mapped {PY}, but CPython fires python:function__entry only while a profile " \
+           "or trace hook is set" in res.stderr, res.stderr

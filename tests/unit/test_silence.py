@@ -132,3 +132,51 @@ def test_an_env_script_names_its_interpreter_found_on_path(tmp_path: Path) -> No
     shim.write_text("#!/usr/bin/env bash\nexec python3.11 \"$@\"\n")
     found = _interpreter(str(shim))
     assert found is not None and os.path.basename(found) == "bash"
+
+
+def test_an_empty_span_output_is_explained_through_its_begin_and_end() -> None:
+    """python-latency without a profile hook: the span `call` has no sites of its own;
+    its output stays empty because its begin is gated, and that must be said (it was
+    silent: only probes with sites of their own were explained)."""
+    sites = _program().sites
+    span = RenderedProgram("", sites, (), (_agg("latency", "call"),), "p",
+                           gated=(("entry", GATE),), span_sides=(("call", "entry", "ret"),))
+    heard = Heard(NullView())
+    heard.aggregate(AggSnapshot("latency", "count", "count", None, (), None, 0.0, ()))
+    lines = explain(span, heard, None, 7, _upkeep(7, True))
+    assert lines == [f"no events: process 7 mapped /bin/sh, but {GATE}\n"]
+    # no gate: the span is named, with both of its sides
+    plain = RenderedProgram("", sites, (), (_agg("latency", "call"),), "p",
+                            span_sides=(("call", "entry", "ret"),))
+    assert explain(plain, heard, None, None, None) == [
+        "no events: no traced process reached probe call while it was attached "
+        "(or `where:` dropped every event)\n"]
+    rows = Heard(NullView())
+    rows.aggregate(AggSnapshot("latency", "count", "count", None, (), None, 0.0,
+                               (AggRow((), count=1),)))
+    assert explain(span, rows, None, 7, _upkeep(7, True)) == []
+
+
+def test_a_command_that_ran_another_program_says_its_children_are_not_followed(
+        tmp_path: Path) -> None:
+    """-c 'sh -c "…; app"' without --follow-children: the shell never maps the target,
+    its child does but is not traced; the reason names the option (only when it was not
+    given)."""
+    target = tmp_path / "app"
+    target.write_bytes(b"")
+    sh = os.path.realpath("/bin/sh")
+    prog = RenderedProgram("", (AttachSite("uprobe", "pr_fn_0", "call", 0,
+                                           TargetFile(str(target), str(target), None),
+                                           file_offset=0x10),),
+                           (), (_agg("calls", "call"),), "p")
+    lines = explain(prog, Heard(NullView()), _child(sh, [sh]), None, _upkeep(4242, False),
+                    children_traced=False)
+    assert lines == [
+        f"no events: the command (process 4242) never mapped {target}, the binary of "
+        "probe call\n",
+        f"  the command ran {sh}\n",
+        "  the processes it started were not traced: add --follow-children to trace "
+        "them\n"]
+    lines = explain(prog, Heard(NullView()), _child(sh, [sh]), None, _upkeep(4242, False),
+                    children_traced=True)
+    assert len(lines) == 2
