@@ -91,6 +91,14 @@ class Stack:
 
         return ";".join(text_line(f, 0) for f in self.frames)
 
+    def places(self) -> str:
+        """One line naming each frame by its place (formats.place_name), the same for
+        one stack in every process: what a metric's label must be, since a merged row
+        stands for several processes whose addresses differ."""
+        from planrunner.stacks.formats import place_name
+
+        return ";".join(place_name(f) for f in self.frames)
+
 
 @dataclass(frozen=True, slots=True)
 class UserSymbol:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from planrunner.records import Stack
+
 if TYPE_CHECKING:
     from planrunner.render.model import AggregateOutput
 
@@ -98,6 +100,8 @@ def label_value(value: object) -> str:
         return "(null)"
     if value is True or value is False:
         return "true" if value else "false"
+    if isinstance(value, Stack):  # one series per stack, whichever process fired first
+        return value.places()
     return str(value)
 
 

@@ -45,6 +45,18 @@ def text_line(frame: Frame, indent: int = 4) -> str:
     return f"{' ' * indent}{where} {module_label(frame.module)}"
 
 
+def place_name(frame: Frame) -> str:
+    """A frame by its place, the same in every process that runs the code:
+    `inner+0x12 [fx]`, or for a frame without a symbol its module and link-time
+    offset, `[libc.so.6]+0x29d8f` (its address differs by process: ASLR); the address
+    only when it is in no file."""
+    if frame.symbol is not None:
+        return f"{frame.symbol}+{frame.offset:#x} {module_label(frame.module)}"
+    if frame.module:
+        return f"{module_label(frame.module)}+{frame.offset:#x}"
+    return f"{frame.address:#x} [unknown]"
+
+
 def text_lines(frames: Sequence[Frame], indent: int = 4) -> list[str]:
     return [text_line(f, indent) for f in frames]
 

@@ -109,3 +109,21 @@ def test_clashes_name_both_sides() -> None:
                      reserved=["planrunner_events_lost_total"])
     with pytest.raises(NameClash, match="two `by` keys exposed as label 'a_b'"):
         check_unique([_fam("x", "planrunner_p_x", "counter", ("a_b", "a_b"))])
+
+
+def test_a_stack_label_is_the_same_for_one_stack_in_every_process() -> None:
+    # one stack in two processes (ASLR: other addresses) is one aggregation row, served
+    # as one series whichever process's addresses the row carries: frames without a
+    # symbol are named by module and link-time offset, not by address
+    from planrunner.records import Stack
+    from planrunner.stacks.frame import Frame
+
+    def stack(base: int) -> Stack:
+        return Stack("user", (Frame(base + 0x1786, None, 0x1786, "/usr/bin/ls"),
+                              Frame(base + 0x2000, "main", 0x10, "/usr/bin/ls"),
+                              Frame(0x7000, None, 0x7000, "")))
+
+    one, other = stack(0x55d6_f520_0000), stack(0x5612_0000_0000)
+    assert one == other
+    assert label_value(one) == label_value(other) == \
+        "[ls]+0x1786;main+0x10 [ls];0x7000 [unknown]"
