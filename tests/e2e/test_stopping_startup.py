@@ -192,3 +192,25 @@ def _signal_quietly_ends(proc: subprocess.Popen, sig: signal.Signals, delay: flo
     if worker is not None:  # it dies with the run; a traceback would come first
         assert _gone(worker)
     assert "Traceback" not in err and "Error" not in err, (delay, err)
+
+
+def test_a_signal_during_the_in_process_fallback_compile_ends_with_its_status(tmp_path):
+    """The worker stopped, the watchdog kills it and the run compiles in its own thread;
+    SIGINT then abandons that compile. The exit must not run LLVM's static destructors
+    under it: it crashed with SIGSEGV (-11) instead of 130, about one run in four here,
+    so three runs."""
+    plan = _large_plan(tmp_path, 300)
+    for _ in range(3):
+        proc = _start(plan)
+        _wait_compiling(proc)
+        worker = _worker_of(proc.pid)
+        os.kill(worker, signal.SIGSTOP)
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # the watchdog's line: compiling in-process now
+        assert "compiling in this process instead" in line, line + _end(proc, 30, worker)
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        err = _end(proc, 30, worker)
+        assert proc.returncode == 128 + signal.SIGINT, (proc.returncode, err)
+        assert "stopped by SIGINT during start-up" in err
+        assert "Traceback" not in err
