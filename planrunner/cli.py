@@ -114,3 +114,22 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None,
         return 0
     except KeyboardInterrupt:
         return 130
+
+
+def run_and_exit(argv: list[str] | None = None) -> None:
+    """The process's entry (`planrunner` and `python -m planrunner`): main, then exit.
+    A stop that abandoned the in-process compile (runtime/session.py _load, when the
+    compile worker was killed) leaves its thread inside bcc/LLVM: the interpreter's
+    normal exit ran under it and crashed now and then with SIGSEGV instead of the
+    stop's 128+N, so such a process flushes and ends at once."""
+    import threading
+
+    status = main(argv)
+    if any(t.name == "planrunner-load" and t.is_alive() for t in threading.enumerate()):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    sys.exit(status)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 
-from planrunner.cli import main
+from planrunner.cli import run_and_exit
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
@@ -52,4 +52,4 @@ if __name__ == "__main__":
         SlowBackend.compile_s = float(args.pop(0))
     # commands/run.py looks the class up in the module when `run` starts
     vars(bcc_backend)["BccBackend"] = SlowBackend
-    sys.exit(main(args))
+    run_and_exit(args)  # exits as the real entry does
