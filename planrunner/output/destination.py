@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO, TypeVar
 
 from planrunner.errors import PlanError, UsageError
 from planrunner.output.base import DeferredView, View, ViewWrapper
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # `run` imports this module before attaching, the views after
     from planrunner.records import AggSnapshot, PrintSchema, TableSnapshot
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_F = TypeVar("_F", TextIO, BinaryIO)
 
 
 def open_view(fmt: str, path: str | None, stdout: TextIO,
@@ -79,23 +80,33 @@ def _is_dir(path: str) -> bool:
 def csv_paths(path: str, outputs: Sequence[str]) -> dict[str, str]:
     """Output name -> file, for `-o DIR/` or `-o BASE[.csv]`."""
     if _is_dir(path):
-        return {o: os.path.join(path, f"{_safe(o)}.csv") for o in outputs}
+        return {o: os.path.join(path, f"{safe_name(o)}.csv") for o in outputs}
     base = path[:-4] if path.endswith(".csv") else path
-    return {o: f"{base}.{_safe(o)}.csv" for o in outputs}
+    return {o: f"{base}.{safe_name(o)}.csv" for o in outputs}
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
+    """An output's name as part of a file name (CSV, pprof: one file per output)."""
     return _UNSAFE.sub("_", name) or "_"
 
 
-def _open(path: str) -> TextIO:
+def _writable(path: str, opener: Callable[[str], _F]) -> _F:
+    """`opener(path)` once its directory exists; a PlanError naming the file if not."""
     parent = os.path.dirname(path)
     try:
         if parent:
             os.makedirs(parent, exist_ok=True)
-        return open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        return opener(path)
     except OSError as exc:
         raise PlanError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _open(path: str) -> TextIO:
+    return _writable(path, lambda p: open(p, "w", encoding="utf-8", newline=""))
+
+
+def open_binary(path: str) -> BinaryIO:
+    return _writable(path, lambda p: open(p, "wb"))
 
 
 class _Closing(ViewWrapper):

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from planrunner.errors import PlanError, UsageError
+from planrunner.output.destination import open_binary, safe_name
 from planrunner.output.pprof_proto import Label, ProfileBuilder
 from planrunner.stacks.formats import KERNEL_HALF
 
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # `run` checks before attaching; records.py loads with the vi
     from planrunner.stacks.frame import Frame
     from planrunner.stacks.lines import LineTable
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 SUFFIX = ".pb.gz"
 LOST = "[stack lost]"
 _KERNEL_IDS: dict[str, str] = {}  # "[kernel.kallsyms]" or "[ext4]" -> build-id ("" unknown)
@@ -78,25 +77,11 @@ def check_destination(path: str | None) -> str:
 def pprof_paths(path: str, outputs: Sequence[str]) -> dict[str, str]:
     """Output name -> file, for `-o FILE` (one output), `-o DIR/` or `-o BASE[.pb.gz]`."""
     if path.endswith("/") or os.path.isdir(path):
-        return {o: os.path.join(path, f"{_safe(o)}{SUFFIX}") for o in outputs}
+        return {o: os.path.join(path, f"{safe_name(o)}{SUFFIX}") for o in outputs}
     if len(outputs) == 1:
         return {outputs[0]: path}
     base = path.removesuffix(SUFFIX).removesuffix(".pb").removesuffix(".gz")
-    return {o: f"{base}.{_safe(o)}{SUFFIX}" for o in outputs}
-
-
-def _safe(name: str) -> str:
-    return _UNSAFE.sub("_", name) or "_"
-
-
-def _open(path: str) -> BinaryIO:
-    parent = os.path.dirname(path)
-    try:
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        return open(path, "wb")  # noqa: SIM115
-    except OSError as exc:
-        raise PlanError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return {o: f"{base}.{safe_name(o)}{SUFFIX}" for o in outputs}
 
 
 # A sample's identity: its labels and its frames, leaf first.
@@ -110,7 +95,7 @@ class PprofFilesView:
     def __init__(self, outputs: Sequence[PprofOutput], plan_name: str) -> None:
         self.outputs = {o.name: o for o in outputs}
         self.plan_name = plan_name
-        self.streams = {o.name: _open(o.path) for o in outputs}
+        self.streams = {o.name: open_binary(o.path) for o in outputs}
         self.counts: dict[str, Counter[_Key]] = {o.name: Counter() for o in outputs}
         self.span: dict[str, tuple[float | None, float]] = {}
         self.dropped: Counter[str] = Counter()
