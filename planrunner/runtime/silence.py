@@ -27,6 +27,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from planrunner.output.base import ViewWrapper
 from planrunner.runtime.late_libraries import file_key
 
 if TYPE_CHECKING:  # records.py is imported once tracing has begun (docs/architecture.md)
@@ -37,11 +38,11 @@ if TYPE_CHECKING:  # records.py is imported once tracing has begun (docs/archite
     from planrunner.runtime.upkeep import Upkeep
 
 
-class Heard:
+class Heard(ViewWrapper):
     """A View that passes everything to `inner` and notes what showed something."""
 
     def __init__(self, inner: View) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.probes: set[str] = set()  # of print records
         self.outputs: set[str] = set()  # aggregations with a row
 
@@ -68,15 +69,6 @@ class Heard:
         if snap.rows:
             self.outputs.add(f"table:{snap.output}")
         self.inner.table(snap)
-
-    def lost(self, count: int, reason: str) -> None:
-        self.inner.lost(count, reason)
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: int | None,
