@@ -36,6 +36,7 @@ from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from planrunner.clock import wall_offset_ns
 from planrunner.otlp.attributes import AttributePlan, attribute_plan, key_values
 from planrunner.records import AggRow, AggSnapshot, Bucket, Record
 from planrunner.render.model import AggregateOutput, PrintOutput
@@ -61,15 +62,7 @@ class WallClock:
         self.read_at = self.monotonic()
 
     def _read(self) -> int:
-        best: tuple[int, int] | None = None
-        for _ in range(3):
-            before = self.monotonic()
-            wall = self.wall()
-            after = self.monotonic()
-            if best is None or after - before < best[0]:
-                best = (after - before, wall - (before + after) // 2)
-        assert best is not None
-        return best[1]
+        return wall_offset_ns(3, self.wall, self.monotonic)
 
     def epoch_ns(self, mono_ns: int) -> int:
         now = self.monotonic()

@@ -16,10 +16,10 @@ in `reread` (a list of keys, like `truncated`). A NULL pointer is None.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
+from planrunner.clock import wall_offset_ns
 from planrunner.records import Record
 from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import NEWPID_OUTPUT, PrintOutput, StackMaps
@@ -112,21 +112,6 @@ def _source(layout: RecordLayout) -> str:
     lines += [f"    {p}" for p in post]
     lines.append("    return rec")
     return "\n".join(lines) + "\n"
-
-
-def wall_offset_ns(tries: int = 5) -> int:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of a few bracketed reads: a
-    preemption between two plain reads (a loaded machine) would skew every record's
-    time by as much."""
-    best: tuple[int, int] | None = None
-    for _ in range(tries):
-        before = time.monotonic_ns()
-        wall = time.time_ns()
-        gap = time.monotonic_ns() - before
-        if best is None or gap < best[0]:
-            best = (gap, wall - (before + gap // 2))
-    assert best is not None
-    return best[1]
 
 
 class Decoder:
