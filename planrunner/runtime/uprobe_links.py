@@ -21,7 +21,7 @@ import ctypes as ct
 import errno
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,12 +66,31 @@ def create_link(prog_fd: int, path: str, offset: int, ref_ctr_offset: int,
 
     Returns (link fd, 0), the link lasting until the fd is closed, or (-1, errno): never
     raises. ENOSYS on a machine with no known bpf(2) number."""
+    return create_multi_link(prog_fd, path, (offset,), (ref_ctr_offset,), None,
+                             retprobe, pid)
+
+
+def create_multi_link(prog_fd: int, path: str, offsets: Sequence[int],
+                      ref_ctr_offsets: Sequence[int], cookies: Sequence[int] | None,
+                      retprobe: bool, pid: int | None) -> tuple[int, int]:
+    """One uprobe_multi link putting `prog_fd` on every file offset of `offsets` in
+    `path` at once (all uprobes, or all uretprobes when `retprobe`): `ref_ctr_offsets[i]`
+    is offset i's semaphore (0: none) and `cookies[i]` (None: all 0) the value
+    bpf_get_attach_cookie() returns when offset i fires. Closing the link removes every
+    site together, with one RCU grace period for all. Same returns as `create_link`."""
+    count = len(offsets)
+    if count == 0 or len(ref_ctr_offsets) != count or (
+            cookies is not None and len(cookies) != count):
+        return -1, errno.EINVAL
     cpath = ct.create_string_buffer(os.fsencode(path))
-    offsets = (ct.c_uint64 * 1)(offset)
-    refs = (ct.c_uint64 * 1)(ref_ctr_offset)
+    offs = (ct.c_uint64 * count)(*offsets)
+    refs = (ct.c_uint64 * count)(*ref_ctr_offsets)
+    cooks = (ct.c_uint64 * count)(*cookies) if cookies is not None else None
     attr = _LinkCreate(prog_fd=prog_fd, attach_type=BPF_TRACE_UPROBE_MULTI,
-                       path=ct.addressof(cpath), offsets=ct.addressof(offsets),
-                       ref_ctr_offsets=ct.addressof(refs), cnt=1,
+                       path=ct.addressof(cpath), offsets=ct.addressof(offs),
+                       ref_ctr_offsets=ct.addressof(refs),
+                       cookies=ct.addressof(cooks) if cooks is not None else 0,
+                       cnt=count,
                        multi_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0,
                        pid=pid or 0)
     return bpf_syscall(BPF_LINK_CREATE, attr)
