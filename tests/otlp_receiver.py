@@ -3,7 +3,8 @@
 /v1/metrics) and gRPC (the generated *_pb2_grpc servicers), on loopback.
 
 `refuse` answers that many requests with 503 (HTTP) / UNAVAILABLE (gRPC) before taking
-any; `hang` never answers (the request is read, then the handler waits for the test's
+any; `delay` (HTTP) takes that many seconds over each request (a slow receiver); `hang`
+never answers (the request is read, then the handler waits for the test's
 end). What it took is kept, parsed, in `spans`, `logs`, `metrics` (with the resource
 attributes of each) and `requests` counts every request, refused ones included.
 """
@@ -11,6 +12,7 @@ attributes of each) and `requests` counts every request, refused ones included.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ class Received:
     requests: int = 0
     refuse: int = 0
     hang: bool = False
+    delay: float = 0.0
     headers: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: threading.Event = field(default_factory=threading.Event)
@@ -98,6 +101,8 @@ def _handler(received: Received) -> type[BaseHTTPRequestHandler]:
             if what == "refuse":
                 self._answer(503, b"")
                 return
+            if received.delay:
+                time.sleep(received.delay)
             try:
                 received.take(self.path, body)
             except Exception:  # a bad body: the test sees the 400
@@ -116,8 +121,9 @@ def _handler(received: Received) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def http_receiver(refuse: int = 0, hang: bool = False) -> Iterator[tuple[str, Received]]:
-    received = Received(refuse=refuse, hang=hang)
+def http_receiver(refuse: int = 0, hang: bool = False, delay: float = 0.0
+                  ) -> Iterator[tuple[str, Received]]:
+    received = Received(refuse=refuse, hang=hang, delay=delay)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(received))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

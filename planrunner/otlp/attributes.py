@@ -17,7 +17,7 @@ from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from planrunner.records import Record
+from planrunner.otlp.wire import ROW_HEAD, TID
 
 _INT64_MAX = (1 << 63) - 1
 _FIRST_WORD = re.compile(r"^first_word\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$")
@@ -77,17 +77,18 @@ def first_word(text: object) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class AttributePlan:
-    """For one print: (attribute, record key) pairs, derived ones, and literals."""
+    """For one print: (attribute, place in the row) pairs, derived ones, and literals.
+    A row is what wire.py hands the exporter: ts_ns, pid, tid, then the fields."""
 
-    fields: tuple[tuple[str, str], ...]
-    words: tuple[tuple[str, str], ...]  # (attribute, record key): first_word
+    fields: tuple[tuple[str, int], ...]
+    words: tuple[tuple[str, int], ...]  # (attribute, place of the field): first_word
     literals: tuple[KeyValue, ...]
 
-    def fill(self, out: Any, rec: Record) -> None:
-        """The record's attributes appended to `out` (a repeated KeyValue field)."""
+    def fill(self, out: Any, row: Sequence[Any]) -> None:
+        """The row's attributes appended to `out` (a repeated KeyValue field)."""
         add = out.add
-        for name, key in self.fields:
-            value = rec.get(key)
+        for name, i in self.fields:
+            value = row[i]
             if value is None:  # a NULL string: left out
                 continue
             kv = add()
@@ -99,31 +100,37 @@ class AttributePlan:
                 kv.value.int_value = value
             else:
                 set_value(kv.value, value)
-        kv = out.add()
+        kv = add()
         kv.key = "thread.id"
-        kv.value.int_value = rec["tid"]
-        for name, key in self.words:
-            word = first_word(rec.get(key))
+        kv.value.int_value = row[TID]
+        for name, i in self.words:
+            word = first_word(row[i])
             if word is not None:
-                kv = out.add()
+                kv = add()
                 kv.key = name
                 kv.value.string_value = word
-        out.extend(self.literals)
+        if self.literals:
+            out.extend(self.literals)
 
 
-def attribute_plan(field_keys: Sequence[str],
+def attribute_plan(row: Sequence[str], skip: str,
                    extra: Sequence[tuple[str, str]]) -> AttributePlan:
+    """`row`: the record keys of a row (wire.row_keys); `skip`: a field that is not an
+    attribute (a span's latency: its duration)."""
     renamed: dict[str, str] = {}
-    words: list[tuple[str, str]] = []
+    words: list[tuple[str, int]] = []
     literals: list[KeyValue] = []
+    field_keys = [k for k in row[len(ROW_HEAD):] if not skip or k != skip]
     for name, source in extra:
         source = source.strip()
         word = _FIRST_WORD.match(source)
         if source in field_keys:
             renamed[source] = name
         elif word:
-            words.append((name, word.group(1)))
+            if word.group(1) in field_keys:  # else it never has a value
+                words.append((name, row.index(word.group(1), len(ROW_HEAD))))
         else:
             literals.append(KeyValue(key=name, value=AnyValue(string_value=source)))
-    fields = tuple((renamed.get(k, k), k) for k in field_keys if k not in _NOT_FIELDS)
+    fields = tuple((renamed.get(k, k), i) for i, k in enumerate(row)
+                   if i >= len(ROW_HEAD) and k not in _NOT_FIELDS and (not skip or k != skip))
     return AttributePlan(fields, tuple(words), tuple(literals))

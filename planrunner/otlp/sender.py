@@ -1,38 +1,42 @@
-"""The sender thread: export never slows or stops tracing.
+"""The run's side of the exporter: export never slows or stops tracing.
 
 The session's thread only appends record batches and snapshots to a bounded queue
-(`offer`, O(1)); past QUEUE_MAX records what comes is dropped and counted. The sender
-thread converts (convert.py), groups by process (one resource each), and sends batches
-of at most BATCH items every FLUSH_S or as soon as a batch is full. A receiver that is
-down, answers 429/502/503/504 or gRPC UNAVAILABLE/RESOURCE_EXHAUSTED is retried with
-exponential backoff (BACKOFF_MIN_S .. BACKOFF_MAX_S) for as long as the run lasts,
-holding one batch while the queue fills: a receiver that comes back loses nothing under
-the bound. Any other refusal drops that batch with a warning. The thread shares the
-interpreter lock with the session's reader: while the records it is handed are over
-BEHIND_NS old (the reader is behind, the ring fills), it rests REST times as long as it
-worked, so that under overload the OTLP queue drops (counted) before the ring does.
-`close(grace)` sends what is left for at most `grace` seconds (the run's stop is not
-delayed longer by a receiver that never answers: the thread is a daemon and is
-abandoned); whatever was offered and not confirmed by the receiver by then is lost,
-and counted.
+(`offer`, O(1)); past QUEUE_MAX records what comes is dropped and counted. A feeder
+thread turns the records into rows (wire.py: tuples, pickled, ~0.2 us a record) and
+writes them to the exporter process (exporter.py), which converts, serializes and
+sends them: the ~20 calls into protobuf a span costs run on another CPU, not in the
+interpreter the reader needs. What the exporter reports the receiver took is counted;
+whatever was offered and not confirmed by the end is lost, and counted.
+
+The exporter starts with the feeder (its start-up, ~0.2 s of imports, overlaps the
+run's) and dies with it: PR_SET_PDEATHSIG is tied to the thread that started it, and
+the feeder lives until the exporter has ended. While the records it is handed are
+over BEHIND_NS old (the reader is behind, the ring fills), the feeder waits for the
+exporter to confirm what it has before it hands more (its queue then fills and
+drops), so that under overload OTLP drops before the ring does.
+`close(grace)` lets the exporter send what is left for at most `grace` seconds (counted
+from when it is up, at most START_WAIT_S from now), then kills it: the run's stop is
+not delayed longer by a receiver that never answers.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import IO, Any, TextIO
 
+from planrunner.otlp import wire
 from planrunner.otlp.config import OtlpConfig
 from planrunner.otlp.resource import process_attributes
 from planrunner.records import AggSnapshot, Record
 from planrunner.render.model import RenderedProgram
-
-if TYPE_CHECKING:
-    from planrunner.otlp.convert import Converter
 
 MAX_PROCESSES = 4096  # processes whose resource is kept; more: read /proc again
 QUEUE_MAX = 65536  # records waiting to be converted and sent
@@ -40,23 +44,8 @@ BEHIND_NS = 250_000_000  # records older than this: the session's reader is behi
 REST = 3.0  # then the sender rests this many times as long as it worked
 BATCH = 4096  # spans, log records or metrics per request
 FLUSH_S = 0.2  # a partial batch waits at most this long
-BACKOFF_MIN_S = 0.05
-BACKOFF_MAX_S = 2.0
-REQUEST_TIMEOUT_S = 10.0
-RETRY_HTTP = frozenset({429, 502, 503, 504})
-_GRPC_METHODS = {
-    "traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-    "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
-    "metrics": "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
-}
-
-
-class _Retry(Exception):
-    """The receiver is down or busy: send the same batch again later."""
-
-
-class _Refused(Exception):
-    """The receiver refused the batch for good (e.g. 400): it is dropped."""
+START_WAIT_S = 5.0  # at the close, an exporter still starting gets this long to be up
+KILL_AFTER_S = 0.2  # past the grace, the exporter is killed this much later
 
 
 @dataclass(slots=True)
@@ -93,24 +82,40 @@ class Sender:
         self.started_ns = started_ns if started_ns is not None else time.time_ns()
         self.counts = Counts()
         self.processes: dict[int, list[tuple[str, str | int]]] = {}  # resource.py
-        self._queue: deque[Sequence[Record] | AggSnapshot] = deque()
-        # records put in _queue (by the session's thread) and taken (by the sender's):
+        self._queue: deque[Sequence[Record] | AggSnapshot | dict[int, Any]] = deque()
+        # records put in _queue (by the session's thread) and taken (by the feeder):
         # each counter has one writer
         self._put = 0
         self._taken = 0
+        self._handled = 0  # of those taken, what the exporter is done with (reporter)
+        self._handled_event = threading.Event()
         self._outputs = frozenset(p.name for p in program.prints)
+        self._rows = {p.name: wire.row_maker(p) for p in program.prints}
         self._wake = threading.Event()
         self._closing = threading.Event()
+        self._spawned = threading.Event()  # _proc is set (or will never be)
+        self._ready = threading.Event()  # the exporter is up (or will never be)
+        self._ended = threading.Event()  # the exporter is gone (the reporter saw its end)
         self._deadline: float | None = None
         self._thread = threading.Thread(target=self._main, name="planrunner-otlp",
                                         daemon=True)
-        self._down = False  # a warning was printed; say when it answers again
+        self._reporter: threading.Thread | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._killed = False  # we ended it: its silence is ours
         self._pressed = False  # the reader's last batch was an old one
-        self._send: Callable[[str, bytes, float], None] | None = None
-        self.failed: str | None = None  # the thread could not start (an import failed)
+        self.failed: str | None = None  # the exporter could not start (an import failed)
 
     def start(self) -> None:
         self._thread.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether the exporter is up (its imports done) within `timeout` seconds."""
+        return self._ready.wait(timeout) and self.failed is None and not self._ended.is_set()
+
+    @property
+    def exporter_pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None else None
 
     # -- the session's thread -------------------------------------------------------
 
@@ -122,12 +127,15 @@ class Sender:
         self.counts.records += len(mine)
         # records this old when they reach the view: the reader is behind, the ring fills
         self._pressed = time.monotonic_ns() - int(mine[-1].get("ts_ns") or 0) > BEHIND_NS
-        for pid in {r["pid"] for r in mine}.difference(self.processes):
+        new = {r["pid"] for r in mine}.difference(self.processes)
+        if new:
             # read now, while it likely runs: by the time its batch is sent it may be
             # gone (a zombie has no exe nor command line)
-            if len(self.processes) >= MAX_PROCESSES:
+            if len(self.processes) + len(new) > MAX_PROCESSES:
                 self.processes.clear()
-            self.processes[pid] = process_attributes(pid)
+            found = {pid: process_attributes(pid) for pid in new}
+            self.processes.update(found)
+            self._queue.append(found)
         room = self.queue_max - (self._put - self._taken)
         if room <= 0:
             return  # lost: counted as offered, never sent
@@ -144,166 +152,165 @@ class Sender:
 
     def close(self, grace: float) -> Counts:
         """Send what is left for at most `grace` seconds; the counts, final then."""
+        if not self._thread.is_alive():
+            return self.counts
+        if grace > 0:
+            self._ready.wait(START_WAIT_S)  # the grace is the exporter's, once it is up
         self._deadline = time.monotonic() + grace
         self._closing.set()
         self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(grace)
+        self._spawned.wait(1.0)
+        proc = self._proc
+        if proc is not None:
+            try:
+                proc.wait(max(0.0, grace) + KILL_AFTER_S if grace > 0 else 0.0)
+            except subprocess.TimeoutExpired:
+                pass
+        self._kill()
+        self._ended.wait(1.0)  # the reporter has read its last reports
+        self._thread.join(1.0)
         return self.counts
 
-    # -- the sender thread -------------------------------------------------------------
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            self._killed = True
+            proc.send_signal(signal.SIGKILL)
+            try:
+                proc.wait(1.0)
+            except subprocess.TimeoutExpired:  # a process SIGKILL cannot stop: D state
+                pass
+
+    # -- the feeder thread -------------------------------------------------------------
 
     def _main(self) -> None:
         try:
-            from planrunner.otlp.convert import Converter, WallClock
-
-            converter = Converter(self.program.prints, self.program.aggregates,
-                                  WallClock(), self.started_ns)
-            self._send = self._grpc_sender() if self.config.protocol == "grpc" \
-                else self._http_sender()
-        except ImportError as exc:
-            self.failed = f"{exc} (pip install opentelemetry-proto grpcio)"
-            self.stderr.write(f"warning: --otlp: cannot export: {self.failed}\n")
+            proc = self._spawn()
+        finally:
+            self._spawned.set()
+        if proc is None:
+            self._ready.set()
+            self._ended.set()
             return
-        from planrunner.otlp.requests import ResourceCache
+        assert proc.stdin is not None and proc.stdout is not None
+        self._reporter = threading.Thread(target=self._report, args=(proc.stdout,),
+                                          name="planrunner-otlp-reports", daemon=True)
+        self._reporter.start()
+        try:
+            wire.write(proc.stdin, wire.Setup(self.config, self.program.prints,
+                                              self.program.aggregates, self.started_ns,
+                                              self.batch))
+            self._feed(proc.stdin)
+            proc.stdin.close()
+        except OSError:  # the exporter is gone (the reporter says why)
+            pass
+        # this thread holds the exporter's life (PR_SET_PDEATHSIG): it waits for its end
+        self._ended.wait()
 
-        resources = ResourceCache(self.config, self.processes)
+    def _spawn(self) -> subprocess.Popen[bytes] | None:
+        # this process's planrunner, whatever the working directory holds (-P)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+        try:
+            # -Xplanrunner: a run attached already knows it for planrunner at once
+            # (runtime_helpers.h pr_on_exec), and never traces it
+            self._proc = subprocess.Popen(
+                [sys.executable, "-Xplanrunner", "-P", "-m", "planrunner.otlp.exporter",
+                 str(os.getpid()), str(self.queue_max)],
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, close_fds=True)
+        except OSError as exc:
+            self.failed = f"the exporter process did not start: {exc.strerror}"
+            self.stderr.write(f"warning: --otlp: cannot export: {self.failed}\n")
+            return None
+        return self._proc
+
+    def _feed(self, out: IO[bytes]) -> None:
         while True:
             closing = self._closing.is_set()
             if not closing:
                 self._wake.wait(FLUSH_S)
                 self._wake.clear()
-            self._drain(converter, resources, closing or self._closing.is_set())
+            while self._queue:
+                item = self._queue.popleft()
+                if isinstance(item, AggSnapshot):
+                    wire.write(out, ("snap", item))
+                elif isinstance(item, dict):
+                    wire.write(out, ("procs", item))
+                else:
+                    self._taken += len(item)
+                    self._write_rows(out, item)
+                    if self._pressed and not self._closing.is_set():
+                        self._rest()
             if closing:
+                grace = (self._deadline or 0.0) - time.monotonic()
+                wire.write(out, ("close", max(0.0, grace)))
                 return
 
-    def _drain(self, converter: Converter, resources: Any, closing: bool) -> None:
-        from planrunner.otlp.requests import logs_request, metrics_request, traces_request
+    def _write_rows(self, out: IO[bytes], records: Sequence[Record]) -> None:
+        name = records[0]["output"]
+        if all(r["output"] == name for r in records):
+            wire.write(out, ("rows", name, list(map(self._rows[name], records))))
+            return
+        groups: dict[str, list[tuple[Any, ...]]] = {}
+        for rec in records:
+            key = rec["output"]
+            groups.setdefault(key, []).append(self._rows[key](rec))
+        for key, rows in groups.items():
+            wire.write(out, ("rows", key, rows))
 
-        while self._queue:
-            item = self._queue.popleft()
-            if isinstance(item, AggSnapshot):
-                self._deliver("metrics", metrics_request(resources, [converter.metric(item)]),
-                              0, len(item.rows))
-                continue
-            self._taken += len(item)
-            began = time.monotonic()
-            for rec in item:
-                converter.add(rec)
-            if len(converter.spans) + len(converter.logs) >= self.batch or not self._queue:
-                self._send_ready(converter, resources, traces_request, logs_request)
-            if self._pressed and not closing:
-                # the reader hands old records: the ring is filling. This thread shares
-                # the interpreter lock with it: rest as long as it worked, so that the
-                # reader keeps up (the queue then fills and drops, counted, instead of
-                # the ring losing events for every output)
-                self._closing.wait(REST * (time.monotonic() - began))
-        if closing:
-            converter.flush_pending()
-            self.counts.orphaned = converter.orphaned
-            self._send_ready(converter, resources, traces_request, logs_request)
+    def _rest(self) -> None:
+        """The reader hands old records: the ring is filling. The exporter uses the CPU
+        the reader needs (2 CPUs: the traced program has the other): wait until it is
+        done with what it has, then rest REST times as long, so that the reader keeps
+        up (the queue then fills and drops, counted, instead of the ring losing events
+        for every output)."""
+        began = time.monotonic()
+        while self._handled < self._taken and not self._closing.is_set() and \
+                not self._ended.is_set() and time.monotonic() - began < 1.0:
+            self._handled_event.wait(0.05)
+            self._handled_event.clear()
+        self._closing.wait(REST * (time.monotonic() - began))
 
-    def _send_ready(self, converter: Converter, resources: Any,
-                    traces_request: Callable[..., bytes],
-                    logs_request: Callable[..., bytes]) -> None:
-        spans, logs = converter.take()
-        for i in range(0, len(spans), self.batch):
-            part = spans[i:i + self.batch]
-            if self._deliver("traces", traces_request(resources, part), len(part), 0):
-                self.counts.spans_sent += len(part)
-        for i in range(0, len(logs), self.batch):
-            chunk = logs[i:i + self.batch]
-            if self._deliver("logs", logs_request(resources, chunk), len(chunk), 0):
-                self.counts.logs_sent += len(chunk)
+    # -- the reporter thread -----------------------------------------------------------
 
-    def _deliver(self, signal: str, body: bytes, records: int, points: int) -> bool:
-        """Send until the receiver takes it, refuses it, or the close's deadline."""
-        assert self._send is not None
-        backoff = BACKOFF_MIN_S
-        while True:
-            timeout = REQUEST_TIMEOUT_S
-            if self._deadline is not None:
-                timeout = self._deadline - time.monotonic()
-                if timeout <= 0:
-                    return False
-            try:
-                self._send(signal, body, timeout)
-            except _Retry as exc:
-                self._warn_down(str(exc))
-                if self._deadline is None:
-                    self._closing.wait(backoff)  # a close ends the wait
-                else:
-                    time.sleep(min(backoff, max(0.0, self._deadline - time.monotonic())))
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
-                continue
-            except _Refused as exc:
-                self.stderr.write(f"warning: OTLP receiver at {self.config.endpoint} refused "
-                                  f"{signal}: {exc} (dropped)\n")
-                return False
-            if self._down:
-                self._down = False
-                self.stderr.write(f"OTLP receiver at {self.config.endpoint} answers again\n")
-            self.counts.records_sent += records
-            self.counts.points_sent += points
-            return True
-
-    def _warn_down(self, why: str) -> None:
-        if not self._down:
-            self._down = True
-            self.stderr.write(f"warning: OTLP receiver at {self.config.endpoint}: {why}; "
-                              f"retrying (up to {self.queue_max} records are kept)\n")
-
-    def _http_sender(self) -> Callable[[str, bytes, float], None]:
-        import http.client  # here, on the sender's thread (15 ms)
-
-        host, port, tls = self.config.host_port
-        headers = {"Content-Type": "application/x-protobuf", **dict(self.config.headers)}
-        conn: list[http.client.HTTPConnection | None] = [None]
-
-        def send(signal: str, body: bytes, timeout: float) -> None:
-            c = conn[0]
-            if c is None:
-                cls = http.client.HTTPSConnection if tls else http.client.HTTPConnection
-                c = conn[0] = cls(host, port, timeout=timeout)
-            else:
-                c.timeout = timeout
-                if c.sock is not None:
-                    c.sock.settimeout(timeout)
-            try:
-                c.request("POST", self.config.url_path(signal), body, headers)
-                resp = c.getresponse()
-                text = resp.read()
-            except (OSError, http.client.HTTPException) as exc:
-                c.close()
-                conn[0] = None
-                raise _Retry(f"{type(exc).__name__}: {exc}" if str(exc)
-                             else type(exc).__name__) from None
-            if resp.status in RETRY_HTTP:
-                raise _Retry(f"HTTP {resp.status}")
-            if not 200 <= resp.status < 300:
-                raise _Refused(f"HTTP {resp.status} {text[:200]!r}")
-
-        return send
-
-    def _grpc_sender(self) -> Callable[[str, bytes, float], None]:
-        import grpc
-
-        host, port, tls = self.config.host_port
-        target = f"{host}:{port}"
-        channel = grpc.secure_channel(target, grpc.ssl_channel_credentials()) if tls \
-            else grpc.insecure_channel(target)
-        calls = {signal: channel.unary_unary(method) for signal, method in _GRPC_METHODS.items()}
-        metadata = tuple((k.lower(), v) for k, v in self.config.headers)
-        retry = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                 grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED}
-
-        def send(signal: str, body: bytes, timeout: float) -> None:
-            try:  # bytes in and out: no serializer given
-                calls[signal](body, timeout=timeout, metadata=metadata)
-            except grpc.RpcError as exc:
-                code = exc.code() if hasattr(exc, "code") else None
-                if code in retry:
-                    raise _Retry(f"gRPC {code.name if code else 'error'}") from None
-                raise _Refused(f"gRPC {code.name if code else exc}") from None
-
-        return send
+    def _report(self, reports: IO[bytes]) -> None:
+        counts = self.counts
+        try:
+            while True:
+                try:
+                    msg = wire.read(reports)
+                except (OSError, ValueError, EOFError):
+                    msg = None
+                if msg is None:
+                    break
+                kind = msg[0]
+                if kind == "sent":
+                    counts.records_sent += msg[1]
+                    counts.points_sent += msg[2]
+                    counts.spans_sent += msg[3]
+                    counts.logs_sent += msg[4]
+                elif kind == "handled":
+                    self._handled += msg[1]
+                    self._handled_event.set()
+                elif kind == "warn":
+                    self.stderr.write(msg[1])
+                elif kind == "orphaned":
+                    counts.orphaned = msg[1]
+                elif kind == "ready":
+                    self._ready.set()
+                elif kind == "failed":
+                    self.failed = msg[1]
+                    self.stderr.write(f"warning: --otlp: cannot export: {self.failed}\n")
+        finally:
+            self._ready.set()
+            proc = self._proc
+            status = proc.wait() if proc is not None else 0
+            if status != 0 and not self._killed and self.failed is None:
+                why = f"signal {-status}" if status < 0 else f"status {status}"
+                self.failed = f"the exporter process ended ({why})"
+                self.stderr.write(f"warning: --otlp: {self.failed}; what it had not "
+                                  "sent is counted as not exported\n")
+            self._ended.set()

@@ -1,0 +1,189 @@
+"""run --otlp's exporter process (planrunner/otlp/exporter.py): the run hands it rows
+and it builds and sends the requests. It never outlives the run, ignores the stop
+signals the run handles, fails in one line, and the run's process never imports
+protobuf for it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from planrunner.otlp.config import otlp_config
+from planrunner.otlp.sender import Sender
+from planrunner.render.layout import LayoutField, RecordLayout
+from planrunner.render.model import PrintOutput, RenderedProgram, SpanShape
+from planrunner.runtime.scope import is_planrunner
+from tests.otlp_receiver import attrs, http_receiver
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# a run's side of --otlp alone, in a process of its own (what the test kills, or looks
+# into): a Sender for the print `request` (id, latency_ns)
+SENDER = r"""
+import io, json, sys, time
+from planrunner.otlp.config import otlp_config
+from planrunner.otlp.sender import Sender
+from planrunner.render.layout import LayoutField, RecordLayout
+from planrunner.render.model import PrintOutput, RenderedProgram, SpanShape
+layout = RecordLayout(0, "pr_rec_0", (LayoutField("id", "int", "f0"),
+                                      LayoutField("latency_ns", "int", "f1")))
+out = PrintOutput("request", "request", layout, None, SpanShape("latency_ns", "", False))
+sender = Sender(otlp_config(sys.argv[1], "plan", {}), RenderedProgram("", (), (out,), (), "p"),
+                io.StringIO())
+sender.start()
+assert sender.wait_ready(60)
+if sys.argv[2] == "wait":
+    print(sender.exporter_pid, flush=True)
+    time.sleep(120)
+recs = [{"time": "", "ts_ns": 1_000_000 + i, "pid": 10, "tid": 11, "comm": "x",
+         "probe": "request", "output": "request", "id": i, "latency_ns": 10}
+        for i in range(1000)]
+for i in range(0, 1000, 100):
+    sender.offer(recs[i:i + 100])
+counts = sender.close(30.0)
+print(json.dumps({"sent": counts.records_sent, "lost": counts.lost_records,
+                  "protobuf": sorted(m for m in sys.modules if m.startswith("google"))}))
+"""
+
+
+def _program() -> RenderedProgram:
+    layout = RecordLayout(0, "pr_rec_0", (LayoutField("id", "int", "f0"),
+                                          LayoutField("latency_ns", "int", "f1")))
+    out = PrintOutput("request", "request", layout, None, SpanShape("latency_ns", "", False))
+    return RenderedProgram("", (), (out,), (), "plan")
+
+
+def _records(first: int, n: int) -> list[dict]:
+    return [{"time": "", "ts_ns": 1_000_000 + i, "pid": 10, "tid": 11, "comm": "x",
+             "probe": "request", "output": "request", "id": i, "latency_ns": 10}
+            for i in range(first, first + n)]
+
+
+def _started(url: str, err: io.StringIO, **kw: object) -> Sender:
+    sender = Sender(otlp_config(url, "plan", {}), _program(), err, **kw)  # type: ignore[arg-type]
+    sender.start()
+    assert sender.wait_ready(60), err.getvalue()
+    return sender
+
+
+def _exporter_alive(pid: int) -> bool:
+    """The exporter process `pid` runs (not a zombie, not another process since)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rpartition(")")[2].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError:
+        return False
+    return state != "Z" and b"planrunner.otlp.exporter" in argv
+
+
+def test_the_exporter_dies_with_the_run() -> None:
+    with http_receiver() as (url, _got):
+        run = subprocess.Popen([sys.executable, "-c", SENDER, url, "wait"], cwd=ROOT,
+                               stdout=subprocess.PIPE, text=True)
+        try:
+            assert run.stdout is not None
+            pid = int(run.stdout.readline())
+            assert _exporter_alive(pid)
+            run.kill()  # SIGKILL: nothing of the run's own code runs after it
+            run.wait()
+            gone_by = time.monotonic() + 10
+            while _exporter_alive(pid) and time.monotonic() < gone_by:
+                time.sleep(0.02)
+            assert not _exporter_alive(pid)
+        finally:
+            run.kill()
+            run.wait()
+
+
+def test_the_runs_process_never_imports_protobuf() -> None:
+    with http_receiver() as (url, got):
+        done = subprocess.run([sys.executable, "-c", SENDER, url, "send"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["sent"] == 1000 and said["lost"] == 0
+    assert sorted(attrs(s.attributes)["id"] for _, s in got.spans) == list(range(1000))
+    assert said["protobuf"] == []  # built and sent in the exporter process only
+
+
+def test_the_exporter_is_a_planrunner_process_to_every_run() -> None:
+    with http_receiver() as (url, _got):
+        sender = _started(url, io.StringIO())
+        pid = sender.exporter_pid
+        assert pid is not None
+        with open(f"/proc/{pid}/comm", "rb") as fh:
+            comm = fh.read().rstrip(b"\n")
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+        sender.close(0.0)
+    assert is_planrunner(comm, argv)  # what the kernel side tests at its exec
+
+
+def test_stop_signals_are_the_runs_not_the_exporters() -> None:
+    err = io.StringIO()
+    with http_receiver() as (url, got):
+        sender = _started(url, err)
+        pid = sender.exporter_pid
+        assert pid is not None
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # Ctrl-C, systemd
+            os.kill(pid, sig)
+        sender.offer(_records(0, 100))
+        counts = sender.close(30.0)
+    assert counts.records_sent == 100 == len(got.spans)
+    assert not _exporter_alive(pid)
+    assert err.getvalue() == ""
+
+
+def test_an_exporter_that_dies_is_one_line_and_its_records_are_counted() -> None:
+    err = io.StringIO()
+    with http_receiver() as (url, _got):
+        sender = _started(url, err)
+        pid = sender.exporter_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        sender.offer(_records(0, 10))
+        t0 = time.monotonic()
+        counts = sender.close(1.0)
+        took = time.monotonic() - t0
+    assert counts.records == 10 and counts.lost_records == 10
+    assert took < 3.0, took
+    assert err.getvalue() == ("warning: --otlp: the exporter process ended (signal 9); what "
+                              "it had not sent is counted as not exported\n")
+
+
+def test_close_ends_the_exporter_when_the_receiver_never_answers() -> None:
+    with http_receiver(hang=True) as (url, got):
+        sender = _started(url, io.StringIO())
+        pid = sender.exporter_pid
+        assert pid is not None
+        sender.offer(_records(0, 10))
+        deadline = time.monotonic() + 30
+        while not got.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        counts = sender.close(1.0)
+        took = time.monotonic() - t0
+    assert took < 1.5, took
+    assert counts.lost_records == 10
+    assert not _exporter_alive(pid)
+
+
+def test_a_slow_receiver_drops_what_the_queues_cannot_hold_and_counts_it() -> None:
+    err = io.StringIO()
+    with http_receiver(delay=0.2) as (url, got):
+        sender = _started(url, err, queue_max=300, batch=100)
+        for first in range(0, 2000, 100):
+            sender.offer(_records(first, 100))
+        counts = sender.close(30.0)
+    assert counts.records == 2000
+    assert counts.records_sent == len(got.spans) == counts.spans_sent
+    assert 0 < counts.records_sent < 2000
+    assert counts.lost_records == 2000 - counts.records_sent
