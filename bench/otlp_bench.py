@@ -1,14 +1,19 @@
-"""Spans exported per second by `run --otlp`, without the kernel: records shaped like
-sdt-demo's (id, path, status, latency_ns) go through each stage of planrunner/otlp/:
+"""Spans exported per second by `run --otlp`, without the kernel, against the rate
+planrunner prints text at, measured in the same run (rounds interleaved, medians).
 
-- offer:     Sender.offer, what the session's thread pays per record (a queue append);
-- convert:   Converter.add, records -> opentelemetry-proto Span messages;
-- serialize: traces_request, a batch of spans grouped by process -> bytes;
-- export:    all of it end to end through the sender thread to a receiver in another
-             process over HTTP/protobuf on loopback (it reads each body and answers 200;
-             `--parse` makes it parse them too), until the last batch is confirmed.
+Records shaped like sdt-demo's (id, path, status, latency_ns), one process:
 
-    .venv/bin/python bench/otlp_bench.py [--records 200000] [--parse] [--grpc]
+- text:      decode + the text view, as bench/consumer_bench.py measures it (raw records
+             packed as the BPF program lays them out), to /dev/null;
+- build:     what the exporter process does, here in one process: rows -> requests
+             (convert.py, requests.py), serialized;
+- export:    end to end: Sender.offer on this thread (the session's), the feeder thread
+             handing rows to the exporter process, which sends over HTTP/protobuf (or
+             gRPC) on loopback to a receiver in another process (it reads each body and
+             answers 200; `--parse` makes it parse them too), until the last request is
+             confirmed; and this process's CPU time over it (offer + feeder), a span.
+
+    .venv/bin/python bench/otlp_bench.py [--records 200000] [--rounds 5] [--parse] [--grpc]
 """
 
 from __future__ import annotations
@@ -16,20 +21,28 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's planrunner
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from consumer_bench import bench_output, raw_records  # noqa: E402
 
 from planrunner.otlp import sender as sender_module  # noqa: E402
 from planrunner.otlp.config import otlp_config  # noqa: E402
 from planrunner.otlp.convert import Converter, WallClock  # noqa: E402
-from planrunner.otlp.requests import ResourceCache, traces_request  # noqa: E402
+from planrunner.otlp.requests import ResourceCache, batches, traces_request  # noqa: E402
 from planrunner.otlp.sender import Sender  # noqa: E402
+from planrunner.otlp.wire import row_maker  # noqa: E402
+from planrunner.output import make_view  # noqa: E402
+from planrunner.records import PrintSchema  # noqa: E402
 from planrunner.render.layout import LayoutField, RecordLayout  # noqa: E402
 from planrunner.render.model import PrintOutput, RenderedProgram, SpanShape  # noqa: E402
+from planrunner.runtime.decode import Decoder  # noqa: E402
 
 PATHS = ("/index.html", "/api/users", "/static/app.js", "/api/orders/42")
 
@@ -90,62 +103,106 @@ def records(n: int) -> list[dict[str, object]]:
              "latency_ns": 10_000 + i} for i in range(n)]
 
 
-def rate(n: int, seconds: float) -> str:
-    return f"{n / seconds / 1000:7.1f}k/s  ({seconds * 1e9 / n:6.0f} ns each)"
+def cpu_model() -> str:
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def text_rate(n: int) -> float:
+    """decode + text of n records (bench/consumer_bench.py's), records/s."""
+    out = bench_output()
+    raws = raw_records(out, n)
+    schema = PrintSchema("0", "tick", ("counter", "word", "len"))
+    with open(os.devnull, "w", encoding="utf-8") as sink:
+        view = make_view("text", sink, [schema])
+        dec = Decoder([out])
+        t0 = time.perf_counter()
+        for i in range(0, n, 4096):
+            view.records(dec.decode_batch(raws[i:i + 4096]))
+            view.flush()
+        return n / (time.perf_counter() - t0)
+
+
+def build_rate(prog: RenderedProgram, recs: list[dict[str, object]]) -> float:
+    """rows -> serialized requests in this process: the exporter's work, spans/s."""
+    make = row_maker(prog.prints[0])
+    rows = list(map(make, recs))
+    conv = Converter(prog.prints, (), WallClock())
+    plan = conv.plans["request"]
+    resources = ResourceCache(otlp_config("", "sdt-demo", {}), {})
+    t0 = time.perf_counter()
+    for i in range(0, len(rows), 1024):
+        conv.add_rows(plan, rows[i:i + 1024])
+        if conv.nspans >= 4096:
+            for part, _ in batches(conv.take()[0], 4096):
+                traces_request(resources, part)
+    for part, _ in batches(conv.take()[0], 4096):
+        traces_request(resources, part)
+    return len(rows) / (time.perf_counter() - t0)
+
+
+def export_rate(prog: RenderedProgram, recs: list[dict[str, object]], port: int,
+                grpc: bool) -> tuple[float, float, int]:
+    """(spans/s end to end, this process's CPU us a span, spans lost)."""
+    env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc" if grpc else "http/protobuf"}
+    sender = Sender(otlp_config(f"http://127.0.0.1:{port}", "sdt-demo", env), prog,
+                    io.StringIO(), queue_max=len(recs))
+    sender.start()
+    if not sender.wait_ready(60):  # its imports are done before the clock starts
+        raise SystemExit(f"the exporter did not start: {sender.failed}")
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(0, len(recs), 1024):  # the session hands batches of <= 1024
+        sender.offer(recs[i:i + 1024])
+    counts = sender.close(600.0)
+    t1, c1 = time.perf_counter(), time.process_time()
+    return counts.spans_sent / (t1 - t0), (c1 - c0) * 1e6 / len(recs), counts.lost_records
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--parse", action="store_true", help="the receiver parses each request")
     ap.add_argument("--grpc", action="store_true", help="export over OTLP/gRPC")
     args = ap.parse_args()
     recs = records(args.records)
     prog = program()
-    print(f"{args.records} records shaped like sdt-demo's, one process")
-
-    conv = Converter(prog.prints, (), WallClock())
-    t0 = time.perf_counter()
-    for rec in recs:
-        conv.add(rec)
-    t1 = time.perf_counter()
-    print(f"convert    {rate(len(recs), t1 - t0)}")
-    spans, _ = conv.take()
-    resources = ResourceCache(otlp_config("", "sdt-demo", {}), {})
-    t0 = time.perf_counter()
-    size = 0
-    for i in range(0, len(spans), 4096):
-        size += len(traces_request(resources, spans[i:i + 4096]))
-    t1 = time.perf_counter()
-    print(f"serialize  {rate(len(spans), t1 - t0)}  {size / len(spans):.0f} bytes/span")
-
+    how = "gRPC" if args.grpc else "HTTP/protobuf"
+    print(f"{cpu_model()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; "
+          f"{args.records} records shaped like sdt-demo's; export over {how}, the "
+          f"receiver {'parses' if args.parse else 'reads'}")
+    # all records are offered at once here, so they age while the exporter works: that
+    # is not a reader falling behind (live, the feeder then rests: bench/otlp_live.py)
+    sender_module.BEHIND_NS = 1 << 62
     source = GRPC_RECEIVER if args.grpc else RECEIVER
     receiver = subprocess.Popen([sys.executable, "-c", source, "1" if args.parse else "0"],
                                 stdout=subprocess.PIPE, text=True)
+    got: dict[str, list[float]] = {"text": [], "build": [], "export": [], "cpu": []}
     try:
         assert receiver.stdout is not None
         port = int(receiver.stdout.readline())
-        env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc" if args.grpc else "http/protobuf"}
-        # all records are offered at once here, so they age while the sender works: that
-        # is not a reader falling behind (live, the sender then rests: bench/otlp_live.py)
-        sender_module.BEHIND_NS = 1 << 62
-        sender = Sender(otlp_config(f"http://127.0.0.1:{port}", "sdt-demo", env), prog,
-                        io.StringIO(), queue_max=len(recs))
-        sender.start()
-        time.sleep(0.5)  # the thread's imports are done before the clock starts
-        t0 = time.perf_counter()
-        for i in range(0, len(recs), 1024):  # the session hands batches of <= 1024
-            sender.offer(recs[i:i + 1024])
-        t1 = time.perf_counter()
-        counts = sender.close(600.0)
-        t2 = time.perf_counter()
+        for r in range(args.rounds):
+            got["text"].append(text_rate(args.records))
+            got["build"].append(build_rate(prog, recs))
+            rate_, cpu, lost = export_rate(prog, recs, port, args.grpc)
+            got["export"].append(rate_)
+            got["cpu"].append(cpu)
+            print(f"round {r + 1}: text {got['text'][-1] / 1000:6.1f}k/s  build "
+                  f"{got['build'][-1] / 1000:6.1f}k/s  export {rate_ / 1000:6.1f}k/s "
+                  f"({lost} lost; this process {cpu:.2f} us CPU a span)  "
+                  f"export/text {rate_ / got['text'][-1]:.2f}", flush=True)
     finally:
         receiver.kill()
         receiver.wait()
-    print(f"offer      {rate(len(recs), t1 - t0)}  (the session's thread)")
-    how = "gRPC" if args.grpc else "HTTP/protobuf"
-    print(f"export     {rate(counts.spans_sent, t2 - t0)}  ({how}, receiver "
-          f"{'parses' if args.parse else 'reads'}; {counts.lost_records} lost)")
+    med = {k: statistics.median(v) for k, v in got.items()}
+    ratio = statistics.median(e / t for e, t in zip(got["export"], got["text"], strict=True))
+    print(f"median: text {med['text'] / 1000:.1f}k/s, build {med['build'] / 1000:.1f}k/s, "
+          f"export {med['export'] / 1000:.1f}k/s, this process {med['cpu']:.2f} us CPU a "
+          f"span; export/text {med['export'] / med['text']:.2f} (median of the rounds' "
+          f"ratios {ratio:.2f})")
     return 0
 
 

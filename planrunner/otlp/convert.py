@@ -38,6 +38,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from planrunner.clock import wall_offset_ns
 from planrunner.otlp.attributes import AttributePlan, attribute_plan, key_values
+from planrunner.otlp.span_writer import SpanWriter
 from planrunner.otlp.wire import PID, ROW_HEAD, TID, TS, row_keys, row_maker
 from planrunner.records import AggRow, AggSnapshot, Bucket, Record
 from planrunner.render.model import AggregateOutput, PrintOutput
@@ -94,6 +95,7 @@ class PrintPlan:
     depth: int  # -1: no tree
     key: int  # the span's key (TID: the thread)
     row: Callable[[Record], tuple[Any, ...]]  # record -> row (wire.row_maker)
+    writer: SpanWriter | None  # a flat span's name, kind and attributes (span_writer.py)
 
 
 @dataclass(slots=True, eq=False)
@@ -157,12 +159,14 @@ class Converter:
             latency = shape.latency if shape is not None else ""
             depth = shape.depth if shape is not None and shape.nested else ""
             key = shape.key if shape is not None else ""
+            kind = _KINDS.get(p.otlp_kind, Span.SPAN_KIND_INTERNAL)
             # a span's latency is its duration: not an attribute too
+            attrs = attribute_plan(keys, latency, p.otlp_attributes)
+            flat = _place(keys, latency) >= 0 and _place(keys, depth) < 0
             self.plans[p.name] = PrintPlan(
-                p.name, _KINDS.get(p.otlp_kind, Span.SPAN_KIND_INTERNAL),
-                attribute_plan(keys, latency, p.otlp_attributes),
-                _place(keys, latency), _place(keys, depth),
-                _place(keys, key) if key in keys[len(ROW_HEAD):] else TID, row_maker(p))
+                p.name, kind, attrs, _place(keys, latency), _place(keys, depth),
+                _place(keys, key) if key in keys[len(ROW_HEAD):] else TID, row_maker(p),
+                SpanWriter(p.name, kind, attrs) if flat else None)
         self.lhist = {a.name: a.lhist for a in aggregates if a.lhist is not None}
         self.every = {a.name: a.every_ns for a in aggregates}
         self.started_ns = started_ns if started_ns is not None else time.time_ns()

@@ -145,6 +145,38 @@ def test_span_times_attributes_and_kind() -> None:
         "db.operation.name": "SELECT", "db.system.name": "postgresql"}
 
 
+def test_flat_span_attributes_stay_right_past_the_value_caches() -> None:
+    """span_writer.py merges serialized values it has seen; a field whose values do not
+    repeat goes in place once its cache is full: every span keeps its own values."""
+    from planrunner.otlp.span_writer import CACHE_MAX
+
+    shape = SpanShape("latency_ns", "", False)
+    conv = Converter([_print("q", ("id", "ok", "big", "query", "note", "latency_ns"), shape,
+                             "", (("db.operation.name", "first_word(query)"),
+                                  ("db.system.name", "postgresql")))],
+                     [], _Clock(offset=0))
+    n = 2 * CACHE_MAX + 10
+    words = ("select 1", "update t", None)
+    for i in range(n):
+        conv.add(_rec("q", 1_000 + i, tid=i % 3, id=i, ok=i % 2 == 0, big=(1 << 63) + i,
+                      query=words[i % 3] if i < CACHE_MAX else f"insert {i}",
+                      note=None if i % 5 == 0 else f"n{i % 4}", latency_ns=1))
+    spans = _sent(conv)[0]
+    assert len(spans) == n
+    for i, (_pid, span) in enumerate(spans):
+        query = words[i % 3] if i < CACHE_MAX else f"insert {i}"
+        want: dict[str, object] = {"id": i, "ok": i % 2 == 0, "big": str((1 << 63) + i),
+                                   "thread.id": i % 3, "db.system.name": "postgresql"}
+        if query is not None:
+            want["query"] = query
+            want["db.operation.name"] = query.split()[0].upper()
+        if i % 5:
+            want["note"] = f"n{i % 4}"
+        assert attrs(span.attributes) == want, i
+        assert len(span.attributes) == len(want)  # nothing twice
+        assert span.name == "q" and span.end_time_unix_nano == 1_000 + i
+
+
 def test_print_of_a_plain_probe_is_a_log_record() -> None:
     conv = Converter([_print("flow", ("level", "name"))], [], _Clock(offset=100))
     conv.add(_rec("flow", 50, level=3, name=None))
