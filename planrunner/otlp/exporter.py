@@ -188,16 +188,13 @@ class Exporter:
                 return False
             if self._down:
                 self._down = False
-                self.report(("warn", f"OTLP receiver at {self.config.endpoint} answers "
-                                     "again\n"))
+                self.report(("up",))
             return True
 
     def _warn_down(self, why: str) -> None:
         if not self._down:
             self._down = True
-            self.report(("warn", f"warning: OTLP receiver at {self.config.endpoint}: "
-                                 f"{why}; retrying (up to {self.queue_max} records are "
-                                 "kept)\n"))
+            self.report(("down", why))
 
     def _http_sender(self) -> Callable[[str, bytes, float], None]:
         import http.client

@@ -70,16 +70,46 @@ class Counts:
         return self.points - self.points_sent
 
 
+def default_exporters(cpus: int | None = None) -> int:
+    """Exporter processes: one where the reader and the traced program have the two
+    CPUs of a small machine, two where more CPUs are free (BENCHMARKS.md, issue 25)."""
+    n = cpus if cpus is not None else (os.cpu_count() or 1)
+    return 1 if n <= 2 else 2
+
+
+class _Exporter:
+    """One exporter process as the run sees it: its pipes and what it reported."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        self.stdin: IO[bytes] = proc.stdin
+        self.stdout: IO[bytes] = proc.stdout
+        self.ready = threading.Event()  # up (or will never be)
+        self.ended = threading.Event()  # gone, and its reports read
+        self.killed = False  # we ended it: its silence is ours
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.killed = True
+            self.proc.send_signal(signal.SIGKILL)
+            try:
+                self.proc.wait(1.0)
+            except subprocess.TimeoutExpired:  # a process SIGKILL cannot stop: D state
+                pass
+
+
 class Sender:
     def __init__(self, config: OtlpConfig, program: RenderedProgram, stderr: TextIO,
                  queue_max: int = QUEUE_MAX, batch: int = BATCH,
-                 started_ns: int | None = None) -> None:
+                 started_ns: int | None = None, exporters: int | None = None) -> None:
         self.config = config
         self.program = program
         self.stderr = stderr
         self.queue_max = queue_max
         self.batch = batch
         self.started_ns = started_ns if started_ns is not None else time.time_ns()
+        self.exporters = exporters if exporters is not None else default_exporters()
         self.counts = Counts()
         self.processes: dict[int, list[tuple[str, str | int]]] = {}  # resource.py
         self._queue: deque[Sequence[Record] | AggSnapshot | dict[int, Any]] = deque()
@@ -87,35 +117,47 @@ class Sender:
         # each counter has one writer
         self._put = 0
         self._taken = 0
-        self._handled = 0  # of those taken, what the exporter is done with (reporter)
+        self._handled = 0  # of those taken, what the exporters are done with (reporters)
         self._handled_event = threading.Event()
+        self._lock = threading.Lock()  # the reporters' counts
         self._outputs = frozenset(p.name for p in program.prints)
         self._rows = {p.name: wire.row_maker(p) for p in program.prints}
+        # the spans of a nested output build trees per process: one exporter each
+        self._by_pid = frozenset(p.name for p in program.prints
+                                 if p.span is not None and p.span.nested)
+        self._next = 0  # the exporter of the next batch (round robin)
         self._wake = threading.Event()
         self._closing = threading.Event()
-        self._spawned = threading.Event()  # _proc is set (or will never be)
-        self._ready = threading.Event()  # the exporter is up (or will never be)
-        self._ended = threading.Event()  # the exporter is gone (the reporter saw its end)
+        self._spawned = threading.Event()  # _procs is complete (or will never be)
         self._deadline: float | None = None
         self._thread = threading.Thread(target=self._main, name="planrunner-otlp",
                                         daemon=True)
-        self._reporter: threading.Thread | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._killed = False  # we ended it: its silence is ours
+        self._procs: list[_Exporter] = []
         self._pressed = False  # the reader's last batch was an old one
-        self.failed: str | None = None  # the exporter could not start (an import failed)
+        self._down: set[int] = set()  # exporters that see the receiver down
+        self.failed: str | None = None  # an exporter could not start (an import failed)
 
     def start(self) -> None:
         self._thread.start()
 
     def wait_ready(self, timeout: float) -> bool:
-        """Whether the exporter is up (its imports done) within `timeout` seconds."""
-        return self._ready.wait(timeout) and self.failed is None and not self._ended.is_set()
+        """Whether the exporters are up (their imports done) within `timeout` seconds."""
+        end = time.monotonic() + timeout
+        if not self._spawned.wait(timeout):
+            return False
+        for e in self._procs:
+            if not e.ready.wait(max(0.0, end - time.monotonic())) or e.ended.is_set():
+                return False
+        return bool(self._procs) and self.failed is None
+
+    @property
+    def exporter_pids(self) -> list[int]:
+        return [e.proc.pid for e in self._procs]
 
     @property
     def exporter_pid(self) -> int | None:
-        proc = self._proc
-        return proc.pid if proc is not None else None
+        pids = self.exporter_pids
+        return pids[0] if pids else None
 
     # -- the session's thread -------------------------------------------------------
 
@@ -154,58 +196,55 @@ class Sender:
         """Send what is left for at most `grace` seconds; the counts, final then."""
         if not self._thread.is_alive():
             return self.counts
-        if grace > 0:
-            self._ready.wait(START_WAIT_S)  # the grace is the exporter's, once it is up
+        self._spawned.wait(START_WAIT_S)
+        if grace > 0:  # the grace is the exporters', once they are up
+            end = time.monotonic() + START_WAIT_S
+            for e in self._procs:
+                e.ready.wait(max(0.0, end - time.monotonic()))
         self._deadline = time.monotonic() + grace
         self._closing.set()
         self._wake.set()
-        self._spawned.wait(1.0)
-        proc = self._proc
-        if proc is not None:
-            try:
-                proc.wait(max(0.0, grace) + KILL_AFTER_S if grace > 0 else 0.0)
-            except subprocess.TimeoutExpired:
-                pass
-        self._kill()
-        self._ended.wait(1.0)  # the reporter has read its last reports
+        for e in self._procs:
+            if grace > 0:
+                try:
+                    e.proc.wait(max(0.0, self._deadline + KILL_AFTER_S - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            e.kill()
+        for e in self._procs:
+            e.ended.wait(1.0)  # its reporter has read its last reports
         self._thread.join(1.0)
         return self.counts
-
-    def _kill(self) -> None:
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            self._killed = True
-            proc.send_signal(signal.SIGKILL)
-            try:
-                proc.wait(1.0)
-            except subprocess.TimeoutExpired:  # a process SIGKILL cannot stop: D state
-                pass
 
     # -- the feeder thread -------------------------------------------------------------
 
     def _main(self) -> None:
         try:
-            proc = self._spawn()
+            for _ in range(max(1, self.exporters)):
+                proc = self._spawn()
+                if proc is None:
+                    break
+                e = _Exporter(proc)
+                self._procs.append(e)
+                threading.Thread(target=self._report, args=(e,), daemon=True,
+                                 name="planrunner-otlp-reports").start()
         finally:
             self._spawned.set()
-        if proc is None:
-            self._ready.set()
-            self._ended.set()
+        if not self._procs:
             return
-        assert proc.stdin is not None and proc.stdout is not None
-        self._reporter = threading.Thread(target=self._report, args=(proc.stdout,),
-                                          name="planrunner-otlp-reports", daemon=True)
-        self._reporter.start()
-        try:
-            wire.write(proc.stdin, wire.Setup(self.config, self.program.prints,
-                                              self.program.aggregates, self.started_ns,
-                                              self.batch))
-            self._feed(proc.stdin)
-            proc.stdin.close()
-        except OSError:  # the exporter is gone (the reporter says why)
-            pass
-        # this thread holds the exporter's life (PR_SET_PDEATHSIG): it waits for its end
-        self._ended.wait()
+        setup = wire.Setup(self.config, self.program.prints, self.program.aggregates,
+                           self.started_ns, self.batch)
+        live = []
+        for e in self._procs:
+            try:
+                wire.write(e.stdin, setup)
+                live.append(e)
+            except OSError:  # it is gone already (its reporter says why)
+                pass
+        self._feed(live)
+        # this thread holds the exporters' lives (PR_SET_PDEATHSIG): it waits for their end
+        for e in self._procs:
+            e.ended.wait()
 
     def _spawn(self) -> subprocess.Popen[bytes] | None:
         # this process's planrunner, whatever the working directory holds (-P)
@@ -216,101 +255,137 @@ class Sender:
         try:
             # -Xplanrunner: a run attached already knows it for planrunner at once
             # (runtime_helpers.h pr_on_exec), and never traces it
-            self._proc = subprocess.Popen(
+            return subprocess.Popen(
                 [sys.executable, "-Xplanrunner", "-P", "-m", "planrunner.otlp.exporter",
                  str(os.getpid()), str(self.queue_max)],
                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, close_fds=True)
         except OSError as exc:
-            self.failed = f"the exporter process did not start: {exc.strerror}"
-            self.stderr.write(f"warning: --otlp: cannot export: {self.failed}\n")
+            if self.failed is None:
+                self.failed = f"the exporter process did not start: {exc.strerror}"
+                self.stderr.write(f"warning: --otlp: cannot export: {self.failed}\n")
             return None
-        return self._proc
 
-    def _feed(self, out: IO[bytes]) -> None:
-        while True:
+    def _feed(self, live: list[_Exporter]) -> None:
+        while live:
             closing = self._closing.is_set()
             if not closing:
                 self._wake.wait(FLUSH_S)
                 self._wake.clear()
-            while self._queue:
+            while self._queue and live:
                 item = self._queue.popleft()
                 if isinstance(item, AggSnapshot):
-                    wire.write(out, ("snap", item))
+                    self._send(live, live[0], ("snap", item))
                 elif isinstance(item, dict):
-                    wire.write(out, ("procs", item))
+                    for e in list(live):
+                        self._send(live, e, ("procs", item))
                 else:
                     self._taken += len(item)
-                    self._write_rows(out, item)
+                    self._write_rows(live, item)
                     if self._pressed and not self._closing.is_set():
                         self._rest()
             if closing:
-                grace = (self._deadline or 0.0) - time.monotonic()
-                wire.write(out, ("close", max(0.0, grace)))
+                grace = max(0.0, (self._deadline or 0.0) - time.monotonic())
+                for e in list(live):
+                    self._send(live, e, ("close", grace))
+                    try:
+                        e.stdin.close()
+                    except OSError:
+                        pass
                 return
 
-    def _write_rows(self, out: IO[bytes], records: Sequence[Record]) -> None:
+    @staticmethod
+    def _send(live: list[_Exporter], e: _Exporter, msg: object) -> None:
+        try:
+            wire.write(e.stdin, msg)
+        except OSError:  # it is gone (its reporter says why): what it had is lost
+            if e in live:
+                live.remove(e)
+
+    def _write_rows(self, live: list[_Exporter], records: Sequence[Record]) -> None:
+        groups: dict[str, list[Record]]
         name = records[0]["output"]
         if all(r["output"] == name for r in records):
-            wire.write(out, ("rows", name, list(map(self._rows[name], records))))
-            return
-        groups: dict[str, list[tuple[Any, ...]]] = {}
-        for rec in records:
-            key = rec["output"]
-            groups.setdefault(key, []).append(self._rows[key](rec))
-        for key, rows in groups.items():
-            wire.write(out, ("rows", key, rows))
+            groups = {name: list(records)}
+        else:
+            groups = {}
+            for rec in records:
+                groups.setdefault(rec["output"], []).append(rec)
+        for key, recs in groups.items():
+            make = self._rows[key]
+            if key in self._by_pid and len(live) > 1:
+                parts: dict[int, list[tuple[Any, ...]]] = {}
+                for rec in recs:
+                    parts.setdefault(rec["pid"] % len(live), []).append(make(rec))
+                for i, rows in parts.items():
+                    self._send(live, live[i], ("rows", key, rows))
+            else:
+                self._next = (self._next + 1) % len(live)
+                self._send(live, live[self._next], ("rows", key, list(map(make, recs))))
 
     def _rest(self) -> None:
-        """The reader hands old records: the ring is filling. The exporter uses the CPU
-        the reader needs (2 CPUs: the traced program has the other): wait until it is
-        done with what it has, then rest REST times as long, so that the reader keeps
-        up (the queue then fills and drops, counted, instead of the ring losing events
-        for every output)."""
+        """The reader hands old records: the ring is filling. The exporters use the CPU
+        the reader needs (2 CPUs: the traced program has the other): wait until they
+        are done with what they have, then rest REST times as long, so that the reader
+        keeps up (the queue then fills and drops, counted, instead of the ring losing
+        events for every output)."""
         began = time.monotonic()
         while self._handled < self._taken and not self._closing.is_set() and \
-                not self._ended.is_set() and time.monotonic() - began < 1.0:
+                time.monotonic() - began < 1.0:
             self._handled_event.wait(0.05)
             self._handled_event.clear()
         self._closing.wait(REST * (time.monotonic() - began))
 
-    # -- the reporter thread -----------------------------------------------------------
+    # -- the reporter threads ----------------------------------------------------------
 
-    def _report(self, reports: IO[bytes]) -> None:
+    def _report(self, e: _Exporter) -> None:
         counts = self.counts
         try:
             while True:
                 try:
-                    msg = wire.read(reports)
+                    msg = wire.read(e.stdout)
                 except (OSError, ValueError, EOFError):
                     msg = None
                 if msg is None:
                     break
                 kind = msg[0]
-                if kind == "sent":
-                    counts.records_sent += msg[1]
-                    counts.points_sent += msg[2]
-                    counts.spans_sent += msg[3]
-                    counts.logs_sent += msg[4]
-                elif kind == "handled":
-                    self._handled += msg[1]
-                    self._handled_event.set()
-                elif kind == "warn":
-                    self.stderr.write(msg[1])
-                elif kind == "orphaned":
-                    counts.orphaned = msg[1]
-                elif kind == "ready":
-                    self._ready.set()
-                elif kind == "failed":
-                    self.failed = msg[1]
-                    self.stderr.write(f"warning: --otlp: cannot export: {self.failed}\n")
+                with self._lock:
+                    if kind == "sent":
+                        counts.records_sent += msg[1]
+                        counts.points_sent += msg[2]
+                        counts.spans_sent += msg[3]
+                        counts.logs_sent += msg[4]
+                    elif kind == "handled":
+                        self._handled += msg[1]
+                        self._handled_event.set()
+                    elif kind == "down":  # said once, whichever exporter saw it
+                        if not self._down:
+                            self.stderr.write(
+                                f"warning: OTLP receiver at {self.config.endpoint}: "
+                                f"{msg[1]}; retrying (up to {self.queue_max} records are "
+                                "kept)\n")
+                        self._down.add(e.proc.pid)
+                    elif kind == "up":
+                        if self._down and not self._down - {e.proc.pid}:
+                            self.stderr.write(f"OTLP receiver at {self.config.endpoint} "
+                                              "answers again\n")
+                        self._down.discard(e.proc.pid)
+                    elif kind == "warn":
+                        self.stderr.write(msg[1])
+                    elif kind == "orphaned":
+                        counts.orphaned += msg[1]
+                    elif kind == "ready":
+                        e.ready.set()
+                    elif kind == "failed" and self.failed is None:
+                        self.failed = msg[1]
+                        self.stderr.write(f"warning: --otlp: cannot export: {self.failed}\n")
         finally:
-            self._ready.set()
-            proc = self._proc
-            status = proc.wait() if proc is not None else 0
-            if status != 0 and not self._killed and self.failed is None:
-                why = f"signal {-status}" if status < 0 else f"status {status}"
-                self.failed = f"the exporter process ended ({why})"
-                self.stderr.write(f"warning: --otlp: {self.failed}; what it had not "
-                                  "sent is counted as not exported\n")
-            self._ended.set()
+            e.ready.set()
+            status = e.proc.wait()
+            with self._lock:
+                if status != 0 and not e.killed and self.failed is None:
+                    why = f"signal {-status}" if status < 0 else f"status {status}"
+                    self.failed = f"the exporter process ended ({why})"
+                    self.stderr.write(f"warning: --otlp: {self.failed}; what it had not "
+                                      "sent is counted as not exported\n")
+            e.ended.set()

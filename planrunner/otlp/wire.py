@@ -9,8 +9,9 @@ objects (stacks, symbols) cross as the text the other views print.
 
 Messages to the exporter: ("init", Setup), ("procs", {pid: resource attributes}),
 ("rows", output name, [row, ...]), ("snap", AggSnapshot); the end of its input is the
-close. From it: ("ready",), ("sent", records, points, spans, logs), ("orphaned", n),
-("warn", text), ("failed", text).
+close. From it: ("ready",), ("sent", records, points, spans, logs), ("handled", rows
+it is done with), ("down", why) and ("up",) (the receiver), ("orphaned", n), ("warn",
+text), ("failed", text).
 
 Imports nothing of protobuf: the run's side needs it without --otlp's packages.
 """

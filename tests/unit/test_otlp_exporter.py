@@ -145,7 +145,7 @@ def test_stop_signals_are_the_runs_not_the_exporters() -> None:
 def test_an_exporter_that_dies_is_one_line_and_its_records_are_counted() -> None:
     err = io.StringIO()
     with http_receiver() as (url, _got):
-        sender = _started(url, err)
+        sender = _started(url, err, exporters=1)
         pid = sender.exporter_pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
@@ -187,3 +187,47 @@ def test_a_slow_receiver_drops_what_the_queues_cannot_hold_and_counts_it() -> No
     assert counts.records_sent == len(got.spans) == counts.spans_sent
     assert 0 < counts.records_sent < 2000
     assert counts.lost_records == 2000 - counts.records_sent
+
+
+def test_two_exporters_send_each_span_once_and_keep_each_tree_whole() -> None:
+    """Batches go round robin, but a nested output's spans go by process, so that each
+    tree is built in one exporter; a receiver down is said once, not per exporter."""
+    from tests.unit.test_otlp import _print, _recursion
+
+    call = _print("call", ("t", "level", "depth", "latency_ns"),
+                  SpanShape("latency_ns", "depth", True))
+    flat = _program().prints[0]
+    program = RenderedProgram("", (), (flat, call), (), "plan")
+    err = io.StringIO()
+    with http_receiver(refuse=2) as (url, got):
+        sender = Sender(otlp_config(url, "plan", {}), program, err, batch=50, exporters=2)
+        sender.start()
+        assert sender.wait_ready(60) and len(set(sender.exporter_pids)) == 2
+        for pid in (10, 11, 12):
+            recs = _records(pid * 1000, 120)
+            for rec in recs:
+                rec["pid"] = pid
+            sender.offer(recs[:60])
+            sender.offer(recs[60:])
+            calls = _recursion(threads=2, depth=6)
+            for rec in calls:
+                rec["pid"] = pid
+                rec["t"] += pid * 10
+            sender.offer(calls)
+        counts = sender.close(30.0)
+    assert counts.records == counts.records_sent == 3 * (120 + 12)
+    flat_ids = sorted(attrs(s.attributes)["id"] for _, s in got.spans if s.name == "request")
+    assert flat_ids == sorted(pid * 1000 + i for pid in (10, 11, 12) for i in range(120))
+    calls = [s for _, s in got.spans if s.name == "call"]
+    assert len(calls) == 3 * 12
+    by_id = {s.span_id: s for s in calls}
+    for t in {attrs(s.attributes)["t"] for s in calls}:
+        tree = sorted((s for s in calls if attrs(s.attributes)["t"] == t),
+                      key=lambda s: attrs(s.attributes)["depth"])
+        assert len(tree) == 6 and len({s.trace_id for s in tree}) == 1
+        assert not tree[0].parent_span_id
+        for outer, inner in zip(tree, tree[1:], strict=False):
+            assert by_id[inner.parent_span_id] is outer
+    assert counts.orphaned == 0
+    text = err.getvalue()
+    assert text.count("retrying") == 1 and text.count("answers again") == 1, text
