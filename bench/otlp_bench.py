@@ -14,6 +14,7 @@ Records shaped like sdt-demo's (id, path, status, latency_ns), one process:
              confirmed; and this process's CPU time over it (offer + feeder), a span.
 
     .venv/bin/python bench/otlp_bench.py [--records 200000] [--rounds 5] [--parse] [--grpc]
+                                         [--exporters N]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from planrunner.otlp import sender as sender_module  # noqa: E402
 from planrunner.otlp.config import otlp_config  # noqa: E402
 from planrunner.otlp.convert import Converter, WallClock  # noqa: E402
 from planrunner.otlp.requests import ResourceCache, batches, traces_request  # noqa: E402
-from planrunner.otlp.sender import Sender  # noqa: E402
+from planrunner.otlp.sender import Sender, default_exporters  # noqa: E402
 from planrunner.otlp.wire import row_maker  # noqa: E402
 from planrunner.output import make_view  # noqa: E402
 from planrunner.records import PrintSchema  # noqa: E402
@@ -111,19 +112,19 @@ def cpu_model() -> str:
     return "?"
 
 
-def text_rate(n: int) -> float:
-    """decode + text of n records (bench/consumer_bench.py's), records/s."""
+def text_rate(n: int) -> tuple[float, float]:
+    """decode + text of n records (bench/consumer_bench.py's): (records/s, CPU us each)."""
     out = bench_output()
     raws = raw_records(out, n)
     schema = PrintSchema("0", "tick", ("counter", "word", "len"))
     with open(os.devnull, "w", encoding="utf-8") as sink:
         view = make_view("text", sink, [schema])
         dec = Decoder([out])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i in range(0, n, 4096):
             view.records(dec.decode_batch(raws[i:i + 4096]))
             view.flush()
-        return n / (time.perf_counter() - t0)
+        return n / (time.perf_counter() - t0), (time.process_time() - c0) * 1e6 / n
 
 
 def build_rate(prog: RenderedProgram, recs: list[dict[str, object]]) -> float:
@@ -145,11 +146,12 @@ def build_rate(prog: RenderedProgram, recs: list[dict[str, object]]) -> float:
 
 
 def export_rate(prog: RenderedProgram, recs: list[dict[str, object]], port: int,
-                grpc: bool) -> tuple[float, float, int]:
-    """(spans/s end to end, this process's CPU us a span, spans lost)."""
+                grpc: bool, exporters: int) -> tuple[float, float, float, int]:
+    """(spans/s end to end, this process's CPU us a span, the exporters' CPU us a
+    span, spans lost)."""
     env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc" if grpc else "http/protobuf"}
     sender = Sender(otlp_config(f"http://127.0.0.1:{port}", "sdt-demo", env), prog,
-                    io.StringIO(), queue_max=len(recs))
+                    io.StringIO(), queue_max=len(recs), exporters=exporters)
     sender.start()
     if not sender.wait_ready(60):  # its imports are done before the clock starts
         raise SystemExit(f"the exporter did not start: {sender.failed}")
@@ -158,7 +160,8 @@ def export_rate(prog: RenderedProgram, recs: list[dict[str, object]], port: int,
         sender.offer(recs[i:i + 1024])
     counts = sender.close(600.0)
     t1, c1 = time.perf_counter(), time.process_time()
-    return counts.spans_sent / (t1 - t0), (c1 - c0) * 1e6 / len(recs), counts.lost_records
+    return (counts.spans_sent / (t1 - t0), (c1 - c0) * 1e6 / len(recs),
+            sender.exporter_cpu_s * 1e6 / len(recs), counts.lost_records)
 
 
 def main() -> int:
@@ -167,42 +170,51 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--parse", action="store_true", help="the receiver parses each request")
     ap.add_argument("--grpc", action="store_true", help="export over OTLP/gRPC")
+    ap.add_argument("--exporters", type=int, default=default_exporters(),
+                    help="exporter processes (default: as a run here would start)")
     args = ap.parse_args()
     recs = records(args.records)
     prog = program()
     how = "gRPC" if args.grpc else "HTTP/protobuf"
     print(f"{cpu_model()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; "
-          f"{args.records} records shaped like sdt-demo's; export over {how}, the "
-          f"receiver {'parses' if args.parse else 'reads'}")
+          f"{args.records} records shaped like sdt-demo's; export over {how} by "
+          f"{args.exporters} exporter process(es), the receiver "
+          f"{'parses' if args.parse else 'reads'}")
     # all records are offered at once here, so they age while the exporter works: that
     # is not a reader falling behind (live, the feeder then rests: bench/otlp_live.py)
     sender_module.BEHIND_NS = 1 << 62
     source = GRPC_RECEIVER if args.grpc else RECEIVER
     receiver = subprocess.Popen([sys.executable, "-c", source, "1" if args.parse else "0"],
                                 stdout=subprocess.PIPE, text=True)
-    got: dict[str, list[float]] = {"text": [], "build": [], "export": [], "cpu": []}
+    got: dict[str, list[float]] = {k: [] for k in ("text", "text_cpu", "build", "export",
+                                                   "cpu", "exporter_cpu")}
     try:
         assert receiver.stdout is not None
         port = int(receiver.stdout.readline())
         for r in range(args.rounds):
-            got["text"].append(text_rate(args.records))
+            text, text_cpu = text_rate(args.records)
+            got["text"].append(text)
+            got["text_cpu"].append(text_cpu)
             got["build"].append(build_rate(prog, recs))
-            rate_, cpu, lost = export_rate(prog, recs, port, args.grpc)
+            rate_, cpu, exporter_cpu, lost = export_rate(prog, recs, port, args.grpc,
+                                                         args.exporters)
             got["export"].append(rate_)
             got["cpu"].append(cpu)
-            print(f"round {r + 1}: text {got['text'][-1] / 1000:6.1f}k/s  build "
-                  f"{got['build'][-1] / 1000:6.1f}k/s  export {rate_ / 1000:6.1f}k/s "
-                  f"({lost} lost; this process {cpu:.2f} us CPU a span)  "
-                  f"export/text {rate_ / got['text'][-1]:.2f}", flush=True)
+            got["exporter_cpu"].append(exporter_cpu)
+            print(f"round {r + 1}: text {text / 1000:6.1f}k/s ({text_cpu:.2f} us CPU)  "
+                  f"build {got['build'][-1] / 1000:6.1f}k/s  export {rate_ / 1000:6.1f}k/s "
+                  f"({lost} lost; CPU a span: run {cpu:.2f} us, exporters "
+                  f"{exporter_cpu:.2f} us)  export/text {rate_ / text:.2f}", flush=True)
     finally:
         receiver.kill()
         receiver.wait()
     med = {k: statistics.median(v) for k, v in got.items()}
     ratio = statistics.median(e / t for e, t in zip(got["export"], got["text"], strict=True))
-    print(f"median: text {med['text'] / 1000:.1f}k/s, build {med['build'] / 1000:.1f}k/s, "
-          f"export {med['export'] / 1000:.1f}k/s, this process {med['cpu']:.2f} us CPU a "
-          f"span; export/text {med['export'] / med['text']:.2f} (median of the rounds' "
-          f"ratios {ratio:.2f})")
+    print(f"median: text {med['text'] / 1000:.1f}k/s ({med['text_cpu']:.2f} us CPU a "
+          f"record), build {med['build'] / 1000:.1f}k/s, export {med['export'] / 1000:.1f}k/s "
+          f"(CPU a span: run {med['cpu']:.2f} us, exporters {med['exporter_cpu']:.2f} us); "
+          f"export/text {med['export'] / med['text']:.2f} (median of the rounds' ratios "
+          f"{ratio:.2f})")
     return 0
 
 

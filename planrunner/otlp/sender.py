@@ -135,6 +135,7 @@ class Sender:
         self._procs: list[_Exporter] = []
         self._pressed = False  # the reader's last batch was an old one
         self._down: set[int] = set()  # exporters that see the receiver down
+        self.exporter_cpu_s = 0.0  # CPU the exporters used once up, said as they end
         self.failed: str | None = None  # an exporter could not start (an import failed)
 
     def start(self) -> None:
@@ -376,6 +377,8 @@ class Sender:
                         counts.orphaned += msg[1]
                     elif kind == "ready":
                         e.ready.set()
+                    elif kind == "cpu":
+                        self.exporter_cpu_s += msg[1]
                     elif kind == "failed" and self.failed is None:
                         self.failed = msg[1]
                         self.stderr.write(f"warning: --otlp: cannot export: {self.failed}\n")

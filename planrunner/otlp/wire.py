@@ -11,7 +11,8 @@ Messages to the exporter: ("init", Setup), ("procs", {pid: resource attributes})
 ("rows", output name, [row, ...]), ("snap", AggSnapshot); the end of its input is the
 close. From it: ("ready",), ("sent", records, points, spans, logs), ("handled", rows
 it is done with), ("down", why) and ("up",) (the receiver), ("orphaned", n), ("warn",
-text), ("failed", text).
+text), ("failed", text), at its end ("cpu", seconds it used
+since it was up).
 
 Imports nothing of protobuf: the run's side needs it without --otlp's packages.
 """
