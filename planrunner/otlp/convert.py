@@ -5,9 +5,10 @@
   event's CLOCK_MONOTONIC ns, records.py `ts_ns`), start = end - latency, both moved to
   the Unix epoch by `WallClock`; attributes = the record's fields under their record
   keys (but the latency: it is the duration), `thread.id`, and the output's
-  `otlp: {attributes}`; kind from `otlp: {kind}`. Spans are kept as Python values
-  (SpanItem) and written into their request in place (requests.py): building a Span
-  and copying it in cost about 4 times more.
+  `otlp: {attributes}`; kind from `otlp: {kind}`. Records arrive as rows (wire.py).
+  Spans are kept as Python values (flat ones as their rows, FlatSpans; nested ones as
+  SpanItems) and written into their request in place (requests.py, span_writer.py):
+  building a Span and copying it in cost about 4 times more.
 - Nested spans (`nested: true`, printing `depth`) become trees. Records come at their
   end, inner first: a span of depth d is the child of the next span of depth d-1 of the
   same key (pid and the span's key, or the thread) whose interval encloses it. Children
@@ -21,7 +22,7 @@
   our integer buckets are [low, high), the same values as (low-1, high-1]: the bounds
   are `high - 1`, so every count stays in its exact bucket (hist: 0, 1, 3, 7, ...).
 
-Imports opentelemetry-proto: loaded by the sender thread only.
+Imports opentelemetry-proto: loaded by the exporter process only (exporter.py).
 """
 
 from __future__ import annotations
