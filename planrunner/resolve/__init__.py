@@ -258,12 +258,16 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
              for index in sorted(arg_indexes(exprs) | set(c.lengths))]
     sites: list[ResolvedSite] = []
     if spec.kind == "profile":
-        sites.append(ResolvedSite("perf", spec.name, 0, sample_hz=spec.hz or 0))
+        sites.append(ResolvedSite("perf", spec.name, 0, sample_hz=spec.hz or 0,
+                                  func=spec.name))
     elif spec.kind == "interval":
-        sites.append(ResolvedSite("perf", spec.name, 0, sample_period_ns=spec.period_ns or 0))
+        sites.append(ResolvedSite("perf", spec.name, 0, sample_period_ns=spec.period_ns or 0,
+                                  func=spec.name))
     elif spec.kind == "tracepoint":
-        sites.append(ResolvedSite("tracepoint", spec.name, 0, category=spec.category or "",
-                                  event=spec.event or ""))
+        sites += [ResolvedSite("tracepoint", spec.name, n, category=category, event=event,
+                               func=func)
+                  for n, ((category, event), func) in enumerate(zip(loc.tp_events, loc.funcs,
+                                                                    strict=True))]
     elif spec.kind == "usdt":
         sites = _usdt_sites(loc, slots)
     else:
@@ -279,8 +283,9 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
         # a Go function returns where its RETs are probed (resolve/sites.py)
         kind = "uprobe" if loc.abi != "c" else spec.kind
         sites += [ResolvedSite(kind, spec.name, n, loc.binary, pc, offset,
-                               args=tuple(args))
-                  for n, (pc, offset) in enumerate(loc.locations)]
+                               args=tuple(args), func=func)
+                  for n, ((pc, offset), func) in enumerate(zip(loc.locations, loc.funcs,
+                                                               strict=True))]
     targets = (loc.binary,) if loc.binary else ()
     return ResolvedProbe(spec, tuple(sites), tuple(slots), c.where, targets,
                          tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
@@ -356,7 +361,8 @@ def _usdt_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
                 continue
             args[slot.index] = _with_address(operand, binary.path, errors, spec)
         out.append(ResolvedSite("uprobe", spec.name, n, binary, site.pc, site.file_offset,
-                                site.semaphore_offset, site.semaphore, tuple(args)))
+                                site.semaphore_offset, site.semaphore, tuple(args),
+                                func=loc.funcs[n]))
     raise_collected(errors, OperandError)
     return out
 

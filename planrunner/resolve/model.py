@@ -62,6 +62,7 @@ class ResolvedSite:
     event: str = ""
     sample_hz: int = 0
     sample_period_ns: int = 0
+    func: str = ""  # the function, USDT probe or tracepoint event it fires in (`func`)
 
 
 @dataclass(frozen=True, slots=True)

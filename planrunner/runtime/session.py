@@ -299,7 +299,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                         lv.start(AggregateReader(program, backend, wall, monotonic,
                                                  stacks=stacks), len(sites), mode)
                         started.append(lv)
-                n = len(sites)
+                n = len(sites) + sum(len(s.file_offsets) for s in program.sets)
                 what = scope.describe()
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
                              "Hit Ctrl-C to end.\n")
@@ -457,11 +457,15 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
                          "this run is attached may be traced until it registers\n")
     pid = scope.attach_pid
     sites = distinct_sites(program.sites)
-    binaries = [s.binary for s in sites if s.binary is not None]
+    binaries = [s.binary for s in sites if s.binary is not None] + [
+        s.binary for s in program.sets]
     check_unchanged(binaries)
     for n, site in enumerate(sites):
         stop.check(n, len(sites))
         backend.attach(site, pid, ref_ctr)
+    for probes in program.sets:  # a set is one attach of all its functions
+        stop.check(len(sites), len(sites))
+        backend.attach_set(probes, pid)
     check_unchanged(binaries, gone_ok=True)
     return sites
 
