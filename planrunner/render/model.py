@@ -115,6 +115,7 @@ class AttachSet:
     binary: TargetFile
     file_offsets: tuple[int, ...]
     cookies: tuple[int, ...]
+    functions: tuple[str, ...]  # the function at each offset (for messages)
     sleepable: bool = False  # as AttachSite.sleepable
 
 

@@ -237,10 +237,7 @@ def _scratch_only_when_long(resolved: ResolvedPlan, probe: ResolvedProbe,
 
 
 def one_program(probe: ResolvedProbe) -> bool:
-    """A uprobe set whose sites differ only in where they are: one thunk for all, the
-    function named by the attach cookie (render_program makes one AttachSet)."""
-    return probe.spec.is_set and probe.spec.kind in ("uprobe", "uretprobe") \
-        and probe.abi == "c"
+    return probe.one_program
 
 
 def _func_reads(site: ResolvedSite, func_index: dict[str, int], probe: ResolvedProbe
@@ -420,7 +417,8 @@ def _attach_set(probe: ResolvedProbe, func_index: dict[str, int],
     assert target is not None and first.kind in ("uprobe", "uretprobe")
     return AttachSet(first.kind, thunk_name(first.probe, first.kind, 0), first.probe,
                      target, tuple(s.file_offset for s in probe.sites),
-                     tuple(func_index[s.func] for s in probe.sites), sleepable)
+                     tuple(func_index[s.func] for s in probe.sites),
+                     tuple(s.func for s in probe.sites), sleepable)
 
 
 def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:

@@ -68,6 +68,7 @@ class _Span:
 def resolve_plan(plan: Plan, pid: int | None = None,
                  command: Sequence[str] | None = None) -> ResolvedPlan:
     """`pid` (--pid) and `command` (-c) say which process will be traced, when known."""
+    plan = _set_spans_nest(plan)
     errors: list[PlanError] = []
     size = plan.settings.string_size
     constants = Constants.of(plan)
@@ -120,16 +121,19 @@ def resolve_plan(plan: Plan, pid: int | None = None,
 def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:
     """Refuse a plan with more sites than settings.max_sites, with what starting them
     would cost as measured (resolve/site_cost.py)."""
-    sites = sum(len(p.sites) for p in probes)
+    # a uprobe set is one compiled function however many it matched
+    sites = sum(p.compiled_sites for p in probes)
     limit = plan.settings.max_sites
     if sites <= limit:
         return
     from planrunner.resolve.site_cost import refusal
 
-    biggest = max((p for p in probes if p.sites), key=lambda p: len(p.sites))
+    biggest = max((p for p in probes if p.sites), key=lambda p: p.compiled_sites)
     message, hint = refusal(sites, limit)
+    what = (f"a set: its glob matched {len(biggest.sites)}" if biggest.spec.is_set
+            else str(len(biggest.sites)))
     raise ResolveError(message, biggest.spec.spec_span, hints=(
-        f"the most sites: probe '{biggest.spec.name}' ({len(biggest.sites)})", hint))
+        f"the most sites: probe '{biggest.spec.name}' ({what})", hint))
 
 
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],
@@ -170,6 +174,22 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
     if got is not None:
         errors.extend(got.errors)
     return got
+
+
+def _set_spans_nest(plan: Plan) -> Plan:
+    """A span from a uprobe set to a uretprobe set is nested: calls of the set's
+    functions nest (one calls another, or itself), and each return closes the latest
+    open call of its thread, as funclatency needs (issue 29)."""
+    kinds = {p.name: p for p in plan.probes}
+
+    def set_of(name: str | None, kind: str) -> bool:
+        probe = kinds.get(name or "")
+        return probe is not None and probe.kind == kind and probe.is_set
+
+    probes = tuple(replace(p, nested=True) if p.kind == "span" and not p.nested
+                   and set_of(p.begin, "uprobe") and set_of(p.end, "uretprobe") else p
+                   for p in plan.probes)
+    return plan if probes == plan.probes else replace(plan, probes=probes)
 
 
 def _with_nested(loc: Located, plan: Plan) -> Located:

@@ -132,6 +132,19 @@ class ResolvedProbe:
     # (elf/golang.py); "" for the other kinds
     abi: str = ""
 
+    @property
+    def one_program(self) -> bool:
+        """A uprobe set whose sites differ only in where they are (C functions: the
+        same argument registers): one compiled thunk serves them all, each function
+        told by its attach cookie (render/program.py makes one AttachSet)."""
+        return self.spec.is_set and self.spec.kind in ("uprobe", "uretprobe") \
+            and self.abi == "c"
+
+    @property
+    def compiled_sites(self) -> int:
+        """The BPF functions its sites compile to (what settings.max_sites bounds)."""
+        return 1 if self.one_program else len(self.sites)
+
 
 @dataclass(frozen=True, slots=True)
 class ResolvedPlan:

@@ -61,9 +61,12 @@ def match_functions(spec: ProbeSpec, binary: BinaryRef
     if not by_addr:
         raise _no_match(spec, pattern, {s.name for s in syms}, binary,
                         "`nm -D --defined-only` lists a library's functions")
+    from planrunner.elf.instructions import starts_evex
+
     notes: list[str] = []
     chosen: dict[int, SetFunction] = {}
     unresolved: list[str] = []
+    evex: list[str] = []
     aliases = 0
     for group in by_addr.values():
         group.sort(key=lambda s: (s.name.startswith("_"), len(s.name), s.name))
@@ -79,6 +82,9 @@ def match_functions(spec: ProbeSpec, binary: BinaryRef
                 unresolved.append(sym.name)
                 continue
             start, size = impl.vaddr, impl.size
+        if starts_evex(binary.path, start, binary.machine):
+            evex.append(sym.name)
+            continue
         # two IFUNCs may pick one implementation: the first name (sorted) keeps it
         if start not in chosen or sym.name < chosen[start].name:
             chosen[start] = SetFunction(sym.name, start, size)
@@ -89,6 +95,12 @@ def match_functions(spec: ProbeSpec, binary: BinaryRef
         notes.append(f"{len(unresolved)} IFUNC{'s' if len(unresolved) != 1 else ''} left "
                      f"out (not loaded by planrunner, so not resolved here): "
                      f"{first_few(sorted(unresolved))}")
+    if evex:
+        notes.append(f"{len(evex)} function{'s' if len(evex) != 1 else ''} left out: "
+                     f"{'they start' if len(evex) != 1 else 'it starts'} with an AVX-512 "
+                     "(EVEX) instruction, which the kernel's uprobes execute wrongly "
+                     f"(the traced program would compute wrong results): "
+                     f"{first_few(sorted(evex))}")
     funcs = sorted(chosen.values(), key=lambda f: f.name)
     if not funcs:
         raise ResolveError(f"no function matching '{pattern}' in {binary.display} can be "

@@ -107,9 +107,10 @@ class Backend(MapSource, StackSource, Protocol):
         the uprobe carries its semaphore's reference counter. Raises BackendError."""
         ...
 
-    def attach_set(self, probes: AttachSet, pid: int | None) -> None:
+    def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
         """Attach a uprobe set's one program at all its functions at once, each with
-        its attach cookie (runtime/attach_sets.py). Raises BackendError."""
+        its attach cookie (runtime/attach_sets.py); (function, why) of those the kernel
+        refused, left out. Raises BackendError when none could be attached."""
         ...
 
     def open_ring(self) -> None:

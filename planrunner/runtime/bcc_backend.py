@@ -535,10 +535,10 @@ class BccBackend:
         strategy = self._strategy(site)
         strategy.attach(self._load_func(site, strategy), site, pid, ref_ctr)
 
-    def attach_set(self, probes: AttachSet, pid: int | None) -> None:
+    def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
         self._loaded()
         strategy = self._set_strategy(probes)
-        strategy.attach(self._load_func(probes, strategy), probes, pid)
+        return strategy.attach(self._load_func(probes, strategy), probes, pid)
 
     def _set_strategy(self, probes: AttachSet) -> UprobeSets:
         if not self.features.uprobe_multi:

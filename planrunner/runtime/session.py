@@ -465,7 +465,14 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
         backend.attach(site, pid, ref_ctr)
     for probes in program.sets:  # a set is one attach of all its functions
         stop.check(len(sites), len(sites))
-        backend.attach_set(probes, pid)
+        refused = backend.attach_set(probes, pid)
+        for why in dict.fromkeys(w for _f, w in refused):
+            names = sorted(f for f, w in refused if w == why)
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more"
+                                             if len(names) > 5 else "")
+            stderr.write(f"warning: probe set '{probes.probe}': {len(names)} of its "
+                         f"{len(probes.file_offsets)} functions left out, the kernel "
+                         f"refused them ({why}): {shown}\n")
     check_unchanged(binaries, gone_ok=True)
     return sites
 

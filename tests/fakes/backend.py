@@ -162,10 +162,11 @@ class FakeBackend:
         self.calls.append(f"attach {site.probe}#{site.index}")
         self.attached.append((site, pid, ref_ctr))
 
-    def attach_set(self, probes: AttachSet, pid: int | None) -> None:
+    def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
         if self.attach_error is not None:
             raise self.attach_error
         self.calls.append(f"attach set {probes.probe} ({len(probes.file_offsets)})")
+        return []
 
     def open_ring(self) -> None:
         self.calls.append("open_ring")
