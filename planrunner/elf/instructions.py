@@ -134,6 +134,25 @@ def starts_evex(path: str, vaddr: int, machine: str) -> bool:
     return False
 
 
+# Legacy prefixes (lock, rep, operand and address size, segments)
+_PREFIXES = frozenset({0xF0, 0xF2, 0xF3, 0x66, 0x67, 0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65})
+
+
+def starts_locked(path: str, vaddr: int, machine: str) -> bool:
+    """Whether the instruction at `vaddr` has a `lock` prefix: the kernel refuses a
+    uprobe there (ENOTSUPP; libc's pthread_spin_lock starts with `lock decl`). Known
+    before attaching, a set leaves the function out instead of splitting its link to
+    find it (runtime/attach_sets.py: ~1 s for libc's 1,880 functions)."""
+    if machine != "EM_X86_64":
+        return False
+    for byte in read_code(path, vaddr, MAX_X86_INSN):
+        if byte == 0xF0:
+            return True
+        if byte not in _PREFIXES:
+            return False
+    return False
+
+
 def evex_error(name: str, path: str, vaddr: int, machine: str) -> ResolveError:
     """The refusal of a uprobe at an EVEX instruction, naming the next instruction."""
     code = read_code(path, vaddr, 2 * MAX_X86_INSN)

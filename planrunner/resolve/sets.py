@@ -61,12 +61,13 @@ def match_functions(spec: ProbeSpec, binary: BinaryRef
     if not by_addr:
         raise _no_match(spec, pattern, {s.name for s in syms}, binary,
                         "`nm -D --defined-only` lists a library's functions")
-    from planrunner.elf.instructions import starts_evex
+    from planrunner.elf.instructions import starts_evex, starts_locked
 
     notes: list[str] = []
     chosen: dict[int, SetFunction] = {}
     unresolved: list[str] = []
     evex: list[str] = []
+    locked: list[str] = []
     aliases = 0
     for group in by_addr.values():
         group.sort(key=lambda s: (s.name.startswith("_"), len(s.name), s.name))
@@ -85,6 +86,9 @@ def match_functions(spec: ProbeSpec, binary: BinaryRef
         if starts_evex(binary.path, start, binary.machine):
             evex.append(sym.name)
             continue
+        if starts_locked(binary.path, start, binary.machine):
+            locked.append(sym.name)
+            continue
         # two IFUNCs may pick one implementation: the first name (sorted) keeps it
         if start not in chosen or sym.name < chosen[start].name:
             chosen[start] = SetFunction(sym.name, start, size)
@@ -101,6 +105,11 @@ def match_functions(spec: ProbeSpec, binary: BinaryRef
                      "(EVEX) instruction, which the kernel's uprobes execute wrongly "
                      f"(the traced program would compute wrong results): "
                      f"{first_few(sorted(evex))}")
+    if locked:
+        notes.append(f"{len(locked)} function{'s' if len(locked) != 1 else ''} left out: "
+                     f"{'they start' if len(locked) != 1 else 'it starts'} with a "
+                     f"lock-prefixed instruction, which the kernel's uprobes refuse: "
+                     f"{first_few(sorted(locked))}")
     funcs = sorted(chosen.values(), key=lambda f: f.name)
     if not funcs:
         raise ResolveError(f"no function matching '{pattern}' in {binary.display} can be "

@@ -278,3 +278,34 @@ def test_a_set_over_libc_leaves_the_program_s_results_right(tmp_path: Path) -> N
     counts = _counts(json_records("\n".join(
         line for line in proc.stdout.splitlines() if line.startswith("{"))))
     assert counts.get("strcmp", 0) >= 1000, counts
+
+
+def test_a_function_the_kernel_refuses_is_left_out_of_its_set(fixtures_built: Path,
+                                                              tmp_path: Path) -> None:
+    """funcs' set_trap starts with a breakpoint, which the kernel refuses to probe when
+    a process maps the file as the set attaches (--pid of a running one): the set's
+    link is split until that one function is found, and the others are counted."""
+    binary = fixtures_built / "funcs"
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: trap
+targets:
+  f: {{binary: {binary}}}
+probes:
+  s: {{uprobe: "f:set_*"}}
+outputs:
+  - count: s
+    by: [func]
+""")
+    work = subprocess.Popen([str(binary), "1", "3000"], stdout=subprocess.DEVNULL)
+    try:
+        proc = run_planrunner(["run", plan, "-f", "json", "--pid", str(work.pid)])
+    finally:
+        work.kill()
+        work.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert ("warning: probe set 's': 1 of its 41 functions left out, the kernel refused "
+            "them (an instruction the kernel's uprobes cannot single-step): set_trap"
+            ) in proc.stderr
+    assert "Tracing 40 probe sites" in proc.stderr
+    assert _counts(json_records(proc.stdout)) == {f"set_fn_{k:02d}": k + 1 for k in range(40)}
