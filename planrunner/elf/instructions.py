@@ -112,3 +112,55 @@ def x86_64_decoder(purpose: str = "checking a uprobe's +OFFSET",
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = False
     return md
+
+
+# Prefixes that may come before an EVEX-encoded instruction (segment overrides, address
+# size); 0x62 after them is EVEX in 64-bit mode (BOUND does not exist there).
+_EVEX_LEAD = frozenset({0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65, 0x67})
+
+
+def starts_evex(path: str, vaddr: int, machine: str) -> bool:
+    """Whether the instruction at `vaddr` is EVEX-encoded (AVX-512: glibc's evex
+    memset, strchr, strchrnul, rawmemchr, wcschr start with one). A uprobe on such an
+    instruction is single-stepped wrongly by the kernel: measured on Linux 6.18 (AMD
+    EPYC), strchr then returned a wrong pointer on every call and memset filled
+    wrong bytes, so the traced program computed garbage (BENCHMARKS.md, "Issue 29")."""
+    if machine != "EM_X86_64":
+        return False
+    code = read_code(path, vaddr, MAX_X86_INSN)
+    for byte in code:
+        if byte not in _EVEX_LEAD:
+            return byte == 0x62
+    return False
+
+
+# Legacy prefixes (lock, rep, operand and address size, segments)
+_PREFIXES = frozenset({0xF0, 0xF2, 0xF3, 0x66, 0x67, 0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65})
+
+
+def starts_locked(path: str, vaddr: int, machine: str) -> bool:
+    """Whether the instruction at `vaddr` has a `lock` prefix: the kernel refuses a
+    uprobe there (ENOTSUPP; libc's pthread_spin_lock starts with `lock decl`). Known
+    before attaching, a set leaves the function out instead of splitting its link to
+    find it (runtime/attach_sets.py: ~1 s for libc's 1,880 functions)."""
+    if machine != "EM_X86_64":
+        return False
+    for byte in read_code(path, vaddr, MAX_X86_INSN):
+        if byte == 0xF0:
+            return True
+        if byte not in _PREFIXES:
+            return False
+    return False
+
+
+def evex_error(name: str, path: str, vaddr: int, machine: str) -> ResolveError:
+    """The refusal of a uprobe at an EVEX instruction, naming the next instruction."""
+    code = read_code(path, vaddr, 2 * MAX_X86_INSN)
+    insns = instructions(code, machine, MAX_X86_INSN)
+    after = f"+{insns[1][0]}" if len(insns) > 1 else "a later instruction"
+    return ResolveError(
+        f"'{name}' starts with an AVX-512 (EVEX) instruction at {vaddr:#x}: the kernel "
+        "executes a uprobe's instruction of that kind wrongly, and the traced program "
+        "would compute wrong results", hints=(
+            f"probe {name}{after} (the next instruction): its arguments are still in "
+            "their registers when the first instruction only reads them",))

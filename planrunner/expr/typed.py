@@ -17,7 +17,7 @@ from typing import Literal
 from planrunner.diagnostics import Span
 from planrunner.expr.types import BOOL, BoolType, IntType, StackKind, StrType, SymType, Type
 
-Builtin = Literal["pid", "tid", "uid", "gid", "cpu", "ts", "comm"]
+Builtin = Literal["pid", "tid", "uid", "gid", "cpu", "ts", "comm", "func"]
 
 
 @dataclass(frozen=True, slots=True)

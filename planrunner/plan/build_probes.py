@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval", "span")
 SAMPLING = ("profile", "interval")
 _OFFSET = re.compile(r"^(.*?)\+(0[xX][0-9a-fA-F]+|[0-9]+)$")
-_TP_PART = re.compile(r"^[A-Za-z0-9_]+$")
+_TP_PART = re.compile(r"^[A-Za-z0-9_*?\[\]!-]+$")  # names, or shell globs (a set)
+# a USDT provider or probe name, or a shell glob over them (a probe set)
+_USDT_PART = re.compile(r"^[A-Za-z0-9_*?\[\]!-]+$")
 _ARGN = re.compile(r"^arg[0-9]+$")
 
 
@@ -113,9 +115,11 @@ def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str] |
 def _usdt(ctx: BuildContext, kind: str, spec: str, at: Span,
           targets: list[str] | None) -> JsonObj | None:
     parts = spec.split(":")
-    if len(parts) not in (2, 3) or not all(IDENT.match(p) for p in parts):
+    if len(parts) not in (2, 3) or not IDENT.match(parts[0]) or not all(
+            _USDT_PART.match(p) for p in parts[1:]):
         ctx.error(f"bad usdt spec '{spec}': expected TARGET:PROVIDER:NAME or TARGET:NAME", at,
-                  "e.g. usdt: pg:postgresql:query__start (each part a C identifier)")
+                  "e.g. usdt: pg:postgresql:query__start (each part a C identifier), or "
+                  "a set of probes by shell glob: usdt: py:python:*")
         return None
     _check_target(ctx, parts[0], at, targets)
     provider = parts[1] if len(parts) == 3 else None

@@ -135,6 +135,8 @@ def parse_every(ctx: BuildContext, base: JsonPath, item: JsonObj) -> int | None:
     except ParamValueError as exc:
         ctx.error(f"bad 'every': {exc}", at, DURATION_HINT)
         return None
+    if ns == 0 and isinstance(raw, str) and "${" in raw:
+        return None  # a param set to 0 turns the interval off: once at exit
     if ns <= 0:
         ctx.error("'every' must be a duration greater than 0", at,
                   "omit 'every' to print once at exit")

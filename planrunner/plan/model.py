@@ -7,6 +7,7 @@ the resolved binaries (operand widths), so checking happens at resolve time.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -98,6 +99,20 @@ class ProbeSpec:
     hz: int | None = None  # profile: samples per second per CPU
     period_ns: int | None = None  # interval
     stack: StackSpec | None = None  # None: the plan's
+
+    @property
+    def is_set(self) -> bool:
+        """A probe set: its symbol, USDT provider or name, or tracepoint category or
+        event is a shell glob (`libc:str*`), matched when resolved (resolve/sets.py)."""
+        parts = (self.symbol, self.provider, self.probe, self.category, self.event)
+        return any(is_glob(p) for p in parts if p)
+
+
+def is_glob(text: str) -> bool:
+    """Whether `text` is a shell glob (fnmatch's `*`, `?`, `[...]`), not a plain name.
+    A C++ `operator[]` is a name: a glob's `[` opens a class holding a character."""
+    return "*" in text or "?" in text or re.search(r"\[[^\]]", text) is not None \
+        and "operator[]" not in text
 
 
 @dataclass(frozen=True, slots=True)

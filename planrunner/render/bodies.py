@@ -50,6 +50,12 @@ PROLOGUE: dict[Builtin, str] = {
     "cpu": "__u32 pr_cpu = bpf_get_smp_processor_id();",
     "ts": "__u64 pr_ts = bpf_ktime_get_ns();",
     "comm": "char pr_comm[16] = {};\n    bpf_get_current_comm(pr_comm, sizeof(pr_comm));",
+    # the name of the function, probe or event that fired: the thunk set a->func to
+    # its index in the program's name table (a set's attach cookie, else a constant)
+    "func": "char pr_func[PR_FUNC_SIZE] = {};\n    {\n        __u32 pr_fk = a->func;\n"
+            "        struct pr_func_name *pr_fv = pr_func_names.lookup(&pr_fk);\n"
+            "        if (pr_fv)\n            __builtin_memcpy(pr_func, pr_fv->s, PR_FUNC_SIZE);\n"
+            "    }",
 }
 
 

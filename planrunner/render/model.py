@@ -102,6 +102,24 @@ class AttachSite:
 
 
 @dataclass(frozen=True, slots=True)
+class AttachSet:
+    """One program for every function of a uprobe set in `binary`: attached at all of
+    `file_offsets` at once (one uprobe_multi link), `cookies[i]` the value
+    bpf_get_attach_cookie() returns at offset i, the index of its function in
+    `RenderedProgram.func_names`. Nothing differs per site but the cookie, so one
+    compiled thunk serves thousands of functions."""
+
+    kind: Literal["uprobe", "uretprobe"]
+    fn_name: str  # the C function to load
+    probe: str  # plan probe name (for messages)
+    binary: TargetFile
+    file_offsets: tuple[int, ...]
+    cookies: tuple[int, ...]
+    functions: tuple[str, ...]  # the function at each offset (for messages)
+    sleepable: bool = False  # as AttachSite.sleepable
+
+
+@dataclass(frozen=True, slots=True)
 class SpanShape:
     """What `run --otlp` needs of a print whose probe is a span: the record keys of its
     latency and depth fields ("" when the print leaves them out), whether it nests,
@@ -220,10 +238,17 @@ class RenderedProgram:
     # (span, begin, end) of each span: a span has no sites of its own, so an empty
     # output of it is explained by its sides' binaries and gates (runtime/silence.py)
     span_sides: tuple[tuple[str, str, str], ...] = ()
+    # uprobe sets: one program and one attach each (the functions are not in `sites`)
+    sets: tuple[AttachSet, ...] = ()
+    # `func`'s names, by the index a thunk or attach cookie gives (empty: no probe reads
+    # `func`): written into `func_map` (index -> char[func_size]) after loading
+    func_names: tuple[str, ...] = ()
+    func_map: str = "pr_func_names"
+    func_size: int = 64
 
     @property
     def has_sleepable(self) -> bool:
-        return any(s.sleepable for s in self.sites)
+        return any(s.sleepable for s in self.sites) or any(s.sleepable for s in self.sets)
 
     @property
     def has_tracepoints(self) -> bool:

@@ -13,4 +13,6 @@ def thunk_name(probe: str, kind: str, index: int) -> str:
     base = f"pr_{c_ident(probe)}"
     if kind == "perf":
         return f"{base}_perf"
-    return f"{base}_tp" if kind == "tracepoint" else f"{base}_s{index}"
+    if kind == "tracepoint":  # a tracepoint set has one per event
+        return f"{base}_tp{index}" if index else f"{base}_tp"
+    return f"{base}_s{index}"

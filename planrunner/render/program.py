@@ -32,6 +32,7 @@ from planrunner.render.environment import render_template
 from planrunner.render.model import (
     AggregateOutput,
     AggTable,
+    AttachSet,
     AttachSite,
     FileIdentity,
     PrintOutput,
@@ -64,6 +65,7 @@ from planrunner.render.stacks import (
 from planrunner.render.stacks import arg_members as stack_members
 from planrunner.render.stacks import thunk_lines as stack_thunk_lines
 from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
+from planrunner.resolve.scope import FUNC_SIZE
 from planrunner.resolve.usage import arg_indexes, output_exprs
 
 # A CPU forces a consumer wakeup once it has submitted this share of the ring buffer
@@ -234,8 +236,20 @@ def _scratch_only_when_long(resolved: ResolvedPlan, probe: ResolvedProbe,
     return all(any(f" {m}" in member for m in own) for member in trial.members)
 
 
+def one_program(probe: ResolvedProbe) -> bool:
+    return probe.one_program
+
+
+def _func_reads(site: ResolvedSite, func_index: dict[str, int], probe: ResolvedProbe
+                ) -> list[str]:
+    """The thunk's `func`: the attach cookie of a set's one program, else a constant."""
+    if one_program(probe):
+        return ["pr_a.func = bpf_get_attach_cookie(ctx);"]
+    return [f"pr_a.func = {func_index[site.func]};"]
+
+
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
-                helpers: set[Helper]) -> ProbeView:
+                helpers: set[Helper], func_index: dict[str, int]) -> ProbeView:
     c_name = c_ident(probe.spec.name)
     # a probe that captures stacks is not made sleepable: its scratch may hold a 16 KiB
     # stack copy (per-CPU; a sleepable body's scratch is task storage), and perf events
@@ -264,11 +278,14 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     acc.ucopy_bytes = max(acc.ucopy_bytes, body.ucopy_bytes)
     acc.announces = acc.announces or body.announces
     members = [slot_member(s) for s in probe.slots] + stack_members(probe.stacks, probe.stack)
+    reads_func = "func" in body.builtins
+    if reads_func:
+        members.append("__u64 func;")
     view = ProbeView(probe.spec.name, c_name, members,
                      body.scratch_name, body.members, lines,
                      [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
                      sleepable=body.sleepable, lazy_scratch=body.lazy_scratch)
-    for site in probe.sites:
+    for site in probe.sites[:1] if one_program(probe) else probe.sites:
         if site.kind == "tracepoint":
             reads = tracepoint_reads(probe)
         elif site.kind == "perf":
@@ -276,6 +293,8 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
         else:
             machine = site.binary.machine if site.binary else "EM_X86_64"
             reads = thunk_reads(site, probe, machine)
+        if reads_func:
+            reads += _func_reads(site, func_index, probe)
         reads += stack_thunk_lines(probe.stacks, probe.stack, site.kind == "perf")
         view.thunks.append({"fn": thunk_name(site.probe, site.kind, site.index),
                             "reads": reads, "kind": site.kind,
@@ -312,8 +331,14 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     is not loadable."""
     acc = _Outputs()
     helpers: set[Helper] = set()
-    views = [_probe_view(resolved, p, acc, helpers)
+    # every site's `func` name, in plan order: a set's attach cookies index it
+    func_index: dict[str, int] = {}
+    for probe in resolved.probes:
+        for site in probe.sites:
+            func_index.setdefault(site.func, len(func_index))
+    views = [_probe_view(resolved, p, acc, helpers, func_index)
              for p in resolved.probes if p.spec.kind != "span"]
+    func_names = tuple(func_index) if any("func" in v.builtins for v in views) else ()
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size) for p in resolved.probes if p.spec.kind == "span"]
@@ -341,10 +366,14 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         expr_helpers=Helper.EXPR in helpers,
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
         plan_only=plan_only,
+        func_names=len(func_names),
+        func_size=FUNC_SIZE,
     )
     sleepable = {v.name for v in views if v.sleepable}
     sites = tuple(_attach_site(s, s.probe in sleepable)
-                  for p in resolved.probes for s in p.sites)
+                  for p in resolved.probes if not one_program(p) for s in p.sites)
+    sets = tuple(_attach_set(p, func_index, p.spec.name in sleepable)
+                 for p in resolved.probes if one_program(p))
     # in plan order (they were made probe by probe), so their snapshots print in it too
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
     aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
@@ -358,7 +387,8 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                            span_sides=tuple((p.spec.name, p.spec.begin, p.spec.end)
                                             for p in resolved.probes
                                             if p.spec.begin is not None
-                                            and p.spec.end is not None))
+                                            and p.spec.end is not None),
+                           sets=sets, func_names=func_names, func_size=FUNC_SIZE)
 
 
 def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:
@@ -370,6 +400,25 @@ def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTab
                                for c in t.columns),
                  t.key_fields, t.sort, t.rate, t.every_ns, t.top)
         for t in resolved.plan.tables)
+
+
+def _target(site: ResolvedSite) -> TargetFile | None:
+    binary = site.binary
+    return TargetFile(binary.path, binary.display, binary.build_id,
+                      FileIdentity(*binary.identity) if binary.identity else None) \
+        if binary else None
+
+
+def _attach_set(probe: ResolvedProbe, func_index: dict[str, int],
+                sleepable: bool) -> AttachSet:
+    """The one attach of a uprobe set (`one_program`): its thunk at every function."""
+    first = probe.sites[0]
+    target = _target(first)
+    assert target is not None and first.kind in ("uprobe", "uretprobe")
+    return AttachSet(first.kind, thunk_name(first.probe, first.kind, 0), first.probe,
+                     target, tuple(s.file_offset for s in probe.sites),
+                     tuple(func_index[s.func] for s in probe.sites),
+                     tuple(s.func for s in probe.sites), sleepable)
 
 
 def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:

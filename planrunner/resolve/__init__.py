@@ -68,6 +68,7 @@ class _Span:
 def resolve_plan(plan: Plan, pid: int | None = None,
                  command: Sequence[str] | None = None) -> ResolvedPlan:
     """`pid` (--pid) and `command` (-c) say which process will be traced, when known."""
+    plan = _set_spans_nest(plan)
     errors: list[PlanError] = []
     size = plan.settings.string_size
     constants = Constants.of(plan)
@@ -120,16 +121,19 @@ def resolve_plan(plan: Plan, pid: int | None = None,
 def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:
     """Refuse a plan with more sites than settings.max_sites, with what starting them
     would cost as measured (resolve/site_cost.py)."""
-    sites = sum(len(p.sites) for p in probes)
+    # a uprobe set is one compiled function however many it matched
+    sites = sum(p.compiled_sites for p in probes)
     limit = plan.settings.max_sites
     if sites <= limit:
         return
     from planrunner.resolve.site_cost import refusal
 
-    biggest = max((p for p in probes if p.sites), key=lambda p: len(p.sites))
+    biggest = max((p for p in probes if p.sites), key=lambda p: p.compiled_sites)
     message, hint = refusal(sites, limit)
+    what = (f"a set: its glob matched {len(biggest.sites)}" if biggest.spec.is_set
+            else str(len(biggest.sites)))
     raise ResolveError(message, biggest.spec.spec_span, hints=(
-        f"the most sites: probe '{biggest.spec.name}' ({len(biggest.sites)})", hint))
+        f"the most sites: probe '{biggest.spec.name}' ({what})", hint))
 
 
 def _binaries(plan: Plan, pid: int | None, errors: list[PlanError],
@@ -170,6 +174,22 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
     if got is not None:
         errors.extend(got.errors)
     return got
+
+
+def _set_spans_nest(plan: Plan) -> Plan:
+    """A span from a uprobe set to a uretprobe set is nested: calls of the set's
+    functions nest (one calls another, or itself), and each return closes the latest
+    open call of its thread, as funclatency needs (issue 29)."""
+    kinds = {p.name: p for p in plan.probes}
+
+    def set_of(name: str | None, kind: str) -> bool:
+        probe = kinds.get(name or "")
+        return probe is not None and probe.kind == kind and probe.is_set
+
+    probes = tuple(replace(p, nested=True) if p.kind == "span" and not p.nested
+                   and set_of(p.begin, "uprobe") and set_of(p.end, "uretprobe") else p
+                   for p in plan.probes)
+    return plan if probes == plan.probes else replace(plan, probes=probes)
 
 
 def _with_nested(loc: Located, plan: Plan) -> Located:
@@ -258,12 +278,16 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
              for index in sorted(arg_indexes(exprs) | set(c.lengths))]
     sites: list[ResolvedSite] = []
     if spec.kind == "profile":
-        sites.append(ResolvedSite("perf", spec.name, 0, sample_hz=spec.hz or 0))
+        sites.append(ResolvedSite("perf", spec.name, 0, sample_hz=spec.hz or 0,
+                                  func=spec.name))
     elif spec.kind == "interval":
-        sites.append(ResolvedSite("perf", spec.name, 0, sample_period_ns=spec.period_ns or 0))
+        sites.append(ResolvedSite("perf", spec.name, 0, sample_period_ns=spec.period_ns or 0,
+                                  func=spec.name))
     elif spec.kind == "tracepoint":
-        sites.append(ResolvedSite("tracepoint", spec.name, 0, category=spec.category or "",
-                                  event=spec.event or ""))
+        sites += [ResolvedSite("tracepoint", spec.name, n, category=category, event=event,
+                               func=func)
+                  for n, ((category, event), func) in enumerate(zip(loc.tp_events, loc.funcs,
+                                                                    strict=True))]
     elif spec.kind == "usdt":
         sites = _usdt_sites(loc, slots)
     else:
@@ -279,8 +303,9 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
         # a Go function returns where its RETs are probed (resolve/sites.py)
         kind = "uprobe" if loc.abi != "c" else spec.kind
         sites += [ResolvedSite(kind, spec.name, n, loc.binary, pc, offset,
-                               args=tuple(args))
-                  for n, (pc, offset) in enumerate(loc.locations)]
+                               args=tuple(args), func=func)
+                  for n, ((pc, offset), func) in enumerate(zip(loc.locations, loc.funcs,
+                                                               strict=True))]
     targets = (loc.binary,) if loc.binary else ()
     return ResolvedProbe(spec, tuple(sites), tuple(slots), c.where, targets,
                          tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
@@ -356,7 +381,8 @@ def _usdt_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
                 continue
             args[slot.index] = _with_address(operand, binary.path, errors, spec)
         out.append(ResolvedSite("uprobe", spec.name, n, binary, site.pc, site.file_offset,
-                                site.semaphore_offset, site.semaphore, tuple(args)))
+                                site.semaphore_offset, site.semaphore, tuple(args),
+                                func=loc.funcs[n]))
     raise_collected(errors, OperandError)
     return out
 

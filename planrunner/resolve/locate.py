@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from planrunner.diagnostics import Diagnostic
@@ -38,11 +38,25 @@ class Located:
     # other mistakes are reported with them (an argument declared past the probe's end).
     errors: tuple[ResolveError, ...] = ()
     abi: Abi = "c"  # uprobes: the function's calling convention (elf/golang.py)
+    # `func` at each location (uprobes: of `locations`, USDT: of `usdt_sites`) or
+    # tracepoint (of `tp_events`): the function, probe or event that fired
+    funcs: tuple[str, ...] = ()
+    tp_events: tuple[tuple[str, str], ...] = ()  # tracepoints: (category, event) each
 
 
 def locate_tracepoint(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
                       string_size: int) -> Located:
+    if spec.is_set:
+        return _locate_tracepoint_set(spec, constants, string_size)
     fields = S.tracepoint_fields(spec)
+    args = _tracepoint_args(fields, string_size)
+    return Located(spec, ProbeScope(MappingProxyType(args), constants), tp_fields=fields,
+                   funcs=(str(spec.event),),
+                   tp_events=((str(spec.category), str(spec.event)),))
+
+
+def _tracepoint_args(fields: tuple[TracepointField, ...], string_size: int
+                     ) -> dict[str, tuple[int, Type]]:
     args: dict[str, tuple[int, Type]] = {}
     for fld in fields:
         if fld.is_string:  # a char[N] array holds at most N bytes, NUL or not
@@ -52,12 +66,39 @@ def locate_tracepoint(spec: ProbeSpec, binary: BinaryRef | None, constants: Cons
         else:
             continue  # arrays of integers and structs: no expression can read them
         args[fld.name] = (len(args) + 1, typ)
-    return Located(spec, ProbeScope(MappingProxyType(args), constants), tp_fields=fields)
+    return args
+
+
+def _locate_tracepoint_set(spec: ProbeSpec, constants: Constants,
+                           string_size: int) -> Located:
+    """A set of tracepoints: one thunk each (their records differ); the fields it
+    offers are those every event has at the same place with the same type."""
+    from planrunner.resolve import sets
+
+    events = sets.match_tracepoints(spec)
+    shared: tuple[TracepointField, ...] | None = None
+    for category, event in events:
+        fields = S.tracepoint_fields(replace(spec, category=category, event=event))
+        shared = fields if shared is None else tuple(f for f in shared if f in fields)
+    fields = shared or ()
+    names = [sets.tracepoint_func(c, e, spec) for c, e in events]
+    scope = ProbeScope(MappingProxyType(_tracepoint_args(fields, string_size)), constants,
+                       f"tracepoint set '{spec.name}' ({len(events)} events)")
+    return Located(spec, scope, tp_fields=fields, funcs=tuple(names),
+                   tp_events=tuple(events), notes=(_matched(names),))
+
+
+def _matched(names: list[str]) -> str:
+    from planrunner.resolve.sets import first_few
+
+    return f"a set of {len(names)}: {first_few(names)}"
 
 
 def locate_usdt(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
                 string_size: int) -> Located:
     assert binary is not None
+    if spec.is_set:
+        return _locate_usdt_set(spec, binary, constants, string_size)
     probe = S.find_usdt(spec, binary)
     count = min(len(s.args) for s in probe.sites)
     types = S.usdt_arg_types(probe)
@@ -77,7 +118,48 @@ def locate_usdt(spec: ProbeSpec, binary: BinaryRef | None, constants: Constants,
                        f"probe '{spec.name}' ({probe.qualified} in {binary.display})", count)
     return Located(spec, scope, binary, usdt_sites=probe.sites,
                    usdt=(probe.provider, probe.name), errors=errors,
-                   warnings=tuple(_type_warnings(spec, probe.sites[0].args)))
+                   warnings=tuple(_type_warnings(spec, probe.sites[0].args)),
+                   funcs=(probe.name,) * len(probe.sites))
+
+
+def _locate_usdt_set(spec: ProbeSpec, binary: BinaryRef, constants: Constants,
+                     string_size: int) -> Located:
+    """A set of USDT probes: each location keeps its own thunk (operands differ per
+    location). arg1..argN are those every probe of the set has (N: the fewest); a
+    declared argument some probes lack is refused, naming them. An argument whose size
+    or sign differs between probes is read as an int64."""
+    from planrunner.resolve import sets
+
+    probes = sets.match_usdt(spec, binary)
+    counts = {p.qualified: min(len(s.args) for s in p.sites) for p in probes}
+    count = min(counts.values())
+    types: dict[int, Type] = {}
+    for probe in probes:
+        for i, typ in S.usdt_arg_types(probe).items():
+            if i <= count:
+                types[i] = typ if types.get(i, typ) == typ else IntType(64, True)
+    errors = []
+    for arg in spec.args:
+        odd = sorted(name for name, n in counts.items() if n < arg.index)
+        if odd:
+            errors.append(ResolveError(
+                f"probe set '{spec.name}' declares argument {arg.index}, which "
+                f"{len(odd)} of its {len(probes)} probes lack: {sets.first_few(odd)}",
+                arg.span, hints=(
+                    f"a set reads only the arguments all its probes share (here "
+                    f"{count}); narrow the glob to probes that have argument {arg.index}",)))
+    types.update({arg.index: IntType(64, True) for arg in spec.args if arg.index > count})
+    names = {name: ref for name, ref in _arg_names(spec, _declared(spec, types, string_size)
+                                                   ).items()
+             if not re.fullmatch(r"arg\d+", name) or ref[0] <= count}
+    sites = tuple(site for p in probes for site in p.sites)
+    funcs = tuple(sets.usdt_func(p, spec) for p in probes for _ in p.sites)
+    shown = sorted({sets.usdt_func(p, spec) for p in probes})
+    scope = ProbeScope(MappingProxyType(names), constants,
+                       f"probe set '{spec.name}' ({len(probes)} probes in {binary.display}, "
+                       f"which share {count} argument{'s' if count != 1 else ''})", count)
+    return Located(spec, scope, binary, usdt_sites=sites, errors=tuple(errors),
+                   funcs=funcs, notes=(_matched(shown),))
 
 
 def _type_warnings(spec: ProbeSpec, operands: tuple[ArgOperand, ...]) -> list[Diagnostic]:
@@ -114,6 +196,8 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
     `retval` (and, for now, the argument registers it declares). A Go function offers
     the 9 integer registers of Go's register ABI."""
     assert binary is not None
+    if spec.is_set:
+        return _locate_uprobe_set(spec, binary, constants, string_size)
     locations, notes, abi = S.uprobe_sites(spec, binary)
     offered = len(GO_INT_REGS) if abi == "go" else S.MAX_UPROBE_ARGS
     if abi == "go":
@@ -138,7 +222,56 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
             names.update({f"ret{i}": (i, IntType(64, True))
                           for i in range(2, len(GO_INT_REGS) + 1)})
     scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
-    return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi)
+    return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi,
+                   funcs=(str(spec.symbol),) * len(locations))
+
+
+def _locate_uprobe_set(spec: ProbeSpec, binary: BinaryRef, constants: Constants,
+                       string_size: int) -> Located:
+    """A set of functions: one program for all (its arguments are registers, the same
+    everywhere), `func` from the attach cookie. Arguments are integers: the functions'
+    types are unknown and differ."""
+    from planrunner.resolve import sets
+
+    if spec.offset:
+        raise ResolveError(f"probe set '{spec.name}' has +{spec.offset}: an offset means "
+                           "one place in one function", spec.spec_span,
+                           hints=("probe the functions' entries (drop +OFFSET), or name "
+                                  "one function",))
+    for arg in spec.args:
+        if arg.type is not None and (arg.type not in S.VALUE_TYPES or arg.type == "bool"):
+            raise ResolveError(
+                f"probe set '{spec.name}' declares argument {arg.index} a {arg.type}: "
+                "the functions of a set are read as integers (their types differ)",
+                arg.type_span or arg.span,
+                hints=("declare an integer type, or probe the function by its name to "
+                       "read a string",))
+    funcs, notes = sets.match_functions(spec, binary)
+    from planrunner.elf.reader import vaddr_to_offset
+
+    locations = tuple((f.vaddr, vaddr_to_offset(binary.path, f.vaddr)) for f in funcs)
+    names = [f.name for f in funcs]
+    count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0, len(spec.args)])
+    types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
+    args = dict(_arg_names(spec, _declared(spec, types, string_size)))
+    what, arg_count = "", None
+    if spec.kind == "uretprobe":
+        rv = spec.retval
+        typ = (S.declared_type(rv, string_size) if rv else None) or IntType(64, True)
+        if not isinstance(typ, IntType):
+            raise ResolveError(f"probe set '{spec.name}' declares its return value a "
+                               f"{rv.type if rv else typ}: a set's values are integers",
+                               (rv.type_span or rv.span) if rv else spec.spec_span)
+        args["retval"] = (0, typ)
+        if rv and rv.name:
+            args[rv.name] = (0, typ)
+        if not spec.args:
+            what, arg_count = f"uretprobe ('{spec.name}')", 0
+            for i in range(1, count + 1):
+                args.pop(f"arg{i}", None)
+    scope = ProbeScope(MappingProxyType(args), constants, what, arg_count)
+    return Located(spec, scope, binary, locations=locations,
+                   notes=(_matched(names), *notes), funcs=tuple(names))
 
 
 def _check_go_args(spec: ProbeSpec) -> None:

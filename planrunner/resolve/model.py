@@ -62,6 +62,7 @@ class ResolvedSite:
     event: str = ""
     sample_hz: int = 0
     sample_period_ns: int = 0
+    func: str = ""  # the function, USDT probe or tracepoint event it fires in (`func`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,19 @@ class ResolvedProbe:
     # uprobes: the function's calling convention, "c" or Go's "go"/"go-abi0"
     # (elf/golang.py); "" for the other kinds
     abi: str = ""
+
+    @property
+    def one_program(self) -> bool:
+        """A uprobe set whose sites differ only in where they are (C functions: the
+        same argument registers): one compiled thunk serves them all, each function
+        told by its attach cookie (render/program.py makes one AttachSet)."""
+        return self.spec.is_set and self.spec.kind in ("uprobe", "uretprobe") \
+            and self.abi == "c"
+
+    @property
+    def compiled_sites(self) -> int:
+        """The BPF functions its sites compile to (what settings.max_sites bounds)."""
+        return 1 if self.one_program else len(self.sites)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,9 @@ from planrunner.expr.types import (
 from planrunner.plan.model import Plan
 
 COMM_SIZE = 16
+# `func`: the function, USDT probe or tracepoint that fired, a name of the program's
+# table (render/model.py RenderedProgram.func_names) of at most FUNC_SIZE - 1 bytes
+FUNC_SIZE = 64
 
 BUILTINS: dict[Builtin, Type] = {
     "pid": IntType(32, False),
@@ -35,6 +38,7 @@ BUILTINS: dict[Builtin, Type] = {
     "cpu": IntType(32, False),
     "ts": IntType(64, False),
     "comm": StrType(COMM_SIZE),
+    "func": StrType(FUNC_SIZE),
 }
 
 

@@ -126,6 +126,12 @@ def uprobe_sites(spec: ProbeSpec, binary: BinaryRef
             where = f"{impl.name} at {impl.vaddr:#x}" if impl.name else f"at {impl.vaddr:#x}"
             notes.append(f"'{sym.name}' is an IFUNC: probing the implementation it resolves "
                          f"to on this machine, {where}")
+        if not spec.offset:
+            from planrunner.elf.instructions import evex_error, starts_evex
+
+            if starts_evex(binary.path, start, binary.machine):
+                raise _at(evex_error(str(spec.symbol), binary.path, start, binary.machine),
+                          spec)
         if size and spec.offset >= size:
             raise ResolveError(f"offset {spec.offset} is past the end of '{spec.symbol}' "
                                f"({size} bytes)", spec.spec_span)

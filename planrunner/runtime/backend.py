@@ -21,7 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from planrunner.render.model import AttachSite, ConfigSlot, Counter, RenderedProgram
+from planrunner.render.model import (
+    AttachSet,
+    AttachSite,
+    ConfigSlot,
+    Counter,
+    RenderedProgram,
+)
 from planrunner.runtime.features import KernelFeatures
 
 # (key, per-CPU value) pairs of one map, as ctypes objects shaped like the map's C
@@ -99,6 +105,12 @@ class Backend(MapSource, StackSource, Protocol):
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         """Attach one site, filtered on `pid` (None: every process); with `ref_ctr`,
         the uprobe carries its semaphore's reference counter. Raises BackendError."""
+        ...
+
+    def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
+        """Attach a uprobe set's one program at all its functions at once, each with
+        its attach cookie (runtime/attach_sets.py); (function, why) of those the kernel
+        refused, left out. Raises BackendError when none could be attached."""
         ...
 
     def open_ring(self) -> None:

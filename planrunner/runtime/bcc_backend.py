@@ -29,6 +29,7 @@ from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import (
     BORN_EXEC,
     SCOPE_GIVEN,
+    AttachSet,
     AttachSite,
     ConfigSlot,
     Counter,
@@ -36,6 +37,7 @@ from planrunner.render.model import (
 )
 from planrunner.runtime import compile_cache as cc
 from planrunner.runtime.attach import AttachStrategy, PerfEvents, Tracepoints, uprobe_strategy
+from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
@@ -316,6 +318,7 @@ class BccBackend:
         self._uprobes: AttachStrategy | None = None
         self._tracepoints: Tracepoints | None = None
         self._perf: PerfEvents | None = None
+        self._sets: UprobeSets | None = None
         self._reader: RingReader | None = None
         self._on_record: Any = None  # keeps bcc's ctypes callback alive
         self._sleepable: dict[str, int] = {}  # fn name -> fd we loaded (bcc did not)
@@ -338,6 +341,25 @@ class BccBackend:
         return self._given_features or detect()
 
     def load(self, program: RenderedProgram) -> None:
+        self._load(program)
+        if program.func_names and self.bpf is not None:
+            self._fill_func_names(program)
+
+    def _fill_func_names(self, program: RenderedProgram) -> None:
+        """`func`'s name table (RenderedProgram.func_names), each NUL-terminated."""
+        size = program.func_size
+        values = [name.encode()[:size - 1].ljust(size, b"\0") for name in program.func_names]
+        if isinstance(self.bpf, _CachedBPF):
+            for i, value in enumerate(values):
+                self.bpf.loaded.update(program.func_map, struct.pack("i", i), value)
+            return
+        table = self.bpf[program.func_map]
+        for i, value in enumerate(values):
+            leaf = table.Leaf()
+            ct.memmove(ct.addressof(leaf), value, size)
+            table[ct.c_int(i)] = leaf
+
+    def _load(self, program: RenderedProgram) -> None:
         check_machine()
         pin = tracers_pin(default=program.tracers_pin)  # bcc pins pr_tracers there
         self.program = program
@@ -384,7 +406,8 @@ class BccBackend:
         if cache_ is None:
             return None
         sleepable = [site.fn_name for site in program.sites
-                     if site.sleepable and self._kernel().sleepable]
+                     if site.sleepable and self._kernel().sleepable] + [
+            s.fn_name for s in program.sets if s.sleepable and self._kernel().sleepable]
         key = cc.cache_key(program.c_source, cflags, sleepable=sleepable)
         compiled = cache_.get(key)
         if compiled is None:
@@ -407,12 +430,15 @@ class BccBackend:
             # every function now, so that a refusal still falls back to the compile
             for site in program.sites:
                 self._load_func(site, self._strategy(site))
+            for probes in program.sets:
+                self._load_func(probes, self._set_strategy(probes))
         except (cc.CacheLoadError, KeyError) as exc:
             if loaded is not None:
                 loaded.close()
             self.bpf = None
             self._uprobes = self._tracepoints = None
             self._perf = None
+            self._sets = None
             self._features = self._given_features  # asked again, bcc's abilities included
             return exc
         return None
@@ -509,6 +535,18 @@ class BccBackend:
         strategy = self._strategy(site)
         strategy.attach(self._load_func(site, strategy), site, pid, ref_ctr)
 
+    def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
+        self._loaded()
+        strategy = self._set_strategy(probes)
+        return strategy.attach(self._load_func(probes, strategy), probes, pid)
+
+    def _set_strategy(self, probes: AttachSet) -> UprobeSets:
+        if not self.features.uprobe_multi:
+            raise no_multi_links(probes)
+        if self._sets is None:
+            self._sets = UprobeSets()
+        return self._sets
+
     def _strategy(self, site: AttachSite) -> AttachStrategy:
         if site.kind == "tracepoint":
             if self._tracepoints is None:
@@ -522,7 +560,8 @@ class BccBackend:
             self._uprobes = uprobe_strategy(self.features)
         return self._uprobes
 
-    def _load_func(self, site: AttachSite, strategy: AttachStrategy) -> int:
+    def _load_func(self, site: AttachSite | AttachSet,
+                   strategy: AttachStrategy | UprobeSets) -> int:
         # bcc's BPF.TRACEPOINT, PERF_EVENT and KPROBE, spelled here so a cached load
         # needs no bcc
         prog_type = (cc.BPF_PROG_TYPE_TRACEPOINT if strategy.prog_kind == "tracepoint" else
@@ -546,7 +585,8 @@ class BccBackend:
             raise BackendError(f"could not load probe '{site.probe}': {reason}",
                                hints=("the kernel verifier's log is printed above",)) from None
 
-    def _load_sleepable(self, site: AttachSite, prog_type: int, attach_type: int) -> int:
+    def _load_sleepable(self, site: AttachSite | AttachSet, prog_type: int,
+                        attach_type: int) -> int:
         """Load `site`'s function BPF_F_SLEEPABLE from the instructions bcc compiled
         (runtime/progload.py says why not through bcc's load_func)."""
         fd = self._sleepable.get(site.fn_name)
@@ -572,11 +612,12 @@ class BccBackend:
         """Every strategy's probes at once: each close waits for a grace period, and
         side by side they overlap (a run's exit program is a tracepoint beside the plan's
         uprobes: one after the other, a stop took 0.1 s more)."""
-        strategies = [s for s in (self._uprobes, self._tracepoints, self._perf)
-                      if s is not None]
+        strategies: list[AttachStrategy | UprobeSets] = [
+            s for s in (self._uprobes, self._tracepoints, self._perf, self._sets)
+            if s is not None]
         failed: list[BaseException] = []
 
-        def detach_one(strategy: AttachStrategy) -> None:
+        def detach_one(strategy: AttachStrategy | UprobeSets) -> None:
             try:
                 strategy.detach_all()
             except BaseException as exc:  # noqa: BLE001 - raised below, in this thread

@@ -283,7 +283,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
             _load(backend, program, stop)
             mode = semaphore_mode(backend.features)
             try:
-                sites = _attach(backend, program, scope, mode == "refctr", stop, stderr)
+                sites, left_out = _attach(backend, program, scope, mode == "refctr", stop,
+                                          stderr)
                 # the process whose semaphores (poke mode) and late libraries are watched
                 one = scope.pids[0] if len(scope.pids) == 1 else None
                 upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
@@ -299,7 +300,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                         lv.start(AggregateReader(program, backend, wall, monotonic,
                                                  stacks=stacks), len(sites), mode)
                         started.append(lv)
-                n = len(sites)
+                n = len(sites) + sum(len(s.file_offsets) for s in program.sets) - left_out
                 what = scope.describe()
                 stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
                              "Hit Ctrl-C to end.\n")
@@ -436,9 +437,10 @@ def _end_child(child: Child, stop: _Stop, stderr: TextIO, status: int) -> int:
 
 
 def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
-            ref_ctr: bool, stop: _Stop, stderr: TextIO) -> list[AttachSite]:
+            ref_ctr: bool, stop: _Stop, stderr: TextIO) -> tuple[list[AttachSite], int]:
     """Fill the config slots and scope maps (runtime/scope.py), then attach every
-    distinct site; the sites attached. `ref_ctr=False` (poke mode,
+    distinct site and every uprobe set; the sites attached, and how many functions of
+    the sets the kernel refused (left out, each named in a warning). `ref_ctr=False` (poke mode,
     runtime/semaphores.py) attaches without the kernel's reference counter. A stop
     signal ends it between two sites (the caller detaches); a binary replaced since
     resolve read it is refused, before and after attaching."""
@@ -457,13 +459,26 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
                          "this run is attached may be traced until it registers\n")
     pid = scope.attach_pid
     sites = distinct_sites(program.sites)
-    binaries = [s.binary for s in sites if s.binary is not None]
+    binaries = [s.binary for s in sites if s.binary is not None] + [
+        s.binary for s in program.sets]
     check_unchanged(binaries)
     for n, site in enumerate(sites):
         stop.check(n, len(sites))
         backend.attach(site, pid, ref_ctr)
+    left_out = 0
+    for probes in program.sets:  # a set is one attach of all its functions
+        stop.check(len(sites), len(sites))
+        refused = backend.attach_set(probes, pid)
+        left_out += len(refused)
+        for why in dict.fromkeys(w for _f, w in refused):
+            names = sorted(f for f, w in refused if w == why)
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more"
+                                             if len(names) > 5 else "")
+            stderr.write(f"warning: probe set '{probes.probe}': {len(names)} of its "
+                         f"{len(probes.file_offsets)} functions left out, the kernel "
+                         f"refused them ({why}): {shown}\n")
     check_unchanged(binaries, gone_ok=True)
-    return sites
+    return sites, left_out
 
 
 def _detach(backend: Backend, upkeep: Upkeep | None) -> None:

@@ -92,6 +92,9 @@ def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: in
             binaries[site.probe].append(site.binary)
         if site.ref_ctr_offset:
             semaphores.add(site.probe)
+    for probes in program.sets:  # a uprobe set: its functions' one file
+        if probes.binary not in binaries.setdefault(probes.probe, []):
+            binaries[probes.probe].append(probes.binary)
     read = list(dict.fromkeys([*(p.probe for p in program.prints),
                                *(a.probe for a in program.aggregates)]))
     gated = dict(program.gated)

@@ -29,6 +29,7 @@ from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
     PLANRUNNER_SITES,
+    AttachSet,
     AttachSite,
     ConfigSlot,
     Counter,
@@ -160,6 +161,12 @@ class FakeBackend:
             raise self.attach_error
         self.calls.append(f"attach {site.probe}#{site.index}")
         self.attached.append((site, pid, ref_ctr))
+
+    def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
+        if self.attach_error is not None:
+            raise self.attach_error
+        self.calls.append(f"attach set {probes.probe} ({len(probes.file_offsets)})")
+        return []
 
     def open_ring(self) -> None:
         self.calls.append("open_ring")
