@@ -36,16 +36,19 @@ class BuiltinRef:
 
 @dataclass(frozen=True, slots=True)
 class LatencyRef:
-    """A span's latency: the end event's time minus the begin event's, in ns."""
+    """Span `span`'s latency: the end event's time minus the begin event's, in ns."""
+
+    span: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class CaptureRef:
-    """`begin.NAME` of a span: `expr` (checked in the begin probe's scope) is stored when
-    the span begins and read back when it ends."""
+    """`begin.NAME` of span `span`: `expr` (checked in the begin probe's scope) is stored
+    when the span begins and read back when it ends."""
 
     name: str
     expr: TExpr
+    span: str = ""
 
 
 @dataclass(frozen=True, slots=True)

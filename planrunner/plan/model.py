@@ -87,7 +87,10 @@ class ProbeSpec:
     event: str | None = None  # tracepoint
     begin: str | None = None  # span: probe names
     end: str | None = None
-    key: Expr | None = None  # span key, None = tid
+    key: Expr | None = None  # span key (the begin's when key_end is set), None = tid
+    key_end: Expr | None = None  # span: the end's own key (`key: {begin: .., end: ..}`)
+    # span: where `begin:` and `end:` are written, for errors about one side
+    side_spans: tuple[Span, Span] | None = None
     span_scope: SpanScope = "process"  # span: pair only within a process, or "global"
     nested: bool = False  # span: a stack of open begins per key (calls nest)
     # nested span: values an end must share with the begin it closes (`match:`)
@@ -125,6 +128,9 @@ class OutputSpec:
     where: Expr | None = None
     every_ns: int | None = None
     top: int | None = None
+    # count/sum of a span: its begins still open, added at the begin and taken off at
+    # the end in the kernel, never reset (`open: true`)
+    open: bool = False
     format: str | None = None  # text template for print
     lhist_min: int | None = None
     lhist_max: int | None = None

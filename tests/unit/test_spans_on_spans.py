@@ -1,0 +1,164 @@
+"""Spans on spans, a key per side and open-span outputs (issue 27): what the plan
+format accepts, the C it makes, and each misuse as a located error.
+
+Against the committed demo fixture (tests/fixtures/elf/bin/demo): its USDT probes and
+its `main` (a uprobe and a uretprobe), so nothing here needs root or bcc."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planrunner.errors import PlanError
+from planrunner.pipeline import compile_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "tests" / "fixtures" / "elf" / "bin" / "demo"
+
+HEAD = f"""planrunner: 1
+targets:
+  app: {{binary: {DEMO}}}
+probes:
+  start: {{usdt: app:request__start, args: [{{name: id}}, {{name: path, type: string}}]}}
+  done: {{usdt: app:request__done, args: [{{name: id}}, {{name: status}}]}}
+  enter: {{uprobe: app:main, args: [{{name: size, type: uint64}}]}}
+  leave: {{uretprobe: app:main}}
+"""
+
+
+def _compile(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "p.yaml"
+    path.write_text(HEAD + text)
+    return compile_plan(str(path), {})[2].c_source
+
+
+def _error(tmp_path: Path, text: str) -> str:
+    with pytest.raises(PlanError) as info:
+        _compile(tmp_path, text)
+    return "\n".join(f"{d.span}: {d.message} | {' / '.join(d.hints)}"
+                     for d in info.value.diagnostics)
+
+
+LEAKS = """  call:
+    span: {begin: enter, end: leave}
+    where: end.retval != 0
+  live:
+    span: {begin: call, end: done, key: {begin: end.retval, end: id}}
+outputs:
+  - {sum: live, name: bytes, open: true, value: begin.begin.size, by: [begin.ustack]}
+  - {count: live, name: blocks, open: true, by: [begin.ustack]}
+  - {print: live, fields: [latency, begin.begin.size, end.status]}
+"""
+
+
+def test_a_span_on_a_span_begins_inside_its_end_with_its_values(tmp_path: Path) -> None:
+    c = _compile(tmp_path, LEAKS)
+    # live begins where call ends: in call's end block, keyed by call's end's retval
+    call_end = c.index("struct pr_span_call *pr_bg_call = pr_span_call.lookup(")
+    live_begin = c.index("struct pr_span_live *bv = &sc->pr_span_live;")
+    assert call_end < live_begin
+    # begin.begin.size is call's capture, kept again by live
+    assert "bv->c1 = (__s64)(((__u64)(pr_bg_call->c0)));" in c
+    # the begin's key is call's end's retval; live's map keeps no LRU (open outputs)
+    assert 'BPF_TABLE("hash", struct pr_span_key, struct pr_span_live' in c
+    assert 'BPF_TABLE("lru_hash", __u64, struct pr_span_call' in c
+
+
+def test_open_outputs_add_at_the_begin_and_take_off_at_the_end(tmp_path: Path) -> None:
+    c = _compile(tmp_path, LEAKS)
+    # added when live begins (and a replaced begin is taken off first), taken off when
+    # it ends, each only if it was added (og)
+    assert c.count("*pr_v += pr_x;") == 1 and c.count("*pr_v -= pr_x;") == 2
+    assert c.count("*pr_v += 1;") == 1 and c.count("*pr_v -= 1;") == 2
+    assert "if (pr_bg_live->og & 1)" in c and "if (pr_bg_live->og & 2)" in c
+    # the begin's stack (copied: unwind auto) is kept as the hash of its copy, with
+    # its process
+    assert "bv->c0 = (__s64)pr_h_pr_span_live_c0;" in c
+    assert "pr_k->k0 = pr_bg_live->c0;" in c and "pr_k->k0_pid = pr_bg_live->c0_pid;" in c
+
+
+def test_open_outputs_are_gauges_in_the_program_model(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(HEAD + LEAKS)
+    program = compile_plan(str(path), {})[2]
+    kinds = {a.name: (a.kind, a.gauge, a.key_fields) for a in program.aggregates}
+    assert kinds == {"bytes": ("sum", True, (("ustack", "ucopy:64:auto"),)),
+                     "blocks": ("count", True, (("ustack", "ucopy:64:auto"),))}
+
+
+def test_a_key_per_side_that_does_not_fit_its_probe_is_located(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s:
+    span: {begin: enter, end: done, key: {begin: retval, end: id}}
+outputs:
+  - count: s
+""")
+    assert err.startswith(f"{tmp_path}/p.yaml:10:50: span 's': the begin key 'retval' "
+                          "does not fit its begin 'enter': unknown name 'retval'"), err
+    assert "the begin key is read when 'enter' fires" in err
+
+
+def test_a_key_per_side_needs_both_sides(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s:
+    span: {begin: enter, end: done, key: {begin: size}}
+outputs:
+  - count: s
+""")
+    assert err.startswith(f"{tmp_path}/p.yaml:10:37: span 's': a key per side has no "
+                          "`end` | give one expression per side"), err
+
+
+def test_a_span_on_a_span_that_loops_is_located(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  a:
+    span: {begin: b, end: done}
+  b:
+    span: {begin: start, end: a}
+outputs:
+  - count: a
+""")
+    assert err == (f"{tmp_path}/p.yaml:10:19: span 'a' begins at a span that leads back "
+                   "to it: a -> b -> a | a span on a span uses that span's pairing as its "
+                   "event: the chain must end at usdt, uprobe, uretprobe or tracepoint "
+                   "probes"), err
+
+
+def test_an_open_output_of_a_probe_without_begins_is_located(tmp_path: Path) -> None:
+    err = _error(tmp_path, """outputs:
+  - {count: done, open: true}
+""")
+    assert err.startswith(f"{tmp_path}/p.yaml:10:13: output 'done' counts the open spans "
+                          "of 'done', which is not a span: it has no begins"), err
+
+
+def test_an_open_output_knows_only_the_begin(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s: {span: {begin: start, end: done, key: id}}
+outputs:
+  - {sum: s, open: true, value: latency}
+""")
+    assert ":11:34: unknown name 'latency'" in err or "'latency' is not known" in err, err
+    assert "a begin still open has no end yet" in err, err
+
+
+def test_open_applies_to_counts_and_sums(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s: {span: {begin: start, end: done, key: id}}
+outputs:
+  - {hist: s, open: true, value: begin.id}
+""")
+    assert "`open` applies to count and sum outputs, not hist" in err, err
+
+
+def test_a_nested_span_cannot_be_on_a_span(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s: {span: {begin: start, end: done, key: id}}
+  n: {span: {begin: s, end: done, nested: true}}
+outputs:
+  - count: n
+""")
+    assert "nested span 'n' cannot begin at span 's'" in err, err
+
+
+def test_print_of_a_copied_begin_stack_is_refused(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s: {span: {begin: start, end: done, key: id}}
+outputs:
+  - {print: s, fields: [begin.ustack]}
+""")
+    assert "a span keeps a copied stack for aggregation keys only" in err, err
