@@ -118,9 +118,16 @@ def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: dict[str, str],
     retval = _retval(ctx, base, kind, data.get("retval"))
     where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
     stack = build_stack(ctx, base + ("stack",), data["stack"]) if "stack" in data else None
+    every = bool(data.get("all_processes", False))
+    if every and kind != "tracepoint":
+        ctx.error(f"`all_processes` applies to tracepoint probes, not to a {kind} probe",
+                  ctx.spans.key(base + ("all_processes",)),
+                  "a tracepoint fires in whatever task the kernel runs; a uprobe or a "
+                  "USDT probe only in the process that runs the code")
+        every = False
     return ProbeSpec(name=name, kind=cast(ProbeKind, kind), span=ctx.spans.key(base),
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
-                     stack=stack, **fields)
+                     stack=stack, all_processes=every, **fields)
 
 
 def build_stack(ctx: BuildContext, jpath: JsonPath, data: JsonObj) -> StackSpec:

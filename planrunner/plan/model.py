@@ -101,6 +101,8 @@ class ProbeSpec:
     hz: int | None = None  # profile: samples per second per CPU
     period_ns: int | None = None  # interval
     stack: StackSpec | None = None  # None: the plan's
+    # tracepoint: fires in every process, whatever --pid/-c/--comm/--cgroup narrow
+    all_processes: bool = False
 
 
 @dataclass(frozen=True, slots=True)

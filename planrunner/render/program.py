@@ -320,14 +320,17 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
         else:
             machine = site.binary.machine if site.binary else "EM_X86_64"
             reads = thunk_reads(site, probe, machine)
-        reads += stack_thunk_lines(probe.stacks, probe.stack, site.kind == "perf")
+        # a perf event's or a tracepoint's ctx holds no user registers
+        reads += stack_thunk_lines(probe.stacks, probe.stack,
+                                   site.kind in ("perf", "tracepoint"))
         view.thunks.append({"fn": thunk_name(site.probe, site.kind, site.index),
                             "reads": reads, "kind": site.kind,
                             # interval: whatever runs on its CPU; never filtered
                             # a perf event fires in whatever runs: profile is scoped in
-                            # the C as a tracepoint is; interval is never filtered
-                            "skip": None if site.sample_period_ns else
-                            "PR_CFG_SCOPE_TRACEPOINT"})
+                            # the C as a tracepoint is; interval is never filtered, nor
+                            # is a tracepoint with all_processes
+                            "skip": None if site.sample_period_ns
+                            or probe.spec.all_processes else "PR_CFG_SCOPE_TRACEPOINT"})
     return view
 
 

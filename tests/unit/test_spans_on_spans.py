@@ -12,6 +12,7 @@ import pytest
 
 from planrunner.errors import PlanError
 from planrunner.pipeline import compile_plan
+from planrunner.tracefs import find_root
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "fixtures" / "elf" / "bin" / "demo"
@@ -162,3 +163,43 @@ outputs:
   - {print: s, fields: [begin.ustack]}
 """)
     assert "a span keeps a copied stack for aggregation keys only" in err, err
+
+
+needs_tracefs = pytest.mark.skipif(find_root() is None, reason="tracefs is not mounted")
+
+OFFCPU = """planrunner: 1
+stack: {unwind: auto}
+probes:
+  out: {tracepoint: sched:sched_switch}
+  in: {tracepoint: sched:sched_switch, all_processes: true}
+  offcpu:
+    span: {begin: out, end: in, key: {begin: prev_pid, end: next_pid}, scope: global}
+outputs:
+  - {sum: offcpu, value: latency, by: [begin.kstack, begin.ustack]}
+"""
+
+
+@needs_tracefs
+def test_all_processes_leaves_a_tracepoint_unscoped_and_its_stack_is_the_tasks(
+        tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(OFFCPU)
+    c = compile_plan(str(path), {})[2].c_source
+    out_thunk = c[c.index("int pr_out_tp(void *ctx)"):]
+    in_thunk = c[c.index("int pr_in_tp(void *ctx)"):]
+    assert out_thunk.index("pr_skip(PR_CFG_SCOPE_TRACEPOINT)") < out_thunk.index("}")
+    assert "pr_skip" not in in_thunk[:in_thunk.index("}")]
+    # a tracepoint's ctx is its fields: the user registers are the task's
+    assert "bpf_task_pt_regs(bpf_get_current_task_btf())" in out_thunk
+    assert "ctx->ip" not in c
+    # the key per side, read from each side's own field
+    assert "pr_key = (__u64)(((__s32)(a->v" in c
+
+
+def test_all_processes_applies_to_tracepoints_only(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s: {span: {begin: start, end: done, key: id}}
+  x: {uprobe: app:main, all_processes: true}
+outputs:
+  - count: s
+""")
+    assert "`all_processes` applies to tracepoint probes, not to a uprobe probe" in err
