@@ -56,8 +56,8 @@ def _span_loops(ctx: BuildContext, specs: tuple[ProbeSpec, ...]) -> None:
     spans = {s.name: s for s in specs if s.kind == "span"}
     reported: set[str] = set()
     for spec in spans.values():
-        for side in ("begin", "end"):
-            seen = _loop_path(getattr(spec, side), spans, [spec.name])
+        for side, ref in (("begin", spec.begin), *(("end", e) for e in spec.end_names)):
+            seen = _loop_path(ref, spans, [spec.name])
             if seen is None or spec.name in reported:
                 continue
             reported.update(seen)
@@ -84,8 +84,8 @@ def _loop_path(ref: str | None, spans: dict[str, ProbeSpec], path: list[str]
         return path
     if ref in path:
         return None  # a loop that does not pass path[0]: reported from its own spans
-    for side in ("begin", "end"):
-        got = _loop_path(getattr(spans[ref], side), spans, [*path, ref])
+    for nxt in (spans[ref].begin, *spans[ref].end_names):
+        got = _loop_path(nxt, spans, [*path, ref])
         if got is not None:
             return got
     return None
@@ -214,9 +214,12 @@ def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
 def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
           kinds: dict[str, str]) -> JsonObj:
     plain = [n for n, k in kinds.items() if k not in SAMPLING]
-    for side in ("begin", "end"):
-        ref = data[side]
-        at = ctx.spans.text(kpath + (side,))
+    ends = data["end"] if isinstance(data["end"], list) else [data["end"]]
+    sides = [("begin", data["begin"], kpath + ("begin",))]
+    sides += [("end", ref, kpath + (("end", i) if isinstance(data["end"], list) else ("end",)))
+              for i, ref in enumerate(ends)]
+    for side, ref, path in sides:
+        at = ctx.spans.text(path)
         if kinds.get(ref) == "broken":
             continue  # that probe has a schema error of its own
         if kinds.get(ref) in SAMPLING:
@@ -227,10 +230,10 @@ def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
             ctx.unknown(f"{side} probe", ref, plain, at, "define it under probes:")
     key, key_end = _span_key(ctx, name, data, kpath)
     nested = data.get("nested", False)
-    on_spans = [side for side in ("begin", "end") if kinds.get(data[side]) == "span"]
+    on_spans = [(side, ref, path) for side, ref, path in sides if kinds.get(ref) == "span"]
     if nested and on_spans:
-        ctx.error(f"nested span '{name}' cannot {on_spans[0]} at span "
-                  f"'{data[on_spans[0]]}'", ctx.spans.text(kpath + (on_spans[0],)),
+        side, ref, path = on_spans[0]
+        ctx.error(f"nested span '{name}' cannot {side} at span '{ref}'", ctx.spans.text(path),
                   "a nested span keeps a stack of calls: its begin and end are the "
                   "probes of a call's entry and return")
     items = data.get("match", [])
@@ -240,10 +243,23 @@ def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
                   ctx.spans.key(kpath + ("match",)),
                   "match picks, among a stack of open begins, the one an end closes: "
                   "declare nested: true (calls that nest), or drop match")
-    return {"begin": data["begin"], "end": data["end"], "key": key, "key_end": key_end,
-            "side_spans": (ctx.spans.text(kpath + ("begin",)), ctx.spans.text(kpath + ("end",))),
+    if len(ends) > 1:
+        _several_ends(ctx, name, data, kpath, nested or "match" in data)
+    return {"begin": data["begin"], "end": ends[0], "ends": tuple(ends) if len(ends) > 1
+            else (), "key": key, "key_end": key_end,
+            "side_spans": tuple(ctx.spans.text(path) for _side, _ref, path in sides),
             "span_scope": data.get("scope", "process"), "nested": nested,
             "match": tuple(m for m in match if m is not None)}
+
+
+def _several_ends(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
+                  nested: bool) -> None:
+    """Several ends close a plain span only (a nested one pops its stack per call)."""
+    if nested:
+        ctx.error(f"nested span '{name}' has several ends", ctx.spans.text(kpath + ("end",)),
+                  "a nested span pairs a call's entry with its return: one end probe")
+    if len(set(data["end"])) != len(data["end"]):
+        ctx.error(f"span '{name}' names an end twice", ctx.spans.text(kpath + ("end",)))
 
 
 def _span_key(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath

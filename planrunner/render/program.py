@@ -221,7 +221,7 @@ def _span_blocks(resolved: ResolvedPlan, event: str, body: Body,
         if span.spec.begin == event:
             opens = _open_blocks(resolved, name, acc)
             blocks.append(do_block(begin_block(span, body, depth, opens, begin_stack)))
-        if span.spec.end == event:
+        if event in span.spec.end_names:
             def outputs(b: Body, name: str = name) -> list[str]:
                 return (_output_blocks(resolved, name, b, acc)
                         + _span_blocks(resolved, name, b, acc))
@@ -238,7 +238,8 @@ def _print_only_strings(resolved: ResolvedPlan, probe: ResolvedProbe) -> frozens
     reads them, so the body reads each straight into the record (one copy, not two), and
     only for the events that print."""
     if probe.spec.kind == "tracepoint" or any(
-            span.spec.kind == "span" and probe.spec.name in (span.spec.begin, span.spec.end)
+            span.spec.kind == "span"
+            and probe.spec.name in (span.spec.begin, *span.spec.end_names)
             for span in resolved.probes):
         return frozenset()
     outs = [o for o in resolved.outputs if o.spec.probe == probe.spec.name]

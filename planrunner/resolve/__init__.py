@@ -24,6 +24,7 @@ from planrunner.errors import OperandError, PlanError, ResolveError, attempt, ra
 from planrunner.expr.check import Scope, check_condition, check_value
 from planrunner.expr.typed import CaptureRef, TExpr, refs
 from planrunner.expr.types import BoolType, IntType, StackType, StrType, Type
+from planrunner.plan.build_probes import side_span
 from planrunner.plan.model import Plan, ProbeSpec, StackSpec
 from planrunner.resolve import sites as S
 from planrunner.resolve.locate import LOCATORS, Located
@@ -86,6 +87,10 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     all_scopes: dict[str, Scope] = {n: c.located.scope for n, c in checked.items()}
     all_scopes.update(scopes)
     outputs = check_outputs(plan.outputs, all_scopes, size, errors)
+    raise_collected(errors, ResolveError)
+    for sc in scopes.values():
+        if len(sc.spec.end_names) > 1:
+            attempt(errors, _check_other_ends, sc, scopes, checked, outputs, size)
     raise_collected(errors, ResolveError)
     spans = {name: _Span(sc, *(keys[name] or (None, None)), wheres[name], matches[name] or ())
              for name, sc in scopes.items()}
@@ -208,14 +213,61 @@ def _span_scopes(plan: Plan, checked: Mapping[str, _Checked]) -> dict[str, SpanS
         left = []
         for spec in pending:
             begin, end = side(spec.begin), side(spec.end)
-            if begin is not None and end is not None:
+            if (begin is not None and end is not None
+                    and all(side(e) is not None for e in spec.end_names)):
                 scopes[spec.name] = SpanScope(spec, begin, end)
-            elif any(s in specs for s in (spec.begin, spec.end)):
+            elif any(s in specs for s in (spec.begin, *spec.end_names)):
                 left.append(spec)  # on a span not scoped yet
         if len(left) == len(pending):
             break  # on spans that will never be (a side left out)
         pending = left
     return {s.name: scopes[s.name] for s in plan.probes if s.name in scopes}
+
+
+def _check_other_ends(sc: SpanScope, scopes: Mapping[str, SpanScope],
+                      checked: Mapping[str, _Checked], outputs: list[ResolvedOutput],
+                      size: int) -> None:
+    """A span with several ends runs its key, filter and outputs at each, as checked at
+    the first: each other end must give every value they read from it the same way
+    (`end.ptr` the first argument of both free and realloc), else it is refused,
+    located at that end. A span on it is refused (not supported yet)."""
+    spec = sc.spec
+    for other in scopes.values():
+        if spec.name in (other.spec.begin, *other.spec.end_names):
+            raise ResolveError(
+                f"span '{other.spec.name}' is on span '{spec.name}', which has several ends",
+                side_span(other.spec, "begin" if other.spec.begin == spec.name else "end"),
+                hints=("a span on a span needs that span to have one end",))
+    first = sc.check_keys(size)[1], sc.check_where(size)
+    mine = [o for o in outputs if o.spec.probe == spec.name and not o.spec.open]
+    for i, end in enumerate(spec.end_names[1:], start=1):
+        scope = checked[end].located.scope if end in checked else scopes[end]
+        there = SpanScope(replace(spec, end=end), sc.begin, scope)
+        at = ends_span(spec, i)
+        why = (f"span '{spec.name}' reads its ends' values as its first end "
+               f"'{spec.end}' gives them, but its end '{end}' gives ")
+        hint = (f"declare the values the span reads from its ends (end.X, the key) at the "
+                f"same argument and with the same type in '{spec.end}' and '{end}'",)
+        try:
+            got = there.check_keys(size)[1], there.check_where(size)
+        except PlanError as err:
+            raise ResolveError(why + "other ones: " + err.diagnostics[0].message, at,
+                               hints=hint) from None
+        if got != first:
+            raise ResolveError(why + "other ones (the key or the filter)", at, hints=hint)
+        for out in mine:
+            errs: list[PlanError] = []
+            redo = check_outputs((out.spec,), {spec.name: there}, size, errs)
+            if errs or redo[0] != out:  # (`there` differs in its spec's `end` only)
+                raise ResolveError(why + f"other ones (output '{out.spec.name}')", at,
+                                   hints=hint)
+
+
+def ends_span(spec: ProbeSpec, index: int) -> Span:
+    """Where end `index` of a span is written (its spec, if not known)."""
+    if spec.side_spans is None or len(spec.side_spans) <= 1 + index:
+        return spec.spec_span
+    return spec.side_spans[1 + index]
 
 
 def _event_probe(name: str | None, checked: Mapping[str, _Checked]) -> Located | None:
@@ -255,7 +307,7 @@ def _span_exprs(span: _Span, spans: Mapping[str, _Span],
         if spec.begin == name:
             out += [e for e in (other.key_begin,) if e is not None]
             out += [cap.expr for cap in _captures(other, spans, outputs)]
-        if spec.end == name:
+        if name in spec.end_names:
             out += [e for e in (other.key_end,) if e is not None]
             out += _span_exprs(other, spans, outputs)
     return out
@@ -286,7 +338,7 @@ def _probe_exprs(c: _Checked, spans: Mapping[str, _Span],
             exprs.append(span.key_begin)
             exprs += [cap.expr for cap in _captures(span, spans, outputs)]
             exprs += [begin for begin, _end in span.match]
-        if spec.end == name:
+        if name in spec.end_names:
             exprs.append(span.key_end)
             exprs += [end for _begin, end in span.match]
             exprs += _span_exprs(span, spans, outputs)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -49,3 +50,38 @@ def test_offcpu_time_by_stack_matches_what_the_thread_measured(fixtures_built, v
     for stack in (s for s in stacks if ";wait_" in s):
         assert ";main;wait_" in stack and "do_nanosleep_[k]" in stack, stack
         assert re.search(r"nanosleep[^;]*_\[k\]", stack), stack
+
+
+def _json_rows(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def _names(row: dict) -> list[str]:
+    return [f.get("symbol") or "" for f in row.get("ustack", [])]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_c_leaks_reports_exactly_what_is_kept_by_its_stack(fixtures_built, variant: str
+                                                           ) -> None:
+    n, size = 300, 48
+    binary = fixtures_built / f"leaker_{variant}"
+    res = run_planrunner(["run", "c-leaks", "-f", "json", "--set", "every=400ms",
+                          "-c", f"{binary} {n} {size} 1300"], timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert f"kept {n} {size}" in res.stdout
+    rows = _json_rows(res.stdout)
+    kept = [r for r in rows if "keep" in _names(r)]
+    assert kept, res.stdout
+    # each snapshot of the open allocations after keep() ran (every 400 ms, and at
+    # exit: never reset) says N * S bytes in N blocks, under keep's stack
+    at_exit = {}
+    for r in kept:
+        assert r["output"] in ("malloc_bytes", "malloc_blocks"), r
+        assert _names(r)[:2] == ["keep", "main"], _names(r)
+        at_exit[r["output"]] = r
+    assert at_exit["malloc_bytes"]["sum"] == n * size, at_exit
+    assert at_exit["malloc_blocks"]["count"] == n, at_exit
+    later = [r["sum"] for r in kept if r["output"] == "malloc_bytes"]
+    assert len(later) >= 2 and set(later) == {n * size}, later
+    # churn() freed all it got (one block moved by realloc, freed at its new address)
+    assert not [r for r in rows if "churn" in _names(r)], res.stdout

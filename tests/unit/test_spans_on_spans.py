@@ -203,3 +203,38 @@ outputs:
   - count: s
 """)
     assert "`all_processes` applies to tracepoint probes, not to a uprobe probe" in err
+
+
+def test_several_ends_each_close_the_span(tmp_path: Path) -> None:
+    c = _compile(tmp_path, """  s:
+    span: {begin: enter, end: [done, start], key: {begin: size, end: id}}
+outputs:
+  - {count: s, name: open_n, open: true}
+  - {count: s, name: closed}
+""")
+    for probe in ("done", "start"):
+        body = c[c.index(f"pr_body_{probe}("):]
+        body = body[:body.index("\n}\n")]
+        assert "struct pr_span_s *pr_bg_s = pr_span_s.lookup(&pr_key);" in body, probe
+        assert "pr_span_s.delete(&pr_key);" in body, probe
+
+
+def test_an_end_that_gives_a_value_otherwise_is_located(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s:
+    span: {begin: enter, end: [done, leave], key: {begin: size, end: id}}
+outputs:
+  - count: s
+""")
+    assert err.startswith(f"{tmp_path}/p.yaml:10:38: span 's' reads its ends' values as "
+                          "its first end 'done' gives them, but its end 'leave' gives "
+                          "other ones: span 's': the end key 'id' does not fit its end "
+                          "'leave': unknown name 'id'"), err
+
+
+def test_a_nested_span_has_one_end(tmp_path: Path) -> None:
+    err = _error(tmp_path, """  s:
+    span: {begin: enter, end: [done, leave], nested: true}
+outputs:
+  - count: s
+""")
+    assert "nested span 's' has several ends" in err, err
