@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from planrunner.diagnostics import Span
-from planrunner.expr.types import BOOL, BoolType, IntType, StackKind, StrType, SymType, Type
+from planrunner.expr.types import (
+    BOOL,
+    UINT64,
+    BoolType,
+    IntType,
+    StackKind,
+    StrType,
+    SymType,
+    Type,
+)
 
 Builtin = Literal["pid", "tid", "uid", "gid", "cpu", "ts", "comm"]
 
@@ -183,8 +192,18 @@ class TUsym:
         return SymType()
 
 
+@dataclass(frozen=True, slots=True)
+class TUserWord:
+    """`u64(addr)`: the 8 bytes of the traced process's memory at `addr`, read when the
+    probe fires (0 when they cannot be read)."""
+
+    addr: TExpr
+    span: Span = field(compare=False)
+    type: IntType = UINT64
+
+
 TExpr = (TIntConst | TBoolConst | TStrConst | TRef | TUnary | TBinary | TStrEq | TStrRead
-         | TStrTest | TUsym)
+         | TStrTest | TUsym | TUserWord)
 
 
 def children(t: TExpr) -> tuple[TExpr, ...]:
@@ -198,7 +217,7 @@ def children(t: TExpr) -> tuple[TExpr, ...]:
         return (t.addr,) if t.length is None else (t.addr, t.length)
     if isinstance(t, TStrTest):
         return (t.subject,)
-    if isinstance(t, TUsym):
+    if isinstance(t, TUsym | TUserWord):
         return (t.addr,)
     return ()
 

@@ -2,9 +2,11 @@
 (tests/fixtures/elf/leaker.c, blocker.c), each built with frame pointers and without
 (unwound by CFI):
 
-- leaker keeps N blocks of S bytes from keep() and frees all it allocates in churn()
-  (after a realloc that moves one, and a free(NULL)): c-leaks reports exactly N * S
-  bytes in N blocks under keep() and nothing under churn();
+- leaker keeps N blocks of S bytes from keep() (malloc) and from keep_aligned()
+  (posix_memalign), and frees all it allocates in churn() (malloc, calloc,
+  aligned_alloc, posix_memalign, a realloc that moves a block; and a free(NULL)):
+  c-leaks reports exactly N * S bytes in N blocks under each keep and nothing under
+  churn();
 - blocker sleeps 3 x 100 ms under wait_a() and 1 x 100 ms under wait_b(), measuring
   each itself: offcpu's sums under those stacks are within 15% of its own figures, and
   the kernel frames show nanosleep.
@@ -83,5 +85,11 @@ def test_c_leaks_reports_exactly_what_is_kept_by_its_stack(fixtures_built, varia
     assert at_exit["malloc_blocks"]["count"] == n, at_exit
     later = [r["sum"] for r in kept if r["output"] == "malloc_bytes"]
     assert len(later) >= 2 and set(later) == {n * size}, later
-    # churn() freed all it got (one block moved by realloc, freed at its new address)
+    # posix_memalign's blocks (the address it left at *memptr), under keep_aligned
+    aligned = {r["output"]: r for r in rows if "keep_aligned" in _names(r)}
+    assert set(aligned) == {"posix_memalign_bytes", "posix_memalign_blocks"}, aligned
+    assert aligned["posix_memalign_bytes"]["sum"] == n * size, aligned
+    assert aligned["posix_memalign_blocks"]["count"] == n, aligned
+    # churn() freed all it got (one block moved by realloc, freed at its new address; a
+    # calloc, an aligned_alloc and a posix_memalign block)
     assert not [r for r in rows if "churn" in _names(r)], res.stdout

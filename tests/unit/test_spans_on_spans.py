@@ -238,3 +238,22 @@ outputs:
   - count: s
 """)
     assert "nested span 's' has several ends" in err, err
+
+
+def test_u64_reads_a_word_of_user_memory_for_a_key(tmp_path: Path) -> None:
+    c = _compile(tmp_path, """  call: {span: {begin: enter, end: leave}}
+  block:
+    span: {begin: call, end: done, key: {begin: "u64(begin.size)", end: id}}
+outputs:
+  - {count: block, open: true}
+""")
+    # read at the begin's event (call's end, main's return), into zeroed scratch
+    assert "bpf_probe_read_user(sc->t0, 8, (void *)((__u64)(pr_bg_call->c0)));" in c
+    assert "pr_key.k = (__u64)((*(__u64 *)sc->t0));" in c
+
+
+def test_u64_needs_a_full_width_address(tmp_path: Path) -> None:
+    err = _error(tmp_path, """outputs:
+  - {count: done, by: [{w: "u64(status)"}]}
+""")
+    assert "u64() needs an address, but 'status' is a 4-byte int32" in err, err
