@@ -128,6 +128,15 @@ class _Outputs:
     maps: list[str] = field(default_factory=list)
     ucopy_bytes: int = 0  # pr_ucopies' stack bytes (0: no such map)
     announces: bool = False  # a body sends "new process" notices (usym outputs)
+    # the outputs whose record or map is declared: a span with several ends runs its
+    # outputs in each end's body, declared once
+    declared: set[int] = field(default_factory=set)
+
+    def first(self, index: int) -> bool:
+        """Whether output `index` is met for the first time (then it is declared)."""
+        new = index not in self.declared
+        self.declared.add(index)
+        return new
 
 
 def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
@@ -137,18 +146,21 @@ def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
         if out.spec.probe != probe or out.spec.open:
             continue  # an open output runs where its span begins and ends (_open_blocks)
         spec = out.spec
+        first = acc.first(spec.index)
         if spec.kind == "print":
             fields = [(f.key, f.expr) for f in out.fields]
             layout = layout_for(spec.index, fields, body.stack)
-            acc.prints.append(PrintOutput(spec.name, probe, layout, spec.format,
-                                          _span_shape(resolved, probe, spec.fields),
-                                          spec.otlp_kind, spec.otlp_attributes))
+            if first:
+                acc.prints.append(PrintOutput(spec.name, probe, layout, spec.format,
+                                              _span_shape(resolved, probe, spec.fields),
+                                              spec.otlp_kind, spec.otlp_attributes))
             inner = print_block(layout, fields, out.where, body)
         else:
             agg, inner, decls = aggregates.aggregate_block(
                 out, body, resolved.plan.settings.map_size)
-            acc.aggregates.append(agg)
-            acc.maps.extend(decls)
+            if first:
+                acc.aggregates.append(agg)
+                acc.maps.extend(decls)
         blocks.append(do_block(inner))
     return blocks
 
