@@ -264,7 +264,14 @@ def aggregate_block(out: ResolvedOutput, body: Body, map_size: int, closing: boo
              + "} __attribute__((aligned(8)));"]
     if val_decl:
         decls.append(val_decl)
-    decls.append(f"BPF_PERCPU_HASH({map_name}, struct {key_struct}, {vtype}, {map_size});")
+    if spec.open:
+        # one value for all CPUs, updated atomically: a key whose begins all ended is
+        # deleted at 0 (each copied stack is a key of its own: kept, they would fill
+        # the map); per-CPU shares could not tell when the total is 0
+        decls.append(f"BPF_HASH({map_name}, struct {key_struct}, {vtype}, {map_size});")
+    else:
+        decls.append(f"BPF_PERCPU_HASH({map_name}, struct {key_struct}, {vtype}, "
+                     f"{map_size});")
     decls.append(f"BPF_PERCPU_ARRAY({lost_map}, __u64, 1);  /* updates refused: map full */")
 
     lines = [f"/* output {index}: {kind} */", *condition(out.where, body),
@@ -284,10 +291,17 @@ def aggregate_block(out: ResolvedOutput, body: Body, map_size: int, closing: boo
                   "pr_k->slot = pr_slot;"]
     if closing:
         assert kind in ("count", "sum"), "open outputs are counts and sums"
+        by = "1" if kind == "count" else "pr_x"
         lines += [f"{vtype} *pr_v = {map_name}.lookup(pr_k);",
                   "if (!pr_v)",
                   "    break;",
-                  "*pr_v -= 1;" if kind == "count" else "*pr_v -= pr_x;"]
+                  f"__sync_fetch_and_add(pr_v, -({vtype}){by});",
+                  "if (*pr_v == 0)  /* every begin of this key ended */",
+                  f"    {map_name}.delete(pr_k);"]
+    elif spec.open:
+        by = "1" if kind == "count" else "pr_x"
+        lines += _init_lines(kind, vtype, val_decl, map_name, lost_map)[:-1]
+        lines.append(f"__sync_fetch_and_add(pr_v, ({vtype}){by});")
     else:
         lines += _init_lines(kind, vtype, val_decl, map_name, lost_map)
     agg = AggregateOutput(

@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import run_planrunner
+from tests.e2e.conftest import ROOT, run_planrunner
 
 VARIANTS = ("fp", "nofp")
 TOLERANCE = 0.15
@@ -93,3 +93,24 @@ def test_c_leaks_reports_exactly_what_is_kept_by_its_stack(fixtures_built, varia
     # churn() freed all it got (one block moved by realloc, freed at its new address; a
     # calloc, an aligned_alloc and a posix_memalign block)
     assert not [r for r in rows if "churn" in _names(r)], res.stdout
+
+
+def test_open_allocations_that_ended_leave_no_key_behind(fixtures_built, tmp_path) -> None:
+    """Each copied stack is a key of its own: keys whose blocks were all freed are
+    deleted, so 2000 malloc + free pairs (each stack a copy of its own) do not fill a
+    map of 1024 keys, and the blocks
+    kept afterwards are all counted (none dropped)."""
+    plan = tmp_path / "c-leaks-small.yaml"
+    text = (ROOT / "plans" / "c-leaks.yaml").read_text()
+    assert "map_size: 65536" in text
+    plan.write_text(text.replace("map_size: 65536", "map_size: 1024"))
+    n, size = 100, 48
+    res = run_planrunner(["run", str(plan), "-f", "json", "-c",
+                          f"{fixtures_built / 'leaker_nofp'} {n} {size} 200 2000"],
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    rows = {r["output"]: r for r in _json_rows(res.stdout) if "keep" in _names(r)}
+    assert rows["malloc_bytes"]["sum"] == n * size, res.stdout
+    assert rows["malloc_blocks"]["count"] == n, res.stdout
+    assert "dropped" not in res.stdout + res.stderr
+    assert not [r for r in _json_rows(res.stdout) if "warm_up" in _names(r)]

@@ -74,7 +74,7 @@ struct pr_agg_0_key {
     __u64 k0_pid;
 } __attribute__((aligned(8)));
 
-BPF_PERCPU_HASH(pr_agg_0, struct pr_agg_0_key, __u64, 10240);
+BPF_HASH(pr_agg_0, struct pr_agg_0_key, __u64, 10240);
 
 BPF_PERCPU_ARRAY(pr_agg_0_lost, __u64, 1);  /* updates refused: map full */
 
@@ -83,7 +83,7 @@ struct pr_agg_1_key {
     __u64 k0_pid;
 } __attribute__((aligned(8)));
 
-BPF_PERCPU_HASH(pr_agg_1, struct pr_agg_1_key, __u64, 10240);
+BPF_HASH(pr_agg_1, struct pr_agg_1_key, __u64, 10240);
 
 BPF_PERCPU_ARRAY(pr_agg_1_lost, __u64, 1);  /* updates refused: map full */
 
@@ -247,7 +247,9 @@ static __always_inline int pr_body_leave(struct pr_args_leave *a)
                                 __u64 *pr_v = pr_agg_0.lookup(pr_k);
                                 if (!pr_v)
                                     break;
-                                *pr_v -= pr_x;
+                                __sync_fetch_and_add(pr_v, -(__u64)pr_x);
+                                if (*pr_v == 0)  /* every begin of this key ended */
+                                    pr_agg_0.delete(pr_k);
                             } while (0);
                             if (pr_old->og & 2)
                             do {
@@ -259,7 +261,9 @@ static __always_inline int pr_body_leave(struct pr_args_leave *a)
                                 __u64 *pr_v = pr_agg_1.lookup(pr_k);
                                 if (!pr_v)
                                     break;
-                                *pr_v -= 1;
+                                __sync_fetch_and_add(pr_v, -(__u64)1);
+                                if (*pr_v == 0)  /* every begin of this key ended */
+                                    pr_agg_1.delete(pr_k);
                             } while (0);
                         }
                         pr_ins = pr_span_block.update(&pr_key, bv);
@@ -293,7 +297,7 @@ static __always_inline int pr_body_leave(struct pr_args_leave *a)
                                 *pr_lost += 1;
                             break;
                         }
-                        *pr_v += pr_x;
+                        __sync_fetch_and_add(pr_v, (__u64)pr_x);
                         pr_og |= 1;
                     } while (0);
                     do {
@@ -312,7 +316,7 @@ static __always_inline int pr_body_leave(struct pr_args_leave *a)
                                 *pr_lost += 1;
                             break;
                         }
-                        *pr_v += 1;
+                        __sync_fetch_and_add(pr_v, (__u64)1);
                         pr_og |= 2;
                     } while (0);
                     struct pr_span_block *pr_stored = pr_span_block.lookup(&pr_key);
@@ -369,7 +373,9 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
                 __u64 *pr_v = pr_agg_0.lookup(pr_k);
                 if (!pr_v)
                     break;
-                *pr_v -= pr_x;
+                __sync_fetch_and_add(pr_v, -(__u64)pr_x);
+                if (*pr_v == 0)  /* every begin of this key ended */
+                    pr_agg_0.delete(pr_k);
             } while (0);
             if (pr_bg_block->og & 2)
             do {
@@ -381,7 +387,9 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
                 __u64 *pr_v = pr_agg_1.lookup(pr_k);
                 if (!pr_v)
                     break;
-                *pr_v -= 1;
+                __sync_fetch_and_add(pr_v, -(__u64)1);
+                if (*pr_v == 0)  /* every begin of this key ended */
+                    pr_agg_1.delete(pr_k);
             } while (0);
             do {
                 do {
@@ -439,7 +447,9 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
                 __u64 *pr_v = pr_agg_0.lookup(pr_k);
                 if (!pr_v)
                     break;
-                *pr_v -= pr_x;
+                __sync_fetch_and_add(pr_v, -(__u64)pr_x);
+                if (*pr_v == 0)  /* every begin of this key ended */
+                    pr_agg_0.delete(pr_k);
             } while (0);
             if (pr_bg_block->og & 2)
             do {
@@ -451,7 +461,9 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
                 __u64 *pr_v = pr_agg_1.lookup(pr_k);
                 if (!pr_v)
                     break;
-                *pr_v -= 1;
+                __sync_fetch_and_add(pr_v, -(__u64)1);
+                if (*pr_v == 0)  /* every begin of this key ended */
+                    pr_agg_1.delete(pr_k);
             } while (0);
             do {
                 do {
