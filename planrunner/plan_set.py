@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from planrunner.diagnostics import Diagnostic, Span
 from planrunner.errors import PlanError, UsageError
-from planrunner.expr.typed import DepthRef
+from planrunner.expr.typed import CaptureRef, DepthRef, LatencyRef
 from planrunner.plan.model import OutputSpec, Plan, ProbeSpec, Settings, TableSpec, TargetSpec
 from planrunner.resolve.model import ResolvedSite
 
@@ -189,6 +189,9 @@ class _Qualifier:
                               for c in t.columns)),
             ResolvedSite: lambda s: replace(s, probe=self.q(s.probe)),
             DepthRef: lambda d: replace(d, span=self.q(d.span)),
+            # a span's own values name it (spans on spans: whose begin.X, whose latency)
+            CaptureRef: lambda c: replace(c, span=self.q(c.span) if c.span else ""),
+            LatencyRef: lambda r: replace(r, span=self.q(r.span) if r.span else ""),
         }
 
     def q(self, name: str) -> str:
@@ -199,7 +202,8 @@ class _Qualifier:
             return None if name is None else self.q(name)
 
         return replace(spec, name=self.q(spec.name), target=opt(spec.target),
-                       begin=opt(spec.begin), end=opt(spec.end))
+                       begin=opt(spec.begin), end=opt(spec.end),
+                       ends=tuple(self.q(n) for n in spec.ends))
 
     def __call__(self, obj: _T) -> _T:
         return cast(_T, self._walk(obj))

@@ -64,7 +64,7 @@ def _summary(probe: ResolvedProbe) -> str:
     if spec.kind == "span":
         by = (" (by goroutine: both ends are Go functions)"
               if spec.key is None and probe.key_begin is not None else "")
-        return f"  {spec.name}: span {spec.begin} -> {spec.end}{by}"
+        return f"  {spec.name}: span {spec.begin} -> {' | '.join(spec.end_names)}{by}"
     if spec.kind == "tracepoint":
         return f"  {spec.name}: tracepoint {spec.category}:{spec.event}"
     if spec.kind == "profile":

@@ -15,7 +15,8 @@ Rules (see types.py for integer conversions):
   contents are compared; two run-time strings are compared bounded by the smaller buffer);
   comparing an unsigned 64-bit value with a negative constant is an error (always false);
 - `&& || !` take bools or integers; results are bool;
-- `usym(x)` needs an integer (a named value of fewer than 64 bits cannot be an address);
+- `usym(x)` and `u64(x)` need an integer (a named value of fewer than 64 bits cannot be an
+  address); `u64(x)` is the uint64 in the traced process's memory at x (0 if unreadable);
   its result, like a stack, is only printed or grouped by (no operator, no condition);
 - a string literal compared with or searched in a string longer than it can hold is an
   error (it could never match).
@@ -53,7 +54,7 @@ from planrunner.expr.types import (
 MAX_STR_CAP = 4096  # largest constant cap in str(x, N)
 FUNCTIONS: dict[str, tuple[int, int]] = {"str": (1, 2), "contains": (2, 2),
                                          "startswith": (2, 2), "ustack": (0, 1),
-                                         "kstack": (0, 1), "usym": (1, 1)}
+                                         "kstack": (0, 1), "usym": (1, 1), "u64": (1, 1)}
 STACKS: dict[str, StackKind] = {"ustack": "user", "kstack": "kernel"}
 ARITHMETIC = ("+", "-", "*", "/", "%")
 SHIFTS = ("<<", ">>")
@@ -368,7 +369,21 @@ class _Checker:
             return self.stack_call(e, typed)
         if e.func == "usym":
             return self.usym_call(e, typed[0])
+        if e.func == "u64":
+            return self.word_call(e, typed[0])
         return self.str_test(e, typed)
+
+    def word_call(self, e: A.Call, addr: T.TExpr) -> T.TExpr | _Failed:
+        """`u64(ADDRESS)`: the 8 bytes of the process's memory at ADDRESS (a pointer
+        an argument points to: posix_memalign's *memptr at its return)."""
+        if not isinstance(addr.type, IntType):
+            return self.error(f"u64() needs an address (an integer), got {addr.type}",
+                              addr.span, _USAGE["u64"])
+        if isinstance(addr, T.TRef) and addr.type.bits < 64:
+            return self.error(f"u64() needs an address, but '{addr.name}' is a "
+                              f"{addr.type.bits // 8}-byte {addr.type}: it cannot be a "
+                              "pointer", addr.span, "declare the argument `type: pointer`")
+        return T.TUserWord(addr, e.span)
 
     def usym_call(self, e: A.Call, addr: T.TExpr) -> T.TExpr | _Failed:
         """`usym(ADDRESS)`: a code address of the traced process, named in user space."""
@@ -464,6 +479,7 @@ CONTAINS_MAX_STEPS = 8000
 _USAGE = {
     "ustack": "ustack or ustack(FRAMES)",
     "usym": "usym(ADDRESS)",
+    "u64": "u64(ADDRESS): the 8 bytes of memory at ADDRESS",
     "kstack": "kstack or kstack(FRAMES)",
     "str": "str(ADDRESS) or str(ADDRESS, LENGTH)",
     "contains": 'contains(STRING, "literal")',

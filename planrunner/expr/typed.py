@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from planrunner.diagnostics import Span
-from planrunner.expr.types import BOOL, BoolType, IntType, StackKind, StrType, SymType, Type
+from planrunner.expr.types import (
+    BOOL,
+    UINT64,
+    BoolType,
+    IntType,
+    StackKind,
+    StrType,
+    SymType,
+    Type,
+)
 
 Builtin = Literal["pid", "tid", "uid", "gid", "cpu", "ts", "comm", "func"]
 
@@ -36,16 +45,19 @@ class BuiltinRef:
 
 @dataclass(frozen=True, slots=True)
 class LatencyRef:
-    """A span's latency: the end event's time minus the begin event's, in ns."""
+    """Span `span`'s latency: the end event's time minus the begin event's, in ns."""
+
+    span: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class CaptureRef:
-    """`begin.NAME` of a span: `expr` (checked in the begin probe's scope) is stored when
-    the span begins and read back when it ends."""
+    """`begin.NAME` of span `span`: `expr` (checked in the begin probe's scope) is stored
+    when the span begins and read back when it ends."""
 
     name: str
     expr: TExpr
+    span: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +192,18 @@ class TUsym:
         return SymType()
 
 
+@dataclass(frozen=True, slots=True)
+class TUserWord:
+    """`u64(addr)`: the 8 bytes of the traced process's memory at `addr`, read when the
+    probe fires (0 when they cannot be read)."""
+
+    addr: TExpr
+    span: Span = field(compare=False)
+    type: IntType = UINT64
+
+
 TExpr = (TIntConst | TBoolConst | TStrConst | TRef | TUnary | TBinary | TStrEq | TStrRead
-         | TStrTest | TUsym)
+         | TStrTest | TUsym | TUserWord)
 
 
 def children(t: TExpr) -> tuple[TExpr, ...]:
@@ -195,7 +217,7 @@ def children(t: TExpr) -> tuple[TExpr, ...]:
         return (t.addr,) if t.length is None else (t.addr, t.length)
     if isinstance(t, TStrTest):
         return (t.subject,)
-    if isinstance(t, TUsym):
+    if isinstance(t, TUsym | TUserWord):
         return (t.addr,)
     return ()
 

@@ -25,7 +25,8 @@ from planrunner.plan.source import JsonObj, JsonPath
 KINDS = ("print", "count", "sum", "min", "max", "avg", "hist", "lhist")
 VALUE_KINDS = ("sum", "min", "max", "avg", "hist", "lhist")
 MAX_LHIST_BUCKETS = 1000
-_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+# (`begin.begin.size`: a span on a span reaches the values of the span it is on)
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # `ustack(N)` and `kstack(N)` are fields of their own, keyed ustack and kstack
 _STACK_FIELD = re.compile(r"^([uk]stack)\s*\(\s*[0-9]+\s*\)$")
 # `usym(NAME)` is keyed like NAME: `usym(begin.start)` -> start
@@ -99,9 +100,22 @@ def _output(ctx: BuildContext, index: int, item: JsonObj, probes: list[str] | No
         index=index, name=name, kind=cast(OutputKind, kind), probe=probe,
         span=ctx.spans.value(base), probe_span=ctx.spans.text(base + (kind,)),
         fields=fields, by=by, value=value, where=where, every_ns=parse_every(ctx, base, item),
-        top=item.get("top"), format=fmt,
+        top=item.get("top"), open=_open(ctx, base, kind, item), format=fmt,
         lhist_min=lhist[0], lhist_max=lhist[1], lhist_step=lhist[2],
         otlp_kind=otlp.get("kind", ""), otlp_attributes=attributes)
+
+
+def _open(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj) -> bool:
+    """`open: true`: a count or a sum of the begins of a span still open."""
+    if not item.get("open", False):
+        return False
+    if kind not in ("count", "sum"):
+        ctx.error(f"`open` applies to count and sum outputs, not {kind}",
+                  ctx.spans.key(base + ("open",)),
+                  "an open begin is added when it begins and taken off when it ends: "
+                  "count the open begins, or sum a begin value (begin.size)")
+        return False
+    return True
 
 
 def _otlp_attributes(ctx: BuildContext, apath: JsonPath, items: dict[str, str],

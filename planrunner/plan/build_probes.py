@@ -4,7 +4,9 @@ Specs: usdt `TARGET:PROVIDER:NAME` or `TARGET:NAME`; uprobe/uretprobe `TARGET:SY
 or `TARGET:SYMBOL+OFFSET` (decimal or 0x hex). A symbol may itself hold ':' (a
 demangled `ns::f(int)`), so only the text before the FIRST ':' is the target, and it
 must name one of the plan's targets. tracepoint `CATEGORY:EVENT`. A span's begin/end
-name usdt/uprobe/uretprobe/tracepoint probes of this plan (never another span).
+name usdt/uprobe/uretprobe/tracepoint probes or other spans of this plan (a span on a
+span: its event is that span's pairing; never a loop back to itself); its `key` is one
+expression or one per side (`{begin: retval, end: ptr}`).
 profile `{hz: N}` samples every CPU; interval `D` (a duration) fires on one CPU.
 `stack: {unwind, bytes}` (here or plan-wide, build_stack) says how `ustack` is captured.
 """
@@ -44,8 +46,51 @@ def build_probes(ctx: BuildContext, probes: JsonObj, targets: list[str] | None,
     known to spans); `targets` None: the targets section is broken, names unchecked."""
     kinds = {name: (probe_kind(p) if name not in skip else _guess_kind(p))
              for name, p in probes.items()}
-    return tuple(_probe(ctx, name, p, kinds, targets) for name, p in probes.items()
-                 if name not in skip)
+    specs = tuple(_probe(ctx, name, p, kinds, targets) for name, p in probes.items()
+                  if name not in skip)
+    _span_loops(ctx, specs)
+    return specs
+
+
+def _span_loops(ctx: BuildContext, specs: tuple[ProbeSpec, ...]) -> None:
+    """A span on spans whose sides lead back to it would begin (or end) at its own
+    pairing: refused, located at the side that closes the loop."""
+    spans = {s.name: s for s in specs if s.kind == "span"}
+    reported: set[str] = set()
+    for spec in spans.values():
+        for side, ref in (("begin", spec.begin), *(("end", e) for e in spec.end_names)):
+            seen = _loop_path(ref, spans, [spec.name])
+            if seen is None or spec.name in reported:
+                continue
+            reported.update(seen)
+            path = " -> ".join([*seen, spec.name])
+            ctx.error(f"span '{spec.name}' {side}s at a span that leads back to it: "
+                      f"{path}", side_span(spec, side),
+                      "a span on a span uses that span's pairing as its event: the chain "
+                      "must end at usdt, uprobe, uretprobe or tracepoint probes")
+
+
+def side_span(spec: ProbeSpec, side: str) -> Span:
+    """Where a span's `begin:` or `end:` is written (its spec, if not known)."""
+    if spec.side_spans is None:
+        return spec.spec_span
+    return spec.side_spans[0 if side == "begin" else 1]
+
+
+def _loop_path(ref: str | None, spans: dict[str, ProbeSpec], path: list[str]
+               ) -> list[str] | None:
+    """The chain of spans from path[0] through `ref` back to path[0], if any."""
+    if ref is None or ref not in spans:
+        return None
+    if ref == path[0]:
+        return path
+    if ref in path:
+        return None  # a loop that does not pass path[0]: reported from its own spans
+    for nxt in (spans[ref].begin, *spans[ref].end_names):
+        got = _loop_path(nxt, spans, [*path, ref])
+        if got is not None:
+            return got
+    return None
 
 
 def _guess_kind(data: object) -> str:
@@ -75,9 +120,16 @@ def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: dict[str, str],
     retval = _retval(ctx, base, kind, data.get("retval"))
     where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
     stack = build_stack(ctx, base + ("stack",), data["stack"]) if "stack" in data else None
+    every = bool(data.get("all_processes", False))
+    if every and kind != "tracepoint":
+        ctx.error(f"`all_processes` applies to tracepoint probes, not to a {kind} probe",
+                  ctx.spans.key(base + ("all_processes",)),
+                  "a tracepoint fires in whatever task the kernel runs; a uprobe or a "
+                  "USDT probe only in the process that runs the code")
+        every = False
     return ProbeSpec(name=name, kind=cast(ProbeKind, kind), span=ctx.spans.key(base),
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
-                     stack=stack, **fields)
+                     stack=stack, all_processes=every, **fields)
 
 
 def build_stack(ctx: BuildContext, jpath: JsonPath, data: JsonObj) -> StackSpec:
@@ -165,23 +217,29 @@ def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
 
 def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
           kinds: dict[str, str]) -> JsonObj:
-    plain = [n for n, k in kinds.items() if k != "span" and k not in SAMPLING]
-    for side in ("begin", "end"):
-        ref = data[side]
-        at = ctx.spans.text(kpath + (side,))
+    plain = [n for n, k in kinds.items() if k not in SAMPLING]
+    ends = data["end"] if isinstance(data["end"], list) else [data["end"]]
+    sides = [("begin", data["begin"], kpath + ("begin",))]
+    sides += [("end", ref, kpath + (("end", i) if isinstance(data["end"], list) else ("end",)))
+              for i, ref in enumerate(ends)]
+    for side, ref, path in sides:
+        at = ctx.spans.text(path)
         if kinds.get(ref) == "broken":
             continue  # that probe has a schema error of its own
-        if kinds.get(ref) == "span":
-            ctx.error(f"span '{name}' cannot {side} at span '{ref}'", at,
-                      "begin and end must be usdt, uprobe, uretprobe or tracepoint probes")
-        elif kinds.get(ref) in SAMPLING:
+        if kinds.get(ref) in SAMPLING:
             ctx.error(f"span '{name}' cannot {side} at {kinds[ref]} probe '{ref}'", at,
                       "a sample is no event of the program: pair usdt, uprobe, uretprobe "
                       "or tracepoint probes")
         elif ref not in kinds:
             ctx.unknown(f"{side} probe", ref, plain, at, "define it under probes:")
-    key = ctx.expr(kpath + ("key",), data["key"]) if "key" in data else None
+    key, key_end = _span_key(ctx, name, data, kpath)
     nested = data.get("nested", False)
+    on_spans = [(side, ref, path) for side, ref, path in sides if kinds.get(ref) == "span"]
+    if nested and on_spans:
+        side, ref, path = on_spans[0]
+        ctx.error(f"nested span '{name}' cannot {side} at span '{ref}'", ctx.spans.text(path),
+                  "a nested span keeps a stack of calls: its begin and end are the "
+                  "probes of a call's entry and return")
     items = data.get("match", [])
     match = [ctx.expr(kpath + ("match", i), item) for i, item in enumerate(items)]
     if "match" in data and not nested:
@@ -189,9 +247,47 @@ def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
                   ctx.spans.key(kpath + ("match",)),
                   "match picks, among a stack of open begins, the one an end closes: "
                   "declare nested: true (calls that nest), or drop match")
-    return {"begin": data["begin"], "end": data["end"], "key": key,
+    if len(ends) > 1:
+        _several_ends(ctx, name, data, kpath, nested or "match" in data)
+    return {"begin": data["begin"], "end": ends[0], "ends": tuple(ends) if len(ends) > 1
+            else (), "key": key, "key_end": key_end,
+            "side_spans": tuple(ctx.spans.text(path) for _side, _ref, path in sides),
             "span_scope": data.get("scope", "process"), "nested": nested,
             "match": tuple(m for m in match if m is not None)}
+
+
+def _several_ends(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
+                  nested: bool) -> None:
+    """Several ends close a plain span only (a nested one pops its stack per call)."""
+    if nested:
+        ctx.error(f"nested span '{name}' has several ends", ctx.spans.text(kpath + ("end",)),
+                  "a nested span pairs a call's entry with its return: one end probe")
+    if len(set(data["end"])) != len(data["end"]):
+        ctx.error(f"span '{name}' names an end twice", ctx.spans.text(kpath + ("end",)))
+
+
+def _span_key(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath
+              ) -> tuple[Expr | None, Expr | None]:
+    """(the key, or the begin's; the end's when it has its own): `key: EXPR` pairs
+    equal values of EXPR on both sides, `key: {begin: EXPR, end: EXPR}` the begin's
+    value of one with the end's of the other (malloc's retval, free's ptr)."""
+    if "key" not in data:
+        return None, None
+    raw = data["key"]
+    if not isinstance(raw, dict):
+        return ctx.expr(kpath + ("key",), raw), None
+    missing = [side for side in ("begin", "end") if side not in raw]
+    extra = [k for k in raw if k not in ("begin", "end")]
+    if missing or extra:
+        what = (f"has no `{missing[0]}`" if missing else f"has '{extra[0]}'")
+        ctx.error(f"span '{name}': a key per side {what}",
+                  ctx.spans.key(kpath + ("key",)) if missing
+                  else ctx.spans.key(kpath + ("key", extra[0])),
+                  "give one expression per side: key: {begin: retval, end: ptr}, or one "
+                  "for both: key: id")
+        return None, None
+    return (ctx.expr(kpath + ("key", "begin"), raw["begin"]),
+            ctx.expr(kpath + ("key", "end"), raw["end"]))
 
 
 def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list[Any] | None

@@ -87,8 +87,12 @@ class ProbeSpec:
     category: str | None = None  # tracepoint
     event: str | None = None  # tracepoint
     begin: str | None = None  # span: probe names
-    end: str | None = None
-    key: Expr | None = None  # span key, None = tid
+    end: str | None = None  # the first end when there are several (`ends`)
+    ends: tuple[str, ...] = ()  # span: `end: [free, realloc]`, any of which ends it
+    key: Expr | None = None  # span key (the begin's when key_end is set), None = tid
+    key_end: Expr | None = None  # span: the end's own key (`key: {begin: .., end: ..}`)
+    # span: where `begin:` and `end:` are written, for errors about one side
+    side_spans: tuple[Span, ...] | None = None  # begin's, then each end's
     span_scope: SpanScope = "process"  # span: pair only within a process, or "global"
     nested: bool = False  # span: a stack of open begins per key (calls nest)
     # nested span: values an end must share with the begin it closes (`match:`)
@@ -99,6 +103,13 @@ class ProbeSpec:
     hz: int | None = None  # profile: samples per second per CPU
     period_ns: int | None = None  # interval
     stack: StackSpec | None = None  # None: the plan's
+    # tracepoint: fires in every process, whatever --pid/-c/--comm/--cgroup narrow
+    all_processes: bool = False
+
+    @property
+    def end_names(self) -> tuple[str, ...]:
+        """A span's ends: the events any of which closes it."""
+        return self.ends or ((self.end,) if self.end is not None else ())
 
     @property
     def is_set(self) -> bool:
@@ -140,6 +151,9 @@ class OutputSpec:
     where: Expr | None = None
     every_ns: int | None = None
     top: int | None = None
+    # count/sum of a span: its begins still open, added at the begin and taken off at
+    # the end in the kernel, never reset (`open: true`)
+    open: bool = False
     format: str | None = None  # text template for print
     lhist_min: int | None = None
     lhist_max: int | None = None

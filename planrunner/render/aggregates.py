@@ -29,6 +29,7 @@ Contract with runtime/aggregates.py (which reads the maps):
 
 from __future__ import annotations
 
+from planrunner.expr.typed import CaptureRef, TExpr, TRef
 from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StackType, StrType, SymType
 from planrunner.records import lhist_bucket_count
 from planrunner.render.bodies import Body, condition, stack_copied, symbol_notice
@@ -61,8 +62,12 @@ def key_fields(by: tuple[CheckedField, ...], body: Body | None = None
     for f in by:
         typ = f.expr.type
         if isinstance(typ, StackType):
+            captured = _captured(f.expr, body)
             if typ.kind == "kernel":
                 out.append((f.key, f"kstack:{typ.limit}"))
+            elif (captured is not None and body is not None
+                  and captured in body.copied_captures):
+                out.append((f.key, f"ucopy:{typ.limit}:{body.copied_captures[captured]}"))
             elif body is not None and stack_copied(f.expr, body.stack):
                 out.append((f.key, f"ucopy:{typ.limit}:{body.stack.unwind}"))
             else:
@@ -77,6 +82,13 @@ def key_fields(by: tuple[CheckedField, ...], body: Body | None = None
             assert isinstance(typ, IntType)
             out.append((f.key, "int" if typ.signed else "uint"))
     return tuple(out)
+
+
+def _captured(texpr: TExpr, body: Body | None) -> CaptureRef | None:
+    """The span capture `texpr` reads as it is (a begin's stack), if any."""
+    if body is None or not isinstance(texpr, TRef) or not isinstance(texpr.ref, CaptureRef):
+        return None
+    return texpr.ref
 
 
 def _key_members(fields: tuple[tuple[str, str], ...], hist: bool) -> list[tuple[str, int]]:
@@ -160,6 +172,12 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
     else:
         lines = [f"struct {key_struct} pr_kv = {{}};", f"struct {key_struct} *pr_k = &pr_kv;"]
     for i, (f, (_key, kind)) in enumerate(zip(out.by, fields, strict=True)):
+        captured = _captured(f.expr, body)
+        if captured is not None and kind.startswith(("ucopy:", "ustack:")):
+            # a begin's user stack: its id or hash, and its process, kept with the span
+            held = body.captures[captured]
+            lines += [f"pr_k->k{i} = {held};", f"pr_k->k{i}_pid = {held}_pid;"]
+            continue
         if kind.startswith("ucopy:"):
             lines += _ucopy_key_lines(i, index, body)
             continue
@@ -185,18 +203,24 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
 def _ucopy_key_lines(i: int, index: int, body: Body) -> list[str]:
     """Key member k<i> = the hash of this event's copied user stack; the copy goes into
     pr_ucopies once per hash (the reader drains it every turn)."""
+    lines = ucopy_hash_lines(body, f"agg{index}_uc{i}", f"pr_uc{i}", f"pr_h{i}")
+    return lines + [f"pr_k->k{i} = (__s64)pr_h{i};", f"pr_k->k{i}_pid = pr_id >> 32;"]
+
+
+def ucopy_hash_lines(body: Body, tag: str, ptr: str, hashed: str) -> list[str]:
+    """Statements that copy this event's user stack into scratch member `tag` (`ptr`
+    points to it), put it into pr_ucopies once per hash (the reader drains it every
+    turn), and leave its hash (0: lost, counted) in local `hashed`."""
     size = body.stack.bytes
     body.ucopy_bytes = max(body.ucopy_bytes, size)
-    member = f"agg{index}_uc{i}"
-    body.members.append(f"struct {UCOPY_MAP}_val {member};")
-    lines = [f"struct {UCOPY_MAP}_val *pr_uc{i} = &sc->{member};"]
-    lines += ustack_copy_lines(f"pr_uc{i}->", size)
-    lines += ustack_hash_lines(f"pr_uc{i}->", size, f"pr_h{i}")
-    lines += [f"if (!{UCOPY_MAP}.lookup(&pr_h{i}) && {UCOPY_MAP}.update(&pr_h{i}, pr_uc{i})) {{",
+    body.members.append(f"struct {UCOPY_MAP}_val {tag};")
+    lines = [f"struct {UCOPY_MAP}_val *{ptr} = &sc->{tag};"]
+    lines += ustack_copy_lines(f"{ptr}->", size)
+    lines += ustack_hash_lines(f"{ptr}->", size, hashed)
+    lines += [f"if (!{UCOPY_MAP}.lookup(&{hashed}) && {UCOPY_MAP}.update(&{hashed}, {ptr})) {{",
               "    pr_count(PR_STACK_LOST);",
-              f"    pr_h{i} = 0;",
-              "}",
-              f"pr_k->k{i} = (__s64)pr_h{i};", f"pr_k->k{i}_pid = pr_id >> 32;"]
+              f"    {hashed} = 0;",
+              "}"]
     return lines
 
 
@@ -213,10 +237,12 @@ def _update_lines(kind: str, vtype: str) -> list[str]:
             "pr_v->n += 1;"]
 
 
-def aggregate_block(out: ResolvedOutput, body: Body,
-                    map_size: int) -> tuple[AggregateOutput, list[str], list[str]]:
+def aggregate_block(out: ResolvedOutput, body: Body, map_size: int, closing: bool = False
+                    ) -> tuple[AggregateOutput, list[str], list[str]]:
     """The aggregation output `out`: its model for the runtime, the C statements of its
-    block in the probe body (`break` leaves the block) and its map declarations."""
+    block in the probe body (`break` leaves the block) and its map declarations. An
+    `open:` output's block adds a begin, or with `closing` takes one off (its key found,
+    never made: a begin that was added made it)."""
     spec = out.spec
     kind, index = spec.kind, spec.index
     map_name, lost_map = f"pr_agg_{index}", f"pr_agg_{index}_lost"
@@ -238,7 +264,14 @@ def aggregate_block(out: ResolvedOutput, body: Body,
              + "} __attribute__((aligned(8)));"]
     if val_decl:
         decls.append(val_decl)
-    decls.append(f"BPF_PERCPU_HASH({map_name}, struct {key_struct}, {vtype}, {map_size});")
+    if spec.open:
+        # one value for all CPUs, updated atomically: a key whose begins all ended is
+        # deleted at 0 (each copied stack is a key of its own: kept, they would fill
+        # the map); per-CPU shares could not tell when the total is 0
+        decls.append(f"BPF_HASH({map_name}, struct {key_struct}, {vtype}, {map_size});")
+    else:
+        decls.append(f"BPF_PERCPU_HASH({map_name}, struct {key_struct}, {vtype}, "
+                     f"{map_size});")
     decls.append(f"BPF_PERCPU_ARRAY({lost_map}, __u64, 1);  /* updates refused: map full */")
 
     lines = [f"/* output {index}: {kind} */", *condition(out.where, body),
@@ -256,7 +289,33 @@ def aggregate_block(out: ResolvedOutput, body: Body,
     elif lhist is not None:
         lines += ["__u64 pr_slot;", *lhist_slot_lines("pr_x", "pr_slot", *lhist, signed),
                   "pr_k->slot = pr_slot;"]
-    lines += [
+    if closing:
+        assert kind in ("count", "sum"), "open outputs are counts and sums"
+        by = "1" if kind == "count" else "pr_x"
+        lines += [f"{vtype} *pr_v = {map_name}.lookup(pr_k);",
+                  "if (!pr_v)",
+                  "    break;",
+                  f"__sync_fetch_and_add(pr_v, -({vtype}){by});",
+                  "if (*pr_v == 0)  /* every begin of this key ended */",
+                  f"    {map_name}.delete(pr_k);"]
+    elif spec.open:
+        by = "1" if kind == "count" else "pr_x"
+        lines += _init_lines(kind, vtype, val_decl, map_name, lost_map)[:-1]
+        lines.append(f"__sync_fetch_and_add(pr_v, ({vtype}){by});")
+    else:
+        lines += _init_lines(kind, vtype, val_decl, map_name, lost_map)
+    agg = AggregateOutput(
+        name=spec.name, probe=spec.probe, kind=kind, map_name=map_name, key_fields=fields,
+        value_label=value_label(out), unit=out.value_unit, every_ns=spec.every_ns,
+        top=spec.top, lhist=lhist, map_size=map_size,
+        value_signed=signed, lost_map=lost_map, gauge=spec.open)
+    return agg, lines, decls
+
+
+def _init_lines(kind: str, vtype: str, val_decl: str | None, map_name: str,
+                lost_map: str) -> list[str]:
+    """Find (or make) this key's value, count a full map, update the value."""
+    return [
         f"{vtype} pr_init = {{}};" if val_decl else f"{vtype} pr_init = 0;",
         f"{vtype} *pr_v = {map_name}.lookup_or_try_init(pr_k, &pr_init);",
         "if (!pr_v) {",
@@ -269,12 +328,6 @@ def aggregate_block(out: ResolvedOutput, body: Body,
         "}",
         *_update_lines(kind, vtype),
     ]
-    agg = AggregateOutput(
-        name=spec.name, probe=spec.probe, kind=kind, map_name=map_name, key_fields=fields,
-        value_label=value_label(out), unit=out.value_unit, every_ns=spec.every_ns,
-        top=spec.top, lhist=lhist, map_size=map_size,
-        value_signed=signed, lost_map=lost_map)
-    return agg, lines, decls
 
 
 def value_label(out: ResolvedOutput) -> str:

@@ -79,6 +79,8 @@ class Body:
     builtins: set[Builtin] = field(default_factory=lambda: {"pid", "tid"})
     helpers: set[Helper] = field(default_factory=set)
     captures: dict[CaptureRef, str] = field(default_factory=dict)  # the span being ended
+    # of those, the user stacks kept as the hash of a copy, with its unwind mode
+    copied_captures: dict[CaptureRef, str] = field(default_factory=dict)
     stack: StackSpec = field(default_factory=StackSpec)  # how the probe captures ustack
     ucopy_bytes: int = 0  # the largest stack copy an aggregation key hashes (pr_ucopies)
     # A user-space probe's body: its user-memory reads may fault pages in, which makes
@@ -109,8 +111,8 @@ class Body:
             return arg_value(self.slots[ref.index])
         if isinstance(ref, BuiltinRef):
             return self.builtin(ref.name)
-        if isinstance(ref, LatencyRef):
-            return "pr_latency"
+        if isinstance(ref, LatencyRef):  # set by render/spans.end_block
+            return latency_local(ref.span)
         if isinstance(ref, DepthRef):
             return f"pr_depth_{c_ident(ref.span)}"  # set by render/spans.nested_prologue
         if isinstance(ref, StackRef):  # a stack id, taken by the thunk (render/stacks.py)
@@ -238,6 +240,12 @@ def symbol_notice(exprs: list[TExpr], body: Body) -> list[str]:
         return []
     body.announces = True
     return pid_notice_lines()
+
+
+def latency_local(span: str) -> str:
+    """The end block's local holding span `span`'s latency (a span on a span may read
+    the latency of the span it ends at, inside its own end block)."""
+    return f"pr_latency_{c_ident(span)}"
 
 
 def stack_copied(texpr: TExpr, spec: StackSpec) -> bool:

@@ -143,7 +143,17 @@ class _Lowerer:
             return self.as_int(t.addr, UINT64)
         if isinstance(t, T.TStrTest):
             return self.str_test(t)
+        if isinstance(t, T.TUserWord):
+            return self.user_word(t)
         raise TypeError(f"not a typed expression node: {t!r}")
+
+    def user_word(self, t: T.TUserWord) -> str:
+        """8 bytes of user memory into a zeroed scratch buffer (0 if unreadable)."""
+        buf = self.ctx.alloc(8)
+        addr = self.as_int(t.addr, UINT64)
+        self.prelude += [f"__builtin_memset({buf}, 0, 8);",
+                         f"bpf_probe_read_user({buf}, 8, (void *){addr});"]
+        return f"(*(__u64 *){buf})"
 
     def var(self, t: T.TRef) -> str:
         # Integers are cast to their declared type: the C holding the value may have

@@ -163,6 +163,9 @@ class AggregateOutput:
     value_signed: bool = True  # value kept as __s64 (False: __u64, a uint64 value)
     lost_map: str = ""  # per-CPU array [0]: updates refused because the map was full
     table: str | None = None  # the table that joins it (it then prints only there)
+    # an `open:` output: what is open now, never reset; keys whose value is back to 0
+    # (every begin of theirs ended) are not rows
+    gauge: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from planrunner.expr.ast import Name
 from planrunner.expr.typed import ArgRef, Builtin, TRef
 from planrunner.expr.types import StackType
-from planrunner.plan.model import FieldSpec
+from planrunner.plan.model import FieldSpec, StackSpec
 from planrunner.render import aggregates
 from planrunner.render.bodies import (
     PROLOGUE,
@@ -47,6 +47,7 @@ from planrunner.render.operand_c import runtime_constants
 from planrunner.render.spans import (
     KEY_STRUCT,
     LEVEL_KEY_STRUCT,
+    OpenBlocks,
     begin_block,
     do_block,
     end_block,
@@ -64,7 +65,7 @@ from planrunner.render.stacks import (
 )
 from planrunner.render.stacks import arg_members as stack_members
 from planrunner.render.stacks import thunk_lines as stack_thunk_lines
-from planrunner.resolve.model import ResolvedPlan, ResolvedProbe, ResolvedSite
+from planrunner.resolve.model import ResolvedOutput, ResolvedPlan, ResolvedProbe, ResolvedSite
 from planrunner.resolve.scope import FUNC_SIZE
 from planrunner.resolve.usage import arg_indexes, output_exprs
 
@@ -129,27 +130,39 @@ class _Outputs:
     maps: list[str] = field(default_factory=list)
     ucopy_bytes: int = 0  # pr_ucopies' stack bytes (0: no such map)
     announces: bool = False  # a body sends "new process" notices (usym outputs)
+    # the outputs whose record or map is declared: a span with several ends runs its
+    # outputs in each end's body, declared once
+    declared: set[int] = field(default_factory=set)
+
+    def first(self, index: int) -> bool:
+        """Whether output `index` is met for the first time (then it is declared)."""
+        new = index not in self.declared
+        self.declared.add(index)
+        return new
 
 
 def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
                    acc: _Outputs) -> list[str]:
     blocks: list[str] = []
     for out in resolved.outputs:
-        if out.spec.probe != probe:
-            continue
+        if out.spec.probe != probe or out.spec.open:
+            continue  # an open output runs where its span begins and ends (_open_blocks)
         spec = out.spec
+        first = acc.first(spec.index)
         if spec.kind == "print":
             fields = [(f.key, f.expr) for f in out.fields]
             layout = layout_for(spec.index, fields, body.stack)
-            acc.prints.append(PrintOutput(spec.name, probe, layout, spec.format,
-                                          _span_shape(resolved, probe, spec.fields),
-                                          spec.otlp_kind, spec.otlp_attributes))
+            if first:
+                acc.prints.append(PrintOutput(spec.name, probe, layout, spec.format,
+                                              _span_shape(resolved, probe, spec.fields),
+                                              spec.otlp_kind, spec.otlp_attributes))
             inner = print_block(layout, fields, out.where, body)
         else:
             agg, inner, decls = aggregates.aggregate_block(
                 out, body, resolved.plan.settings.map_size)
-            acc.aggregates.append(agg)
-            acc.maps.extend(decls)
+            if first:
+                acc.aggregates.append(agg)
+                acc.maps.extend(decls)
         blocks.append(do_block(inner))
     return blocks
 
@@ -173,20 +186,63 @@ def _span_shape(resolved: ResolvedPlan, probe: str,
     return SpanShape(key_of("latency"), key_of("depth"), span.nested, key)
 
 
-def _span_blocks(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body,
+def _open_outputs(resolved: ResolvedPlan, span: str) -> list[ResolvedOutput]:
+    return [o for o in resolved.outputs if o.spec.probe == span and o.spec.open]
+
+
+def _open_blocks(resolved: ResolvedPlan, span: str, acc: _Outputs) -> OpenBlocks | None:
+    """The `open:` outputs of `span` as its begin and end blocks emit them (None: it has
+    none); each output's map is declared once, by the block that adds."""
+    opens = _open_outputs(resolved, span)
+    if not opens:
+        return None
+
+    def blocks(body: Body, closing: bool) -> list[tuple[str, list[str]]]:
+        out = []
+        for o in opens:
+            agg, inner, decls = aggregates.aggregate_block(
+                o, body, resolved.plan.settings.map_size, closing)
+            if not closing:
+                acc.aggregates.append(agg)
+                acc.maps.extend(decls)
+            out.append((agg.lost_map, inner))
+        return out
+    return blocks
+
+
+def _event_stack(resolved: ResolvedPlan, event: str | None) -> StackSpec:
+    """How the probe whose firing is event `event` (a span's: its end's) takes stacks."""
+    by_name = {p.spec.name: p for p in resolved.probes}
+    seen: set[str] = set()
+    while event in by_name and by_name[event].spec.kind == "span" and event not in seen:
+        seen.add(event)
+        event = by_name[event].spec.end
+    probe = by_name.get(event or "")
+    return probe.stack if probe is not None else StackSpec()
+
+
+def _span_blocks(resolved: ResolvedPlan, event: str, body: Body,
                  acc: _Outputs) -> list[str]:
+    """The spans that begin or end at `event` (a probe, or a span: a span on a span
+    begins or ends inside that span's end block, where its values are in scope)."""
     blocks: list[str] = []
     for span in resolved.probes:
         if span.spec.kind != "span":
             continue
         depth = resolved.plan.settings.span_depth
-        if span.spec.begin == probe.spec.name:
-            blocks.append(do_block(begin_block(span, body, depth)))
-        if span.spec.end == probe.spec.name:
-            def outputs(b: Body, name: str = span.spec.name) -> list[str]:
-                return _output_blocks(resolved, name, b, acc)
+        name = span.spec.name
+        begin_stack = _event_stack(resolved, span.spec.begin)
+        if span.spec.begin == event:
+            opens = _open_blocks(resolved, name, acc)
+            blocks.append(do_block(begin_block(span, body, depth, opens, begin_stack)))
+        if event in span.spec.end_names:
+            def outputs(b: Body, name: str = name) -> list[str]:
+                return (_output_blocks(resolved, name, b, acc)
+                        + _span_blocks(resolved, name, b, acc))
 
-            blocks.append(do_block(end_block(span, body, depth, outputs)))
+            closes = _open_blocks(resolved, name, _Outputs())
+            blocks.append(do_block(end_block(span, body, depth, outputs, begin_stack,
+                                             closes)))
     return blocks
 
 
@@ -196,7 +252,8 @@ def _print_only_strings(resolved: ResolvedPlan, probe: ResolvedProbe) -> frozens
     reads them, so the body reads each straight into the record (one copy, not two), and
     only for the events that print."""
     if probe.spec.kind == "tracepoint" or any(
-            span.spec.kind == "span" and probe.spec.name in (span.spec.begin, span.spec.end)
+            span.spec.kind == "span"
+            and probe.spec.name in (span.spec.begin, *span.spec.end_names)
             for span in resolved.probes):
         return frozenset()
     outs = [o for o in resolved.outputs if o.spec.probe == probe.spec.name]
@@ -273,7 +330,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     if "user" in probe.stacks and copied(probe.stack):
         lines += pid_notice_lines()
     lines += _output_blocks(resolved, probe.spec.name, body, acc)
-    lines += _span_blocks(resolved, probe, body, acc)
+    lines += _span_blocks(resolved, probe.spec.name, body, acc)
     helpers |= body.helpers
     acc.ucopy_bytes = max(acc.ucopy_bytes, body.ucopy_bytes)
     acc.announces = acc.announces or body.announces
@@ -295,14 +352,16 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
             reads = thunk_reads(site, probe, machine)
         if reads_func:
             reads += _func_reads(site, func_index, probe)
-        reads += stack_thunk_lines(probe.stacks, probe.stack, site.kind == "perf")
+        # a perf event's or a tracepoint's ctx holds no user registers
+        reads += stack_thunk_lines(probe.stacks, probe.stack,
+                                   site.kind in ("perf", "tracepoint"))
         view.thunks.append({"fn": thunk_name(site.probe, site.kind, site.index),
                             "reads": reads, "kind": site.kind,
-                            # interval: whatever runs on its CPU; never filtered
                             # a perf event fires in whatever runs: profile is scoped in
-                            # the C as a tracepoint is; interval is never filtered
-                            "skip": None if site.sample_period_ns else
-                            "PR_CFG_SCOPE_TRACEPOINT"})
+                            # the C as a tracepoint is; interval is never filtered, nor
+                            # is a tracepoint with all_processes
+                            "skip": None if site.sample_period_ns
+                            or probe.spec.all_processes else "PR_CFG_SCOPE_TRACEPOINT"})
     return view
 
 
@@ -341,7 +400,8 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     func_names = tuple(func_index) if any("func" in v.builtins for v in views) else ()
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
-    spans = [span_view(p, settings.map_size) for p in resolved.probes if p.spec.kind == "span"]
+    spans = [span_view(p, settings.map_size, len(_open_outputs(resolved, p.spec.name)))
+             for p in resolved.probes if p.spec.kind == "span"]
     constants = tuple(sorted({name for p in resolved.probes for s in p.sites
                               for arg in s.args if arg is not None
                               for name in runtime_constants(arg)}))

@@ -15,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from planrunner.expr.typed import CaptureRef, TExpr, TRef
-from planrunner.expr.types import StrType
-from planrunner.render.bodies import Body, condition
-from planrunner.render.expr_c import lower
+from planrunner.expr.types import StackType, StrType
+from planrunner.plan.model import StackSpec
+from planrunner.render.aggregates import ucopy_hash_lines
+from planrunner.render.bodies import Body, condition, latency_local, stack_copied
+from planrunner.render.expr_c import Lowered, lower
 from planrunner.render.names import c_ident
 from planrunner.render.needs import Helper
+from planrunner.render.stacks import copied
 from planrunner.resolve.model import ResolvedProbe
 
 # The map key of a span keyed by an expression within one process (scope: process):
@@ -44,10 +47,23 @@ class SpanView:
     map_size: int
     key_type: str
     depth_map: str | None  # nested spans: the open-begin count per key
+    # "lru_hash", or "hash" for a span with `open:` outputs: an evicted begin would stay
+    # in their sums for good, so a full map refuses the begin instead (counted)
+    map_kind: str = "lru_hash"
+
+
+# The `open:` outputs of a span, in order: for each, its map of drops and the C
+# statements that add the begin whose values `body.captures` names to it (False), or
+# take it off (True).
+OpenBlocks = Callable[[Body, bool], list[tuple[str, list[str]]]]
 
 
 def per_process_key(span: ResolvedProbe) -> bool:
     return span.key_begin is not None and span.spec.span_scope == "process"
+
+
+def span_struct_of(cap: CaptureRef) -> str:
+    return f"pr_span_{c_ident(cap.span)}"
 
 
 def span_struct(span: ResolvedProbe) -> str:
@@ -63,25 +79,61 @@ def depth_local(span: str) -> str:
     return f"pr_depth_{c_ident(span)}"
 
 
+def begin_local(span: ResolvedProbe) -> str:
+    """The end block's pointer to the begin it closes (named per span: a span on a span
+    ends inside the end block of the span it is on)."""
+    return f"pr_bg_{c_ident(span.spec.name)}"
+
+
 def _member(index: int) -> str:
     return f"c{index}"
 
 
-def span_view(span: ResolvedProbe, map_size: int) -> SpanView:
+def span_view(span: ResolvedProbe, map_size: int, opens: int = 0) -> SpanView:
+    """The span's map value and map; `opens`: how many `open:` outputs it has."""
     members = ["__u64 ts;"]
     for i, cap in enumerate(span.captures):
         m = _member(i)
         if isinstance(cap.expr.type, StrType):
             members += [f"__u64 {m}_ptr;", f"__s64 {m}_st;",
                         f"char {m}[{cap.expr.type.size}];"]
+        elif isinstance(cap.expr.type, StackType):
+            # a stack id, or the hash of a copy; the begin's process names its frames
+            members += [f"__s64 {m};", f"__u64 {m}_pid;"]
         else:
             members.append(f"__s64 {m};")
     members += [f"__u64 m{i};" for i in range(len(span.match))]
+    if opens:
+        members.append("__u64 og;  /* the open outputs this begin was added to */")
     if span.spec.nested:
         return SpanView(span_struct(span), tuple(members), map_size,
                         f"struct {LEVEL_KEY_STRUCT}", depth_map(span))
     key_type = f"struct {KEY_STRUCT}" if per_process_key(span) else "__u64"
-    return SpanView(span_struct(span), tuple(members), map_size, key_type, None)
+    return SpanView(span_struct(span), tuple(members), map_size, key_type, None,
+                    "hash" if opens else "lru_hash")
+
+
+def capture_names(span: ResolvedProbe, holder: str) -> dict[CaptureRef, str]:
+    """The C lvalue of each capture of `span` in the begin `holder` points to."""
+    return {cap: f"{holder}->{_member(i)}" for i, cap in enumerate(span.captures)}
+
+
+def copied_captures(span: ResolvedProbe, begin_stack: StackSpec,
+                    known: dict[CaptureRef, str]) -> dict[CaptureRef, str]:
+    """The captured user stacks of `span` that are hashes of copies, with the unwind
+    mode of their copy (`begin_stack`: how the begin's event captures stacks; `known`:
+    those of the span the begin is on, when it captures one of its captures)."""
+    out = {}
+    for cap in span.captures:
+        if not (isinstance(cap.expr.type, StackType) and cap.expr.type.kind == "user"):
+            continue
+        inner = cap.expr.ref if isinstance(cap.expr, TRef) else None
+        if isinstance(inner, CaptureRef):
+            if inner in known:
+                out[cap] = known[inner]
+        elif copied(begin_stack):
+            out[cap] = begin_stack.unwind
+    return out
 
 
 def _key(span: ResolvedProbe, expr: TExpr | None, body: Body) -> list[str]:
@@ -197,22 +249,81 @@ def nested_prologue(span: ResolvedProbe, begin: bool, body: Body,
 
 def _capture_lines(index: int, cap: CaptureRef, body: Body) -> list[str]:
     m = f"bv->{_member(index)}"
-    low = lower(cap.expr, body)
+    if stack_copied(cap.expr, body.stack):
+        low = Lowered((), "0")  # a copy has no id: hashed below
+    else:
+        low = lower(cap.expr, body)
     lines = list(low.prelude)
     if isinstance(cap.expr.type, StrType):
         lines.append(f"bpf_probe_read_kernel({m}, {cap.expr.type.size}, {low.c});")
         source = body.string_source(cap.expr.ref) if isinstance(cap.expr, TRef) else None
         lines.append(f"{m}_st = {source.status if source else 'PR_STR_OK'};")
         lines.append(f"{m}_ptr = {source.ptr if source else '0'};")
+    elif isinstance(cap.expr.type, StackType):
+        inner = cap.expr.ref if isinstance(cap.expr, TRef) else None
+        pid = f"{low.c}_pid" if isinstance(inner, CaptureRef) else "pr_id >> 32"
+        lines.append(f"{m}_pid = {pid};")
+        if stack_copied(cap.expr, body.stack):
+            # the copy goes to the reader now (pr_ucopies), its hash stays with the span
+            tag = f"{span_struct_of(cap)}_c{index}"
+            copy = ucopy_hash_lines(body, tag, f"pr_{tag}", f"pr_h_{tag}")
+            return lines + copy + [f"{m} = (__s64)pr_h_{tag};"]
+        lines.append(f"{m} = {low.c};")
     else:
         lines.append(f"{m} = (__s64)({low.c});")
     return lines
 
 
-def begin_block(span: ResolvedProbe, body: Body, max_depth: int) -> list[str]:
+def _open_store(span: ResolvedProbe, body: Body, opens: OpenBlocks,
+                begin_stack: StackSpec) -> list[str]:
+    """The store of a begin of a span with `open:` outputs: a begin that replaces an
+    open one takes that one off them first; a full map refuses the begin (counted in
+    each open output's drops); the begin is then added to each, and remembers which."""
+    name = span_struct(span)
+    outer, outer_modes = body.captures, body.copied_captures
+    body.copied_captures = {**outer_modes,
+                            **copied_captures(span, begin_stack, outer_modes)}
+    body.captures = {**outer, **capture_names(span, "pr_old")}
+    off = opens(body, True)
+    body.captures = {**outer, **capture_names(span, "bv")}
+    on = opens(body, False)
+    body.captures, body.copied_captures = outer, outer_modes
+    lines = ["bv->og = 0;",
+             f"int pr_ins = {name}.insert(&pr_key, bv);",
+             "if (pr_ins == -EEXIST) {",
+             "    pr_count(PR_SPAN_REPLACED);",
+             f"    struct {name} *pr_old = {name}.lookup(&pr_key);",
+             "    if (pr_old) {"]
+    for i, (_lost, block) in enumerate(off):
+        lines += [f"        if (pr_old->og & {1 << i})",
+                  *("        " + line for line in do_block(block).split("\n"))]
+    lines += ["    }",
+              f"    pr_ins = {name}.update(&pr_key, bv);",
+              "}",
+              "if (pr_ins) {  /* the map is full: not kept, so not counted as open */",
+              "    pr_count(PR_LOST_MAPFULL);",
+              "    __u32 pr_lk = 0;"]
+    for i, (lost, _block) in enumerate(on):
+        lines += [f"    __u64 *pr_lost{i} = {lost}.lookup(&pr_lk);",
+                  f"    if (pr_lost{i})",
+                  f"        *pr_lost{i} += 1;"]
+    lines += ["    break;",
+              "}",
+              "__u64 pr_og = 0;"]
+    for i, (_lost, block) in enumerate(on):
+        lines.append(do_block([*block, f"pr_og |= {1 << i};"]))
+    return lines + [f"struct {name} *pr_stored = {name}.lookup(&pr_key);",
+                    "if (pr_stored)",
+                    "    pr_stored->og = pr_og;"]
+
+
+def begin_block(span: ResolvedProbe, body: Body, max_depth: int,
+                opens: OpenBlocks | None = None,
+                begin_stack: StackSpec | None = None) -> list[str]:
     """In the begin probe: store the time and the captures under the key. A plain span
     counts a begin that replaces an open one (nested calls in a span not declared
-    nested); a nested span pushes a level, counting levels past `max_depth`."""
+    nested); a nested span pushes a level, counting levels past `max_depth`. A span with
+    `open:` outputs adds the begin to them (`opens`, see _open_store)."""
     name = span_struct(span)
     body.members.append(f"struct {name} {name};")
     if span.spec.nested:
@@ -222,6 +333,9 @@ def begin_block(span: ResolvedProbe, body: Body, max_depth: int) -> list[str]:
                  f"if ({depth} >= {max_depth}) {{ pr_count(PR_SPAN_OVERFLOW); break; }}",
                  f"{key}.level = {depth};"]
         store = [f"{name}.update(&{key}, bv);"]
+    elif opens is not None:
+        lines = _key(span, span.key_begin, body)
+        store = _open_store(span, body, opens, begin_stack or body.stack)
     else:
         lines = _key(span, span.key_begin, body)
         store = [f"if ({name}.insert(&pr_key, bv)) {{",
@@ -239,7 +353,8 @@ def begin_block(span: ResolvedProbe, body: Body, max_depth: int) -> list[str]:
 
 
 def end_block(span: ResolvedProbe, body: Body, max_depth: int,
-              outputs: Callable[[Body], list[str]]) -> list[str]:
+              outputs: Callable[[Body], list[str]], begin_stack: StackSpec,
+              opens: OpenBlocks | None = None) -> list[str]:
     """In the end probe: find the begin, then the filter and `outputs(body)` with the
     span's latency and captures in scope, then forget the begin. A nested span pops the
     most recent open begin of the key; with `match:`, the one the prologue found, and
@@ -277,13 +392,20 @@ def end_block(span: ResolvedProbe, body: Body, max_depth: int,
     else:
         lines = _key(span, span.key_end, body)
         ref = "&pr_key"
-    lines.append(f"struct {name} *bg = {name}.lookup({ref});")
-    lines.append("if (!bg) break;")
-    lines.append(f"__u64 pr_latency = {body.builtin('ts')} - bg->ts;")
-    body.captures = {cap: f"bg->{_member(i)}" for i, cap in enumerate(span.captures)}
+    bg = begin_local(span)
+    lines.append(f"struct {name} *{bg} = {name}.lookup({ref});")
+    lines.append(f"if (!{bg}) break;")
+    lines.append(f"__u64 {latency_local(span.spec.name)} = {body.builtin('ts')} - {bg}->ts;")
+    # a span on a span ends inside that span's end block: both spans' values in scope
+    outer, outer_modes = body.captures, body.copied_captures
+    body.captures = {**outer, **capture_names(span, bg)}
+    body.copied_captures = {**outer_modes,
+                            **copied_captures(span, begin_stack, outer_modes)}
+    for i, (_lost, block) in enumerate(opens(body, True) if opens is not None else []):
+        lines += [f"if ({bg}->og & {1 << i})", do_block(block)]
     inner = condition(span.where, body)
     inner.extend(outputs(body))
-    body.captures = {}
+    body.captures, body.copied_captures = outer, outer_modes
     lines.append(do_block(inner))
     lines.append(f"{name}.delete({ref});")
     return lines

@@ -60,8 +60,9 @@ def arg_members(stacks: tuple[StackKind, ...], spec: StackSpec) -> list[str]:
 
 def thunk_lines(stacks: tuple[StackKind, ...], spec: StackSpec, perf: bool) -> list[str]:
     """C statements of a thunk (`ctx` in scope) that capture the probe's stacks. A perf
-    event's ctx holds the registers of whatever was interrupted (the kernel, often):
-    the user registers are at the top of the task's kernel stack."""
+    event's ctx holds the registers of whatever was interrupted (the kernel, often), a
+    tracepoint's its fields (`perf` for both): the user registers are at the top of the
+    task's kernel stack."""
     out = []
     for kind in stacks:
         if kind == "kernel":

@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from planrunner.diagnostics import Diagnostic, Span
 from planrunner.errors import OperandError, PlanError, ResolveError, attempt, raise_collected
 from planrunner.expr.check import Scope, check_condition, check_value
-from planrunner.expr.typed import TExpr
+from planrunner.expr.typed import CaptureRef, TExpr, refs
 from planrunner.expr.types import BoolType, IntType, StackType, StrType, Type
+from planrunner.plan.build_probes import side_span
 from planrunner.plan.model import Plan, ProbeSpec, StackSpec
 from planrunner.resolve import sites as S
 from planrunner.resolve.locate import LOCATORS, Located
@@ -37,7 +38,7 @@ from planrunner.resolve.model import (
 )
 from planrunner.resolve.outputs import check_outputs
 from planrunner.resolve.preflight import Process, warnings_for
-from planrunner.resolve.scope import Constants
+from planrunner.resolve.scope import Constants, ProbeScope
 from planrunner.resolve.spans import SpanScope
 from planrunner.resolve.usage import arg_indexes, captures, output_exprs, stack_kinds
 from planrunner.targets import resolve_target
@@ -78,18 +79,19 @@ def resolve_plan(plan: Plan, pid: int | None = None,
                if spec.kind != "span"
                if (got := _locate(spec, binaries, constants, size, errors)) is not None}
     checked = {name: _check_probe(loc, size, errors) for name, loc in located.items()}
-    span_specs = [s for s in plan.probes if s.kind == "span"
-                  and s.begin in checked and s.end in checked]
-    for spec in span_specs:
-        attempt(errors, _check_span_targets, spec, checked)
-    scopes = {s.name: SpanScope(s, checked[s.begin or ""].located.scope,
-                                checked[s.end or ""].located.scope) for s in span_specs}
+    scopes = _span_scopes(plan, checked)
+    for name in scopes:
+        attempt(errors, _check_span_targets, scopes[name].spec, checked)
     keys = {name: attempt(errors, sc.check_keys, size) for name, sc in scopes.items()}
     wheres = {name: attempt(errors, sc.check_where, size) for name, sc in scopes.items()}
     matches = {name: attempt(errors, sc.check_match, size) for name, sc in scopes.items()}
     all_scopes: dict[str, Scope] = {n: c.located.scope for n, c in checked.items()}
     all_scopes.update(scopes)
     outputs = check_outputs(plan.outputs, all_scopes, size, errors)
+    raise_collected(errors, ResolveError)
+    for sc in scopes.values():
+        if len(sc.spec.end_names) > 1:
+            attempt(errors, _check_other_ends, sc, scopes, checked, outputs, size)
     raise_collected(errors, ResolveError)
     spans = {name: _Span(sc, *(keys[name] or (None, None)), wheres[name], matches[name] or ())
              for name, sc in scopes.items()}
@@ -98,7 +100,7 @@ def resolve_plan(plan: Plan, pid: int | None = None,
         if spec.name not in spans and spec.name not in checked:
             continue  # on an optional target left out (any other failure raised above)
         if spec.kind == "span":
-            resolved.append(_span_probe(spans[spec.name], outputs))
+            resolved.append(_span_probe(spans[spec.name], spans, outputs))
         else:
             probe = attempt(errors, _finish, checked[spec.name], spans, outputs,
                             plan.stack_of(spec))
@@ -215,10 +217,90 @@ def _check_probe(loc: Located, size: int, errs: list[PlanError]) -> _Checked:
     return _Checked(loc, where, lengths)
 
 
+def _span_scopes(plan: Plan, checked: Mapping[str, _Checked]) -> dict[str, SpanScope]:
+    """The scope of each span whose sides resolved, a span on spans after those (the
+    build refused loops); in plan order."""
+    specs = {s.name: s for s in plan.probes if s.kind == "span"}
+    scopes: dict[str, SpanScope] = {}
+
+    def side(name: str | None) -> ProbeScope | SpanScope | None:
+        if name is not None and name in checked:
+            return checked[name].located.scope
+        return scopes.get(name or "")
+
+    pending = list(specs.values())
+    while pending:
+        left = []
+        for spec in pending:
+            begin, end = side(spec.begin), side(spec.end)
+            if (begin is not None and end is not None
+                    and all(side(e) is not None for e in spec.end_names)):
+                scopes[spec.name] = SpanScope(spec, begin, end)
+            elif any(s in specs for s in (spec.begin, *spec.end_names)):
+                left.append(spec)  # on a span not scoped yet
+        if len(left) == len(pending):
+            break  # on spans that will never be (a side left out)
+        pending = left
+    return {s.name: scopes[s.name] for s in plan.probes if s.name in scopes}
+
+
+def _check_other_ends(sc: SpanScope, scopes: Mapping[str, SpanScope],
+                      checked: Mapping[str, _Checked], outputs: list[ResolvedOutput],
+                      size: int) -> None:
+    """A span with several ends runs its key, filter and outputs at each, as checked at
+    the first: each other end must give every value they read from it the same way
+    (`end.ptr` the first argument of both free and realloc), else it is refused,
+    located at that end. A span on it is refused (not supported yet)."""
+    spec = sc.spec
+    for other in scopes.values():
+        if spec.name in (other.spec.begin, *other.spec.end_names):
+            raise ResolveError(
+                f"span '{other.spec.name}' is on span '{spec.name}', which has several ends",
+                side_span(other.spec, "begin" if other.spec.begin == spec.name else "end"),
+                hints=("a span on a span needs that span to have one end",))
+    first = sc.check_keys(size)[1], sc.check_where(size)
+    mine = [o for o in outputs if o.spec.probe == spec.name and not o.spec.open]
+    for i, end in enumerate(spec.end_names[1:], start=1):
+        scope = checked[end].located.scope if end in checked else scopes[end]
+        there = SpanScope(replace(spec, end=end), sc.begin, scope)
+        at = ends_span(spec, i)
+        why = (f"span '{spec.name}' reads its ends' values as its first end "
+               f"'{spec.end}' gives them, but its end '{end}' gives ")
+        hint = (f"declare the values the span reads from its ends (end.X, the key) at the "
+                f"same argument and with the same type in '{spec.end}' and '{end}'",)
+        try:
+            got = there.check_keys(size)[1], there.check_where(size)
+        except PlanError as err:
+            raise ResolveError(why + "other ones: " + err.diagnostics[0].message, at,
+                               hints=hint) from None
+        if got != first:
+            raise ResolveError(why + "other ones (the key or the filter)", at, hints=hint)
+        for out in mine:
+            errs: list[PlanError] = []
+            redo = check_outputs((out.spec,), {spec.name: there}, size, errs)
+            if errs or redo[0] != out:  # (`there` differs in its spec's `end` only)
+                raise ResolveError(why + f"other ones (output '{out.spec.name}')", at,
+                                   hints=hint)
+
+
+def ends_span(spec: ProbeSpec, index: int) -> Span:
+    """Where end `index` of a span is written (its spec, if not known)."""
+    if spec.side_spans is None or len(spec.side_spans) <= 1 + index:
+        return spec.spec_span
+    return spec.side_spans[1 + index]
+
+
+def _event_probe(name: str | None, checked: Mapping[str, _Checked]) -> Located | None:
+    """The probe whose firing is event `name` (a span's: its end's), if known."""
+    return checked[name].located if name is not None and name in checked else None
+
+
 def _check_span_targets(spec: ProbeSpec, checked: Mapping[str, _Checked]) -> None:
     """The default key (the thread) cannot pair a begin and an end that fire in
     different programs: such a span needs a key both sides share."""
-    begin, end = checked[spec.begin or ""].located, checked[spec.end or ""].located
+    begin, end = _event_probe(spec.begin, checked), _event_probe(spec.end, checked)
+    if begin is None or end is None:
+        return
     if spec.key is None and begin.binary and end.binary and begin.binary != end.binary:
         raise ResolveError(
             f"span '{spec.name}' pairs '{begin.spec.name}' in {begin.binary.display} with "
@@ -232,15 +314,34 @@ def _outputs_of(name: str, outputs: list[ResolvedOutput]) -> list[ResolvedOutput
     return [o for o in outputs if o.spec.probe == name]
 
 
-def _span_exprs(span: _Span, outputs: list[ResolvedOutput]) -> list[TExpr]:
-    """The expressions that run when the span ends, in checking order."""
+def _span_exprs(span: _Span, spans: Mapping[str, _Span],
+                outputs: list[ResolvedOutput]) -> list[TExpr]:
+    """The expressions that run when the span ends, in checking order: its filter and
+    outputs, and what the spans on it run at its event (their key on that side, the
+    values a span beginning there captures, all that a span ending there runs)."""
+    name = span.scope.spec.name
     own = [span.where] if span.where is not None else []
-    return own + output_exprs(_outputs_of(span.scope.spec.name, outputs))
+    out = own + output_exprs(_outputs_of(name, outputs))
+    for other in spans.values():
+        spec = other.scope.spec
+        if spec.begin == name:
+            out += [e for e in (other.key_begin,) if e is not None]
+            out += [cap.expr for cap in _captures(other, spans, outputs)]
+        if name in spec.end_names:
+            out += [e for e in (other.key_end,) if e is not None]
+            out += _span_exprs(other, spans, outputs)
+    return out
 
 
-def _span_probe(span: _Span, outputs: list[ResolvedOutput]) -> ResolvedProbe:
+def _captures(span: _Span, spans: Mapping[str, _Span],
+              outputs: list[ResolvedOutput]) -> tuple[CaptureRef, ...]:
+    return captures(_span_exprs(span, spans, outputs), span.scope.spec.name)
+
+
+def _span_probe(span: _Span, spans: Mapping[str, _Span],
+                outputs: list[ResolvedOutput]) -> ResolvedProbe:
     return ResolvedProbe(span.scope.spec, (), (), span.where, key_begin=span.key_begin,
-                         key_end=span.key_end, captures=captures(_span_exprs(span, outputs)),
+                         key_end=span.key_end, captures=_captures(span, spans, outputs),
                          match=span.match)
 
 
@@ -255,12 +356,12 @@ def _probe_exprs(c: _Checked, spans: Mapping[str, _Span],
         spec = span.scope.spec
         if spec.begin == name:
             exprs.append(span.key_begin)
-            exprs += [cap.expr for cap in captures(_span_exprs(span, outputs))]
+            exprs += [cap.expr for cap in _captures(span, spans, outputs)]
             exprs += [begin for begin, _end in span.match]
-        if spec.end == name:
+        if name in spec.end_names:
             exprs.append(span.key_end)
             exprs += [end for _begin, end in span.match]
-            exprs += _span_exprs(span, outputs)
+            exprs += _span_exprs(span, spans, outputs)
     return exprs
 
 
@@ -316,22 +417,36 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
 
 def _check_stack_captures(spec: ProbeSpec, spans: Mapping[str, _Span],
                           outputs: list[ResolvedOutput], stack: StackSpec) -> None:
-    """`begin.ustack` keeps a stack id in the span's map: a copied stack (16 KiB) has
-    none, so the begin probe must walk frame pointers."""
+    """`begin.ustack` of a begin that copies stacks keeps the hash of its copy (the copy
+    goes to the reader when the span begins): an aggregation key, not a print field,
+    which would need the 16 KiB copy kept in the span's map."""
     if stack.unwind == "fp":
         return
     for span in spans.values():
-        if span.scope.spec.begin != spec.name:
+        if _event_of(span.scope.spec.begin, spans) != spec.name:
             continue
-        for cap in captures(_span_exprs(span, outputs)):
-            typ = cap.expr.type
-            if isinstance(typ, StackType) and typ.kind == "user":
-                raise ResolveError(
-                    f"span '{span.scope.spec.name}' keeps the user stack of its begin "
-                    f"probe '{spec.name}', which copies stacks (unwind: {stack.unwind})",
-                    cap.expr.span,
-                    hints=(f"give probe '{spec.name}' stack: {{unwind: fp}} (a stack id "
-                           "is kept), or print `ustack` of the end probe",))
+        for out in _outputs_of(span.scope.spec.name, outputs):
+            for f in out.fields if out.spec.kind == "print" else ():
+                typ = f.expr.type
+                if (isinstance(typ, StackType) and typ.kind == "user"
+                        and any(isinstance(r, CaptureRef) for r in refs(f.expr))):
+                    raise ResolveError(
+                        f"print '{out.spec.name}' shows the user stack of the begin of "
+                        f"span '{span.scope.spec.name}', copied at '{spec.name}' "
+                        f"(unwind: {stack.unwind}): a span keeps a copied stack for "
+                        "aggregation keys only", f.span,
+                        hints=(f"aggregate by it (count: {span.scope.spec.name}, by: "
+                               "[begin.ustack]), give the begin probe stack: {unwind: fp}, "
+                               "or print `ustack` of the end",))
+
+
+def _event_of(name: str | None, spans: Mapping[str, _Span]) -> str | None:
+    """The probe whose firing is event `name`: itself, or a span's end's event."""
+    seen: set[str] = set()
+    while name is not None and name in spans and name not in seen:
+        seen.add(name)
+        name = spans[name].scope.spec.end
+    return name
 
 
 def _slot(index: int, name: str | None, typ: Type, length: TExpr | None) -> ArgSlot:

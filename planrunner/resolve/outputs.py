@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from planrunner.errors import PlanError, attempt
+from planrunner.errors import PlanError, ResolveError, attempt
 from planrunner.expr.ast import Name
 from planrunner.expr.check import Scope, check, check_condition, check_value
 from planrunner.plan.model import FieldSpec, OutputSpec
 from planrunner.resolve.model import CheckedField, ResolvedOutput
+from planrunner.resolve.spans import OpenScope, SpanScope
 
 # Record keys that no expression computes: the record head has them for every event.
 HEAD_ONLY = frozenset({"time", "ts_ns", "probe"})
@@ -25,6 +26,11 @@ def check_outputs(outputs: tuple[OutputSpec, ...], scopes: Mapping[str, Scope],
         if scope is None:
             continue
         errs: list[PlanError] = []
+        if spec.open:
+            scope = attempt(errs, _open_scope, spec, scope)
+            if scope is None:
+                errors.extend(errs)
+                continue
         fields = _fields(spec.fields, scope, string_size, errs)
         by = _fields(spec.by, scope, string_size, errs)
         value = where = None
@@ -38,6 +44,23 @@ def check_outputs(outputs: tuple[OutputSpec, ...], scopes: Mapping[str, Scope],
             continue
         out.append(ResolvedOutput(spec, fields, by, value, where))
     return out
+
+
+def _open_scope(spec: OutputSpec, scope: Scope) -> Scope:
+    """The scope of an `open: true` output: only a span has begins that stay open, and
+    only a plain span keeps one per key (a nested span's levels come and go)."""
+    if not isinstance(scope, SpanScope):
+        raise ResolveError(
+            f"output '{spec.name}' counts the open spans of '{spec.probe}', which is not a "
+            "span: it has no begins to leave open", spec.probe_span,
+            hints=("name a span: count: SPAN, open: true (or drop `open`)",))
+    if scope.spec.nested:
+        raise ResolveError(
+            f"output '{spec.name}': `open` applies to a span that is not nested; "
+            f"'{spec.probe}' keeps a stack of calls per key", spec.probe_span,
+            hints=("count the open calls of a nested span with a span that is not "
+                   "nested over the same probes",))
+    return OpenScope(scope)
 
 
 def _fields(items: tuple[FieldSpec, ...], scope: Scope, string_size: int,

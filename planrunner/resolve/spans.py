@@ -8,11 +8,15 @@ values a span captures, and in what order, is read off the checked trees afterwa
 
 A nested span's `match:` values are checked in each probe's own scope (each side reads
 its own value; render/spans.py compares them), not as `begin.X`.
+
+A side may be another span (a span on a span): its scope is then that span's, so that
+`begin.begin.size` is malloc's argument when `begin:` is a span of malloc's entry and
+return, `begin.retval` its return value (that span's end event's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from planrunner.diagnostics import did_you_mean
@@ -23,20 +27,31 @@ from planrunner.expr.parser import parse_expression
 from planrunner.expr.typed import CaptureRef, DepthRef, LatencyRef, TExpr, TRef, refs
 from planrunner.expr.types import DURATION, StackType, StrType, SymType
 from planrunner.plan.model import ProbeSpec
-from planrunner.resolve.scope import BUILTINS, DEPTH_TYPE, ProbeScope
+from planrunner.resolve.scope import BUILTINS, DEPTH_TYPE, Constants, ProbeScope
 
 
 @dataclass(frozen=True, slots=True)
 class SpanScope:
-    """The names a span's expressions may use: its begin's and end's."""
+    """The names a span's expressions may use: its begin's and end's (each a probe's, or
+    another span's when the span is on a span)."""
 
     spec: ProbeSpec
-    begin: ProbeScope
-    end: ProbeScope
+    begin: ProbeScope | SpanScope
+    end: ProbeScope | SpanScope
+
+    @property
+    def args(self) -> Mapping[str, object]:
+        """The prefixed names of both sides, as a side of a span on this one sees them
+        (`begin.size` here is `begin.begin.size` there)."""
+        return {name: None for name in self.names() if "." in name}
+
+    @property
+    def constants(self) -> Constants:
+        return self.end.constants
 
     def lookup(self, name: str) -> Symbol | None:
         if name == "latency":
-            return Symbol(DURATION, LatencyRef())
+            return Symbol(DURATION, LatencyRef(self.spec.name))
         if name.startswith("begin."):
             return self._capture(name[len("begin."):])
         if name.startswith("end."):
@@ -65,29 +80,50 @@ class SpanScope:
         if sym is None or sym.ref is None:  # unknown, or a param: the same on both sides
             return sym
         value = TRef(name, sym.ref, sym.type, self.spec.span)
-        return Symbol(sym.type, CaptureRef(name, value))
+        return Symbol(sym.type, CaptureRef(name, value, self.spec.name))
 
     def check_keys(self, size: int) -> tuple[TExpr | None, TExpr | None]:
         """The key expression checked on each side (None: the default, the thread; but
-        between two Go functions, the goroutine: goroutines share and change threads)."""
-        key = self.spec.key
+        between two Go functions, the goroutine: goroutines share and change threads).
+        A key per side is its begin expression checked at the begin, its end one at the
+        end."""
+        key, key_end = self.spec.key, self.spec.key_end
         if key is None:
             if not all("goroutine" in s.args for s in (self.begin, self.end)):
                 return None, None
             key = parse_expression("goroutine", self.spec.spec_span)
         errs: list[PlanError] = []
         sides = []
-        for scope in (self.begin, self.end):
+        per_side = key_end is not None
+        for side, expr, scope in (("begin", key, self.begin),
+                                  ("end", key_end or key, self.end)):
             try:
-                texpr = check(key, scope, string_size=size)
-                if isinstance(texpr.type, StrType | StackType):
-                    raise ResolveError(f"a span key must be an integer, not a {texpr.type}",
-                                       key.span)
+                texpr = self._check_key(side, expr, scope, size, per_side)
                 sides.append(texpr)
             except PlanError as err:
                 errs.append(err)
         raise_collected(errs)
         return sides[0], sides[1]
+
+    def _check_key(self, side: str, key: A.Expr, scope: ProbeScope | SpanScope,
+                   size: int, per_side: bool) -> TExpr:
+        probe = self.spec.begin if side == "begin" else self.spec.end
+        try:
+            texpr = check(key, scope, string_size=size)
+        except PlanError as err:
+            if not per_side:
+                raise
+            # say which side's probe the expression was checked in
+            d = err.diagnostics[0]
+            raise ResolveError(
+                f"span '{self.spec.name}': the {side} key '{A.to_source(key)}' does not "
+                f"fit its {side} '{probe}': {d.message}", d.span,
+                hints=(*d.hints, f"the {side} key is read when '{probe}' fires: use a "
+                       "value it has")) from None
+        if isinstance(texpr.type, StrType | StackType):
+            raise ResolveError(f"a span key must be an integer, not a {texpr.type}",
+                               key.span)
+        return texpr
 
     def check_match(self, size: int) -> tuple[tuple[TExpr, TExpr], ...]:
         """Each `match:` value checked on the begin side and on the end side."""
@@ -139,7 +175,8 @@ class SpanScope:
                 hints=("declare the argument with the same type on both probes",))
         return begin, end
 
-    def _match_name(self, expr: A.Name, missing: list[tuple[str, str | None, ProbeScope]]
+    def _match_name(self, expr: A.Name,
+                    missing: list[tuple[str, str | None, ProbeScope | SpanScope]]
                     ) -> None:
         """A `match` name one side or both lack: said of that side, or of both."""
         if not missing:
@@ -164,3 +201,28 @@ class SpanScope:
         if self.spec.where is None:
             return None
         return check_condition(self.spec.where, self, string_size=size)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenScope:
+    """The names of an `open: true` output of a span: its begins have not ended, so only
+    their values (`begin.X`, stored when they began) and params are known."""
+
+    span: SpanScope
+
+    def lookup(self, name: str) -> Symbol | None:
+        if name.startswith("begin."):
+            return self.span.lookup(name)
+        if name in self.span.constants.values:
+            return self.span.constants.lookup(name)
+        return None
+
+    def names(self) -> Iterable[str]:
+        return [n for n in self.span.names() if n.startswith("begin.")]
+
+    def explain_unknown(self, name: str) -> str | None:
+        if name.startswith("end.") or name in ("latency", "depth") or name in BUILTINS \
+                or name in STACKS or self.span.lookup(name) is not None:
+            return (f"'{name}' is not known in an open-span output: a begin still open "
+                    f"has no end yet; use the begin's values, e.g. begin.{name.split('.')[-1]}")
+        return None

@@ -26,12 +26,13 @@ def output_exprs(outputs: Iterable[ResolvedOutput]) -> list[TExpr]:
     return out
 
 
-def captures(exprs: Iterable[TExpr]) -> tuple[CaptureRef, ...]:
-    """The `begin.X` values of a span's expressions, each once, in order of first use."""
+def captures(exprs: Iterable[TExpr], span: str) -> tuple[CaptureRef, ...]:
+    """The `begin.X` values of span `span` in `exprs`, each once, in order of first use
+    (a span on it runs its own expressions at its event: their `begin.X` are theirs)."""
     seen: dict[CaptureRef, None] = {}
     for e in exprs:
         for ref in refs(e):
-            if isinstance(ref, CaptureRef):
+            if isinstance(ref, CaptureRef) and ref.span == span:
                 seen.setdefault(ref)
     return tuple(seen)
 

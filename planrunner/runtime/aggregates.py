@@ -158,10 +158,13 @@ def _stat_row(agg: AggregateOutput, key: tuple[tuple[str, object], ...],
               cpus: list[Any]) -> AggRow | None:
     signed = agg.value_signed
     if agg.kind == "count":
-        n = sum(int(v) for v in cpus)
+        # wrapped: an open output's CPUs may each hold a share below 0 (a begin added
+        # on one CPU, its end taken off on another)
+        n = _wrap(sum(int(v) for v in cpus), False)
         return AggRow(key, count=n) if n else None
     if agg.kind == "sum":
-        return AggRow(key, sum=_wrap(sum(int(v) for v in cpus), signed))
+        total = _wrap(sum(int(v) for v in cpus), signed)
+        return None if agg.gauge and not total else AggRow(key, sum=total)
     seen = [c for c in cpus if c.n]
     if not seen:
         return None
@@ -284,7 +287,7 @@ class AggregateReader:
     def snapshot(self, agg: AggregateOutput) -> AggSnapshot:
         """Read (and for `every:` outputs reset) one map now."""
         every = agg.name in self._due
-        items = self.maps.read_map(agg.map_name, delete=every)
+        items = self.maps.read_map(agg.map_name, delete=every and not agg.gauge)
         end = self.clock()
         start = self._interval_start[agg.name] if every else self._start
         self._interval_start[agg.name] = end
@@ -328,7 +331,8 @@ class AggregateReader:
             rows: list[AggRow] = []
             for name in outputs:
                 agg = self._by_name[name]
-                rows += build_rows(agg, self.maps.read_map(agg.map_name, delete=every))
+                rows += build_rows(agg, self.maps.read_map(agg.map_name,
+                                                           delete=every and not agg.gauge))
                 dropped += self._dropped(agg)
             columns.append(rows)
         end = self.clock()

@@ -95,8 +95,9 @@ def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: in
     for probes in program.sets:  # a uprobe set: its functions' one file
         if probes.binary not in binaries.setdefault(probes.probe, []):
             binaries[probes.probe].append(probes.binary)
+    # an open-span output with no row says that nothing is open, not that nothing fired
     read = list(dict.fromkeys([*(p.probe for p in program.prints),
-                               *(a.probe for a in program.aggregates)]))
+                               *(a.probe for a in program.aggregates if not a.gauge)]))
     gated = dict(program.gated)
     for span, begin, end in program.span_sides:  # its sides' files and gates are its own
         sides = [*binaries.get(begin, []), *binaries.get(end, [])]

@@ -334,3 +334,32 @@ def test_one_stack_in_two_processes_is_one_histogram_bucket_wise() -> None:
     assert row.buckets == (Bucket(0, 1, 0), Bucket(1, 2, 3), Bucket(2, 4, 0),
                            Bucket(4, 8, 1))
     assert row.sum == 8
+
+
+def test_open_outputs_wrap_per_cpu_shares_and_hide_keys_back_to_zero() -> None:
+    """An `open:` output (a gauge) adds a begin on one CPU and takes it off on another:
+    a CPU's share may be below 0 (a u64 count wraps); a key whose begins all ended is
+    back to 0 and is no row."""
+    minus_one = (1 << 64) - 1
+    items = [(Key(1, b"a", 0), per_cpu(ct.c_uint64, 3, minus_one)),
+             (Key(2, b"b", 0), per_cpu(ct.c_uint64, 1, minus_one))]
+    (row,) = build_rows(agg("count", gauge=True), items)
+    assert (row.key[0], row.count) == (("id", 1), 2)
+    sums = [(Key(1, b"a", 0), per_cpu(ct.c_int64, 640, -64)),
+            (Key(2, b"b", 0), per_cpu(ct.c_int64, 64, -64))]
+    (row,) = build_rows(agg("sum", gauge=True), sums)
+    assert (row.key[0], row.sum) == (("id", 1), 576)
+
+
+def test_open_outputs_print_every_interval_without_reset() -> None:
+    a = agg("count", key_fields=(), every_ns=1_000_000_000, gauge=True)
+    counts = Table()
+    reader, clock = _reader([a], {"pr_agg_0": counts, "pr_agg_0_lost": _lost(0)})
+    view = View()
+    counts.items_ = [(NoKey(0), per_cpu(ct.c_uint64, 2, 1))]
+    clock.t += 1.1
+    reader.tick(view)
+    clock.t += 1.0
+    reader.tick(view)
+    assert [[r.count for r in s.rows] for s in view.snaps] == [[3], [3]]
+    assert "delete_batch" not in counts.calls

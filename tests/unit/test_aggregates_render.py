@@ -157,7 +157,7 @@ def test_uint64_values_are_kept_unsigned(tmp_path, monkeypatch) -> None:
     (agg,) = program.aggregates
     assert (agg.value_signed, agg.unit, agg.value_label) == (False, "ns", "latency_ns")
     assert "    __u64 v;\n};" in program.c_source
-    assert "__u64 pr_x = (__u64)(((__u64)(pr_latency)));" in program.c_source
+    assert "__u64 pr_x = (__u64)(((__u64)(pr_latency_work)));" in program.c_source
 
 
 def test_every_kind_updates_its_value_its_own_way(tmp_path, monkeypatch) -> None:

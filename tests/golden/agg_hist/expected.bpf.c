@@ -106,16 +106,16 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
     do {
         do {
             __u64 pr_key = pr_id;
-            struct pr_span_work *bg = pr_span_work.lookup(&pr_key);
-            if (!bg) break;
-            __u64 pr_latency = pr_ts - bg->ts;
+            struct pr_span_work *pr_bg_work = pr_span_work.lookup(&pr_key);
+            if (!pr_bg_work) break;
+            __u64 pr_latency_work = pr_ts - pr_bg_work->ts;
             do {
                 do {
                     /* output 0: hist */
                     struct pr_agg_0_key pr_kv = {};
                     struct pr_agg_0_key *pr_k = &pr_kv;
-                    pr_k->k0 = (__s64)(((__s32)(bg->c0)));
-                    __u64 pr_x = (__u64)(((__u64)(pr_latency)));
+                    pr_k->k0 = (__s64)(((__s32)(pr_bg_work->c0)));
+                    __u64 pr_x = (__u64)(((__u64)(pr_latency_work)));
                     __u64 pr_t = pr_x;
                     __u64 pr_slot = 0;
                     if (pr_t) {

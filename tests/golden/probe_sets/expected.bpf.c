@@ -204,16 +204,16 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
             }
             if (pr_depth_call >= 64) break;  /* counted at its begin */
             pr_lkey_call_e.level = pr_depth_call;
-            struct pr_span_call *bg = pr_span_call.lookup(&pr_lkey_call_e);
-            if (!bg) break;
-            __u64 pr_latency = pr_ts - bg->ts;
+            struct pr_span_call *pr_bg_call = pr_span_call.lookup(&pr_lkey_call_e);
+            if (!pr_bg_call) break;
+            __u64 pr_latency_call = pr_ts - pr_bg_call->ts;
             do {
                 do {
                     /* output 0: hist */
                     struct pr_agg_0_key *pr_k = &sc->agg0_key;
                     __builtin_memset(pr_k, 0, 72);
                     bpf_probe_read_kernel_str(pr_k->k0, 64, (pr_func));
-                    __u64 pr_x = (__u64)(((__u64)(pr_latency)));
+                    __u64 pr_x = (__u64)(((__u64)(pr_latency_call)));
                     __u64 pr_t = pr_x;
                     __u64 pr_slot = 0;
                     if (pr_t) {

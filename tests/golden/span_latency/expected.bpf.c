@@ -141,20 +141,20 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
             struct pr_span_key pr_key = {};
             pr_key.k = (__u64)(((__u64)(a->v1)));
             pr_key.tgid = pr_pid;
-            struct pr_span_request *bg = pr_span_request.lookup(&pr_key);
-            if (!bg) break;
-            __u64 pr_latency = pr_ts - bg->ts;
+            struct pr_span_request *pr_bg_request = pr_span_request.lookup(&pr_key);
+            if (!pr_bg_request) break;
+            __u64 pr_latency_request = pr_ts - pr_bg_request->ts;
             do {
-                if (!((((__u64)(pr_latency)) >= 5000000ULL))) break;
+                if (!((((__u64)(pr_latency_request)) >= 5000000ULL))) break;
                 do {
                     struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
                     if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
                     pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
-                    ev->f0_ptr = bg->c0_ptr;
-                    ev->f0_st = bg->c0_st;
-                    bpf_probe_read_kernel_str(ev->f0, 129, (bg->c0));
+                    ev->f0_ptr = pr_bg_request->c0_ptr;
+                    ev->f0_st = pr_bg_request->c0_st;
+                    bpf_probe_read_kernel_str(ev->f0, 129, (pr_bg_request->c0));
                     ev->f1 = (__s64)(((__s32)(a->v2)));
-                    ev->f2 = (__u64)(((__u64)(pr_latency)));
+                    ev->f2 = (__u64)(((__u64)(pr_latency_request)));
                     pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));
                 } while (0);
             } while (0);

@@ -178,17 +178,17 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a)
                 pr_spandepth_call.update(&pr_lkey_call_e, &pr_at_call);
             if (pr_at_call >= 16) break;  /* counted at its begin */
             pr_lkey_call_e.level = pr_at_call;
-            struct pr_span_call *bg = pr_span_call.lookup(&pr_lkey_call_e);
-            if (!bg) break;
-            __u64 pr_latency = pr_ts - bg->ts;
+            struct pr_span_call *pr_bg_call = pr_span_call.lookup(&pr_lkey_call_e);
+            if (!pr_bg_call) break;
+            __u64 pr_latency_call = pr_ts - pr_bg_call->ts;
             do {
                 do {
                     struct pr_rec_1 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
                     if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
                     pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
-                    ev->f0 = (__s64)(((__s64)(bg->c0)));
+                    ev->f0 = (__s64)(((__s64)(pr_bg_call->c0)));
                     ev->f1 = (__u64)(((__u32)(pr_depth_call)));
-                    ev->f2 = (__u64)(((__u64)(pr_latency)));
+                    ev->f2 = (__u64)(((__u64)(pr_latency_call)));
                     pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_1)));
                 } while (0);
             } while (0);

@@ -1,0 +1,491 @@
+/* planrunner plan: span-open -- generated, do not edit */
+/* EFAULT (a stack the kernel could not walk), which <asm/ptrace.h> brought along */
+#include <uapi/asm-generic/errno-base.h>
+#if defined(__x86_64__) && !defined(_ASM_X86_PTRACE_H)
+/* struct pt_regs as arch/x86/include/asm/ptrace.h lays it out: the frame the kernel's
+   entry code saves, an ABI (ptrace's user_regs_struct; cs and ss are 8-byte unions
+   since FRED). That header costs ~30 ms of every compile (tests/e2e/test_pt_regs.py
+   checks these offsets against it). */
+struct pt_regs {
+    unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+    unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+#else
+#include <asm/ptrace.h>
+#endif
+
+/* templates/runtime_helpers.h: included verbatim */
+
+
+#define PR_RINGBUF_PAGES 256
+BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
+
+/* the same pages as the map above (PAGE_SIZE is what bcc's macro counts in) */
+#define PR_RINGBUF_BYTES (PR_RINGBUF_PAGES * PAGE_SIZE)
+#define PR_WAKEUP_SHARE 16
+
+/* templates/record_helpers.h: included verbatim */
+
+struct pr_rec_2 {
+    struct pr_hdr h;
+    __u64 f0;
+    __u64 f1;
+};
+_Static_assert(sizeof(struct pr_rec_2) == 56, "record layout (render/layout.py)");
+
+/* a span key within one process: the same id in two processes is two spans */
+struct pr_span_key {
+    __u64 k;
+    __u64 tgid;
+};
+
+struct pr_span_call {
+    __u64 ts;
+    __s64 c0;
+};
+/* LRU: begins whose end never comes (a thread that died mid-span) are evicted by newer
+   ones instead of filling the map. */
+BPF_TABLE("lru_hash", __u64, struct pr_span_call, pr_span_call, 10240);
+
+struct pr_span_block {
+    __u64 ts;
+    __s64 c0;
+    __u64 c0_pid;
+    __s64 c1;
+    __u64 og;  /* the open outputs this begin was added to */
+};
+/* LRU: begins whose end never comes (a thread that died mid-span) are evicted by newer
+   ones instead of filling the map. */
+BPF_TABLE("hash", struct pr_span_key, struct pr_span_block, pr_span_block, 10240);
+
+BPF_TABLE("lru_hash", __u32, __u8, pr_seen, 16384);
+
+struct pr_ucopies_val {
+    __u32 pid;
+    __u32 len;
+    __u64 time;
+    __u64 regs[4];
+    char data[16384];
+};
+BPF_HASH(pr_ucopies, __u64, struct pr_ucopies_val, 2048);
+
+struct pr_agg_0_key {
+    __s64 k0;
+    __u64 k0_pid;
+} __attribute__((aligned(8)));
+
+BPF_HASH(pr_agg_0, struct pr_agg_0_key, __u64, 10240);
+
+BPF_PERCPU_ARRAY(pr_agg_0_lost, __u64, 1);  /* updates refused: map full */
+
+struct pr_agg_1_key {
+    __s64 k0;
+    __u64 k0_pid;
+} __attribute__((aligned(8)));
+
+BPF_HASH(pr_agg_1, struct pr_agg_1_key, __u64, 10240);
+
+BPF_PERCPU_ARRAY(pr_agg_1_lost, __u64, 1);  /* updates refused: map full */
+
+/* probe enter */
+struct pr_args_enter {
+    __u64 pr_unused;
+    __u64 v1;
+};
+struct pr_scratch_enter {
+    struct pr_span_call pr_span_call;
+};
+BPF_PERCPU_ARRAY(pr_scratch_enter, struct pr_scratch_enter, 1);
+
+static __always_inline int pr_body_enter(struct pr_args_enter *a)
+{
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    __u32 pr_pid = pr_id >> 32;
+    __u32 pr_tid = (__u32)pr_id;
+    __u64 pr_ts = bpf_ktime_get_ns();
+    __u32 pr_zero = 0;
+    struct pr_scratch_enter *sc = pr_scratch_enter.lookup(&pr_zero);
+    if (!sc)
+        return 0;
+    do {
+        do {
+            __u64 pr_key = pr_id;
+            struct pr_span_call *bv = &sc->pr_span_call;
+            bv->ts = pr_ts;
+            bv->c0 = (__s64)(((__u64)(a->v1)));
+            if (pr_span_call.insert(&pr_key, bv)) {
+                pr_count(PR_SPAN_REPLACED);
+                pr_span_call.update(&pr_key, bv);
+            }
+        } while (0);
+    } while (0);
+    return 0;
+}
+
+int pr_enter_s0(struct pt_regs *ctx)
+{
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+        return 0;
+    struct pr_args_enter pr_a = {};
+    pr_a.v1 = (__u64)ctx->di;
+    return pr_body_enter(&pr_a);
+}
+
+/* probe leave */
+struct pr_args_leave {
+    __u64 pr_unused;
+    __s64 v0;
+    __u64 u_regs[3];  /* ip, sp, bp at the event */
+};
+struct pr_scratch_leave {
+    struct pr_span_block pr_span_block;
+    struct pr_ucopies_val pr_span_block_c0;
+};
+BPF_PERCPU_ARRAY(pr_scratch_leave, struct pr_scratch_leave, 1);
+
+static __always_inline int pr_body_leave(struct pr_args_leave *a)
+{
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    __u32 pr_pid = pr_id >> 32;
+    __u32 pr_tid = (__u32)pr_id;
+    __u64 pr_ts = bpf_ktime_get_ns();
+    __u32 pr_zero = 0;
+    struct pr_scratch_leave *sc = pr_scratch_leave.lookup(&pr_zero);
+    if (!sc)
+        return 0;
+    do {
+        {  /* a process seen for the first time: wake the reader now */
+            __u32 pr_tgid = pr_id >> 32;
+            if (!pr_seen.lookup(&pr_tgid)) {
+                __u8 pr_one = 1;
+                pr_seen.update(&pr_tgid, &pr_one);
+                struct pr_hdr *pr_n = pr_events.ringbuf_reserve(sizeof(struct pr_hdr));
+                if (pr_n) {
+                    pr_fill_hdr(pr_n, 0xffffffff, pr_id, 0);
+                    pr_events.ringbuf_submit(pr_n, BPF_RB_FORCE_WAKEUP);
+                }
+            }
+        }
+        do {
+            __u64 pr_key = pr_id;
+            struct pr_span_call *pr_bg_call = pr_span_call.lookup(&pr_key);
+            if (!pr_bg_call) break;
+            __u64 pr_latency_call = pr_ts - pr_bg_call->ts;
+            do {
+                if (!((((__s64)(a->v0)) != 0LL))) break;
+                do {
+                    struct pr_span_key pr_key = {};
+                    pr_key.k = (__u64)(((__s64)(a->v0)));
+                    pr_key.tgid = pr_pid;
+                    struct pr_span_block *bv = &sc->pr_span_block;
+                    bv->ts = pr_ts;
+                    bv->c0_pid = pr_id >> 32;
+                    struct pr_ucopies_val *pr_pr_span_block_c0 = &sc->pr_span_block_c0;
+                    pr_pr_span_block_c0->pid = pr_id >> 32;
+                    pr_pr_span_block_c0->time = bpf_ktime_get_ns();  /* where it falls among maps changes */
+                    pr_pr_span_block_c0->regs[0] = a->u_regs[0];
+                    pr_pr_span_block_c0->regs[1] = a->u_regs[1];
+                    pr_pr_span_block_c0->regs[2] = a->u_regs[2];
+                    pr_pr_span_block_c0->regs[3] = 0;
+                    if (bpf_probe_read_user(pr_pr_span_block_c0->data, 16384, (void *)a->u_regs[1]) == 0) {
+                        pr_pr_span_block_c0->len = 16384;
+                    } else {
+                        __u32 pr_got = 0;
+                        if (pr_got <= 8192 && bpf_probe_read_user(pr_pr_span_block_c0->data + pr_got, 8192, (void *)(a->u_regs[1] + pr_got)) == 0)
+                            pr_got += 8192;
+                        if (pr_got <= 12288 && bpf_probe_read_user(pr_pr_span_block_c0->data + pr_got, 4096, (void *)(a->u_regs[1] + pr_got)) == 0)
+                            pr_got += 4096;
+                        if (pr_got <= 14336 && bpf_probe_read_user(pr_pr_span_block_c0->data + pr_got, 2048, (void *)(a->u_regs[1] + pr_got)) == 0)
+                            pr_got += 2048;
+                        if (pr_got <= 15360 && bpf_probe_read_user(pr_pr_span_block_c0->data + pr_got, 1024, (void *)(a->u_regs[1] + pr_got)) == 0)
+                            pr_got += 1024;
+                        if (pr_got <= 15872 && bpf_probe_read_user(pr_pr_span_block_c0->data + pr_got, 512, (void *)(a->u_regs[1] + pr_got)) == 0)
+                            pr_got += 512;
+                        if (pr_got <= 16128 && bpf_probe_read_user(pr_pr_span_block_c0->data + pr_got, 256, (void *)(a->u_regs[1] + pr_got)) == 0)
+                            pr_got += 256;
+                        pr_pr_span_block_c0->len = pr_got;
+                    }
+                    __u64 pr_h_pr_span_block_c0 = 0xcbf29ce484222325ULL ^ pr_pr_span_block_c0->len;
+                    pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_pr_span_block_c0->regs[0]) * 0x100000001b3ULL;
+                    pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_pr_span_block_c0->regs[1]) * 0x100000001b3ULL;
+                    pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_pr_span_block_c0->regs[2]) * 0x100000001b3ULL;
+                    for (__u32 pr_i = 0; pr_i < 256; pr_i++) {
+                        if (pr_i * 64 + 64 > pr_pr_span_block_c0->len)
+                            break;
+                        __u64 *pr_w = (__u64 *)(pr_pr_span_block_c0->data + pr_i * 64);
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[0]) * 0x100000001b3ULL;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[1]) * 0x100000001b3ULL;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[2]) * 0x100000001b3ULL;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[3]) * 0x100000001b3ULL;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[4]) * 0x100000001b3ULL;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[5]) * 0x100000001b3ULL;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[6]) * 0x100000001b3ULL;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[7]) * 0x100000001b3ULL;
+                    }
+                    if (!pr_h_pr_span_block_c0)
+                        pr_h_pr_span_block_c0 = 1;  /* 0 means: no stack */
+                    if (!pr_ucopies.lookup(&pr_h_pr_span_block_c0) && pr_ucopies.update(&pr_h_pr_span_block_c0, pr_pr_span_block_c0)) {
+                        pr_count(PR_STACK_LOST);
+                        pr_h_pr_span_block_c0 = 0;
+                    }
+                    bv->c0 = (__s64)pr_h_pr_span_block_c0;
+                    bv->c1 = (__s64)(((__u64)(pr_bg_call->c0)));
+                    bv->og = 0;
+                    int pr_ins = pr_span_block.insert(&pr_key, bv);
+                    if (pr_ins == -EEXIST) {
+                        pr_count(PR_SPAN_REPLACED);
+                        struct pr_span_block *pr_old = pr_span_block.lookup(&pr_key);
+                        if (pr_old) {
+                            if (pr_old->og & 1)
+                            do {
+                                /* output 0: sum */
+                                struct pr_agg_0_key pr_kv = {};
+                                struct pr_agg_0_key *pr_k = &pr_kv;
+                                pr_k->k0 = pr_old->c0;
+                                pr_k->k0_pid = pr_old->c0_pid;
+                                __u64 pr_x = (__u64)(((__u64)(pr_old->c1)));
+                                __u64 *pr_v = pr_agg_0.lookup(pr_k);
+                                if (!pr_v)
+                                    break;
+                                __sync_fetch_and_add(pr_v, -(__u64)pr_x);
+                                if (*pr_v == 0)  /* every begin of this key ended */
+                                    pr_agg_0.delete(pr_k);
+                            } while (0);
+                            if (pr_old->og & 2)
+                            do {
+                                /* output 1: count */
+                                struct pr_agg_1_key pr_kv = {};
+                                struct pr_agg_1_key *pr_k = &pr_kv;
+                                pr_k->k0 = pr_old->c0;
+                                pr_k->k0_pid = pr_old->c0_pid;
+                                __u64 *pr_v = pr_agg_1.lookup(pr_k);
+                                if (!pr_v)
+                                    break;
+                                __sync_fetch_and_add(pr_v, -(__u64)1);
+                                if (*pr_v == 0)  /* every begin of this key ended */
+                                    pr_agg_1.delete(pr_k);
+                            } while (0);
+                        }
+                        pr_ins = pr_span_block.update(&pr_key, bv);
+                    }
+                    if (pr_ins) {  /* the map is full: not kept, so not counted as open */
+                        pr_count(PR_LOST_MAPFULL);
+                        __u32 pr_lk = 0;
+                        __u64 *pr_lost0 = pr_agg_0_lost.lookup(&pr_lk);
+                        if (pr_lost0)
+                            *pr_lost0 += 1;
+                        __u64 *pr_lost1 = pr_agg_1_lost.lookup(&pr_lk);
+                        if (pr_lost1)
+                            *pr_lost1 += 1;
+                        break;
+                    }
+                    __u64 pr_og = 0;
+                    do {
+                        /* output 0: sum */
+                        struct pr_agg_0_key pr_kv = {};
+                        struct pr_agg_0_key *pr_k = &pr_kv;
+                        pr_k->k0 = bv->c0;
+                        pr_k->k0_pid = bv->c0_pid;
+                        __u64 pr_x = (__u64)(((__u64)(bv->c1)));
+                        __u64 pr_init = 0;
+                        __u64 *pr_v = pr_agg_0.lookup_or_try_init(pr_k, &pr_init);
+                        if (!pr_v) {
+                            pr_count(PR_LOST_MAPFULL);
+                            __u32 pr_lk = 0;
+                            __u64 *pr_lost = pr_agg_0_lost.lookup(&pr_lk);
+                            if (pr_lost)
+                                *pr_lost += 1;
+                            break;
+                        }
+                        __sync_fetch_and_add(pr_v, (__u64)pr_x);
+                        pr_og |= 1;
+                    } while (0);
+                    do {
+                        /* output 1: count */
+                        struct pr_agg_1_key pr_kv = {};
+                        struct pr_agg_1_key *pr_k = &pr_kv;
+                        pr_k->k0 = bv->c0;
+                        pr_k->k0_pid = bv->c0_pid;
+                        __u64 pr_init = 0;
+                        __u64 *pr_v = pr_agg_1.lookup_or_try_init(pr_k, &pr_init);
+                        if (!pr_v) {
+                            pr_count(PR_LOST_MAPFULL);
+                            __u32 pr_lk = 0;
+                            __u64 *pr_lost = pr_agg_1_lost.lookup(&pr_lk);
+                            if (pr_lost)
+                                *pr_lost += 1;
+                            break;
+                        }
+                        __sync_fetch_and_add(pr_v, (__u64)1);
+                        pr_og |= 2;
+                    } while (0);
+                    struct pr_span_block *pr_stored = pr_span_block.lookup(&pr_key);
+                    if (pr_stored)
+                        pr_stored->og = pr_og;
+                } while (0);
+            } while (0);
+            pr_span_call.delete(&pr_key);
+        } while (0);
+    } while (0);
+    return 0;
+}
+
+int pr_leave_s0(struct pt_regs *ctx)
+{
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+        return 0;
+    struct pr_args_leave pr_a = {};
+    pr_a.v0 = (__s64)ctx->ax;
+    pr_a.u_regs[0] = ctx->ip;
+    pr_a.u_regs[1] = ctx->sp;
+    pr_a.u_regs[2] = ctx->bp;
+    return pr_body_leave(&pr_a);
+}
+
+/* probe start */
+struct pr_args_start {
+    __u64 pr_unused;
+    __u64 v1;
+};
+
+static __always_inline int pr_body_start(struct pr_args_start *a)
+{
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    __u32 pr_pid = pr_id >> 32;
+    __u32 pr_tid = (__u32)pr_id;
+    __u64 pr_ts = bpf_ktime_get_ns();
+    do {
+        do {
+            struct pr_span_key pr_key = {};
+            pr_key.k = (__u64)(((__u64)(a->v1)));
+            pr_key.tgid = pr_pid;
+            struct pr_span_block *pr_bg_block = pr_span_block.lookup(&pr_key);
+            if (!pr_bg_block) break;
+            __u64 pr_latency_block = pr_ts - pr_bg_block->ts;
+            if (pr_bg_block->og & 1)
+            do {
+                /* output 0: sum */
+                struct pr_agg_0_key pr_kv = {};
+                struct pr_agg_0_key *pr_k = &pr_kv;
+                pr_k->k0 = pr_bg_block->c0;
+                pr_k->k0_pid = pr_bg_block->c0_pid;
+                __u64 pr_x = (__u64)(((__u64)(pr_bg_block->c1)));
+                __u64 *pr_v = pr_agg_0.lookup(pr_k);
+                if (!pr_v)
+                    break;
+                __sync_fetch_and_add(pr_v, -(__u64)pr_x);
+                if (*pr_v == 0)  /* every begin of this key ended */
+                    pr_agg_0.delete(pr_k);
+            } while (0);
+            if (pr_bg_block->og & 2)
+            do {
+                /* output 1: count */
+                struct pr_agg_1_key pr_kv = {};
+                struct pr_agg_1_key *pr_k = &pr_kv;
+                pr_k->k0 = pr_bg_block->c0;
+                pr_k->k0_pid = pr_bg_block->c0_pid;
+                __u64 *pr_v = pr_agg_1.lookup(pr_k);
+                if (!pr_v)
+                    break;
+                __sync_fetch_and_add(pr_v, -(__u64)1);
+                if (*pr_v == 0)  /* every begin of this key ended */
+                    pr_agg_1.delete(pr_k);
+            } while (0);
+            do {
+                do {
+                    struct pr_rec_2 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_2));
+                    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+                    pr_fill_hdr(&ev->h, 2, pr_id, pr_ts);
+                    ev->f0 = (__u64)(((__u64)(pr_latency_block)));
+                    ev->f1 = (__u64)(((__u64)(pr_bg_block->c1)));
+                    pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_2)));
+                } while (0);
+            } while (0);
+            pr_span_block.delete(&pr_key);
+        } while (0);
+    } while (0);
+    return 0;
+}
+
+int pr_start_s0(struct pt_regs *ctx)
+{
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+        return 0;
+    struct pr_args_start pr_a = {};
+    pr_a.v1 = (__u64)ctx->di;
+    return pr_body_start(&pr_a);
+}
+
+/* probe done */
+struct pr_args_done {
+    __u64 pr_unused;
+    __u64 v1;
+};
+
+static __always_inline int pr_body_done(struct pr_args_done *a)
+{
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    __u32 pr_pid = pr_id >> 32;
+    __u32 pr_tid = (__u32)pr_id;
+    __u64 pr_ts = bpf_ktime_get_ns();
+    do {
+        do {
+            struct pr_span_key pr_key = {};
+            pr_key.k = (__u64)(((__u64)(a->v1)));
+            pr_key.tgid = pr_pid;
+            struct pr_span_block *pr_bg_block = pr_span_block.lookup(&pr_key);
+            if (!pr_bg_block) break;
+            __u64 pr_latency_block = pr_ts - pr_bg_block->ts;
+            if (pr_bg_block->og & 1)
+            do {
+                /* output 0: sum */
+                struct pr_agg_0_key pr_kv = {};
+                struct pr_agg_0_key *pr_k = &pr_kv;
+                pr_k->k0 = pr_bg_block->c0;
+                pr_k->k0_pid = pr_bg_block->c0_pid;
+                __u64 pr_x = (__u64)(((__u64)(pr_bg_block->c1)));
+                __u64 *pr_v = pr_agg_0.lookup(pr_k);
+                if (!pr_v)
+                    break;
+                __sync_fetch_and_add(pr_v, -(__u64)pr_x);
+                if (*pr_v == 0)  /* every begin of this key ended */
+                    pr_agg_0.delete(pr_k);
+            } while (0);
+            if (pr_bg_block->og & 2)
+            do {
+                /* output 1: count */
+                struct pr_agg_1_key pr_kv = {};
+                struct pr_agg_1_key *pr_k = &pr_kv;
+                pr_k->k0 = pr_bg_block->c0;
+                pr_k->k0_pid = pr_bg_block->c0_pid;
+                __u64 *pr_v = pr_agg_1.lookup(pr_k);
+                if (!pr_v)
+                    break;
+                __sync_fetch_and_add(pr_v, -(__u64)1);
+                if (*pr_v == 0)  /* every begin of this key ended */
+                    pr_agg_1.delete(pr_k);
+            } while (0);
+            do {
+                do {
+                    struct pr_rec_2 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_2));
+                    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+                    pr_fill_hdr(&ev->h, 2, pr_id, pr_ts);
+                    ev->f0 = (__u64)(((__u64)(pr_latency_block)));
+                    ev->f1 = (__u64)(((__u64)(pr_bg_block->c1)));
+                    pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_2)));
+                } while (0);
+            } while (0);
+            pr_span_block.delete(&pr_key);
+        } while (0);
+    } while (0);
+    return 0;
+}
+
+int pr_done_s0(struct pt_regs *ctx)
+{
+    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+        return 0;
+    struct pr_args_done pr_a = {};
+    pr_a.v1 = (__u64)ctx->bp;
+    return pr_body_done(&pr_a);
+}
