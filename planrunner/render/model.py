@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Literal
+from typing import Literal, NamedTuple
 
+from planrunner.elf.btf import KernelMember
 from planrunner.render.layout import RecordLayout
 
 
@@ -177,6 +178,13 @@ class StackMaps:
 NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines
 
 
+class RuntimeConstant(NamedTuple):
+    """A macro of the C whose value is the offset of `member` in the running kernel."""
+
+    macro: str
+    member: KernelMember
+
+
 @dataclass(frozen=True, slots=True)
 class RenderedProgram:
     """The rendered C and what the runtime needs to load, attach and decode it."""
@@ -205,9 +213,10 @@ class RenderedProgram:
     # __u32 how (1: exec'd as planrunner), and the __u64 count of its entries
     born_map: str = "pr_born"
     born_count_map: str = "pr_born_n"
-    # Macros the C uses whose values only the running kernel knows (e.g.
-    # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
-    runtime_constants: tuple[str, ...] = ()
+    # Macros the C uses whose values only the running kernel knows, each with the
+    # kernel member whose offset it is (render/operand_c.py names them): the loader
+    # defines each (`-DMACRO=N`, elf/btf.py runtime_cflags).
+    runtime_constants: tuple[RuntimeConstant, ...] = ()
     stack_maps: StackMaps = StackMaps()  # render/stacks.py
     tables: tuple[AggTable, ...] = ()
     # Defined by the loader (`-DPR_SLEEPABLE`) when the kernel has sleepable uprobes: the

@@ -317,13 +317,13 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size) for p in resolved.probes if p.spec.kind == "span"]
-    constants = tuple(sorted({name for p in resolved.probes for s in p.sites
+    constants = tuple(sorted({c for p in resolved.probes for s in p.sites
                               for arg in s.args if arg is not None
-                              for name in runtime_constants(arg)}))
+                              for c in runtime_constants(arg)}))
     stack_maps = _stack_maps(resolved, acc.ucopy_bytes, acc.announces)
     c_source = render_template(
         "program.bpf.c.j2",
-        runtime_constants=constants,
+        runtime_constants=[c.macro for c in constants],
         plan_name=resolved.plan.name,
         probes=views,
         spans=spans,
