@@ -149,7 +149,7 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
     strings = any(kind.startswith("str:") for _, kind in fields)
     if strings or size > STACK_KEY_MAX:
         member = f"agg{index}_key"
-        body.members.append(f"struct {key_struct} {member};")
+        body.member(f"struct {key_struct} {member};")
         lines = [f"struct {key_struct} *pr_k = &sc->{member};"]
         for off in range(0, size, MEMSET_CHUNK):
             n = min(MEMSET_CHUNK, size - off)
@@ -188,7 +188,7 @@ def _ucopy_key_lines(i: int, index: int, body: Body) -> list[str]:
     size = body.stack.bytes
     body.ucopy_bytes = max(body.ucopy_bytes, size)
     member = f"agg{index}_uc{i}"
-    body.members.append(f"struct {UCOPY_MAP}_val {member};")
+    body.member(f"struct {UCOPY_MAP}_val {member};")
     lines = [f"struct {UCOPY_MAP}_val *pr_uc{i} = &sc->{member};"]
     lines += ustack_copy_lines(f"pr_uc{i}->", size)
     lines += ustack_hash_lines(f"pr_uc{i}->", size, f"pr_h{i}")

@@ -224,14 +224,14 @@ def _scratch_only_when_long(resolved: ResolvedPlan, probe: ResolvedProbe,
     """Whether the probe's scratch holds nothing but its print-only strings' buffers
     (`_print_only_strings`): then only a string too long for the smallest record needs
     it, and the body looks it up there (a task-storage lookup in a sleepable probe).
-    Found by emitting the body once into `trial`, thrown away with what it emitted."""
+    Found by emitting the body once into `trial`, thrown away with what it emitted: the
+    answer is read off the scratch members it declared, each typed with its owner."""
     if not trial.direct:
         return False
     string_reads(probe, trial)
     _ = condition(probe.where, trial)
     _ = _output_blocks(resolved, probe.spec.name, trial, _Outputs())
-    own = {m for i in trial.direct for m in (f"s{i}[", f"st{i};", f"n{i};")}
-    return all(any(f" {m}" in member for m in own) for member in trial.members)
+    return trial.scratch_only_for_direct_strings()
 
 
 def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
@@ -265,7 +265,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     acc.announces = acc.announces or body.announces
     members = [slot_member(s) for s in probe.slots] + stack_members(probe.stacks, probe.stack)
     view = ProbeView(probe.spec.name, c_name, members,
-                     body.scratch_name, body.members, lines,
+                     body.scratch_name, list(body.members), lines,
                      [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
                      sleepable=body.sleepable, lazy_scratch=body.lazy_scratch)
     for site in probe.sites:

@@ -214,7 +214,7 @@ def begin_block(span: ResolvedProbe, body: Body, max_depth: int) -> list[str]:
     counts a begin that replaces an open one (nested calls in a span not declared
     nested); a nested span pushes a level, counting levels past `max_depth`."""
     name = span_struct(span)
-    body.members.append(f"struct {name} {name};")
+    body.member(f"struct {name} {name};")
     if span.spec.nested:
         key, depth = _nested_key(span, True), depth_local(span.spec.name)
         lines = [f"__u64 pr_nd = (__u64){depth} + 1;",
