@@ -63,6 +63,8 @@ class ScopeFlag(IntFlag):
 
 # Where the registry of running planrunner processes is pinned (runtime_helpers.h).
 TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
+# the C macro holding the pin (templates/runtime_helpers.h); the loader moves it with -D
+TRACERS_PIN_MACRO = "PR_TRACERS_PIN"
 MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
 # Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
 SCOPE_GIVEN = 1
