@@ -43,6 +43,8 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 BREAKDOWN = r"""
 import io, sys, time
 t0 = time.perf_counter()
+from planrunner import dataclass_cache
+dataclass_cache.install()  # as `run`'s entry (cli.run_and_exit) does
 from planrunner.cli import build_parser
 from planrunner.commands import run as run_cmd
 from planrunner.runtime.attach import distinct_sites
