@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from planrunner.elf.btf import KernelMember
 from planrunner.render.layout import RecordLayout
+
+if TYPE_CHECKING:  # a warm run reads the model without the BTF reader: only the loader
+    from planrunner.elf.btf import KernelMember  # of a program that needs it imports it
 
 
 class Counter(IntEnum):
