@@ -136,13 +136,13 @@ def run_and_exit(argv: list[str] | None = None) -> None:
     traceback, as one while they run does."""
     import threading
 
-    from planrunner import dataclass_cache
-
-    dataclass_cache.install()
     try:
+        from planrunner import dataclass_cache
+
+        dataclass_cache.install()
         status = main(argv)
-    except KeyboardInterrupt:  # in build_parser's imports, before main begins to catch it
-        status = 130
+    except KeyboardInterrupt:  # while the cache or build_parser's imports are read, before
+        status = 130           # main begins to catch it
     if any(t.name == "planrunner-load" and t.is_alive() for t in threading.enumerate()):
         for stream in (sys.stdout, sys.stderr):
             try:
