@@ -42,6 +42,8 @@ def compile_bytecode(tree: str, python: str, plan: str | None = None) -> None:
 
 _IMPORT_ALL = """
 import importlib, pkgutil, planrunner
+from planrunner import dataclass_cache
+dataclass_cache.install()  # as the CLI's entry does
 for m in pkgutil.walk_packages(planrunner.__path__, "planrunner."):
     if m.name.endswith("__main__"):  # the command line itself
         continue

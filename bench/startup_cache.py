@@ -43,6 +43,8 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 BREAKDOWN = r"""
 import io, sys, time
 t0 = time.perf_counter()
+from planrunner import dataclass_cache
+dataclass_cache.install()  # as `run`'s entry (cli.run_and_exit) does
 from planrunner.cli import build_parser
 from planrunner.commands import run as run_cmd
 from planrunner.runtime.attach import distinct_sites
@@ -54,14 +56,14 @@ from planrunner.output.destination import open_view  # noqa: F401
 t1 = time.perf_counter()
 args = build_parser("run").parse_args(["run", sys.argv[1], "--pid", sys.argv[2]])
 cache = open_cache(io.StringIO())
-key, compiled, source = run_cmd._cached_run(args, sys.argv[1], io.StringIO(), cache,
+key, compiled, source = run_cmd._cached_run(args, [sys.argv[1]], io.StringIO(), cache,
                                             int(sys.argv[2]), True)
 worker = None
 if compiled is None:  # as `run` does: the worker starts, then the plan is compiled
     worker = CompileWorker()
     worker.start()
-    compiled = run_cmd._compile(args, sys.argv[1], io.StringIO(), cache, key, int(sys.argv[2]),
-                                None, source)
+    compiled = run_cmd._compile(args, [sys.argv[1]], io.StringIO(), cache, key,
+                                int(sys.argv[2]), None, source)
 t2 = time.perf_counter()
 b = BccBackend(cache=cache, worker=worker)
 b.load(compiled.program)

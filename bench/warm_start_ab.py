@@ -2,7 +2,7 @@
 run of the bench print plan (both caches hold it) from this tree and from a baseline
 tree (e.g. a `git archive` of main), rounds interleaved (order alternating), against one
 running 1000/s workload (`--pid`). Each run is the real entry point (`planrunner.cli
-.main`) behind a small wrapper that, when "Tracing" is written, prints the process's CPU
+.run_and_exit`) behind a small wrapper that, when "Tracing" is written, prints the process's CPU
 time (user + sys since exec, interpreter start included), the wall time since the
 wrapper began, and how many modules are imported, then exits. CPU time moves much less
 than wall time with other work on the machine. Both trees run with the same interpreter
@@ -43,8 +43,8 @@ def write(text):
         os._exit(0)
     return _write(text)
 sys.stderr.write = write
-from planrunner.cli import main
-sys.exit(main(sys.argv[1:]))
+from planrunner.cli import run_and_exit  # the entry: it installs the dataclass cache
+run_and_exit(sys.argv[1:])
 """
 
 

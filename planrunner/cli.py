@@ -11,11 +11,12 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner import __version__
-from planrunner.commands.common import print_diagnostics
-from planrunner.errors import PlanError
+
+if TYPE_CHECKING:
+    from planrunner.errors import PlanError
 
 # Subcommand name -> module in planrunner.commands exposing register(subparsers) and
 # run(args, stdout, stderr) -> int. Imported lazily so `list` never pays for jinja2.
@@ -87,11 +88,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def print_error(err: PlanError, stderr: TextIO) -> None:
     """Render every diagnostic of `err` with its source line and caret."""
+    from planrunner.commands.common import print_diagnostics
+
     print_diagnostics(err.diagnostics, stderr)
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None,
          stderr: TextIO | None = None) -> int:
+    from planrunner.errors import PlanError
+
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     words = sys.argv[1:] if argv is None else argv
@@ -121,10 +126,23 @@ def run_and_exit(argv: list[str] | None = None) -> None:
     A stop that abandoned the in-process compile (runtime/session.py _load, when the
     compile worker was killed) leaves its thread inside bcc/LLVM: the interpreter's
     normal exit ran under it and crashed now and then with SIGSEGV instead of the
-    stop's 128+N, so such a process flushes and ends at once."""
+    stop's 128+N, so such a process flushes and ends at once.
+
+    The process's own start-up work is done here, not when planrunner is imported (a
+    program importing it keeps its standard library as it was): the dataclass cache
+    (planrunner/dataclass_cache.py) is installed before the first class of the package
+    is made, which is why this module imports nothing of planrunner at its top but
+    __version__; a Ctrl-C while the commands' modules are imported ends with 130 and no
+    traceback, as one while they run does."""
     import threading
 
-    status = main(argv)
+    try:
+        from planrunner import dataclass_cache
+
+        dataclass_cache.install()
+        status = main(argv)
+    except KeyboardInterrupt:  # while the cache or build_parser's imports are read, before
+        status = 130           # main begins to catch it
     if any(t.name == "planrunner-load" and t.is_alive() for t in threading.enumerate()):
         for stream in (sys.stdout, sys.stderr):
             try:

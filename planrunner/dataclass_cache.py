@@ -7,7 +7,8 @@ at every start: ~0.4 ms a class on the machines of BENCHMARKS.md, 112 classes (4
 before a first run's program can be compiled, as many in `validate`. Compiling is the
 cost; the source is the same from one run to the next.
 
-`install()` gives the dataclasses module an `exec` of its own (a module global, looked up
+`install()`, called by the command line's entry (planrunner.cli.run_and_exit) and never
+on import, gives the dataclasses module an `exec` of its own (a module global, looked up
 before the builtin; nothing else changes) that compiles each source text of a planrunner
 class once (other modules' classes are left alone) and keeps the code object, under a
 BLAKE2 hash of the text and by module, in `planrunner/__pycache__/dataclasses.TAG.bin` (TAG: this
@@ -147,3 +148,13 @@ def install(path: str | None = None) -> None:
         import atexit
 
         atexit.register(save)
+
+
+def uninstall() -> None:
+    """Give dataclasses its builtin exec back and keep nothing at exit (tests)."""
+    import atexit
+    import dataclasses
+
+    if dataclasses.__dict__.get("exec") is _exec:
+        del vars(dataclasses)["exec"]
+    atexit.unregister(save)

@@ -49,8 +49,6 @@ def load_resolved(path: str, overrides: dict[str, str], pid: int | None = None,
                 raised = PlanSchemaError(merged_diagnostics(err.diagnostics,
                                                             more.diagnostics))
                 raise raised from None
-            except (KeyError, TypeError, AttributeError, ValueError):
-                pass  # a part the schema broke that resolve did not expect: theirs stand
         raise
     return plan, resolve(plan, pid, command)
 

@@ -11,10 +11,12 @@ in Debian (libbpf's is C; bpftool dumps text), so this module walks the format i
 
 `member_offset(btf, "task_struct", "thread.fsbase")` follows struct/union members by
 name (through anonymous members, typedefs and qualifiers) and adds their bit offsets.
-`runtime_constant(name)` computes one of `RUNTIME_CONSTANTS` once per process, and
-`runtime_cflags(names)` turns them into `-DNAME=N` for the compiler: the rendered C only
-names the macros, so it is the same on every host. PLANRUNNER_VMLINUX_BTF overrides
-the file (tests use it to stand for a kernel without BTF).
+`kernel_offset(member)` computes the offset of a `KernelMember` in the running kernel
+once per process, and `runtime_cflags(constants)` turns the rendered program's
+(macro, member) pairs into `-DMACRO=N` for the compiler: the rendered C only names the
+macros (render/operand_c.py names them), so it is the same on every host.
+PLANRUNNER_VMLINUX_BTF overrides the file (tests use it to stand for a kernel without
+BTF).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from planrunner import inputs
 
@@ -37,10 +40,17 @@ _FIXED = {INT: 4, ARRAY: 12, VAR: 4, DECL_TAG: 4}
 _PER_ENTRY = {STRUCT: 12, UNION: 12, ENUM: 8, FUNC_PROTO: 8, DATASEC: 12, ENUM64: 12}
 _SKIP_TO = (TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG)
 
-# C macro -> (struct, member path) in the running kernel; render/operand_c.py names them.
-RUNTIME_CONSTANTS: dict[str, tuple[str, str]] = {
-    "PR_TASK_FSBASE_OFFSET": ("task_struct", "thread.fsbase"),  # x86-64 thread pointer
-}
+
+
+class KernelMember(NamedTuple):
+    """A member of a kernel struct, by its path (`thread.fsbase` in `task_struct`)."""
+
+    struct: str
+    path: str
+
+
+# where x86-64 Linux keeps a task's thread pointer (what %fs: addresses)
+THREAD_POINTER = KernelMember("task_struct", "thread.fsbase")
 
 _HEADER = struct.Struct("<HBBIIIIII")
 _TYPE = struct.Struct("<III")
@@ -191,21 +201,18 @@ def member_offset(btf: Btf, struct_name: str, path: str) -> int:
     return bits // 8
 
 
-_COMPUTED: dict[tuple[str, str], int] = {}
+_COMPUTED: dict[tuple[str, KernelMember], int] = {}
 
 
-def runtime_constant(name: str) -> int:
-    """The value of a `RUNTIME_CONSTANTS` macro on this kernel (computed once)."""
-    if name not in RUNTIME_CONSTANTS:
-        raise BtfError(f"no run-time constant {name}")
-    struct_name, path = RUNTIME_CONSTANTS[name]
-    key = (vmlinux_path(), name)
+def kernel_offset(member: KernelMember) -> int:
+    """The byte offset of `member` in the running kernel (computed once)."""
+    key = (vmlinux_path(), member)
     inputs.stat(key[0])  # each call: the value is kept for the process
     if key not in _COMPUTED:
-        _COMPUTED[key] = member_offset(load(key[0]), struct_name, path)
+        _COMPUTED[key] = member_offset(load(key[0]), member.struct, member.path)
     return _COMPUTED[key]
 
 
-def runtime_cflags(names: Iterable[str]) -> list[str]:
-    """`-DNAME=N` for each run-time constant the rendered C uses."""
-    return [f"-D{name}={runtime_constant(name)}" for name in sorted(set(names))]
+def runtime_cflags(constants: Iterable[tuple[str, KernelMember]]) -> list[str]:
+    """`-DMACRO=N` for each (macro, kernel member) the rendered C uses."""
+    return [f"-D{macro}={kernel_offset(member)}" for macro, member in sorted(set(constants))]

@@ -30,16 +30,17 @@ from typing import Literal
 from planrunner.elf.instructions import read_code, x86_64_decoder
 from planrunner.elf.reader import open_binary, sections, vaddr_to_offset
 from planrunner.errors import ResolveError
+from planrunner.registers import X86Reg
 
 GO_SECTIONS = (".go.buildinfo", ".gopclntab")
-# pt_regs fields of Go's integer argument and result registers, in ABI order
-GO_INT_REGS = (("ax", "rax"), ("bx", "rbx"), ("cx", "rcx"), ("di", "rdi"), ("si", "rsi"),
-               ("r8", "r8"), ("r9", "r9"), ("r10", "r10"), ("r11", "r11"))
+# Go's integer argument and result registers, in ABI order
+GO_INT_REGS = (X86Reg.RAX, X86Reg.RBX, X86Reg.RCX, X86Reg.RDI, X86Reg.RSI, X86Reg.R8,
+               X86Reg.R9, X86Reg.R10, X86Reg.R11)
 # `goroutine` in a Go function's probes: R14, which holds the current g in ABIInternal code
 # (the address of the goroutine's runtime.g: unique among live goroutines), read as if
 # it were the argument after the nine integer registers
 GOROUTINE_INDEX = len(GO_INT_REGS) + 1
-GOROUTINE_REG = ("r14", "r14")
+GOROUTINE_REG = X86Reg.R14
 _PCLNTAB_118 = (0xFFFFFFF0, 0xFFFFFFF1)  # Go 1.18-1.19, 1.20+: the same header
 STACK_GUARD_OPERAND = "[r14 + 0x10]"  # g.stackguard0 (R14 holds the current g)
 PROLOGUE_WINDOW = 8  # the stack check is among a function's first instructions

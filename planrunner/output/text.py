@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
+from planrunner.output.stack_text import stack_text
 from planrunner.output.table_text import table_text
 from planrunner.output.template import compile_template, readable
 from planrunner.output.text_agg import snapshot_text
@@ -45,10 +46,8 @@ from planrunner.records import (
     AggSnapshot,
     PrintSchema,
     Record,
-    Stack,
     TableSnapshot,
 )
-from planrunner.stacks.formats import text_lines
 
 if TYPE_CHECKING:
     from planrunner.output.live_table import HeldStream, LiveTables
@@ -232,17 +231,6 @@ class TextView(ViewBase):
 
 def _columns_of(schema: PrintSchema) -> tuple[str, ...]:
     return tuple(f for f in schema.fields if f not in schema.stacks)
-
-
-def stack_text(stack: object, indent: int = 4) -> list[str]:
-    """The frames of a stack value, one line each (see the module docstring)."""
-    if not isinstance(stack, Stack):
-        return []
-    lines = [printable(t) if not t.isprintable() else t
-             for t in text_lines(stack.frames, indent)]
-    if stack.lost:  # after the frames it has: a stack not unwound keeps the probe's
-        lines.append(" " * indent + "[stack lost]")
-    return lines
 
 
 def _with_stacks(line: Render, stacks: Sequence[str]) -> Render:

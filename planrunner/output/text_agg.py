@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from planrunner.output.clock import Clock
 from planrunner.output.histogram import hist_lines, unit_title
+from planrunner.output.stack_text import stack_text
 from planrunner.printable import printable
 from planrunner.records import STAT_KEYS, AggRow, AggSnapshot, Stack
 
@@ -46,8 +47,6 @@ def _stat_header(stat: str, snap: AggSnapshot) -> str:
 
 
 def _stacks_of(row: AggRow) -> list[str]:
-    from planrunner.output.text import stack_text
-
     return [t for _, v in row.key if isinstance(v, Stack) for t in stack_text(v)]
 
 

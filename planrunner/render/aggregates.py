@@ -161,7 +161,7 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
     strings = any(kind.startswith("str:") for _, kind in fields)
     if strings or size > STACK_KEY_MAX:
         member = f"agg{index}_key"
-        body.members.append(f"struct {key_struct} {member};")
+        body.member(f"struct {key_struct} {member};")
         lines = [f"struct {key_struct} *pr_k = &sc->{member};"]
         for off in range(0, size, MEMSET_CHUNK):
             n = min(MEMSET_CHUNK, size - off)
@@ -213,7 +213,7 @@ def ucopy_hash_lines(body: Body, tag: str, ptr: str, hashed: str) -> list[str]:
     turn), and leave its hash (0: lost, counted) in local `hashed`."""
     size = body.stack.bytes
     body.ucopy_bytes = max(body.ucopy_bytes, size)
-    body.members.append(f"struct {UCOPY_MAP}_val {tag};")
+    body.member(f"struct {UCOPY_MAP}_val {tag};")
     lines = [f"struct {UCOPY_MAP}_val *{ptr} = &sc->{tag};"]
     lines += ustack_copy_lines(f"{ptr}->", size)
     lines += ustack_hash_lines(f"{ptr}->", size, hashed)

@@ -69,13 +69,22 @@ class StringSource:
     length: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ScratchMember:
+    """One member of a probe's per-CPU scratch struct: its C declaration, and the string
+    argument whose buffer, status or length it is (None: anything else)."""
+
+    decl: str
+    string_of: int | None = None
+
+
 @dataclass
 class Body:
     """One probe body under construction (see the module docstring)."""
 
     scratch_name: str
     slots: dict[int, ArgSlot]
-    members: list[str] = field(default_factory=list)  # of the per-CPU scratch struct
+    scratch: list[ScratchMember] = field(default_factory=list)  # through `member`
     builtins: set[Builtin] = field(default_factory=lambda: {"pid", "tid"})
     helpers: set[Helper] = field(default_factory=set)
     captures: dict[CaptureRef, str] = field(default_factory=dict)  # the span being ended
@@ -103,7 +112,7 @@ class Body:
         """A fresh char[size] buffer in the scratch struct."""
         member = f"t{self._tmp}"
         self._tmp += 1
-        self.members.append(f"char {member}[{size}];")
+        self.member(f"char {member}[{size}];")
         return f"sc->{member}"
 
     def c_of(self, ref: Ref) -> str:
@@ -134,6 +143,21 @@ class Body:
         return "PR_FAULT" if self.fault() else "PR_NOFAULT"
 
     # -- the rest --------------------------------------------------------------------
+
+    def member(self, decl: str, string_of: int | None = None) -> None:
+        """Declare a member of the scratch struct (`string_of`: see ScratchMember)."""
+        self.scratch.append(ScratchMember(decl, string_of))
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The scratch struct's member declarations, in order."""
+        return tuple(m.decl for m in self.scratch)
+
+    def scratch_only_for_direct_strings(self) -> bool:
+        """Whether the scratch holds nothing but the buffers of the strings read straight
+        into their print record (`direct`)."""
+        return all(m.string_of is not None and m.string_of in self.direct
+                   for m in self.scratch)
 
     def builtin(self, name: Builtin) -> str:
         """The C local holding builtin `name`, which the prologue will now compute."""
@@ -200,9 +224,9 @@ def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
         if slot.kind == "int":
             continue
         i = slot.index
-        body.members.append(f"char s{i}[{slot.size + 1}];")
-        body.members.append(f"__s64 st{i};")
-        body.members.append(f"__u32 n{i};")
+        body.member(f"char s{i}[{slot.size + 1}];", string_of=i)
+        body.member(f"__s64 st{i};", string_of=i)
+        body.member(f"__u32 n{i};", string_of=i)
         if i in body.direct:
             continue
         if slot.kind == "lstring" and slot.length_expr is not None:
@@ -304,8 +328,8 @@ def str_field_read(texpr: TStrRead, body: Body, lines: list[str]) -> StrField:
     lines.extend(addr.prelude)
     buf = body.alloc(texpr.cap + 1)
     status, length = buf + "_st", buf + "_n"
-    body.members.append(f"__s64 {status[len('sc->'):]};")
-    body.members.append(f"__u32 {length[len('sc->'):]};")
+    body.member(f"__s64 {status[len('sc->'):]};")
+    body.member(f"__u32 {length[len('sc->'):]};")
     ptr = "pr_p_" + buf[len("sc->"):]
     lines.append(f"__u64 {ptr} = (__u64)({addr.c});")
     if texpr.length is None:

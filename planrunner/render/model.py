@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from planrunner.render.layout import RecordLayout
+
+if TYPE_CHECKING:  # a warm run reads the model without the BTF reader: only the loader
+    from planrunner.elf.btf import KernelMember  # of a program that needs it imports it
 
 
 class Counter(IntEnum):
@@ -62,6 +65,8 @@ class ScopeFlag(IntFlag):
 
 # Where the registry of running planrunner processes is pinned (runtime_helpers.h).
 TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
+# the C macro holding the pin (templates/runtime_helpers.h); the loader moves it with -D
+TRACERS_PIN_MACRO = "PR_TRACERS_PIN"
 MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
 # Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
 SCOPE_GIVEN = 1
@@ -198,6 +203,13 @@ class StackMaps:
 NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines
 
 
+class RuntimeConstant(NamedTuple):
+    """A macro of the C whose value is the offset of `member` in the running kernel."""
+
+    macro: str
+    member: KernelMember
+
+
 @dataclass(frozen=True, slots=True)
 class RenderedProgram:
     """The rendered C and what the runtime needs to load, attach and decode it."""
@@ -226,9 +238,10 @@ class RenderedProgram:
     # __u32 how (1: exec'd as planrunner), and the __u64 count of its entries
     born_map: str = "pr_born"
     born_count_map: str = "pr_born_n"
-    # Macros the C uses whose values only the running kernel knows (e.g.
-    # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
-    runtime_constants: tuple[str, ...] = ()
+    # Macros the C uses whose values only the running kernel knows, each with the
+    # kernel member whose offset it is (render/operand_c.py names them): the loader
+    # defines each (`-DMACRO=N`, elf/btf.py runtime_cflags).
+    runtime_constants: tuple[RuntimeConstant, ...] = ()
     stack_maps: StackMaps = StackMaps()  # render/stacks.py
     tables: tuple[AggTable, ...] = ()
     # Defined by the loader (`-DPR_SLEEPABLE`) when the kernel has sleepable uprobes: the

@@ -8,9 +8,11 @@ C lvalue `dest`. The caller declares `dest` with `dest_type(arg)`:
   value zero-extended; for floats these are the raw IEEE-754 bits, to be reinterpreted by
   the caller as `float` (4f) or `double` (8f).
 
-Only generated text reaches C: register members come from each architecture's own table,
-integers are formatted here, and operand text is never emitted. Memory is read with
-`bpf_probe_read_user` into a temporary of exactly SIZE bytes. A rip-relative global is read
+Only generated text reaches C: the `struct pt_regs` member of each register (the operand
+model names registers by identity, planrunner/registers.py) comes from this module's
+table of each architecture, the only place that names them; integers are formatted
+here, and operand text is never emitted. Memory is read with `bpf_probe_read_user` into
+a temporary of exactly SIZE bytes. A rip-relative global is read
 at `ctx->ip - SITE_PC + ADDRESS`: in a uprobe handler `ctx->ip` is the probe's runtime
 address, so the difference is the load bias (works for PIE and shared libraries, no pid).
 A global named without %rip (`SymMem`, non-PIC code: `table(,%rax,4)`) is rebased the
@@ -19,10 +21,11 @@ TLS block to the registers. Thread-local memory (`TlsMem`, `%fs:...`) is read at
 current task's thread pointer, `task->thread.fsbase` (x86-64), loaded with
 `bpf_probe_read_kernel` at `PR_TASK_FSBASE_OFFSET`: a macro the C only names, because
 the offset is the running kernel's (its BTF), not a header's. `runtime_constants(arg)`
-lists the macros an operand's C needs; the loader defines them (`-DNAME=N`), so the
-rendered text stays the same on every host. `thread.fsbase` is what the kernel last
-saved: glibc sets the FS base with arch_prctl, which writes it; a program changing it
-itself with WRFSBASE (FSGSBASE CPUs) would be seen only after its next context switch.
+lists the macros an operand's C needs, each with its kernel member (elf/btf.py); the
+loader defines them (`-DNAME=N`), so the rendered text stays the same on every host.
+`thread.fsbase` is what the kernel last saved: glibc sets the FS base with arch_prctl,
+which writes it; a program changing it itself with WRFSBASE (FSGSBASE CPUs) would be
+seen only after its next context switch.
 Unreadable/undecodable operands and a `RipRel`/`SymMem`/`TlsMem` without its resolved
 value raise ValueError: the resolver must have refused them with a user-facing error
 before rendering.
@@ -32,18 +35,32 @@ from __future__ import annotations
 
 import re
 
+from planrunner.elf.btf import THREAD_POINTER
+from planrunner.registers import Arm64Reg, Register, X86Reg, arm64_x
+from planrunner.render.model import RuntimeConstant
 from planrunner.usdt.model import ArgOperand, Const, Mem, Reg, RipRel, SymMem, TlsMem
-from planrunner.usdt.operands import aarch64, const_value, x86_64
+from planrunner.usdt.operands import const_value
 
-# machine -> (allowed pt_regs members, instruction-pointer member)
-_ARCH: dict[str, tuple[frozenset[str], str]] = {
-    "EM_X86_64": (x86_64.PT_REGS_FIELDS, "ip"),
-    "EM_AARCH64": (aarch64.PT_REGS_FIELDS, "pc"),
+# The kernel's `struct pt_regs` member holding each register (arch/x86/include/asm/
+# ptrace.h; arm64's user_pt_regs: regs[31], sp, pc).
+_X86_64_MEMBERS: dict[Register, str] = {
+    X86Reg.RAX: "ax", X86Reg.RBX: "bx", X86Reg.RCX: "cx", X86Reg.RDX: "dx",
+    X86Reg.RSI: "si", X86Reg.RDI: "di", X86Reg.RBP: "bp", X86Reg.RSP: "sp",
+    X86Reg.R8: "r8", X86Reg.R9: "r9", X86Reg.R10: "r10", X86Reg.R11: "r11",
+    X86Reg.R12: "r12", X86Reg.R13: "r13", X86Reg.R14: "r14", X86Reg.R15: "r15",
+    X86Reg.RIP: "ip",
+}
+_AARCH64_MEMBERS: dict[Register, str] = {
+    **{arm64_x(n): f"regs[{n}]" for n in range(31)}, Arm64Reg.SP: "sp", Arm64Reg.PC: "pc"}
+# machine -> (its registers' members, its instruction pointer)
+_ARCH: dict[str, tuple[dict[Register, str], Register]] = {
+    "EM_X86_64": (_X86_64_MEMBERS, X86Reg.RIP),
+    "EM_AARCH64": (_AARCH64_MEMBERS, Arm64Reg.PC),
 }
 _DEST = re.compile(r"[A-Za-z_]\w*((->|\.)[A-Za-z_]\w*|\[\d+\])*")
 _TMP = "_pr_v"
 _TP = "_pr_tp"
-TASK_FSBASE_OFFSET = "PR_TASK_FSBASE_OFFSET"  # byte offset of thread.fsbase in task_struct
+TASK_FSBASE_OFFSET = RuntimeConstant("PR_TASK_FSBASE_OFFSET", THREAD_POINTER)
 _INT64_MIN = -(1 << 63)
 
 
@@ -58,7 +75,7 @@ def _ctype(size: int, signed: bool) -> str:
     return f"__{'s' if signed else 'u'}{size * 8}"
 
 
-def runtime_constants(arg: ArgOperand) -> tuple[str, ...]:
+def runtime_constants(arg: ArgOperand) -> tuple[RuntimeConstant, ...]:
     """The macros the C of `arg` uses whose values only the running kernel knows."""
     return (TASK_FSBASE_OFFSET,) if isinstance(arg.operand, TlsMem) else ()
 
@@ -99,11 +116,16 @@ def _const_literal(arg: ArgOperand, signed: bool) -> str:
     return f"{value}ULL"
 
 
+def _member(reg: Register, machine: str) -> str:
+    """`ctx->MEMBER`: where the kernel saved `reg` of a `machine` program."""
+    members, _ = _ARCH[machine]
+    if reg not in members:
+        raise ValueError(f"register {reg!r} is not in the {machine} pt_regs table")
+    return f"ctx->{members[reg]}"
+
+
 def _field(reg: Reg, machine: str) -> str:
-    fields, _ = _ARCH[machine]
-    if reg.field not in fields:
-        raise ValueError(f"register member {reg.field!r} is not in the {machine} pt_regs table")
-    return f"ctx->{reg.field}"
+    return _member(reg.reg, machine)
 
 
 def _reg_value(reg: Reg, machine: str) -> str:
@@ -164,8 +186,8 @@ def _sym_address(sym: SymMem, site_pc: int, machine: str) -> str:
         return _plus(" + ".join(terms), sym.value)
     if site_pc < 0 or sym.value < 0:
         raise ValueError("addresses must be non-negative")
-    _, ip = _ARCH[machine]
-    return " + ".join([f"(__u64)ctx->{ip} - {site_pc:#x}ULL + {sym.value:#x}ULL", *terms])
+    ip = _member(_ARCH[machine][1], machine)
+    return " + ".join([f"(__u64){ip} - {site_pc:#x}ULL + {sym.value:#x}ULL", *terms])
 
 
 def _tls_load(tls: TlsMem, machine: str, size: int, signed: bool, dest: str) -> list[str]:
@@ -177,11 +199,12 @@ def _tls_load(tls: TlsMem, machine: str, size: int, signed: bool, dest: str) -> 
     address = _plus(" + ".join([_TP, *_register_terms(tls.base, tls.index, tls.scale,
                                                        machine)]), offset)
     body = _load(address, size, signed, dest)
+    fsbase = TASK_FSBASE_OFFSET.macro
     return [
         "{",
         f"    __u64 {_TP} = 0;  /* the thread pointer: current->thread.fsbase */",
         f"    bpf_probe_read_kernel(&{_TP}, sizeof({_TP}),",
-        f"                          (void *)(bpf_get_current_task() + {TASK_FSBASE_OFFSET}));",
+        f"                          (void *)(bpf_get_current_task() + {fsbase}));",
         *["    " + line for line in body],
         "}",
     ]
@@ -192,8 +215,8 @@ def _rip_address(rip: RipRel, site_pc: int, machine: str) -> str:
         raise ValueError(f"rip-relative operand {rip.symbol!r} has no resolved address")
     if site_pc < 0 or rip.address < 0:
         raise ValueError("addresses must be non-negative")
-    _, ip = _ARCH[machine]
-    return f"(__u64)ctx->{ip} - {site_pc:#x}ULL + {rip.address:#x}ULL"
+    ip = _member(_ARCH[machine][1], machine)
+    return f"(__u64){ip} - {site_pc:#x}ULL + {rip.address:#x}ULL"
 
 
 def _load(address: str, size: int, signed: bool, dest: str) -> list[str]:

@@ -283,14 +283,14 @@ def _scratch_only_when_long(resolved: ResolvedPlan, probe: ResolvedProbe,
     """Whether the probe's scratch holds nothing but its print-only strings' buffers
     (`_print_only_strings`): then only a string too long for the smallest record needs
     it, and the body looks it up there (a task-storage lookup in a sleepable probe).
-    Found by emitting the body once into `trial`, thrown away with what it emitted."""
+    Found by emitting the body once into `trial`, thrown away with what it emitted: the
+    answer is read off the scratch members it declared, each typed with its owner."""
     if not trial.direct:
         return False
     string_reads(probe, trial)
     _ = condition(probe.where, trial)
     _ = _output_blocks(resolved, probe.spec.name, trial, _Outputs())
-    own = {m for i in trial.direct for m in (f"s{i}[", f"st{i};", f"n{i};")}
-    return all(any(f" {m}" in member for m in own) for member in trial.members)
+    return trial.scratch_only_for_direct_strings()
 
 
 def one_program(probe: ResolvedProbe) -> bool:
@@ -339,7 +339,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     if reads_func:
         members.append("__u64 func;")
     view = ProbeView(probe.spec.name, c_name, members,
-                     body.scratch_name, body.members, lines,
+                     body.scratch_name, list(body.members), lines,
                      [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
                      sleepable=body.sleepable, lazy_scratch=body.lazy_scratch)
     for site in probe.sites[:1] if one_program(probe) else probe.sites:
@@ -402,13 +402,13 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size, len(_open_outputs(resolved, p.spec.name)))
              for p in resolved.probes if p.spec.kind == "span"]
-    constants = tuple(sorted({name for p in resolved.probes for s in p.sites
+    constants = tuple(sorted({c for p in resolved.probes for s in p.sites
                               for arg in s.args if arg is not None
-                              for name in runtime_constants(arg)}))
+                              for c in runtime_constants(arg)}))
     stack_maps = _stack_maps(resolved, acc.ucopy_bytes, acc.announces)
     c_source = render_template(
         "program.bpf.c.j2",
-        runtime_constants=constants,
+        runtime_constants=[c.macro for c in constants],
         plan_name=resolved.plan.name,
         probes=views,
         spans=spans,

@@ -325,7 +325,7 @@ def begin_block(span: ResolvedProbe, body: Body, max_depth: int,
     nested); a nested span pushes a level, counting levels past `max_depth`. A span with
     `open:` outputs adds the begin to them (`opens`, see _open_store)."""
     name = span_struct(span)
-    body.members.append(f"struct {name} {name};")
+    body.member(f"struct {name} {name};")
     if span.spec.nested:
         key, depth = _nested_key(span, True), depth_local(span.spec.name)
         lines = [f"__u64 pr_nd = (__u64){depth} + 1;",

@@ -563,10 +563,10 @@ def _thread_pointer_errors(operand: ArgOperand, spec: ProbeSpec, index: int) -> 
     only the running kernel's BTF gives: refuse here, at the argument, when it has none."""
     if not isinstance(operand.operand, TlsMem):
         return []
-    from planrunner.elf.btf import BtfError, runtime_constant
+    from planrunner.elf.btf import THREAD_POINTER, BtfError, kernel_offset
 
     try:
-        runtime_constant("PR_TASK_FSBASE_OFFSET")
+        kernel_offset(THREAD_POINTER)
     except BtfError as exc:
         return [OperandError([Diagnostic(
             f"argument {index} of probe '{spec.name}' is thread-local ('{operand.text}'), "

@@ -8,7 +8,7 @@ files and tracefs format files.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from planrunner.diagnostics import Span, did_you_mean
@@ -17,8 +17,9 @@ from planrunner.elf.reader import host_machine, open_binary, read_notes, vaddr_t
 from planrunner.errors import ResolveError
 from planrunner.expr.types import BoolType, IntType, StrType, Type
 from planrunner.plan.model import ArgSpec, ProbeSpec
+from planrunner.registers import Arm64Reg, Register, X86Reg, arm64_x
 from planrunner.resolve.model import BinaryRef, TracepointField
-from planrunner.usdt.model import ArgOperand, Mem, ProbeSite, Reg, UsdtProbe
+from planrunner.usdt.model import ArgOperand, Mem, Reg, UsdtProbe
 from planrunner.usdt.probes import group_notes, read_probes
 
 if TYPE_CHECKING:
@@ -31,21 +32,11 @@ VALUE_TYPES: dict[str, IntType] = {
     "pointer": IntType(64, False),
 }
 
-# x86-64 SysV integer argument registers (pt_regs members) at function entry; later
-# arguments are on the stack above the return address.
-X86_64_ARG_REGS = (("di", "rdi"), ("si", "rsi"), ("dx", "rdx"), ("cx", "rcx"),
-                   ("r8", "r8"), ("r9", "r9"))
-AARCH64_ARG_REGS = tuple((f"regs[{i}]", f"x{i}") for i in range(8))
+# x86-64 SysV integer argument registers at function entry; later arguments are on the
+# stack above the return address.
+X86_64_ARG_REGS = (X86Reg.RDI, X86Reg.RSI, X86Reg.RDX, X86Reg.RCX, X86Reg.R8, X86Reg.R9)
+AARCH64_ARG_REGS = tuple(arm64_x(i) for i in range(8))
 MAX_UPROBE_ARGS = 12
-
-
-@dataclass(frozen=True, slots=True)
-class Located:
-    """A probe's sites in one binary, plus what its arguments are."""
-
-    binary: BinaryRef
-    sites: tuple[ProbeSite, ...]
-    arg_count: int
 
 
 def find_usdt(spec: ProbeSpec, binary: BinaryRef) -> UsdtProbe:
@@ -232,28 +223,36 @@ def register_arg(index: int, size: int, signed: bool, machine: str,
     """Argument `index` (1-based) of a function at its entry, per the machine's ABI (or
     Go's: the register ABI's integer registers, or ABI0's stack slots)."""
     if abi == "go":  # locate_uprobe offers no more than these and `goroutine`
-        field, name = GOROUTINE_REG if index == GOROUTINE_INDEX else GO_INT_REGS[index - 1]
-        return ArgOperand(f"%{name}", size, signed, False, Reg(field, name))
+        reg = GOROUTINE_REG if index == GOROUTINE_INDEX else GO_INT_REGS[index - 1]
+        return _in_register(reg, size, signed)
     if abi == "go-abi0":
         return ArgOperand(f"{8 * index}(%rsp)", size, signed, False,
-                          Mem(Reg("sp", "rsp"), 8 * index))
+                          Mem(_whole(X86Reg.RSP), 8 * index))
     if machine == "EM_AARCH64":
         if index <= len(AARCH64_ARG_REGS):
-            field, name = AARCH64_ARG_REGS[index - 1]
-            return ArgOperand(name, size, signed, False, Reg(field, name))
+            return _in_register(AARCH64_ARG_REGS[index - 1], size, signed)
         disp = 8 * (index - 1 - len(AARCH64_ARG_REGS))
-        return ArgOperand(f"[sp, {disp}]", size, signed, False, Mem(Reg("sp", "sp"), disp))
+        return ArgOperand(f"[sp, {disp}]", size, signed, False,
+                          Mem(_whole(Arm64Reg.SP), disp))
     if index <= len(X86_64_ARG_REGS):
-        field, name = X86_64_ARG_REGS[index - 1]
-        return ArgOperand(f"%{name}", size, signed, False, Reg(field, name))
+        return _in_register(X86_64_ARG_REGS[index - 1], size, signed)
     disp = 8 * (index - len(X86_64_ARG_REGS))  # (%rsp) holds the return address
-    return ArgOperand(f"{disp}(%rsp)", size, signed, False, Mem(Reg("sp", "rsp"), disp))
+    return ArgOperand(f"{disp}(%rsp)", size, signed, False, Mem(_whole(X86Reg.RSP), disp))
 
 
 def return_value(size: int, signed: bool, machine: str) -> ArgOperand:
-    if machine == "EM_AARCH64":
-        return ArgOperand("x0", size, signed, False, Reg("regs[0]", "x0"))
-    return ArgOperand("%rax", size, signed, False, Reg("ax", "rax"))
+    return _in_register(Arm64Reg.X0 if machine == "EM_AARCH64" else X86Reg.RAX, size,
+                        signed)
+
+
+def _whole(reg: Register) -> Reg:
+    """The whole register, named as its assembler writes it."""
+    return Reg(reg, reg.value)
+
+
+def _in_register(reg: Register, size: int, signed: bool) -> ArgOperand:
+    text = reg.value if isinstance(reg, Arm64Reg) else f"%{reg.value}"
+    return ArgOperand(text, size, signed, False, _whole(reg))
 
 
 def binary_ref(path: str, display: str, build_id_wanted: str | None,

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import (
@@ -47,7 +47,6 @@ from planrunner.runtime.ringbuf import RingReader, ordered_host
 from planrunner.runtime.scope import cgroup_key
 
 if TYPE_CHECKING:
-    from planrunner.runtime.compile_worker import CompileWorker
     from planrunner.runtime.tracers import TracerRegistry
 
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
@@ -300,13 +299,29 @@ class _CachedBPF:
         self.loaded.close()
 
 
+class Compiler(Protocol):
+    """A compile out of this process: runtime/compile_worker.py's CompileWorker, which
+    compiles with this module's functions (so this module names it by what it does,
+    not by importing it)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    why: str  # why the last compile gave nothing back (for the cache log)
+
+    def compile(self, c_source: str, cflags: list[str],
+                pins: dict[str, str]) -> cc.CompiledProgram | None: ...
+
+    def close(self) -> None: ...
+
+
 class BccBackend:
     """A compiled, loaded program. Construction is cheap (nothing is checked or
     compiled before `load`); use as a context manager: `close` on exit."""
 
     def __init__(self, features: KernelFeatures | None = None,
                  cache: cc.ProgramCache | None = None,
-                 worker: CompileWorker | None = None) -> None:
+                 worker: Compiler | None = None) -> None:
         self._features = self._given_features = features
         self._cache = cache  # None: compile every time (--no-cache, tests)
         self._worker = worker  # compiles a program the cache has not got, where it can

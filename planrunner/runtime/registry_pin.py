@@ -25,7 +25,7 @@ import os
 import stat
 
 from planrunner.errors import BackendError, BackendUnavailable
-from planrunner.render.model import MAX_TRACERS, TRACERS_PIN
+from planrunner.render.model import MAX_TRACERS, TRACERS_PIN, TRACERS_PIN_MACRO
 
 BPF_FS = os.path.dirname(TRACERS_PIN)  # /sys/fs/bpf
 PRIVATE_DIR = "planrunner"  # under BPF_FS: root's own, mode 0700
@@ -65,7 +65,7 @@ def tracers_pin(base: str = BPF_FS, default: str = TRACERS_PIN) -> str:
 
 def pin_cflags(pin: str, default: str = TRACERS_PIN) -> list[str]:
     """The cflags that make the program open the registry at `pin`."""
-    return [] if pin == default else [f'-DPR_TRACERS_PIN="{pin}"']
+    return [] if pin == default else [f'-D{TRACERS_PIN_MACRO}="{pin}"']
 
 
 def foreign(path: str) -> str | None:

@@ -14,6 +14,10 @@ inside planrunner takes the same path before its traceback is shown. A SIGKILL s
 it: the kernel still drops its probes and reference counts, and the next run undoes
 poke-mode semaphores from the state file.
 
+`Session` is one run: its `run` sets up in order (the -c child, the backend, the
+probes, live views) and two ExitStacks undo it in the reverse order whatever happens;
+why tracing ended is its `stop_reason`, a `StopReason`. `run_session` makes and runs one.
+
 Each loop turn is: upkeep (late libraries, poke mode: runtime/upkeep.py), read the
 ring, print, tick the `every:` aggregations, check the stop conditions. The loop never
 blocks for more than POLL_MS, so stopping is prompt at any event rate. The kernel is
@@ -40,8 +44,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
+from enum import Enum
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -256,106 +261,281 @@ class _Counting:
         pass
 
 
+class StopReason(Enum):
+    """Why a session ended (`Session.stop_reason`)."""
+
+    MAX_EVENTS = "--max-events records were shown"
+    SIGNAL = "a stop signal (SIGINT, SIGTERM, SIGHUP)"
+    DURATION = "--duration elapsed"
+    OUTPUT_BLOCKED = "the deadline passed inside a blocked write"
+    COMMAND_ENDED = "the -c command ended"
+    PIDS_EXITED = "every --pid process exited"
+    STDOUT_CLOSED = "stdout was closed"
+    STARTUP_STOPPED = "a stop signal came before tracing began"
+
+
 def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: TextIO,
                 backend: Backend, live: Sequence[LiveView] = (),
                 wall: Callable[[], float] = time.time,
                 monotonic: Callable[[], float] = time.monotonic) -> int:
-    """Trace until a stop condition; the exit status (see the module docstring).
-    `backend` is not loaded yet: the session loads it after starting the `-c` child
-    and closes it whatever happens. `wall`/`monotonic` are for tests' clocks."""
-    clocks = _Clocks(wall, monotonic)
-    stop = _Stop()
-    stop.install()
-    child: Child | None = None
-    upkeep: Upkeep | None = None
-    started: list[LiveView] = []
-    feed: TaskEvents | None = None
-    from planrunner.runtime.silence import Heard
+    """Trace until a stop condition; the exit status (see the module docstring and
+    Session)."""
+    return Session(program, opts, view, stderr, backend, live, wall, monotonic).run()
 
-    heard = Heard(view)  # what showed something: said why not at the end otherwise
-    out = _Output(heard, stop)
-    status = 0
-    try:
-        recover(stderr)
-        child = Child.spawn_stopped(opts.command) if opts.command else None
-        scope = opts.effective_scope(child.pid if child else None)
-        try:
-            _load(backend, program, stop)
-            mode = semaphore_mode(backend.features)
+
+class Session:
+    """One tracing session. `backend` is not loaded yet: `run` loads it after starting
+    the `-c` child and closes it whatever happens. What was set up is undone in the
+    reverse order of its setting up, by two ExitStacks: `run`'s (stop handlers and
+    stdout, the child, the maps feed) and `_trace`'s (the backend, then the probes and
+    live views). `stop_reason` says why tracing ended. `wall`/`monotonic` are for tests'
+    clocks."""
+
+    def __init__(self, program: RenderedProgram, opts: RunOptions, view: View,
+                 stderr: TextIO, backend: Backend, live: Sequence[LiveView] = (),
+                 wall: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        from planrunner.runtime.silence import Heard
+
+        self.program = program
+        self.opts = opts
+        self.stderr = stderr
+        self.backend = backend
+        self.live = tuple(live)
+        self.clocks = _Clocks(wall, monotonic)
+        self.stop = _Stop()
+        self.heard = Heard(view)  # what showed something: said why not at the end otherwise
+        self.out = _Output(self.heard, self.stop)
+        self.child: Child | None = None
+        self.upkeep: Upkeep | None = None
+        self.started: list[LiveView] = []
+        self.stop_reason: StopReason | None = None
+        self._remaining = opts.max_events  # records still to show (--max-events)
+        self._deadline: float | None = None  # monotonic end of --duration
+
+    def run(self) -> int:
+        """Trace until a stop condition; the exit status (see the module docstring)."""
+        with ExitStack() as cleanup:
+            self.stop.install()
+            cleanup.callback(self._restore)
             try:
-                sites, left_out = _attach(backend, program, scope, mode == "refctr", stop,
-                                          stderr)
-                # the process whose semaphores (poke mode) and late libraries are watched
-                one = scope.pids[0] if len(scope.pids) == 1 else None
-                upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
-                upkeep.start()
-                backend.open_ring()
-                stop.check(len(sites), len(sites))  # the last moment before the command runs
-                feed = _maps_feed(program, stderr, child)
-                stacks = _stack_resolver(backend, program, opts, feed)
-                if live:  # a scrape names stacks with the loop's resolver, under its lock
-                    from planrunner.runtime.aggregates import AggregateReader
+                status = self._trace(cleanup)
+            except _StartupStopped as exc:
+                self.stop_reason = StopReason.STARTUP_STOPPED
+                status = self._startup_stopped(exc)
+            except BrokenPipeError:  # stdout closed (`| head`): a normal end
+                self.stop_reason = StopReason.STDOUT_CLOSED
+                _silence_stdout()
+                status = 0
+                if self.child is not None and self.child.released:
+                    # its status, as for any other stop
+                    status = _end_child(self.child, self.stop, self.stderr, status)
+        return status
 
-                    for lv in live:
-                        lv.start(AggregateReader(program, backend, wall, monotonic,
-                                                 stacks=stacks), len(sites), mode)
-                        started.append(lv)
-                n = len(sites) + sum(len(s.file_offsets) for s in program.sets) - left_out
-                what = scope.describe()
-                stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in {what}. "
-                             "Hit Ctrl-C to end.\n")
-                stderr.flush()
-                # the run's first interval starts here, before the command runs: the
-                # aggregation reader is built later, once tracing has begun
-                clocks.traced_since = clocks.wall()
-                if child:
-                    child.release()
-                status = _loop(backend, upkeep, stacks, program, opts, out, stderr, stop,
-                               child, clocks, bool(live))
-            finally:
-                _detach(backend, upkeep)
-                for lv in started:
-                    lv.close()
-            lost = _report_losses(backend, program, out, stderr)
-            if not lost and not out.blocked and upkeep is not None:  # (not incomplete)
+    def _restore(self) -> None:
+        """The last clean-up: the signal handlers as they were."""
+        self.stop.restore()
+        if self.out.blocked:
+            _silence_stdout()  # what the view still buffers could never be flushed
+
+    def _terminate_child(self) -> None:
+        if self.child is not None:  # a no-op when it ended
+            self.child.terminate(CHILD_GRACE_S, lambda: self.stop.count > 1)
+
+    def _close_live_views(self) -> None:
+        for lv in self.started:
+            lv.close()
+
+    def _detach(self) -> None:
+        _detach(self.backend, self.upkeep)
+
+    def _trace(self, cleanup: ExitStack) -> int:
+        recover(self.stderr)
+        if self.opts.command:
+            self.child = Child.spawn_stopped(self.opts.command)
+            cleanup.callback(self._terminate_child)
+        scope = self.opts.effective_scope(self.child.pid if self.child else None)
+        with ExitStack() as loaded:
+            loaded.callback(self.backend.close)
+            _load(self.backend, self.program, self.stop)
+            mode = semaphore_mode(self.backend.features)
+            with ExitStack() as attached:
+                attached.callback(self._close_live_views)
+                attached.callback(self._detach)  # first: the probes, then the live views
+                status = self._attach_and_loop(scope, mode, cleanup)
+            lost = _report_losses(self.backend, self.program, self.out, self.stderr)
+            if not lost and not self.out.blocked and self.upkeep is not None:  # complete
                 from planrunner.runtime.silence import explain
 
                 single = scope.pids[0] if len(scope.pids) == 1 else None
-                stderr.writelines(explain(program, heard, child,
-                                          single if child is None else None, upkeep,
-                                          scope.follow_children))
-        finally:
-            backend.close()
-        if child is not None:
-            status = _end_child(child, stop, stderr, status)
+                self.stderr.writelines(explain(
+                    self.program, self.heard, self.child,
+                    single if self.child is None else None, self.upkeep,
+                    scope.follow_children))
+        if self.child is not None:
+            status = _end_child(self.child, self.stop, self.stderr, status)
         if lost:
-            stderr.write(f"incomplete trace: {', '.join(lost)}\n")
-            if child is None and status == 0:
+            self.stderr.write(f"incomplete trace: {', '.join(lost)}\n")
+            if self.child is None and status == 0:
                 status = EXIT_INCOMPLETE
-    except _StartupStopped as exc:
-        status = 128 + signal.Signals[exc.signame].value
+        return status
+
+    def _attach_and_loop(self, scope: Scope, mode: str, cleanup: ExitStack) -> int:
+        sites, left_out = _attach(self.backend, self.program, scope, mode == "refctr",
+                                  self.stop, self.stderr)
+        # the process whose semaphores (poke mode) and late libraries are watched
+        one = scope.pids[0] if len(scope.pids) == 1 else None
+        upkeep = self.upkeep = Upkeep(sites, one, mode, self.stderr, bool(self.opts.pid))
+        upkeep.start()
+        self.backend.open_ring()
+        self.stop.check(len(sites), len(sites))  # the last moment before the command runs
+        feed = _maps_feed(self.program, self.stderr, self.child)
+        if feed is not None:
+            cleanup.callback(feed.close)
+        stacks = _stack_resolver(self.backend, self.program, self.opts, feed)
+        if self.live:  # a scrape names stacks with the loop's resolver, under its lock
+            from planrunner.runtime.aggregates import AggregateReader
+
+            for lv in self.live:
+                lv.start(AggregateReader(self.program, self.backend, self.clocks.wall,
+                                         self.clocks.monotonic, stacks=stacks),
+                         len(sites), mode)
+                self.started.append(lv)
+        n = len(sites) + sum(len(s.file_offsets) for s in self.program.sets) - left_out
+        self.stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in "
+                          f"{scope.describe()}. Hit Ctrl-C to end.\n")
+        self.stderr.flush()
+        # the run's first interval starts here, before the command runs: the
+        # aggregation reader is built later, once tracing has begun
+        self.clocks.traced_since = self.clocks.wall()
+        if self.child:
+            self.child.release()
+        return self._loop(upkeep, stacks)
+
+    def _startup_stopped(self, exc: _StartupStopped) -> int:
         if exc.total:
             what = f"{exc.attached} of {exc.total} probe sites had been attached, now " \
                    "detached"
         else:
             what = "nothing had been attached"
-        not_run = "; the command was not started" if child is not None else ""
-        stderr.write(f"stopped by {exc.signame} during start-up, before tracing began: "
-                     f"{what}{not_run}\n")
-    except BrokenPipeError:  # stdout closed (`| head`): a normal end
-        _silence_stdout()
-        status = 0
-        if child is not None and child.released:  # its status, as for any other stop
-            status = _end_child(child, stop, stderr, status)
-    finally:
-        if feed is not None:
-            feed.close()
-        if child is not None:
-            child.terminate(CHILD_GRACE_S, lambda: stop.count > 1)  # no-op when it ended
-        stop.restore()
-        if out.blocked:
-            _silence_stdout()  # what the view still buffers could never be flushed
-    return status
+        not_run = "; the command was not started" if self.child is not None else ""
+        self.stderr.write(f"stopped by {exc.signame} during start-up, before tracing "
+                          f"began: {what}{not_run}\n")
+        return 128 + signal.Signals[exc.signame].value
+
+    def _left(self) -> float | None:
+        """Real seconds to the deadline, for the output's guard."""
+        if self._deadline is None:
+            return None
+        return self._deadline - self.clocks.monotonic()
+
+    def _shown(self, recs: list[dict[str, object]]) -> list[dict[str, object]]:
+        """The records of `recs` --max-events still lets through."""
+        if self._remaining is None:
+            return recs
+        recs = recs[:self._remaining]
+        self._remaining -= len(recs)
+        return recs
+
+    def _loop(self, upkeep: Upkeep, stacks: StackResolver | None) -> int:
+        # Built once tracing has begun: the probes already record into the ring while the
+        # decoding and aggregation modules load (a run with the caches warm reaches
+        # "Tracing" without them).
+        from planrunner.runtime.aggregates import AggregateReader
+        from planrunner.runtime.decode import Decoder
+        from planrunner.runtime.stacks import StackResolver
+
+        backend, program, clocks, child = self.backend, self.program, self.clocks, self.child
+        if stacks is None:
+            stacks = StackResolver(backend)
+        aggs = AggregateReader(program, backend, clocks.wall, clocks.monotonic,
+                               reset=not self.live, since=clocks.traced_since,
+                               stacks=stacks)
+        decoder = Decoder(program.prints, stacks, program.stack_maps)
+        # no command, or no stacks (nothing to read): nothing to wait for
+        # (with the kernel's maps records, the command's exec is in them: nothing either)
+        seen_child = (child is None or program.stack_maps == StackMaps()
+                      or stacks.feed is not None)
+        exec_wait_end = clocks.monotonic() + EXEC_WAIT_S
+        if self.opts.duration_s:
+            self._deadline = clocks.monotonic() + self.opts.duration_s
+        watched = () if child is not None else self.opts.effective_scope(None).pids
+        reason: StopReason | None = None
+        while reason is None:
+            if child is not None:
+                child.look()  # what it runs, for runtime/silence.py
+                upkeep.counting = upkeep.counting or child.execed()
+            upkeep.turn()
+            # until the command has exec'd, short turns: its maps are read right after
+            # the exec, before it can fire and exit (addresses are named over them)
+            batch = backend.read_ring(POLL_MS if seen_child else EXEC_POLL_MS)
+            if child is not None and not seen_child and (
+                    child.execed() or clocks.monotonic() >= exec_wait_end):
+                seen_child = True
+                if stacks.feed is None:
+                    stacks.observe(child.pid)
+            with stacks.lock:  # a live view's scrape (another thread) reads stacks too
+                if batch:  # a "new process" notice is no record
+                    self.out.records(self._shown(decoder.decode_batch(batch)), self._left())
+                stacks.follow()
+                if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
+                    self.out.call(aggs.tick, self._left())
+            reason = self._why_stop(watched)
+        self.stop_reason = reason
+        exit_status = 0
+        if reason is StopReason.COMMAND_ENDED:
+            assert child is not None
+            exit_status = child.exit_status()
+        elif reason is StopReason.PIDS_EXITED:
+            self.stderr.write(f"process{'es' if len(watched) > 1 else ''} "
+                              f"{', '.join(map(str, watched))} exited\n")
+        self._detach()  # first, so that the tail below holds every event that fired
+        # What arrived before the stop still counts, all of it: a read returns a bounded
+        # batch, and the ring may hold many.
+        while self._remaining is None or self._remaining > 0:
+            raw = backend.read_ring(0)
+            if not raw:
+                break
+            with stacks.lock:
+                tail = decoder.decode_batch(raw)
+            self.out.records(self._shown(tail), 0.0)
+        with stacks.lock:  # live views are still serving
+            final = aggs.final()  # stacks unwound and symbolized before the guarded write
+        self.out.call(lambda view: aggs.write(final, view), 0.0)
+        _report_unreadable(decoder.unreadable, stacks, self.stderr)
+        return exit_status
+
+    def _why_stop(self, watched: Sequence[int]) -> StopReason | None:
+        """The reason to end tracing after this turn, if any (in this order)."""
+        if self._remaining is not None and self._remaining <= 0:
+            return StopReason.MAX_EVENTS
+        if self.stop.reason:
+            return StopReason.SIGNAL
+        if self._deadline is not None and self.clocks.monotonic() >= self._deadline:
+            return StopReason.DURATION
+        if self.out.blocked:  # the deadline passed inside a write
+            return StopReason.OUTPUT_BLOCKED
+        if self.child is not None and self.child.poll() is not None:
+            return StopReason.COMMAND_ENDED
+        if watched and not any(_alive(p) for p in watched):  # every --pid ended
+            return StopReason.PIDS_EXITED
+        return None
+
+
+def _report_unreadable(strings: int, stacks: StackResolver, stderr: TextIO) -> None:
+    """Say what the records showed as null or lost: strings and stacks not read."""
+    if strings:
+        stderr.write(f"{strings} strings could not be read (shown as null)\n")
+    if stacks.lost:
+        stderr.write(f"{stacks.lost} stacks could not be shown (not captured, or their "
+                     "process had exited before planrunner knew its maps: see `stack:` in "
+                     "docs/plan-format.md)\n")
+    if stacks.unwind_lost:
+        where = ", ".join(f"{n} in {m}" for m, n in stacks.unwind_lost.most_common())
+        stderr.write(f"{stacks.unwind_lost.total()} stacks could not be unwound past the "
+                     f"probe's frame ({where}): no usable CFI there (`.eh_frame` missing or "
+                     "corrupt); shown as [stack lost]. `unwind: fp` may do where the "
+                     "module keeps frame pointers\n")
 
 
 def _maps_feed(program: RenderedProgram, stderr: TextIO,
@@ -490,101 +670,6 @@ def _detach(backend: Backend, upkeep: Upkeep | None) -> None:
             upkeep.finish()
     finally:
         backend.detach()
-
-
-def _loop(backend: Backend, upkeep: Upkeep, stacks: StackResolver | None,
-          program: RenderedProgram, opts: RunOptions, out: _Output, stderr: TextIO,
-          stop: _Stop, child: Child | None, clocks: _Clocks, live: bool) -> int:
-    # Built once tracing has begun: the probes already record into the ring while the
-    # decoding and aggregation modules load (a run with the caches warm reaches
-    # "Tracing" without them).
-    from planrunner.runtime.aggregates import AggregateReader
-    from planrunner.runtime.decode import Decoder
-    from planrunner.runtime.stacks import StackResolver
-
-    if stacks is None:
-        stacks = StackResolver(backend)
-    aggs = AggregateReader(program, backend, clocks.wall, clocks.monotonic, reset=not live,
-                           since=clocks.traced_since,
-                           stacks=stacks)
-    decoder = Decoder(program.prints, stacks, program.stack_maps)
-    # no command, or no stacks (nothing to read): nothing to wait for
-    # (with the kernel's maps records, the command's exec is in them: nothing either)
-    seen_child = child is None or program.stack_maps == StackMaps() or stacks.feed is not None
-    exec_wait_end = clocks.monotonic() + EXEC_WAIT_S
-    deadline = clocks.monotonic() + opts.duration_s if opts.duration_s else None
-
-    def left() -> float | None:  # real seconds to the deadline, for the output's guard
-        return deadline - clocks.monotonic() if deadline is not None else None
-
-    remaining = opts.max_events
-    exit_status = 0
-    watched = () if child is not None else opts.effective_scope(None).pids
-    while True:
-        if child is not None:
-            child.look()  # what it runs, for runtime/silence.py
-            upkeep.counting = upkeep.counting or child.execed()
-        upkeep.turn()
-        # until the command has exec'd, short turns: its maps are read right after the
-        # exec, before it can fire and exit (addresses are named over them)
-        batch = backend.read_ring(POLL_MS if seen_child else EXEC_POLL_MS)
-        if child is not None and not seen_child and (
-                child.execed() or clocks.monotonic() >= exec_wait_end):
-            seen_child = True
-            if stacks.feed is None:
-                stacks.observe(child.pid)
-        with stacks.lock:  # a live view's scrape (another thread) reads stacks too
-            if batch:
-                recs = decoder.decode_batch(batch)  # a "new process" notice is no record
-                if remaining is not None:
-                    recs = recs[:remaining]
-                    remaining -= len(recs)
-                out.records(recs, left())
-            stacks.follow()
-            if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
-                out.call(aggs.tick, left())
-        if remaining is not None and remaining <= 0:
-            break
-        if stop.reason or (deadline is not None and clocks.monotonic() >= deadline):
-            break
-        if out.blocked:  # the deadline passed inside a write
-            break
-        if child is not None and child.poll() is not None:
-            exit_status = child.exit_status()
-            break
-        if watched and not any(_alive(p) for p in watched):  # every --pid ended
-            stderr.write(f"process{'es' if len(watched) > 1 else ''} "
-                         f"{', '.join(map(str, watched))} exited\n")
-            break
-    _detach(backend, upkeep)  # first, so that the tail below holds every event that fired
-    # What arrived before the stop still counts, all of it: a read returns a bounded
-    # batch, and the ring may hold many.
-    while remaining is None or remaining > 0:
-        raw = backend.read_ring(0)
-        if not raw:
-            break
-        with stacks.lock:
-            tail = decoder.decode_batch(raw)
-        if remaining is not None:
-            tail = tail[:remaining]
-            remaining -= len(tail)
-        out.records(tail, 0.0)
-    with stacks.lock:  # live views are still serving
-        final = aggs.final()  # stacks unwound and symbolized before the guarded write
-    out.call(lambda view: aggs.write(final, view), 0.0)
-    if decoder.unreadable:
-        stderr.write(f"{decoder.unreadable} strings could not be read (shown as null)\n")
-    if stacks.lost:
-        stderr.write(f"{stacks.lost} stacks could not be shown (not captured, or their "
-                     "process had exited before planrunner knew its maps: see `stack:` in "
-                     "docs/plan-format.md)\n")
-    if stacks.unwind_lost:
-        where = ", ".join(f"{n} in {m}" for m, n in stacks.unwind_lost.most_common())
-        stderr.write(f"{stacks.unwind_lost.total()} stacks could not be unwound past the "
-                     f"probe's frame ({where}): no usable CFI there (`.eh_frame` missing or "
-                     "corrupt); shown as [stack lost]. `unwind: fp` may do where the "
-                     "module keeps frame pointers\n")
-    return exit_status
 
 
 def _report_losses(backend: Backend, program: RenderedProgram, out: _Output,

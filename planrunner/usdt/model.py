@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from planrunner.registers import Register
+
 # --- operands ---------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -20,12 +22,13 @@ class Const:
 
 @dataclass(frozen=True, slots=True)
 class Reg:
-    """The value of a register. `field` is the C member of `struct pt_regs` for the
-    binary's architecture (x86-64: `ax`, `r8`, `sp`...; aarch64: `regs[3]`, `sp`),
-    taken from the arch's own table, never from user text. `shift` is 8 for the x86
-    high-byte registers `%ah %bh %ch %dh` (bits 8-15), else 0."""
+    """The value of a register. `reg` is which register of the binary's architecture
+    (planrunner/registers.py: the 64-bit one `%eax` and `%ah` are views of, `x1` for
+    `w1`), taken from the arch's own table, never from user text; the member of
+    `struct pt_regs` that holds it is C, named by render/operand_c.py. `shift` is 8 for
+    the x86 high-byte registers `%ah %bh %ch %dh` (bits 8-15), else 0."""
 
-    field: str
+    reg: Register
     name: str  # the register as written, e.g. "eax", "r8d", "ah", "w1"
     shift: int = 0
 

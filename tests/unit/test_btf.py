@@ -96,9 +96,7 @@ def test_no_btf_file_says_what_the_kernel_needs(tmp_path: Path,
         btf.load(missing)
     monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", missing)
     with pytest.raises(btf.BtfError, match="not readable"):
-        btf.runtime_constant("PR_TASK_FSBASE_OFFSET")
-    with pytest.raises(btf.BtfError, match="no run-time constant"):
-        btf.runtime_constant("PR_NOPE")
+        btf.kernel_offset(btf.THREAD_POINTER)
 
 
 def test_runtime_cflags_from_a_given_file(tmp_path: Path,
@@ -110,7 +108,10 @@ def test_runtime_cflags_from_a_given_file(tmp_path: Path,
     path = tmp_path / "btf"
     path.write_bytes(b.blob())
     monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path))
-    assert btf.runtime_cflags(["PR_TASK_FSBASE_OFFSET"] * 2) == ["-DPR_TASK_FSBASE_OFFSET=48"]
+    pair = ("PR_X", btf.THREAD_POINTER)
+    assert btf.runtime_cflags([pair] * 2) == ["-DPR_X=48"]
+    with pytest.raises(btf.BtfError, match="has no member thread.gsbase"):
+        btf.kernel_offset(btf.KernelMember("task_struct", "thread.gsbase"))
 
 
 # --- the running kernel -----------------------------------------------------------------
@@ -142,7 +143,7 @@ def test_running_kernel_task_struct_thread_fsbase() -> None:
 @needs_vmlinux
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="thread.fsbase is x86-64's")
 def test_running_kernel_constant_is_computed_once() -> None:
-    first = btf.runtime_constant("PR_TASK_FSBASE_OFFSET")
+    first = btf.kernel_offset(btf.THREAD_POINTER)
     t0 = time.perf_counter()
-    assert btf.runtime_constant("PR_TASK_FSBASE_OFFSET") == first
+    assert btf.kernel_offset(btf.THREAD_POINTER) == first
     assert time.perf_counter() - t0 < 0.01

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,16 @@ def _module(name: str) -> types.ModuleType:
 METHODS = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__")
 
 
-def test_the_methods_are_those_the_standard_library_compiles() -> None:
+@pytest.fixture
+def installed() -> Iterator[None]:
+    """The cache in this process, for one test (the CLI's entry installs it, never an
+    import of planrunner)."""
     dataclass_cache.install()
+    yield
+    dataclass_cache.uninstall()
+
+
+def test_the_methods_are_those_the_standard_library_compiles(installed: None) -> None:
     ours = _module("planrunner._dc_probe")  # through the cache
     ours_again = _module("planrunner._dc_probe")  # from the cache: the same code
     mine = dataclasses.__dict__.pop("exec")

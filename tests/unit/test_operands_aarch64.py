@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from planrunner.registers import Arm64Reg, arm64_x
 from planrunner.usdt.model import Const, Mem, Reg, Undecodable, Unreadable
 from planrunner.usdt.operands import describe_operand, parse_args, parse_operand
 
@@ -12,10 +13,14 @@ A = "EM_AARCH64"
 
 
 def x(n: int) -> Reg:
-    return Reg(f"regs[{n}]", f"x{n}")
+    return Reg(arm64_x(n), f"x{n}")
 
 
-SP = Reg("sp", "sp")
+def w(n: int) -> Reg:
+    return Reg(arm64_x(n), f"w{n}")
+
+
+SP = Reg(Arm64Reg.SP, "sp")
 
 READABLE = [
     # A1 x registers
@@ -24,11 +29,11 @@ READABLE = [
     ("-8@x30", 8, True, False, x(30)),
     ("8@x19", 8, False, False, x(19)),
     # A2 w view: the same regs[N]; SIZE governs
-    ("-4@w1", 4, True, False, Reg("regs[1]", "w1")),
-    ("4@w30", 4, False, False, Reg("regs[30]", "w30")),
+    ("-4@w1", 4, True, False, w(1)),
+    ("4@w30", 4, False, False, w(30)),
     # A3 stack pointer
     ("8@sp", 8, False, False, SP),
-    ("8@x31", 8, False, False, Reg("sp", "x31")),
+    ("8@x31", 8, False, False, Reg(Arm64Reg.SP, "x31")),
     # A4 constants, with or without '#'
     ("4@5", 4, False, False, Const(5)),
     ("-4@-1", 4, True, False, Const(-1)),
@@ -53,7 +58,7 @@ READABLE = [
     ("8@[x29, #16]", 8, False, False, Mem(x(29), 16)),
     # size omitted
     ("x5", 8, False, False, x(5)),
-    ("w5", 4, False, False, Reg("regs[5]", "w5")),
+    ("w5", 4, False, False, w(5)),
     # float-typed memory stays readable (raw bits)
     ("8f@[sp, 16]", 8, False, True, Mem(SP, 16)),
 ]

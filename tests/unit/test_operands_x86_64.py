@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from planrunner.registers import X86Reg
 from planrunner.usdt.model import (
     Const,
     Mem,
@@ -37,8 +38,9 @@ X = "EM_X86_64"
 BIN = Path(__file__).parents[1] / "fixtures" / "elf" / "bin"
 
 
-def R(field: str, name: str, shift: int = 0) -> Reg:
-    return Reg(field, name, shift)
+def R(reg: str, name: str, shift: int = 0) -> Reg:
+    """The register `name` as written, a view of the 64-bit register `reg`."""
+    return Reg(X86Reg(reg), name, shift)
 
 
 # (text, size, signed, is_float, operand)
@@ -52,56 +54,56 @@ READABLE = [
     # X2 above INT64_MAX: the exact integer is kept
     ("8@$18446744073709551614", 8, False, False, Const(18446744073709551614)),
     # X3 64-bit registers
-    ("8@%rax", 8, False, False, R("ax", "rax")),
+    ("8@%rax", 8, False, False, R("rax", "rax")),
     ("8@%r12", 8, False, False, R("r12", "r12")),
-    ("-8@%rbx", 8, True, False, R("bx", "rbx")),
-    ("8@%rsp", 8, False, False, R("sp", "rsp")),
-    ("8@%rbp", 8, False, False, R("bp", "rbp")),
-    ("8@%rip", 8, False, False, R("ip", "rip")),
+    ("-8@%rbx", 8, True, False, R("rbx", "rbx")),
+    ("8@%rsp", 8, False, False, R("rsp", "rsp")),
+    ("8@%rbp", 8, False, False, R("rbp", "rbp")),
+    ("8@%rip", 8, False, False, R("rip", "rip")),
     # X4 low parts of registers: every alias maps to the full pt_regs member
-    ("-4@%eax", 4, True, False, R("ax", "eax")),
+    ("-4@%eax", 4, True, False, R("rax", "eax")),
     ("-4@%r8d", 4, True, False, R("r8", "r8d")),
-    ("2@%ax", 2, False, False, R("ax", "ax")),
-    ("-2@%cx", 2, True, False, R("cx", "cx")),
-    ("-1@%al", 1, True, False, R("ax", "al")),
-    ("-1@%sil", 1, True, False, R("si", "sil")),
-    ("-1@%dil", 1, True, False, R("di", "dil")),
-    ("1@%bpl", 1, False, False, R("bp", "bpl")),
-    ("1@%spl", 1, False, False, R("sp", "spl")),
+    ("2@%ax", 2, False, False, R("rax", "ax")),
+    ("-2@%cx", 2, True, False, R("rcx", "cx")),
+    ("-1@%al", 1, True, False, R("rax", "al")),
+    ("-1@%sil", 1, True, False, R("rsi", "sil")),
+    ("-1@%dil", 1, True, False, R("rdi", "dil")),
+    ("1@%bpl", 1, False, False, R("rbp", "bpl")),
+    ("1@%spl", 1, False, False, R("rsp", "spl")),
     ("1@%r9b", 1, False, False, R("r9", "r9b")),
     ("2@%r8w", 2, False, False, R("r8", "r8w")),
     ("4@%r15d", 4, False, False, R("r15", "r15d")),
     ("-2@%r11w", 2, True, False, R("r11", "r11w")),
-    ("4@%esi", 4, False, False, R("si", "esi")),
-    ("4@%ebp", 4, False, False, R("bp", "ebp")),
-    ("1@%cl", 1, False, False, R("cx", "cl")),
-    ("1@%dl", 1, False, False, R("dx", "dl")),
-    ("1@%bl", 1, False, False, R("bx", "bl")),
+    ("4@%esi", 4, False, False, R("rsi", "esi")),
+    ("4@%ebp", 4, False, False, R("rbp", "ebp")),
+    ("1@%cl", 1, False, False, R("rcx", "cl")),
+    ("1@%dl", 1, False, False, R("rdx", "dl")),
+    ("1@%bl", 1, False, False, R("rbx", "bl")),
     # X5 high bytes: bits 8-15
-    ("1@%ah", 1, False, False, R("ax", "ah", 8)),
-    ("1@%bh", 1, False, False, R("bx", "bh", 8)),
-    ("-1@%ch", 1, True, False, R("cx", "ch", 8)),
-    ("1@%dh", 1, False, False, R("dx", "dh", 8)),
+    ("1@%ah", 1, False, False, R("rax", "ah", 8)),
+    ("1@%bh", 1, False, False, R("rbx", "bh", 8)),
+    ("-1@%ch", 1, True, False, R("rcx", "ch", 8)),
+    ("1@%dh", 1, False, False, R("rdx", "dh", 8)),
     # X6 size omitted: the register's width, unsigned; a long otherwise
-    ("%rdi", 8, False, False, R("di", "rdi")),
-    ("%rax", 8, False, False, R("ax", "rax")),
-    ("%eax", 4, False, False, R("ax", "eax")),
-    ("8(%rsp)", 8, False, False, Mem(R("sp", "rsp"), 8)),
+    ("%rdi", 8, False, False, R("rdi", "rdi")),
+    ("%rax", 8, False, False, R("rax", "rax")),
+    ("%eax", 4, False, False, R("rax", "eax")),
+    ("8(%rsp)", 8, False, False, Mem(R("rsp", "rsp"), 8)),
     # X7 base + displacement
-    ("8@-8(%rbp)", 8, False, False, Mem(R("bp", "rbp"), -8)),
-    ("-4@16(%rsp)", 4, True, False, Mem(R("sp", "rsp"), 16)),
-    ("4@-1204(%rbp)", 4, False, False, Mem(R("bp", "rbp"), -1204)),
+    ("8@-8(%rbp)", 8, False, False, Mem(R("rbp", "rbp"), -8)),
+    ("-4@16(%rsp)", 4, True, False, Mem(R("rsp", "rsp"), 16)),
+    ("4@-1204(%rbp)", 4, False, False, Mem(R("rbp", "rbp"), -1204)),
     # X8 no displacement
-    ("8@(%rsp)", 8, False, False, Mem(R("sp", "rsp"))),
-    ("4@(%rax)", 4, False, False, Mem(R("ax", "rax"))),
+    ("8@(%rsp)", 8, False, False, Mem(R("rsp", "rsp"))),
+    ("4@(%rax)", 4, False, False, Mem(R("rax", "rax"))),
     # X9 SIB
-    ("-8@(%rdx,%rax,8)", 8, True, False, Mem(R("dx", "rdx"), 0, R("ax", "rax"), 8)),
-    ("4@(%rbx,%rcx)", 4, False, False, Mem(R("bx", "rbx"), 0, R("cx", "rcx"), 1)),
-    ("1@-96(%rbp,%rax,8)", 1, False, False, Mem(R("bp", "rbp"), -96, R("ax", "rax"), 8)),
-    ("-4@(%rax,%rdi,4)", 4, True, False, Mem(R("ax", "rax"), 0, R("di", "rdi"), 4)),
-    ("8@(%rax,%r12,8)", 8, False, False, Mem(R("ax", "rax"), 0, R("r12", "r12"), 8)),
-    ("8@(,%rax,8)", 8, False, False, Mem(None, 0, R("ax", "rax"), 8)),
-    ("8@( %rdx , %rax , 2 )", 8, False, False, Mem(R("dx", "rdx"), 0, R("ax", "rax"), 2)),
+    ("-8@(%rdx,%rax,8)", 8, True, False, Mem(R("rdx", "rdx"), 0, R("rax", "rax"), 8)),
+    ("4@(%rbx,%rcx)", 4, False, False, Mem(R("rbx", "rbx"), 0, R("rcx", "rcx"), 1)),
+    ("1@-96(%rbp,%rax,8)", 1, False, False, Mem(R("rbp", "rbp"), -96, R("rax", "rax"), 8)),
+    ("-4@(%rax,%rdi,4)", 4, True, False, Mem(R("rax", "rax"), 0, R("rdi", "rdi"), 4)),
+    ("8@(%rax,%r12,8)", 8, False, False, Mem(R("rax", "rax"), 0, R("r12", "r12"), 8)),
+    ("8@(,%rax,8)", 8, False, False, Mem(None, 0, R("rax", "rax"), 8)),
+    ("8@( %rdx , %rax , 2 )", 8, False, False, Mem(R("rdx", "rdx"), 0, R("rax", "rax"), 2)),
     # X10 / X11 rip-relative globals, offset before or after the symbol
     ("-4@global_max_action(%rip)", 4, True, False, RipRel("global_max_action")),
     ("8@24+mp_(%rip)", 8, False, False, RipRel("mp_", 24)),
@@ -112,47 +114,47 @@ READABLE = [
     ("-8@8+gstats(%rip)", 8, True, False, RipRel("gstats", 8)),
     ("8@.LC0(%rip)", 8, False, False, RipRel(".LC0")),
     # X14 float-typed
-    ("4f@-20(%rbp)", 4, False, True, Mem(R("bp", "rbp"), -20)),
+    ("4f@-20(%rbp)", 4, False, True, Mem(R("rbp", "rbp"), -20)),
     ("8f@v_d(%rip)", 8, False, True, RipRel("v_d")),
     # X17 hex displacement; also octal as gas reads it
-    ("8@0x10(%rax)", 8, False, False, Mem(R("ax", "rax"), 16)),
-    ("8@-0x10(%rax)", 8, False, False, Mem(R("ax", "rax"), -16)),
-    ("8@010(%rax)", 8, False, False, Mem(R("ax", "rax"), 8)),
+    ("8@0x10(%rax)", 8, False, False, Mem(R("rax", "rax"), 16)),
+    ("8@-0x10(%rax)", 8, False, False, Mem(R("rax", "rax"), -16)),
+    ("8@010(%rax)", 8, False, False, Mem(R("rax", "rax"), 8)),
     # absolute indexed (non-PIC code: a global plus registers, no %rip), as gcc -O2
     # -fno-PIE writes them (tests/fixtures/elf/indexed.c)
-    ("-4@table(,%rax,4)", 4, True, False, SymMem("table", 0, None, R("ax", "rax"), 4)),
-    ("-4@table(,%rdi,4)", 4, True, False, SymMem("table", 0, None, R("di", "rdi"), 4)),
-    ("8@table+16(,%rdx,8)", 8, False, False, SymMem("table", 16, None, R("dx", "rdx"), 8)),
-    ("-8@stab+16(,%rax,8)", 8, True, False, SymMem("stab", 16, None, R("ax", "rax"), 8)),
-    ("-1@ctab(%rdi)", 1, True, False, SymMem("ctab", 0, R("di", "rdi"))),
-    ("-1@ctab+3(%rdi)", 1, True, False, SymMem("ctab", 3, R("di", "rdi"))),
+    ("-4@table(,%rax,4)", 4, True, False, SymMem("table", 0, None, R("rax", "rax"), 4)),
+    ("-4@table(,%rdi,4)", 4, True, False, SymMem("table", 0, None, R("rdi", "rdi"), 4)),
+    ("8@table+16(,%rdx,8)", 8, False, False, SymMem("table", 16, None, R("rdx", "rdx"), 8)),
+    ("-8@stab+16(,%rax,8)", 8, True, False, SymMem("stab", 16, None, R("rax", "rax"), 8)),
+    ("-1@ctab(%rdi)", 1, True, False, SymMem("ctab", 0, R("rdi", "rdi"))),
+    ("-1@ctab+3(%rdi)", 1, True, False, SymMem("ctab", 3, R("rdi", "rdi"))),
     ("-2@htab(%rdi,%rdi)", 2, True, False,
-     SymMem("htab", 0, R("di", "rdi"), R("di", "rdi"), 1)),
-    ("-8@big-8(,%rdi,8)", 8, True, False, SymMem("big", -8, None, R("di", "rdi"), 8)),
+     SymMem("htab", 0, R("rdi", "rdi"), R("rdi", "rdi"), 1)),
+    ("-8@big-8(,%rdi,8)", 8, True, False, SymMem("big", -8, None, R("rdi", "rdi"), 8)),
     ("-4@global_var", 4, True, False, SymMem("global_var")),
     # ... with a literal base: an absolute address, never rebased
-    ("-4@0x404040(,%rcx,4)", 4, True, False, Mem(None, 0x404040, R("cx", "rcx"), 4)),
-    ("-4@268435456(,%rdi,4)", 4, True, False, Mem(None, 268435456, R("di", "rdi"), 4)),
+    ("-4@0x404040(,%rcx,4)", 4, True, False, Mem(None, 0x404040, R("rcx", "rcx"), 4)),
+    ("-4@268435456(,%rdi,4)", 4, True, False, Mem(None, 268435456, R("rdi", "rdi"), 4)),
     ("4@1234", 4, False, False, Mem(None, 1234)),
     # local-dynamic thread-local in a shared library: %rax holds the module's TLS block
     ("-8@sarr@dtpoff(%rax,%rbx,8)", 8, True, False,
-     SymMem("sarr", 0, R("ax", "rax"), R("bx", "rbx"), 8, "dtpoff")),
+     SymMem("sarr", 0, R("rax", "rax"), R("rbx", "rbx"), 8, "dtpoff")),
     # thread-local: %fs: is the thread pointer (tests/fixtures/elf/tls.c, libtls.c)
     ("-4@%fs:tv@tpoff", 4, True, False, TlsMem(symbol="tv")),
     ("-4@%fs:var@tpoff", 4, True, False, TlsMem(symbol="var")),
     ("-8@%fs:tl@tpoff+16", 8, True, False, TlsMem(16, symbol="tl")),
     ("-8@%fs:16+tl@tpoff", 8, True, False, TlsMem(16, symbol="tl")),
     ("-8@%fs:tl@tpoff(,%rdi,8)", 8, True, False,
-     TlsMem(0, None, R("di", "rdi"), 8, symbol="tl")),
-    ("-1@%fs:tc@tpoff(%rdi)", 1, True, False, TlsMem(0, R("di", "rdi"), symbol="tc")),
+     TlsMem(0, None, R("rdi", "rdi"), 8, symbol="tl")),
+    ("-1@%fs:tc@tpoff(%rdi)", 1, True, False, TlsMem(0, R("rdi", "rdi"), symbol="tc")),
     ("-4@%fs:0xfffffffffffffffc", 4, True, False, TlsMem(-4)),
     ("-4@%fs:-4", 4, True, False, TlsMem(-4)),
     ("8@%fs:0", 8, False, False, TlsMem(0)),
     ("8@%fs:40", 8, False, False, TlsMem(40)),
-    ("-8@%fs:16(%rax)", 8, True, False, TlsMem(16, R("ax", "rax"))),
-    ("-4@%fs:(%rcx)", 4, True, False, TlsMem(0, R("cx", "rcx"))),
-    ("8@%fs:(%rax)", 8, False, False, TlsMem(0, R("ax", "rax"))),
-    ("-8@%fs:(%rdx,%rbx,8)", 8, True, False, TlsMem(0, R("dx", "rdx"), R("bx", "rbx"), 8)),
+    ("-8@%fs:16(%rax)", 8, True, False, TlsMem(16, R("rax", "rax"))),
+    ("-4@%fs:(%rcx)", 4, True, False, TlsMem(0, R("rcx", "rcx"))),
+    ("8@%fs:(%rax)", 8, False, False, TlsMem(0, R("rax", "rax"))),
+    ("-8@%fs:(%rdx,%rbx,8)", 8, True, False, TlsMem(0, R("rdx", "rdx"), R("rbx", "rbx"), 8)),
 ]
 
 UNREADABLE = [
@@ -242,7 +244,7 @@ def test_bcc_argument_strings() -> None:
     args = parse_args(text, X)
     assert len(args) == 15 and all(a.readable for a in args)
     assert args[6].operand == R("r12", "r12") and args[6].size == 4
-    assert args[13].operand == Mem(R("ax", "rax"), 0, R("dx", "rdx"), 8)
+    assert args[13].operand == Mem(R("rax", "rax"), 0, R("rdx", "rdx"), 8)
 
 
 def test_tokenisation_tolerates_runs_of_spaces() -> None:  # X19
@@ -255,7 +257,7 @@ def test_bad_operand_keeps_its_place() -> None:
     args = parse_args("-4@%eax 8@%bogus 16@%rdx 8@%xmm0 8@%rbx", X)
     assert [type(a.operand).__name__ for a in args] == [
         "Reg", "Undecodable", "Undecodable", "Unreadable", "Reg"]
-    assert args[4].operand == R("bx", "rbx")
+    assert args[4].operand == R("rbx", "rbx")
 
 
 def test_unknown_machine_never_crashes() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from planrunner.elf.btf import RUNTIME_CONSTANTS
+from planrunner.elf.btf import THREAD_POINTER
+from planrunner.registers import Arm64Reg, X86Reg
 from planrunner.render.operand_c import (
     TASK_FSBASE_OFFSET,
     dest_type,
@@ -143,7 +144,7 @@ def test_thread_local(text: str, tpoff: int | None, expected: list[str]) -> None
 
 
 def test_runtime_constants_are_known_to_the_btf_reader() -> None:
-    assert TASK_FSBASE_OFFSET in RUNTIME_CONSTANTS
+    assert TASK_FSBASE_OFFSET == ("PR_TASK_FSBASE_OFFSET", THREAD_POINTER)
     assert runtime_constants(parse_operand("-4@table(,%rax,4)", X)) == ()
     assert runtime_constants(parse_operand("8@%rax", X)) == ()
 
@@ -182,12 +183,16 @@ def test_refuses_what_the_resolver_must_have_rejected(text: str) -> None:
 
 
 def test_refuses_foreign_register_fields_and_destinations() -> None:
-    forged = ArgOperand("8@%rax", 8, False, False, Reg("ax; system()", "rax"))
+    forged = ArgOperand("8@%rax", 8, False, False,
+                        Reg("ax; system()", "rax"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="pt_regs table"):
         lower_operand(forged, 0, X, "v")
-    x86_in_arm = ArgOperand("8@x", 8, False, False, Mem(Reg("ax", "rax")))
-    with pytest.raises(ValueError):
+    x86_in_arm = ArgOperand("8@x", 8, False, False, Mem(Reg(X86Reg.RAX, "rax")))
+    with pytest.raises(ValueError, match="pt_regs table"):
         lower_operand(x86_in_arm, 0, A, "v")
+    arm_in_x86 = ArgOperand("8@x0", 8, False, False, Reg(Arm64Reg.X0, "x0"))
+    with pytest.raises(ValueError, match="pt_regs table"):
+        lower_operand(arm_in_x86, 0, X, "v")
     with pytest.raises(ValueError, match="destination"):
         lower_operand(parse_operand("8@%rax", X), 0, X, "v; evil()")
     with pytest.raises(ValueError, match="no operand lowering"):

@@ -117,3 +117,21 @@ def test_the_scratch_is_looked_up_only_when_nothing_else_needs_it(tmp_path: Path
     assert lazy()
     assert lazy("  - count: p\n    by: [id]\n")
     assert not lazy('  - count: p\n    by: [{t: \'"x"\'}]\n')  # the literal's buffer
+
+
+def test_the_scratch_knows_whose_buffers_it_holds() -> None:
+    """render/program.py makes the scratch lazy from these typed members (each with the
+    string it belongs to), never by reading back the C it declared."""
+    slots = {i: ArgSlot(i, f"s{i}", "string", 64, False, 64) for i in (1, 2)}
+    body = Body("pr_scratch_p", slots, direct=frozenset({1}))
+    for decl in ("char s1[65];", "__s64 st1;", "__u32 n1;"):
+        body.member(decl, string_of=1)
+    assert body.scratch_only_for_direct_strings()
+    assert body.members == ("char s1[65];", "__s64 st1;", "__u32 n1;")
+    body.member("__u32 n2;", string_of=2)  # a string not read into its record
+    assert not body.scratch_only_for_direct_strings()
+    other = Body("pr_scratch_p", slots, direct=frozenset({1}))
+    other.member("char s1[65];", string_of=1)
+    assert other.alloc(8) == "sc->t0"  # a buffer of anything else
+    assert other.members == ("char s1[65];", "char t0[8];")
+    assert not other.scratch_only_for_direct_strings()

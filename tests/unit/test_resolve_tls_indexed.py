@@ -59,7 +59,7 @@ def test_thread_local_offsets_and_a_host_independent_program(
     (site,) = resolved.probes[0].sites
     tpoffs = [a.operand.tpoff for a in site.args[1:] if isinstance(a.operand, TlsMem)]
     assert tpoffs == [-64, -32, -32, -48]  # tv, tl (+16 is the disp), tl, tc
-    assert program.runtime_constants == ("PR_TASK_FSBASE_OFFSET",)
+    assert program.runtime_constants == (("PR_TASK_FSBASE_OFFSET", btf.THREAD_POINTER),)
     assert "#ifndef PR_TASK_FSBASE_OFFSET" in program.c_source
     # another kernel's BTF (fsbase elsewhere) renders the very same C
     b = Builder()

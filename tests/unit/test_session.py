@@ -38,7 +38,7 @@ from planrunner.render.model import (
 )
 from planrunner.runtime import session as session_mod
 from planrunner.runtime.scope import Scope
-from planrunner.runtime.session import POLL_MS, RunOptions, run_session
+from planrunner.runtime.session import POLL_MS, RunOptions, Session, StopReason, run_session
 from tests.fakes.backend import HELPER_FUNCTIONS, FakeBackend, FakeClock, Turn, pack_record
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -713,3 +713,87 @@ def test_a_kernel_without_syscall_tracepoints_still_traces_and_says_what_is_miss
                           clock=FakeClock())
     with pytest.raises(BackendError, match="no such event"):
         run(backend, RunOptions(duration_s=0.1))
+
+
+# --- the stop reason, a value of the session --------------------------------------------
+
+
+def session(backend: FakeBackend, opts: RunOptions, prog: RenderedProgram | None = None,
+            view: RecordingView | None = None) -> tuple[Session, int, str]:
+    err = io.StringIO()
+    clock = backend.clock or FakeClock()
+    ses = Session(prog or program(), opts, view or RecordingView(), err, backend,
+                  wall=clock.wall, monotonic=clock.monotonic)
+    return ses, ses.run(), err.getvalue()
+
+
+def test_each_end_of_tracing_says_its_reason(tmp_path: Path,
+                                             quick_grace: list[bool]) -> None:
+    def sigint() -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    got = {}
+    ses, status, _ = session(FakeBackend(turns=[Turn([rec(0), rec(1)]), Turn([rec(2)])],
+                                         clock=FakeClock()), RunOptions(max_events=2))
+    got[StopReason.MAX_EVENTS] = (ses.stop_reason, status)
+    ses, status, _ = session(FakeBackend(turns=[Turn([rec(0)], then=sigint)],
+                                         clock=FakeClock()), RunOptions())
+    got[StopReason.SIGNAL] = (ses.stop_reason, status)
+    ses, status, _ = session(FakeBackend(turns=[Turn([rec(0)])], clock=FakeClock()),
+                             RunOptions(duration_s=1.0))
+    got[StopReason.DURATION] = (ses.stop_reason, status)
+    ses, status, _ = session(FakeBackend(turns=[Turn([rec(0), rec(1)])]),
+                             RunOptions(duration_s=0.5), view=BlockedView())
+    got[StopReason.OUTPUT_BLOCKED] = (ses.stop_reason, status)
+    ses, status, _ = session(FakeBackend(), RunOptions(command=["sh", "-c", "exit 3"]))
+    got[StopReason.COMMAND_ENDED] = (ses.stop_reason, status)
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    try:
+        ses, status, _ = session(FakeBackend(), RunOptions(pid=target.pid))
+    finally:
+        target.wait()
+    got[StopReason.PIDS_EXITED] = (ses.stop_reason, status)
+    ses, status, _ = session(FakeBackend(turns=[Turn([rec(0)]), Turn([rec(1)])],
+                                         clock=FakeClock()), RunOptions(),
+                             view=RecordingView(broken_after=1))
+    got[StopReason.STDOUT_CLOSED] = (ses.stop_reason, status)
+    ses, status, _ = session(SignalDuringAttach(signal.SIGINT, at=1, clock=FakeClock()),
+                             RunOptions(), program(sites=many_sites(3)))
+    got[StopReason.STARTUP_STOPPED] = (ses.stop_reason, status)
+    assert got == {
+        StopReason.MAX_EVENTS: (StopReason.MAX_EVENTS, 0),
+        StopReason.SIGNAL: (StopReason.SIGNAL, 0),
+        StopReason.DURATION: (StopReason.DURATION, 0),
+        StopReason.OUTPUT_BLOCKED: (StopReason.OUTPUT_BLOCKED, session_mod.EXIT_INCOMPLETE),
+        StopReason.COMMAND_ENDED: (StopReason.COMMAND_ENDED, 3),
+        StopReason.PIDS_EXITED: (StopReason.PIDS_EXITED, 0),
+        StopReason.STDOUT_CLOSED: (StopReason.STDOUT_CLOSED, 0),
+        StopReason.STARTUP_STOPPED: (StopReason.STARTUP_STOPPED, 128 + signal.SIGINT),
+    }
+    assert set(got) == set(StopReason)  # every reason is reached by one end above
+
+
+def test_a_crash_has_no_stop_reason_and_still_cleans_up_in_order() -> None:
+    """The clean-up order of the ExitStacks: the probes, the live views, the backend,
+    then the signal handlers (the hermetic fixture checks those)."""
+    order: list[str] = []
+
+    class Live:
+        def start(self, source: SnapshotSource, sites: int, mode: str) -> None:
+            order.append("live start")
+
+        def close(self) -> None:
+            order.append(f"live close after {backend.calls[-1]}")
+
+    def crash() -> None:
+        raise RuntimeError("simulated crash")
+
+    backend = FakeBackend(turns=[Turn([rec(0)]), Turn(then=crash)], clock=FakeClock())
+    ses = Session(program(), RunOptions(), RecordingView(), io.StringIO(), backend,
+                  live=[Live()], wall=backend.clock.wall,  # type: ignore[union-attr]
+                  monotonic=backend.clock.monotonic)  # type: ignore[union-attr]
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        ses.run()
+    assert ses.stop_reason is None
+    assert order == ["live start", "live close after detach"]
+    assert backend.calls[-2:] == ["detach", "close"]

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from planrunner.usdt.model import ArgOperand, Const, Undecodable, Unreadable
 from planrunner.usdt.operands.common import effective_const, split_args
 
-# e_machine -> the module of its parser, imported on first use: a run reads the notes
-# of one architecture, and each parser's regexes cost start-up (validate, issue 17).
+# e_machine -> its parser's module in this package, imported on first use: a run reads
+# the notes of one architecture, and each parser's regexes cost start-up (validate,
+# issue 17).
 PARSER_MODULES: dict[str, str] = {
-    "EM_X86_64": "planrunner.usdt.operands.x86_64",
-    "EM_AARCH64": "planrunner.usdt.operands.aarch64",
+    "EM_X86_64": "x86_64",
+    "EM_AARCH64": "aarch64",
 }
 _PARSERS: dict[str, Callable[[str], ArgOperand]] = {}
 
@@ -38,7 +39,8 @@ def parse_operand(text: str, machine: str) -> ArgOperand:
         if module is None:
             return ArgOperand(text, 8, False, False,
                               Undecodable(f"no operand parser for {machine}", 0))
-        parser = _PARSERS[machine] = importlib.import_module(module).parse_operand
+        parser = _PARSERS[machine] = importlib.import_module(
+            f"planrunner.usdt.operands.{module}").parse_operand
     return parser(text)
 
 

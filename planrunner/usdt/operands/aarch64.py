@@ -1,10 +1,10 @@
 """aarch64 STAP SDT operand decoding: features.md section 3.2, rows A1-A11.
 
 Contract: `parse_operand(token)` decodes one `[-]SIZE[f]@OPERAND` token into an
-`ArgOperand`; it never raises. Registers map to the arm64 `struct pt_regs` members bcc
-programs use (`regs[N]`, `sp`, `pc`) through `register()` only. `wN` is the 32-bit view
-of `regs[N]` (SIZE governs how much is taken). SIMD/FP registers are `Unreadable`, and
-so are offsets the linker completes (`[x0, #:tprel_lo12_nc:tv]`: a thread-local
+`ArgOperand`; it never raises. Registers map to aarch64 register identities
+(planrunner/registers.py) through `register()` only. `wN` is the 32-bit view of `xN`
+(SIZE governs how much is taken). SIMD/FP registers are `Unreadable`, and so are
+offsets the linker completes (`[x0, #:tprel_lo12_nc:tv]`: a thread-local
 variable at the thread pointer tpidr_el0; `[x1, #:lo12:sym]`), with the reason.
 """
 
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import re
 
+from planrunner.registers import Arm64Reg, arm64_x
 from planrunner.usdt.model import ArgOperand, Const, Mem, Operand, Reg, Undecodable, Unreadable
 from planrunner.usdt.operands.common import PrefixError, parse_int, parse_prefix
-
-PT_REGS_FIELDS: frozenset[str] = frozenset([f"regs[{n}]" for n in range(31)] + ["sp", "pc"])
 
 _GPR = re.compile(r"([xw])([0-9]|[12][0-9]|3[01])")
 _SIMD = re.compile(r"[vdsqhb]([0-9]|[12][0-9]|3[01])")
@@ -29,11 +28,11 @@ def register(name: str) -> Reg | Unreadable | Const | None:
     m = _GPR.fullmatch(name)
     if m is not None:
         n = int(m.group(2))
-        return Reg("sp" if n == 31 else f"regs[{n}]", name)
+        return Reg(Arm64Reg.SP if n == 31 else arm64_x(n), name)
     if name in ("sp", "wsp"):
-        return Reg("sp", name)
+        return Reg(Arm64Reg.SP, name)
     if name in ("lr", "fp"):
-        return Reg("regs[30]" if name == "lr" else "regs[29]", name)
+        return Reg(Arm64Reg.X30 if name == "lr" else Arm64Reg.X29, name)
     if name in ("xzr", "wzr"):
         return Const(0)
     if _SIMD.fullmatch(name):
@@ -89,7 +88,7 @@ def _parse_memory(body: str, col: int) -> Operand:
         return Undecodable("extended 32-bit index registers (wN, sxtw/uxtw) are not supported",
                            at)
     index = _address_reg(second)
-    if index is None or index.field == "sp":
+    if index is None or index.reg is Arm64Reg.SP:
         return Undecodable("expected an offset or an index register", at)
     if len(parts) == 2:
         return Mem(base, 0, index, 1)

@@ -1,8 +1,8 @@
 """x86-64 (AT&T syntax) STAP SDT operand decoding: features.md section 3.1, rows X1-X19.
 
 Contract: `parse_operand(token)` decodes one `[-]SIZE[f]@OPERAND` token into an
-`ArgOperand`; it never raises. Register names map to members of the kernel's x86-64
-`struct pt_regs` through `GPRS` only (never through operand text). Forms BPF cannot
+`ArgOperand`; it never raises. Register names map to x86-64 register identities
+(planrunner/registers.py) through `GPRS` only (never through operand text). Forms BPF cannot
 read (SSE/x87/MMX registers, memory relative to a segment other than %fs:) are
 `Unreadable`; text not understood is `Undecodable` with the 0-based column where
 decoding stopped. Memory forms: `DISP(%BASE,%INDEX,SCALE)` (`Mem`), `sym(%rip)`
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from planrunner.registers import X86Reg
 from planrunner.usdt.model import (
     ArgOperand,
     Const,
@@ -33,34 +34,36 @@ _LEGACY = ("ax", "bx", "cx", "dx")
 _INDEX = ("si", "di", "bp", "sp")
 
 
-def _gpr_table() -> dict[str, tuple[str, int, int]]:
-    """register name -> (pt_regs field, width in bytes, shift)."""
-    t: dict[str, tuple[str, int, int]] = {}
+def _gpr_table() -> dict[str, tuple[X86Reg, int, int]]:
+    """register name -> (the 64-bit register, width in bytes, shift)."""
+    t: dict[str, tuple[X86Reg, int, int]] = {}
     for f in _LEGACY:
-        t["r" + f] = (f, 8, 0)
-        t["e" + f] = (f, 4, 0)
-        t[f] = (f, 2, 0)
-        t[f[0] + "l"] = (f, 1, 0)
-        t[f[0] + "h"] = (f, 1, 8)  # %ah %bh %ch %dh: bits 8-15
+        r = X86Reg("r" + f)
+        t["r" + f] = (r, 8, 0)
+        t["e" + f] = (r, 4, 0)
+        t[f] = (r, 2, 0)
+        t[f[0] + "l"] = (r, 1, 0)
+        t[f[0] + "h"] = (r, 1, 8)  # %ah %bh %ch %dh: bits 8-15
     for f in _INDEX:
-        t["r" + f] = (f, 8, 0)
-        t["e" + f] = (f, 4, 0)
-        t[f] = (f, 2, 0)
-        t[f + "l"] = (f, 1, 0)  # %sil %dil %bpl %spl
+        r = X86Reg("r" + f)
+        t["r" + f] = (r, 8, 0)
+        t["e" + f] = (r, 4, 0)
+        t[f] = (r, 2, 0)
+        t[f + "l"] = (r, 1, 0)  # %sil %dil %bpl %spl
     for n in range(8, 16):
         f = f"r{n}"
-        t[f] = (f, 8, 0)
-        t[f + "d"] = (f, 4, 0)
-        t[f + "w"] = (f, 2, 0)
-        t[f + "b"] = (f, 1, 0)
-        t[f + "l"] = (f, 1, 0)  # Intel-style alias gas also accepts
-    t["rip"] = ("ip", 8, 0)
-    t["eip"] = ("ip", 4, 0)
+        r = X86Reg(f)
+        t[f] = (r, 8, 0)
+        t[f + "d"] = (r, 4, 0)
+        t[f + "w"] = (r, 2, 0)
+        t[f + "b"] = (r, 1, 0)
+        t[f + "l"] = (r, 1, 0)  # Intel-style alias gas also accepts
+    t["rip"] = (X86Reg.RIP, 8, 0)
+    t["eip"] = (X86Reg.RIP, 4, 0)
     return t
 
 
-GPRS: dict[str, tuple[str, int, int]] = _gpr_table()
-PT_REGS_FIELDS: frozenset[str] = frozenset(v[0] for v in GPRS.values())
+GPRS: dict[str, tuple[X86Reg, int, int]] = _gpr_table()
 
 _UNREADABLE = (
     (re.compile(r"xmm([0-9]|[12][0-9]|3[01])"), "SSE register"),
@@ -120,8 +123,8 @@ def _parse_const(body: str, col: int) -> Operand:
 
 def _register(name: str) -> Reg | Unreadable | None:
     if name in GPRS:
-        field, _, shift = GPRS[name]
-        return Reg(field, name, shift)
+        reg, _, shift = GPRS[name]
+        return Reg(reg, name, shift)
     for pattern, reason in _UNREADABLE:
         if pattern.fullmatch(name):
             return Unreadable(reason)
@@ -188,7 +191,7 @@ def _memory(disp_text: str, col: int, base: Reg | None, index: Reg | None,
         return TlsMem(_signed64(offset), base, index, scale, symbol)
     if reloc not in ("", "dtpoff"):
         return Undecodable(f"@{reloc} is only meaningful after %fs:", col)
-    if base is not None and base.field == "ip":
+    if base is not None and base.reg is X86Reg.RIP:
         if index is not None:
             return Undecodable("%rip cannot be used with an index register", col)
         if symbol is None or reloc:
