@@ -40,6 +40,14 @@ _SKIP_TO = (TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG)
 # C macro -> (struct, member path) in the running kernel; render/operand_c.py names them.
 RUNTIME_CONSTANTS: dict[str, tuple[str, str]] = {
     "PR_TASK_FSBASE_OFFSET": ("task_struct", "thread.fsbase"),  # x86-64 thread pointer
+    # the executable's identity and load address (render/pyframes.py: Python frames)
+    "PR_TASK_MM_OFFSET": ("task_struct", "mm"),
+    "PR_MM_EXE_FILE_OFFSET": ("mm_struct", "exe_file"),
+    "PR_MM_START_CODE_OFFSET": ("mm_struct", "start_code"),
+    "PR_FILE_INODE_OFFSET": ("file", "f_inode"),
+    "PR_INODE_INO_OFFSET": ("inode", "i_ino"),
+    "PR_INODE_SB_OFFSET": ("inode", "i_sb"),
+    "PR_SB_DEV_OFFSET": ("super_block", "s_dev"),
 }
 
 _HEADER = struct.Struct("<HBBIIIIII")

@@ -6,7 +6,8 @@ demangled `ns::f(int)`), so only the text before the FIRST ':' is the target, an
 must name one of the plan's targets. tracepoint `CATEGORY:EVENT`. A span's begin/end
 name usdt/uprobe/uretprobe/tracepoint probes of this plan (never another span).
 profile `{hz: N}` samples every CPU; interval `D` (a duration) fires on one CPU.
-`stack: {unwind, bytes}` (here or plan-wide, build_stack) says how `ustack` is captured.
+`stack: {unwind, bytes, python, python_frames}` (here or plan-wide, build_stack) says
+how `ustack` is captured.
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def build_stack(ctx: BuildContext, jpath: JsonPath, data: JsonObj) -> StackSpec:
         ctx.error(f"stack bytes must be a multiple of 64, got {size}",
                   ctx.spans.value(jpath + ("bytes",)),
                   f"e.g. {size - size % 64 or 64} (the copy is hashed 64 bytes at a time)")
-    return StackSpec(unwind=data.get("unwind", default.unwind), bytes=size)
+    return StackSpec(unwind=data.get("unwind", default.unwind), bytes=size,
+                     python=data.get("python", default.python),
+                     python_frames=data.get("python_frames", default.python_frames))
 
 
 def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> JsonObj:

@@ -34,6 +34,7 @@ from planrunner.records import lhist_bucket_count
 from planrunner.render.bodies import Body, condition, stack_copied, symbol_notice
 from planrunner.render.expr_c import c_int_literal, lower
 from planrunner.render.model import AggregateOutput
+from planrunner.render.pyframes import frames_kept
 from planrunner.render.stacks import UCOPY_MAP, ustack_copy_lines, ustack_hash_lines
 from planrunner.resolve.model import CheckedField, ResolvedOutput
 
@@ -190,8 +191,9 @@ def _ucopy_key_lines(i: int, index: int, body: Body) -> list[str]:
     member = f"agg{index}_uc{i}"
     body.members.append(f"struct {UCOPY_MAP}_val {member};")
     lines = [f"struct {UCOPY_MAP}_val *pr_uc{i} = &sc->{member};"]
-    lines += ustack_copy_lines(f"pr_uc{i}->", size)
-    lines += ustack_hash_lines(f"pr_uc{i}->", size, f"pr_h{i}")
+    py = body.ucopy_python
+    lines += ustack_copy_lines(f"pr_uc{i}->", size, py, frames_kept(body.stack))
+    lines += ustack_hash_lines(f"pr_uc{i}->", size, f"pr_h{i}", py)
     lines += [f"if (!{UCOPY_MAP}.lookup(&pr_h{i}) && {UCOPY_MAP}.update(&pr_h{i}, pr_uc{i})) {{",
               "    pr_count(PR_STACK_LOST);",
               f"    pr_h{i} = 0;",

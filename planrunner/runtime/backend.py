@@ -83,6 +83,11 @@ class Backend(MapSource, StackSource, Protocol):
         (without NUL), cgroup v2 directories (runtime/scope.py says what each means)."""
         ...
 
+    def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
+        """Write one entry of a hash map of the loaded program, as the C lays out its
+        key and value (runtime/python_bins.py). Raises BackendError."""
+        ...
+
     def skip_processes(self, tgids: Sequence[int]) -> None:
         """Before attaching: skip these processes as the program skips a process it saw
         exec planrunner (planrunner processes that started before this run attached and

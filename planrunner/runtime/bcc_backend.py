@@ -454,6 +454,17 @@ class BccBackend:
             value.id, value.level = cgroup_id, level
             table[ct.c_int(i)] = value
 
+    def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
+        self._loaded()
+        try:
+            if isinstance(self.bpf, _CachedBPF):
+                self.bpf.loaded.update(map_name, key, value)
+                return
+            table = self.bpf[map_name]
+            table[table.Key.from_buffer_copy(key)] = table.Leaf.from_buffer_copy(value)
+        except (KeyError, ValueError, OSError) as exc:
+            raise BackendError(f"cannot write map {map_name}: {exc}") from None
+
     def skip_processes(self, tgids: Sequence[int]) -> None:
         program = self._loaded()
         if not tgids:

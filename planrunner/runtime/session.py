@@ -66,6 +66,7 @@ from planrunner.runtime.upkeep import Upkeep, recover
 if TYPE_CHECKING:  # imported where used: what only reads and prints loads after attaching
     from planrunner.output.base import LiveView, View
     from planrunner.records import AggSnapshot, TableSnapshot
+    from planrunner.runtime.python_bins import PythonBinaries
     from planrunner.runtime.stacks import StackResolver
     from planrunner.runtime.task_events import TaskEvents
 
@@ -284,6 +285,7 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
             mode = semaphore_mode(backend.features)
             try:
                 sites = _attach(backend, program, scope, mode == "refctr", stop, stderr)
+                pythons = _python_binaries(backend, program, opts, scope, stderr)
                 # the process whose semaphores (poke mode) and late libraries are watched
                 one = scope.pids[0] if len(scope.pids) == 1 else None
                 upkeep = Upkeep(sites, one, mode, stderr, bool(opts.pid))
@@ -292,6 +294,8 @@ def run_session(program: RenderedProgram, opts: RunOptions, view: View, stderr: 
                 stop.check(len(sites), len(sites))  # the last moment before the command runs
                 feed = _maps_feed(program, stderr, child)
                 stacks = _stack_resolver(backend, program, opts, feed)
+                if stacks is not None and pythons is not None:
+                    stacks.on_new_process = pythons.process
                 if live:  # a scrape names stacks with the loop's resolver, under its lock
                     from planrunner.runtime.aggregates import AggregateReader
 
@@ -391,10 +395,25 @@ def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions
     from planrunner.runtime.stacks import StackResolver
 
     stacks = StackResolver(backend, feed=feed)
+    stacks.python = program.stack_maps.python
     stacks.prepare()
     if opts.pid:
         stacks.observe(opts.pid)
     return stacks
+
+
+def _python_binaries(backend: Backend, program: RenderedProgram, opts: RunOptions,
+                     scope: Scope, stderr: TextIO) -> PythonBinaries | None:
+    """The CPython interpreters whose frames the program reads, written to its map
+    before anything runs (runtime/python_bins.py); None when no stack keeps them."""
+    if not program.python_bins_map:
+        return None
+    from planrunner.runtime.python_bins import PythonBinaries
+
+    pythons = PythonBinaries(backend, program, stderr)
+    pythons.register_start(opts.command, scope.pids,
+                           sorted({s.binary.path for s in program.sites if s.binary}))
+    return pythons
 
 
 def _load(backend: Backend, program: RenderedProgram, stop: _Stop) -> None:

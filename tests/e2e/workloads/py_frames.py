@@ -1,0 +1,80 @@
+"""CPython workload of tests/e2e/test_python_frames_e2e.py (run by /usr/bin/python3.11).
+
+`spin SECONDS`: hot() and cold() share the CPU 3:1, measured here with
+time.thread_time_ns; prints `hot_ns N cold_ns M`.
+`chain [linger]`: the main thread and one more each call outer -> middle -> inner,
+which waits for the other thread (both are in the chain at once) and calls
+os.getppid() (libc's getppid: the test's uprobe); prints `tid NAME TID` per thread and
+`line FUNCTION N` for each call site; without `linger` it exits as soon as both have
+called it.
+"""
+
+import os
+import sys
+import threading
+import time
+
+LINES = {}
+BARRIER = threading.Barrier(2)
+
+
+def here(name):
+    LINES[name] = sys._getframe(1).f_lineno + 1  # the line after the call of here()
+
+
+def hot(n):
+    t = 0
+    for i in range(n):
+        t += i
+    return t
+
+
+def cold(n):
+    t = 0
+    for i in range(n):
+        t += i
+    return t
+
+
+def spin(seconds):
+    end = time.monotonic() + seconds
+    a = b = 0
+    while time.monotonic() < end:
+        s = time.thread_time_ns()
+        hot(30000)
+        a += time.thread_time_ns() - s
+        s = time.thread_time_ns()
+        cold(10000)
+        b += time.thread_time_ns() - s
+    print("hot_ns", a, "cold_ns", b, flush=True)
+
+
+def inner():
+    BARRIER.wait(timeout=30)
+    here("inner")
+    os.getppid()
+
+
+def middle():
+    here("middle")
+    inner()
+
+
+def outer():
+    print("tid", threading.current_thread().name, threading.get_native_id(), flush=True)
+    here("outer")
+    middle()
+
+
+if sys.argv[1] == "spin":
+    spin(float(sys.argv[2]))
+else:
+    other = threading.Thread(target=outer, name="other")
+    other.start()
+    here("module")
+    outer()
+    other.join()
+    for name, line in sorted(LINES.items()):
+        print("line", name, line, flush=True)
+    if sys.argv[2:] == ["linger"]:
+        time.sleep(0.5)
