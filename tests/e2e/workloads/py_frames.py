@@ -1,7 +1,8 @@
 """CPython workload of tests/e2e/test_python_frames_e2e.py (run by /usr/bin/python3.11).
 
 `spin SECONDS`: hot() and cold() share the CPU 3:1, measured here with
-time.thread_time_ns; prints `hot_ns N cold_ns M`.
+time.thread_time_ns, until they have had SECONDS of CPU (however busy the machine);
+prints `hot_ns N cold_ns M`.
 `chain [linger]`: the main thread and one more each call outer -> middle -> inner,
 which waits for the other thread (both are in the chain at once) and calls
 os.getppid() (libc's getppid: the test's uprobe); prints `tid NAME TID` per thread and
@@ -37,9 +38,8 @@ def cold(n):
 
 
 def spin(seconds):
-    end = time.monotonic() + seconds
     a = b = 0
-    while time.monotonic() < end:
+    while a + b < seconds * 1e9:
         s = time.thread_time_ns()
         hot(30000)
         a += time.thread_time_ns() - s
@@ -78,3 +78,5 @@ else:
         print("line", name, line, flush=True)
     if sys.argv[2:] == ["linger"]:
         time.sleep(0.5)
+    else:
+        os._exit(0)  # gone at once: no interpreter teardown
