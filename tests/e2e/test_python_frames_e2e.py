@@ -7,6 +7,7 @@ happens and planrunner puts them in place of the interpreter loop's frames.
 - a uprobe on libc's getppid, called by inner <- middle <- outer in two threads at
   once: each thread's stack names exactly its chain, with the lines of the calls;
 - the same when the process is gone (os._exit) right after the calls;
+- recursion, a generator and a coroutine (asyncio) in the chain where they run;
 - the cpu-profile plan's flame graph, opened in headless chromium, names hot and cold.
 """
 
@@ -122,6 +123,28 @@ def test_the_chain_is_named_when_the_process_is_gone_at_once(tmp_path: Path) -> 
     names = [[f[0] for f in _python_frames(records[tids[t]])] for t in ("MainThread", "other")]
     assert names[0] == ["inner", "middle", "outer", "<module>"]
     assert names[1][:3] == ["inner", "middle", "outer"]
+
+
+def _line_of(text: str) -> int:
+    """The line of the workload holding `text`."""
+    (n,) = [i for i, line in enumerate(WORKLOAD.read_text().splitlines(), 1) if text in line]
+    return n
+
+
+def test_recursion_generators_and_coroutines_are_in_the_chain(tmp_path: Path) -> None:
+    res = run_planrunner(["run", _chain_plan(tmp_path), "-f", "json", "-c",
+                          f"{PYTHON} {WORKLOAD} shapes"], timeout=120)
+    assert res.returncode == 0, res.stderr
+    rec, gen, co = (_python_frames(r) for r in json_records(res.stdout))
+    calls, returns = _line_of("return rec(n - 1)"), _line_of("the end of the recursion")
+    assert [(name, line) for name, line, _ in rec] == \
+        [("rec", returns), ("rec", calls), ("rec", calls), ("rec", calls),
+         ("<module>", _line_of("    rec(3)"))]
+    assert [name for name, _, _ in gen] == ["gen", "consume", "<module>"]
+    assert gen[0][1] == _line_of("yield os.getppid()")
+    names = [name for name, _, _ in co]
+    assert names[:2] == ["co_inner", "co_outer"] and names[-2:] == ["run", "<module>"], names
+    assert "BaseEventLoop.run_until_complete" in names
 
 
 def test_the_flame_graph_of_a_python_service_names_its_functions(tmp_path: Path) -> None:

@@ -3,6 +3,9 @@
 `spin SECONDS`: hot() and cold() share the CPU 3:1, measured here with
 time.thread_time_ns, until they have had SECONDS of CPU (however busy the machine);
 prints `hot_ns N cold_ns M`.
+`shapes`: os.getppid() called at the end of a recursion (rec four deep), inside a
+generator (gen, iterated by consume) and inside a coroutine (co_inner awaited by
+co_outer, run by asyncio), in that order, then lingers.
 `chain [linger]`: the main thread and one more each call outer -> middle -> inner,
 which waits for the other thread (both are in the chain at once) and calls
 os.getppid() (libc's getppid: the test's uprobe); prints `tid NAME TID` per thread and
@@ -66,8 +69,37 @@ def outer():
     middle()
 
 
+def rec(n):
+    if n:
+        return rec(n - 1)
+    return os.getppid()  # the end of the recursion
+
+
+def gen():
+    yield os.getppid()
+
+
+def consume():
+    return list(gen())
+
+
+async def co_inner():
+    return os.getppid()
+
+
+async def co_outer():
+    return await co_inner()
+
+
 if sys.argv[1] == "spin":
     spin(float(sys.argv[2]))
+elif sys.argv[1] == "shapes":
+    import asyncio
+
+    rec(3)
+    consume()
+    asyncio.run(co_outer())
+    time.sleep(0.5)
 else:
     other = threading.Thread(target=outer, name="other")
     other.start()
