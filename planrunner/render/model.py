@@ -209,6 +209,9 @@ class RenderedProgram:
     # CPython executables whose frames BPF reads (templates/python_helpers.h): struct
     # pr_pybin -> struct pr_pyversion; "" when no stack keeps Python frames
     python_bins_map: str = ""
+    # code object -> its names (struct pr_pycode_key -> struct pr_pycode), read by
+    # runtime/stacks.py; "" as above
+    python_codes_map: str = ""
     # Macros the C uses whose values only the running kernel knows (e.g.
     # PR_TASK_FSBASE_OFFSET): the loader defines each (`-DNAME=N`, elf/btf.py).
     runtime_constants: tuple[str, ...] = ()

@@ -43,7 +43,7 @@ from planrunner.render.model import (
 from planrunner.render.names import c_ident, thunk_name
 from planrunner.render.needs import STRING_READERS, Helper
 from planrunner.render.operand_c import runtime_constants
-from planrunner.render.pyframes import PYTHON_BINS_MAP
+from planrunner.render.pyframes import PYTHON_BINS_MAP, PYTHON_CODES_MAP
 from planrunner.render.spans import (
     KEY_STRUCT,
     LEVEL_KEY_STRUCT,
@@ -367,6 +367,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                            resolved.plan.name, resolved.pid, settings.span_depth,
                            runtime_constants=constants, tables=tables,
                            python_bins_map=PYTHON_BINS_MAP if python else "",
+                           python_codes_map=PYTHON_CODES_MAP if python else "",
                            stack_maps=stack_maps, gated=resolved.gated,
                            span_sides=tuple((p.spec.name, p.spec.begin, p.spec.end)
                                             for p in resolved.probes

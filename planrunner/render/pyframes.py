@@ -19,8 +19,9 @@ from collections.abc import Iterable
 
 from planrunner.plan.model import StackSpec
 
-PYFRAME_SIZE = 160  # sizeof(struct pr_pyframe)
+PYFRAME_SIZE = 48  # sizeof(struct pr_pyframe)
 PYTHON_BINS_MAP = "pr_pybins"  # filled by runtime/python_bins.py
+PYTHON_CODES_MAP = "pr_pycode"  # code object -> its names, read by runtime/stacks.py
 # the kernel offsets pr_py_frames reads the executable's identity through (elf/btf.py)
 KERNEL_CONSTANTS = ("PR_TASK_MM_OFFSET", "PR_MM_EXE_FILE_OFFSET", "PR_MM_START_CODE_OFFSET",
                     "PR_FILE_INODE_OFFSET", "PR_INODE_INO_OFFSET", "PR_INODE_SB_OFFSET",

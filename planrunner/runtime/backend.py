@@ -62,6 +62,11 @@ class StackSource(Protocol):
         """Drop pids from the map of processes already announced."""
         ...
 
+    def map_value(self, map_name: str, key: bytes) -> bytes | None:
+        """The value at `key` (the C's layout) of a hash map, None when absent (the
+        names of a Python code object: render/pyframes.py)."""
+        ...
+
 
 class Backend(MapSource, StackSource, Protocol):
     @property

@@ -729,6 +729,14 @@ class BccBackend:
                 pass
         return out
 
+    def map_value(self, map_name: str, key: bytes) -> bytes | None:
+        table = self.bpf[map_name]
+        try:
+            value = table[table.Key.from_buffer_copy(key)]
+        except KeyError:
+            return None
+        return ct.string_at(ct.addressof(value), ct.sizeof(value))
+
     def forget_pids(self, map_name: str, pids: list[int]) -> None:
         table = self.bpf[map_name]
         for pid in pids:

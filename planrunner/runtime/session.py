@@ -396,6 +396,7 @@ def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions
 
     stacks = StackResolver(backend, feed=feed)
     stacks.python = program.stack_maps.python
+    stacks.python_codes = program.python_codes_map
     stacks.prepare()
     if opts.pid:
         stacks.observe(opts.pid)

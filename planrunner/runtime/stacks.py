@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from planrunner.stacks.capture import UserStackCapture
     from planrunner.stacks.kallsyms import KernelSymbols
     from planrunner.stacks.modules import ProcessRegistry
-    from planrunner.stacks.python_frames import LineTables
+    from planrunner.stacks.python_frames import LineTables, RawPyFrame
     from planrunner.stacks.symbolize import Symbolizer
     from planrunner.stacks.timeline import MapsTimeline
     from planrunner.stacks.unwind import MappingLookup
@@ -108,6 +108,8 @@ class StackResolver:
         self._interned: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
         self._lines: LineTables | None = None  # CPython line tables read so far
         self.python = 0  # Python frames each copy of the copies map holds
+        self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
+        self._names: dict[bytes, tuple[str, str]] = {}  # code key -> names
         # called with each process BPF announces (runtime/python_bins.py)
         self.on_new_process: Callable[[int], None] | None = None
         self.lost = 0  # stacks that could not be shown (not captured, or no maps)
@@ -305,9 +307,25 @@ class StackResolver:
         if self._lines is None:
             self._lines = LineTables()
         assert capture.python is not None
-        python = [(python_frame(f, self._lines.line(capture.pid, f.code, f)), f.entry)
+        python = [(python_frame(f, self._code_names(capture.pid, f),
+                                self._lines.line(capture.pid, f.code, f)), f.entry)
                   for f in capture.python.frames]
         return merge(native, python)
+
+    def _code_names(self, pid: int, frame: RawPyFrame) -> tuple[str, str]:
+        """A code object's (qualified name, file name), which BPF left in the codes map
+        at its first event in the process; ("?", "?") when it is not there (evicted)."""
+        from planrunner.stacks.python_frames import code_names
+
+        key = frame.code_key(pid)
+        names = self._names.get(key)
+        if names is None:
+            value = (self.source.map_value(self.python_codes, key)
+                     if self.source is not None and self.python_codes else None)
+            if value is None:
+                return "?", "?"
+            names = self._names[key] = code_names(value)
+        return names
 
     def drain(self, map_name: str, modes: Iterable[str]) -> None:
         """Take the copies waiting in the copies map (emptying it) and unwind each in

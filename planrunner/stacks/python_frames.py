@@ -2,7 +2,9 @@
 merged into the native stack where the interpreter ran them.
 
 - `parse_section(raw, at, capacity)`: the `py_n, py_flags, struct pr_pyframe py[N]`
-  section of a copy -> `PythonSection` (innermost first).
+  section of a copy -> `PythonSection` (innermost first); each frame names its code
+  object, whose names BPF left in the `pr_pycode` map once per process
+  (`RawPyFrame.code_key`, `code_names`: runtime/stacks.py reads them).
 - `line_of(table, firstlineno, lasti)`: CPython 3.11's location table (`co_linetable`,
   Objects/locations.md) -> the line of the instruction at byte offset `lasti`.
 - `LineTables.line(pid, code, frame)`: the table is read from the process's memory
@@ -26,7 +28,9 @@ from dataclasses import dataclass
 
 from planrunner.stacks.frame import Frame
 
-PYFRAME = struct.Struct("<QQiiII64s64s")  # struct pr_pyframe
+PYFRAME = struct.Struct("<QQQQiiII")  # struct pr_pyframe
+CODE_KEY = struct.Struct("<IiQQQ")  # struct pr_pycode_key
+CODE_NAMES = struct.Struct("<64s64s")  # struct pr_pycode
 SECTION_HEAD = struct.Struct("<II")
 ENTRY = 1  # pr_pyframe.flags: PR_PYF_ENTRY
 # py_flags (PR_PY_*)
@@ -38,12 +42,25 @@ NAME_CAP, FILE_CAP = 63, 63  # bytes BPF copies of each string (PR_PY_NAME/FILE 
 @dataclass(frozen=True, slots=True)
 class RawPyFrame:
     code: int
+    qualname: int  # the str objects: with the code, the key of its names (code_key)
+    filename: int
     linetable: int
     lasti: int  # bytes from the code's first instruction (-2: not started)
     firstlineno: int
     entry: bool
-    name: str
-    file: str  # its tail when longer than FILE_CAP ("..." marks a cut)
+
+    def code_key(self, pid: int) -> bytes:
+        """struct pr_pycode_key: where BPF left this code's names."""
+        return CODE_KEY.pack(pid, self.firstlineno, self.code, self.qualname, self.filename)
+
+
+def code_names(value: bytes) -> tuple[str, str]:
+    """struct pr_pycode -> (qualified name, file name; its tail, after "...", when cut)."""
+    name, file = CODE_NAMES.unpack_from(value)
+    text = _text(file)
+    if len(file.split(b"\0", 1)[0]) >= FILE_CAP:
+        text = "..." + text
+    return _text(name) or "?", text or "?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +81,10 @@ def parse_section(raw: bytes | memoryview, at: int, capacity: int) -> PythonSect
     n, flags = SECTION_HEAD.unpack_from(raw, at)
     frames = []
     for i in range(min(n, capacity)):
-        code, table, lasti, first, fl, _pad, name, file = PYFRAME.unpack_from(
+        code, qualname, filename, table, lasti, first, fl, _pad = PYFRAME.unpack_from(
             raw, at + SECTION_HEAD.size + i * PYFRAME.size)
-        text = _text(file)
-        if len(file.split(b"\0", 1)[0]) >= FILE_CAP:
-            text = "..." + text
-        frames.append(RawPyFrame(code, table, lasti, first, bool(fl & ENTRY),
-                                 _text(name) or "?", text or "?"))
+        frames.append(RawPyFrame(code, qualname, filename, table, lasti, first,
+                                 bool(fl & ENTRY)))
     return PythonSection(flags, tuple(frames))
 
 
@@ -157,8 +171,8 @@ def _read_bytes_object(pid: int, address: int, cap: int) -> bytes | None:
     return data if len(data) == size else None
 
 
-def python_frame(raw: RawPyFrame, line: int) -> Frame:
-    return Frame(raw.code, raw.name, line, raw.file, kind="python", line=line)
+def python_frame(raw: RawPyFrame, names: tuple[str, str], line: int) -> Frame:
+    return Frame(raw.code, names[0], line, names[1], kind="python", line=line)
 
 
 def merge(native: Sequence[Frame], python: Sequence[tuple[Frame, bool]]) -> list[Frame]:

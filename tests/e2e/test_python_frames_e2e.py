@@ -83,12 +83,13 @@ def _python_frames(row: dict) -> list[tuple[str, int, str]]:
 def _chains(tmp_path: Path, linger: bool) -> tuple[dict[str, int], dict[str, int],
                                                     dict[int, dict]]:
     """Run the chain: thread name -> tid, call site -> line, tid -> its record."""
-    cmd = f"{PYTHON} {WORKLOAD} chain" + (" linger" if linger else "")
+    said = tmp_path / "said"
+    cmd = f"env PY_FRAMES_OUT={said} {PYTHON} {WORKLOAD} chain" + (" linger" if linger else "")
     res = run_planrunner(["run", _chain_plan(tmp_path), "-f", "json", "-c", cmd],
                          timeout=120)
     assert res.returncode == 0, res.stderr
-    tids = {name: int(tid) for _, name, tid in _lines(res.stdout, "tid")}
-    lines = {name: int(n) for _, name, n in _lines(res.stdout, "line")}
+    tids = {name: int(tid) for _, name, tid in _lines(said.read_text(), "tid")}
+    lines = {name: int(n) for _, name, n in _lines(said.read_text(), "line")}
     rows = json_records("\n".join(line for line in res.stdout.splitlines()
                                   if line.startswith("{")))
     records = {r["tid"]: r for r in rows}

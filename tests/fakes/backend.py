@@ -144,6 +144,9 @@ class FakeBackend:
         self.scope_comms += comms
         self.scope_cgroups += cgroups
 
+    def map_value(self, map_name: str, key: bytes) -> bytes | None:
+        return self.map_writes.get(map_name, {}).get(key)
+
     def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
         self.map_writes.setdefault(map_name, {})[key] = value
 

@@ -19,10 +19,13 @@ from planrunner.stacks.capture import parse_ustack_record
 from planrunner.stacks.formats import fold_name, frame_dict, text_line
 from planrunner.stacks.frame import Frame
 from planrunner.stacks.python_frames import (
+    CODE_KEY,
+    CODE_NAMES,
     ENTRY,
     FOUND,
     PYFRAME,
     RawPyFrame,
+    code_names,
     line_of,
     merge,
     python_frame,
@@ -103,28 +106,36 @@ def test_merge_keeps_python_frames_of_a_native_stack_cut_short_outermost() -> No
 
 
 def test_parse_section_reads_the_frames_bpf_wrote() -> None:
-    frames = [PYFRAME.pack(0x7000, 0x8000, 10, 5, ENTRY, 0, b"Thing.run\0",
-                           b"/app/service.py\0"),
-              PYFRAME.pack(0x7100, 0, -2, 1, 0, 0, b"<module>\0", b"x" * 63 + b"\0")]
+    frames = [PYFRAME.pack(0x7000, 0x7100, 0x7200, 0x8000, 10, 5, ENTRY, 0),
+              PYFRAME.pack(0x9000, 0x9100, 0x9200, 0, -2, 1, 0, 0)]
     raw = struct.pack("<IIQ4Q", 42, 3, 7, 0x401000, 0x7ffc0000, 0, 0) + \
         struct.pack("<II", 2, FOUND) + b"".join(frames) + b"\0" * PYFRAME.size + b"abc"
     cap = parse_ustack_record(raw, python=3)
     assert cap.python is not None and cap.python.flags == FOUND
     first, second = cap.python.frames
-    assert first == RawPyFrame(0x7000, 0x8000, 10, 5, True, "Thing.run", "/app/service.py")
-    assert second.file == "..." + "x" * 63 and not second.entry
+    assert first == RawPyFrame(0x7000, 0x7100, 0x7200, 0x8000, 10, 5, True)
+    assert not second.entry and second.lasti == -2
     assert cap.window.data == b"abc"  # the stack bytes start after the section
+    # the key of its names in pr_pycode: the process, then what the frame holds
+    assert first.code_key(42) == CODE_KEY.pack(42, 5, 0x7000, 0x7100, 0x7200)
+
+
+def test_code_names_keep_a_long_files_tail() -> None:
+    value = CODE_NAMES.pack(b"Thing.run\0", b"x" * 63 + b"\0")
+    assert code_names(value) == ("Thing.run", "..." + "x" * 63)
+    assert code_names(CODE_NAMES.pack(b"\0", b"/app/a.py\0")) == ("?", "/app/a.py")
 
 
 def test_a_python_frame_in_json_text_and_folded() -> None:
-    f = python_frame(RawPyFrame(0x7000, 0, 4, 2, False, "Thing.run", "/app/service.py"), 7)
+    raw = RawPyFrame(0x7000, 1, 2, 0, 4, 2, False)
+    f = python_frame(raw, ("Thing.run", "/app/service.py"), 7)
     assert frame_dict(f) == {"address": 0x7000, "symbol": "Thing.run", "offset": 7,
                              "module": "/app/service.py", "line": 7, "kind": "python"}
     assert text_line(f) == "    Thing.run (service.py:7) [python]"
     assert fold_name(f) == "Thing.run (service.py)"
     # one line of one function is one frame whatever the code object's address
-    assert f == python_frame(RawPyFrame(0x9000, 0, 8, 2, False, "Thing.run",
-                                        "/app/service.py"), 7)
+    other = RawPyFrame(0x9000, 1, 2, 0, 8, 2, False)
+    assert f == python_frame(other, ("Thing.run", "/app/service.py"), 7)
 
 
 @pytest.mark.skipif(not os.path.exists(PYTHON), reason=f"{PYTHON} is not installed")

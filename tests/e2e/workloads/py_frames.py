@@ -9,8 +9,8 @@ co_outer, run by asyncio), in that order, then lingers.
 `chain [linger]`: the main thread and one more each call outer -> middle -> inner,
 which waits for the other thread (both are in the chain at once) and calls
 os.getppid() (libc's getppid: the test's uprobe); prints `tid NAME TID` per thread and
-`line FUNCTION N` for each call site; without `linger` it exits as soon as both have
-called it.
+`line FUNCTION N` for each call site (into $PY_FRAMES_OUT when set); without `linger`
+it exits as soon as both have called it.
 """
 
 import os
@@ -20,6 +20,19 @@ import time
 
 LINES = {}
 BARRIER = threading.Barrier(2)
+
+
+def say(*words):
+    """A line for the test: into $PY_FRAMES_OUT when set (stdout also carries the
+    tracer's records), else on stdout."""
+    line = " ".join(map(str, words)) + "\n"
+    path = os.environ.get("PY_FRAMES_OUT")
+    if path:
+        with open(path, "a") as f:
+            f.write(line)
+    else:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def here(name):
@@ -64,7 +77,7 @@ def middle():
 
 
 def outer():
-    print("tid", threading.current_thread().name, threading.get_native_id(), flush=True)
+    say("tid", threading.current_thread().name, threading.get_native_id())
     here("outer")
     middle()
 
@@ -107,7 +120,7 @@ else:
     outer()
     other.join()
     for name, line in sorted(LINES.items()):
-        print("line", name, line, flush=True)
+        say("line", name, line)
     if sys.argv[2:] == ["linger"]:
         time.sleep(0.5)
     else:

@@ -41,11 +41,14 @@ BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
    interpreter's version (planrunner/stacks/python_versions.py); the thread's state is
    the GIL holder's when it is this thread, else found in the interpreter's list of
    thread states by native_thread_id; its frames are walked from the current one
-   through `previous`, at most the probe's number. Strings are bounded copies: the
-   qualified name's first PR_PY_NAME-1 bytes, the file name's last PR_PY_FILE-1. */
+   through `previous`, at most the probe's number. A frame in the record names its code
+   object; the code's names go once per process into pr_pycode (bounded copies: the
+   qualified name's first PR_PY_NAME-1 bytes, the file name's last PR_PY_FILE-1),
+   keyed by what the frame holds, so they outlive the process. */
 #define PR_PY_NAME 64
 #define PR_PY_FILE 64
 #define PR_PY_THREADS 64   /* thread states searched for the event's thread */
+#define PR_PY_CODES 16384  /* code objects whose names are kept (LRU) */
 #define PR_PYF_ENTRY 1     /* pr_pyframe.flags: the first frame of an eval loop */
 #define PR_PY_FOUND 1      /* py_flags: the process runs a known CPython */
 #define PR_PY_NO_THREAD 2  /* ... but this thread has no thread state (yet) */
@@ -54,14 +57,27 @@ BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 
 struct pr_pyframe {
     __u64 code;        /* the code object */
+    __u64 qualname;    /* its co_qualname and co_filename objects: with the code, */
+    __u64 filename;    /* the process and the first line, the key in pr_pycode */
     __u64 linetable;   /* its co_linetable (a bytes object), read by planrunner later */
     __s32 lasti;       /* bytes from the first instruction to the one running */
     __s32 firstlineno;
     __u32 flags;
     __u32 pad;
+};
+
+struct pr_pycode_key {
+    __u32 tgid;
+    __s32 firstlineno;
+    __u64 code;
+    __u64 qualname;
+    __u64 filename;
+};
+struct pr_pycode {
     char name[PR_PY_NAME];  /* co_qualname */
     char file[PR_PY_FILE];  /* co_filename's tail */
 };
+BPF_TABLE("lru_hash", struct pr_pycode_key, struct pr_pycode, pr_pycode, PR_PY_CODES);
 
 struct pr_pybin {
     __u64 dev;  /* the executable's filesystem (sb->s_dev) and inode */
@@ -83,6 +99,8 @@ BPF_HASH(pr_pybins, struct pr_pybin, struct pr_pyversion, 64);
 struct pr_pyscratch {
     char frame[128];  /* a _PyInterpreterFrame's head */
     char code[128];   /* a PyCodeObject from co_firstlineno */
+    struct pr_pycode_key key;
+    struct pr_pycode names;
 };
 BPF_PERCPU_ARRAY(pr_pyscratch, struct pr_pyscratch, 1);
 
@@ -151,7 +169,8 @@ static __always_inline void pr_py_frames(__u32 *n, __u32 *flags, struct pr_pyfra
     *flags = PR_PY_FOUND;
     bpf_probe_read_kernel(&start, 8, (void *)(mm + PR_MM_START_CODE_OFFSET));
     __u64 rt = v->runtime + (start - v->text_vaddr);
-    __u32 me = (__u32)bpf_get_current_pid_tgid();
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 me = (__u32)id, tgid = id >> 32;
     __u64 ts = v->tstate_current ? pr_py_ptr(rt + v->tstate_current) : 0;
     if (!ts || (__u32)pr_py_ptr(ts + v->ts_native_tid) != me) {
         __u64 t = pr_py_ptr(pr_py_ptr(rt + v->interp_head) + v->threads_head);
@@ -188,14 +207,24 @@ static __always_inline void pr_py_frames(__u32 *n, __u32 *flags, struct pr_pyfra
         f->flags = s->frame[v->f_is_entry & 0x7f] ? PR_PYF_ENTRY : 0;
         f->linetable = 0;
         f->firstlineno = 0;
-        f->name[0] = 0;
-        f->file[0] = 0;
+        f->qualname = 0;
+        f->filename = 0;
         __u32 base = v->co_firstlineno & ~7;  /* one read, from an aligned word */
         if (code && bpf_probe_read_user(s->code, 88, (void *)(code + base)) == 0) {
             f->firstlineno = *(__s32 *)(s->code + ((v->co_firstlineno - base) & 7));
             f->linetable = pr_py_word(s->code, v->co_linetable - base);
-            pr_py_str(f->name, PR_PY_NAME, pr_py_word(s->code, v->co_qualname - base), v, 0);
-            pr_py_str(f->file, PR_PY_FILE, pr_py_word(s->code, v->co_filename - base), v, 1);
+            f->qualname = pr_py_word(s->code, v->co_qualname - base);
+            f->filename = pr_py_word(s->code, v->co_filename - base);
+            s->key.tgid = tgid;
+            s->key.firstlineno = f->firstlineno;
+            s->key.code = code;
+            s->key.qualname = f->qualname;
+            s->key.filename = f->filename;
+            if (!pr_pycode.lookup(&s->key)) {  /* names read once per code object */
+                pr_py_str(s->names.name, PR_PY_NAME, f->qualname, v, 0);
+                pr_py_str(s->names.file, PR_PY_FILE, f->filename, v, 1);
+                pr_pycode.update(&s->key, &s->names);
+            }
         }
         got = i + 1;
         frame = pr_py_word(s->frame, v->f_previous);
