@@ -33,9 +33,10 @@ Bucketing (the BPF C computes the index, these functions give its bounds):
 
 A stack value (`ustack`, `kstack` in a record or an aggregation key) is a `Stack`: its
 frames innermost first (planrunner.stacks.frame.Frame: address, symbol or None, offset,
-module); `json()` is what the JSON view writes. A `usym(addr)` value is a `UserSymbol`:
-the address named as `symbol+offset` in its module, written like one stack frame in
-JSON (`{"address", "symbol", "offset", "module"}`) and as `symbol+0xoff` in text.
+module, line, kind); `json()` is what the JSON view writes (stacks/formats.frame_dict).
+A `usym(addr)` value is a `UserSymbol`: the address named as `symbol+offset` in its
+module, written like one stack frame in JSON (`{"address", "symbol", "offset",
+"module"}`) and as `symbol+0xoff` in text.
 
 Pure; imports nothing of ours but the Frame type.
 """
@@ -82,8 +83,9 @@ class Stack:
     lost: bool = False
 
     def json(self) -> list[dict[str, object]]:
-        return [{"address": f.address, "symbol": f.symbol, "offset": f.offset,
-                 "module": f.module} for f in self.frames]
+        from planrunner.stacks.formats import frames_json
+
+        return frames_json(self.frames)
 
     def __str__(self) -> str:
         """One line, innermost first: `inner+0x12 [fx_stack];middle+0x8 [fx_stack]`."""

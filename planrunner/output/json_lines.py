@@ -3,7 +3,8 @@
 
 - A print record is written as it is (its keys already follow the contract in
   records.py; a NULL string is ``null``); a stack is a list of frames, innermost first:
-  ``[{"address", "symbol" (null when unknown), "offset", "module"}, ...]`` (so is a stack
+  ``[{"address", "symbol" (null when unknown), "offset", "module", "line" (a CPython
+  frame's; else null), "kind" ("native" or "python")}, ...]`` (so is a stack
   key of an aggregation row).
 - An aggregation snapshot gives one object per row, in the order given:
   ``{"output", "interval_start" (ISO 8601 UTC; null if the snapshot has none, which

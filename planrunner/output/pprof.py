@@ -18,8 +18,9 @@ first (the folded output's order, reversed: profile.proto wants the leaf at
 location_id[0]); a known symbol is the location's Function, with the source file and
 first line of its entry, and the location's line, from the module's DWARF line table
 where it has one (stacks/lines.py; a line in another file than the function's, code
-inlined from a header, is left at 0: Line has no file of its own). The other key
-members (comm, pid, ...) become sample labels.
+inlined from a header, is left at 0: Line has no file of its own); a CPython frame is
+its function (qualified name, .py file) at its line, a location without a mapping. The
+other key members (comm, pid, ...) become sample labels.
 Mappings: a user frame's mapping is the one of its process the symbolizer found the
 address in (start, limit, file offset, path, build-id: stacks/frame.py); a kernel
 module's is made up from the addresses seen (lowest to highest + 1, file offset 0; the
@@ -195,7 +196,7 @@ def encode_profile(counts: Counter[_Key], period_ns: int | None, start: float | 
     spans: dict[str, tuple[int, int]] = {}
     for (_, frames), _n in ordered:
         for f in frames:
-            if f.mapping is None and f.module:
+            if f.mapping is None and f.module and f.kind == "native":
                 lo, hi = spans.get(f.module, (f.address, f.address))
                 spans[f.module] = (min(lo, f.address), max(hi, f.address))
     named: dict[int, bool] = {}  # mapping id -> each of its locations has a name
@@ -210,7 +211,10 @@ def encode_profile(counts: Counter[_Key], period_ns: int | None, start: float | 
         for i, f in enumerate(frames):
             mid = mids[id(f)] if id(f) in mids else _mapping_id(prof, f, spans)
             fid, line = 0, 0
-            if f.symbol is not None:
+            if f.kind == "python":  # its function in its .py file, at its line
+                fid = prof.function(f.symbol or "?", f.module, 0)
+                line = f.line or 0
+            elif f.symbol is not None:
                 # the function's file and first line are its entry's; the pc at the
                 # event is its own place, a return address's call the byte before it.
                 # A line of another file (code inlined from a header) is left out:
@@ -261,8 +265,8 @@ def _mapping_id(prof: ProfileBuilder, f: Frame, spans: dict[str, tuple[int, int]
     m = f.mapping
     if m is not None:
         return prof.mapping(m.start, m.end, m.file_offset, m.path, m.build_id or "")
-    if not f.module:
-        return 0  # an address in no file (anonymous memory, JIT code)
+    if not f.module or f.kind != "native":
+        return 0  # an address in no file (anonymous memory, JIT code), a Python frame
     lo, hi = spans[f.module]
     build_id = ""
     if f.address >= KERNEL_HALF:  # the running kernel's or module's, from /sys

@@ -8,7 +8,8 @@ name usdt/uprobe/uretprobe/tracepoint probes or other spans of this plan (a span
 span: its event is that span's pairing; never a loop back to itself); its `key` is one
 expression or one per side (`{begin: retval, end: ptr}`).
 profile `{hz: N}` samples every CPU; interval `D` (a duration) fires on one CPU.
-`stack: {unwind, bytes}` (here or plan-wide, build_stack) says how `ustack` is captured.
+`stack: {unwind, bytes, python, python_frames}` (here or plan-wide, build_stack) says
+how `ustack` is captured.
 """
 
 from __future__ import annotations
@@ -140,7 +141,9 @@ def build_stack(ctx: BuildContext, jpath: JsonPath, data: JsonObj) -> StackSpec:
         ctx.error(f"stack bytes must be a multiple of 64, got {size}",
                   ctx.spans.value(jpath + ("bytes",)),
                   f"e.g. {size - size % 64 or 64} (the copy is hashed 64 bytes at a time)")
-    return StackSpec(unwind=data.get("unwind", default.unwind), bytes=size)
+    return StackSpec(unwind=data.get("unwind", default.unwind), bytes=size,
+                     python=data.get("python", default.python),
+                     python_frames=data.get("python_frames", default.python_frames))
 
 
 def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> JsonObj:

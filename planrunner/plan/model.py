@@ -69,6 +69,9 @@ class StackSpec:
 
     unwind: UnwindMode = "auto"
     bytes: int = 16384  # dwarf/auto: user stack copied per event
+    # dwarf/auto: CPython frames read in BPF at the event, merged into the native frames
+    python: bool = True
+    python_frames: int = 32  # at most this many Python frames per stack
 
 
 @dataclass(frozen=True, slots=True)

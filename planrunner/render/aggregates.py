@@ -35,6 +35,7 @@ from planrunner.records import lhist_bucket_count
 from planrunner.render.bodies import Body, condition, stack_copied, symbol_notice
 from planrunner.render.expr_c import c_int_literal, lower
 from planrunner.render.model import AggregateOutput
+from planrunner.render.pyframes import frames_kept
 from planrunner.render.stacks import UCOPY_MAP, ustack_copy_lines, ustack_hash_lines
 from planrunner.resolve.model import CheckedField, ResolvedOutput
 
@@ -215,8 +216,9 @@ def ucopy_hash_lines(body: Body, tag: str, ptr: str, hashed: str) -> list[str]:
     body.ucopy_bytes = max(body.ucopy_bytes, size)
     body.member(f"struct {UCOPY_MAP}_val {tag};")
     lines = [f"struct {UCOPY_MAP}_val *{ptr} = &sc->{tag};"]
-    lines += ustack_copy_lines(f"{ptr}->", size)
-    lines += ustack_hash_lines(f"{ptr}->", size, hashed)
+    py = body.ucopy_python
+    lines += ustack_copy_lines(f"{ptr}->", size, py, frames_kept(body.stack))
+    lines += ustack_hash_lines(f"{ptr}->", size, hashed, py)
     lines += [f"if (!{UCOPY_MAP}.lookup(&{hashed}) && {UCOPY_MAP}.update(&{hashed}, {ptr})) {{",
               "    pr_count(PR_STACK_LOST);",
               f"    {hashed} = 0;",

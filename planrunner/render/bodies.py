@@ -32,6 +32,7 @@ from planrunner.expr.typed import (
 )
 from planrunner.expr.types import BoolType, IntType, StackType, StrType, SymType
 from planrunner.plan.model import StackSpec
+from planrunner.render import pyframes
 from planrunner.render.expr_c import lower
 from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.names import c_ident
@@ -92,6 +93,7 @@ class Body:
     copied_captures: dict[CaptureRef, str] = field(default_factory=dict)
     stack: StackSpec = field(default_factory=StackSpec)  # how the probe captures ustack
     ucopy_bytes: int = 0  # the largest stack copy an aggregation key hashes (pr_ucopies)
+    ucopy_python: int = 0  # Python frames each pr_ucopies value holds (render/pyframes.py)
     # A user-space probe's body: its user-memory reads may fault pages in, which makes
     # its program sleepable (`sleepable`, set by the first such read) where the kernel
     # allows. Never a tracepoint's: a tracepoint program cannot sleep.
@@ -295,7 +297,7 @@ def layout_for(output_id: int, fields: list[tuple[str, TExpr]],
         typ = texpr.type
         if isinstance(typ, StackType) and stack_copied(texpr, spec):
             out.append(LayoutField(key, "ucopy", f"f{i}", spec.bytes, typ.kind, typ.limit,
-                                   spec.unwind))
+                                   spec.unwind, pyframes.frames_kept(spec)))
         elif isinstance(typ, StackType):
             out.append(LayoutField(key, "stack", f"f{i}", 8, typ.kind, typ.limit))
         elif isinstance(typ, SymType):
@@ -357,7 +359,7 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
     direct: int | None = None  # the argument read straight into the record (Body.direct)
     for lf, (_key, texpr) in zip(layout.fields, fields, strict=True):
         if lf.kind == "ucopy":
-            fills += ustack_copy_lines(f"ev->{lf.member}_", lf.size)
+            fills += ustack_copy_lines(f"ev->{lf.member}_", lf.size, lf.python, lf.python)
             continue
         if lf.kind == "str" and isinstance(texpr, TStrRead):
             src = str_field_read(texpr, body, lines)

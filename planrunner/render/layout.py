@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from planrunner.render import pyframes
+
 # struct pr_hdr in templates/record_helpers.h: ts, output, pid, tid, a spare word (0),
 # comm[16]. No view shows a uid: reading it cost a helper call per event (issue 17).
 HEADER_FORMAT = "<QIII4x16s"
@@ -46,13 +48,15 @@ class LayoutField:
     stack_kind: str = ""  # "user" | "kernel" for stack and ucopy
     limit: int = 0  # frames kept
     unwind: str = ""  # ucopy: "auto" | "dwarf"
+    python: int = 0  # ucopy: Python frames the copy holds (render/pyframes.py)
 
     @property
     def c_members(self) -> tuple[str, ...]:
         if self.kind == "ucopy":
             m = self.member
             return (f"__u32 {m}_pid;", f"__u32 {m}_len;", f"__u64 {m}_time;",
-                    f"__u64 {m}_regs[4];", f"char {m}_data[{self.size}];")
+                    f"__u64 {m}_regs[4];", *pyframes.members(f"{m}_", self.python),
+                    f"char {m}_data[{self.size}];")
         if self.kind == "str":
             pad = _pad8(self.size) - self.size
             tail = (f"char {self.member}_pad[{pad}];",) if pad else ()
@@ -64,7 +68,8 @@ class LayoutField:
     @property
     def struct_format(self) -> str:
         if self.kind == "ucopy":
-            return f"{48 + self.size}s"  # parsed by stacks.capture.parse_ustack_record
+            # parsed by stacks.capture.parse_ustack_record
+            return f"{48 + pyframes.section_size(self.python) + self.size}s"
         if self.kind == "str":
             return f"Qq{self.size}s{_pad8(self.size) - self.size}x"
         return "q" if self.kind in ("int", "stack") else "Q"
@@ -72,7 +77,7 @@ class LayoutField:
     @property
     def byte_size(self) -> int:
         if self.kind == "ucopy":
-            return 48 + _pad8(self.size)
+            return 48 + pyframes.section_size(self.python) + _pad8(self.size)
         return 16 + _pad8(self.size) if self.kind == "str" else 8
 
 

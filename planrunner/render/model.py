@@ -198,6 +198,7 @@ class StackMaps:
     user: tuple[str, int] | None = None
     copies: tuple[str, int] | None = None
     seen: str = ""  # the announced-processes map: "new process" records in the ring
+    python: int = 0  # Python frames each copy in the copies map holds (render/pyframes.py)
 
 
 NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines
@@ -238,6 +239,12 @@ class RenderedProgram:
     # __u32 how (1: exec'd as planrunner), and the __u64 count of its entries
     born_map: str = "pr_born"
     born_count_map: str = "pr_born_n"
+    # CPython executables whose frames BPF reads (templates/python_helpers.h): struct
+    # pr_pybin -> struct pr_pyversion; "" when no stack keeps Python frames
+    python_bins_map: str = ""
+    # code object -> its names (struct pr_pycode_key -> struct pr_pycode), read by
+    # runtime/stacks.py; "" as above
+    python_codes_map: str = ""
     # Macros the C uses whose values only the running kernel knows, each with the
     # kernel member whose offset it is (render/operand_c.py names them): the loader
     # defines each (`-DMACRO=N`, elf/btf.py runtime_cflags).

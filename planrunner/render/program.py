@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+from planrunner.elf.btf import KernelMember
 from planrunner.expr.ast import Name
 from planrunner.expr.typed import ArgRef, Builtin, TRef
 from planrunner.expr.types import StackType
 from planrunner.plan.model import FieldSpec, StackSpec
-from planrunner.render import aggregates
+from planrunner.render import aggregates, pyframes
 from planrunner.render.bodies import (
     PROLOGUE,
     Body,
@@ -37,6 +38,7 @@ from planrunner.render.model import (
     FileIdentity,
     PrintOutput,
     RenderedProgram,
+    RuntimeConstant,
     SpanShape,
     StackMaps,
     TargetFile,
@@ -44,6 +46,7 @@ from planrunner.render.model import (
 from planrunner.render.names import c_ident, thunk_name
 from planrunner.render.needs import STRING_READERS, Helper
 from planrunner.render.operand_c import runtime_constants
+from planrunner.render.pyframes import PYTHON_BINS_MAP, PYTHON_CODES_MAP
 from planrunner.render.spans import (
     KEY_STRUCT,
     LEVEL_KEY_STRUCT,
@@ -315,6 +318,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
         return Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
                     faults=probe.spec.kind not in ("tracepoint", "profile", "interval")
                     and not probe.stacks, stack=probe.stack,
+                    ucopy_python=_python_capacity(resolved),
                     direct=_print_only_strings(resolved, probe), lazy_scratch=lazy)
 
     body = new_body(_scratch_only_when_long(resolved, probe, new_body(False)))
@@ -365,6 +369,18 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     return view
 
 
+def _python_capacity(resolved: ResolvedPlan) -> int:
+    """Python frames a copy of the copies map holds (render/pyframes.py)."""
+    return pyframes.program_capacity(p.stack for p in resolved.probes
+                                     if "user" in p.stacks and copied(p.stack))
+
+
+def _python_constants() -> tuple[RuntimeConstant, ...]:
+    """The run-time constants pr_py_frames reads the executable's identity through."""
+    return tuple(RuntimeConstant(macro, KernelMember(struct, path))
+                 for macro, struct, path in pyframes.KERNEL_MEMBERS)
+
+
 def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int, announces: bool) -> StackMaps:
     """The stack maps the probes' captures need, each as deep as the deepest stack of
     its kind in an output; the announced-processes map when copies are unwound or
@@ -381,7 +397,8 @@ def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int, announces: bool) -> St
         user=(USTACK_MAP, limits["user"] or 64) if user_ids else None,
         copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None,
         seen=SEEN_MAP if announces or any("user" in p.stacks and copied(p.stack)
-                                          for p in probes) else "")
+                                          for p in probes) else "",
+        python=_python_capacity(resolved) if ucopy_bytes else 0)
 
 
 def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
@@ -402,9 +419,11 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size, len(_open_outputs(resolved, p.spec.name)))
              for p in resolved.probes if p.spec.kind == "span"]
+    python = _python_capacity(resolved) > 0
     constants = tuple(sorted({c for p in resolved.probes for s in p.sites
                               for arg in s.args if arg is not None
-                              for c in runtime_constants(arg)}))
+                              for c in runtime_constants(arg)}
+                             | (set(_python_constants()) if python else set())))
     stack_maps = _stack_maps(resolved, acc.ucopy_bytes, acc.announces)
     c_source = render_template(
         "program.bpf.c.j2",
@@ -424,6 +443,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
             max((p.layout.size for p in prints), default=0)),
         wakeup_share=WAKEUP_SHARE,
         expr_helpers=Helper.EXPR in helpers,
+        python_helpers=python,
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
         plan_only=plan_only,
         func_names=len(func_names),
@@ -443,6 +463,8 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth,
                            runtime_constants=constants, tables=tables,
+                           python_bins_map=PYTHON_BINS_MAP if python else "",
+                           python_codes_map=PYTHON_CODES_MAP if python else "",
                            stack_maps=stack_maps, gated=resolved.gated,
                            span_sides=tuple((p.spec.name, p.spec.begin, p.spec.end)
                                             for p in resolved.probes

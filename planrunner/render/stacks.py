@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from planrunner.expr.types import StackKind, StackType
 from planrunner.plan.model import StackSpec
+from planrunner.render import pyframes
 from planrunner.render.model import NEWPID_OUTPUT, StackMaps
 from planrunner.render.names import c_ident
 
@@ -36,7 +37,7 @@ SEEN_ENTRIES = 16384
 KSTACK_MAP = "pr_kstacks"
 USTACK_MAP = "pr_ustacks"
 UCOPY_MAP = "pr_ucopies"
-# struct pr_ustack's head: pid, len, time, regs[4]
+# struct pr_ustack's head: pid, len, time, regs[4] (then a Python section, if any)
 USTACK_HEAD = 48
 
 
@@ -98,8 +99,9 @@ def map_decls(maps: StackMaps) -> list[str]:
         out.append(f'BPF_TABLE("lru_hash", __u32, __u8, {SEEN_MAP}, {SEEN_ENTRIES});')
     if maps.copies:
         name, size = maps.copies
+        py = "".join(f"    {m}\n" for m in pyframes.members("", maps.python))
         out.append(f"struct {name}_val {{\n    __u32 pid;\n    __u32 len;\n"
-                   f"    __u64 time;\n    __u64 regs[4];\n    char data[{size}];\n}};\n"
+                   f"    __u64 time;\n    __u64 regs[4];\n{py}    char data[{size}];\n}};\n"
                    f"BPF_HASH({name}, __u64, struct {name}_val, {UCOPY_ENTRIES});")
     return out
 
@@ -122,14 +124,17 @@ def pid_notice_lines() -> list[str]:
             "}"]
 
 
-def ustack_copy_lines(dst: str, size: int) -> list[str]:
+def ustack_copy_lines(dst: str, size: int, py_capacity: int = 0,
+                      py_keep: int = 0) -> list[str]:
     """Statements that fill `dst` (a struct pr_ustack with data[size]) from `a->u_regs`:
     a read past the end of the stack mapping fails as a whole, so after the full read
-    fails, the largest power-of-two pieces that still succeed are appended."""
+    fails, the largest power-of-two pieces that still succeed are appended. With a
+    Python section (`py_capacity` frames), its frames are read first (render/pyframes.py)."""
     lines = [f"{dst}pid = pr_id >> 32;",
              f"{dst}time = bpf_ktime_get_ns();  /* where it falls among maps changes */",
              f"{dst}regs[0] = a->u_regs[0];", f"{dst}regs[1] = a->u_regs[1];",
              f"{dst}regs[2] = a->u_regs[2];", f"{dst}regs[3] = 0;",
+             *pyframes.capture_lines(dst, py_capacity, py_keep),
              f"if (bpf_probe_read_user({dst}data, {size}, (void *)a->u_regs[1]) == 0) {{",
              f"    {dst}len = {size};", "} else {", "    __u32 pr_got = 0;"]
     chunk = size // 2
@@ -142,7 +147,7 @@ def ustack_copy_lines(dst: str, size: int) -> list[str]:
     return lines
 
 
-def ustack_hash_lines(src: str, size: int, out: str) -> list[str]:
+def ustack_hash_lines(src: str, size: int, out: str, py_capacity: int = 0) -> list[str]:
     """`out` = an FNV-1a-style hash of the copy in `src` (regs, length and the bytes
     copied, 64 at a time: one loop turn per word made the verifier walk 2048 turns per
     path; the last len % 64 bytes, the outermost frames' top, are left out)."""
@@ -157,6 +162,7 @@ def ustack_hash_lines(src: str, size: int, out: str) -> list[str]:
             f"    __u64 *pr_w = (__u64 *)({src}data + pr_i * 64);",
             *words,
             "}",
+            *pyframes.hash_lines(src, py_capacity, out),
             f"if (!{out})",
             f"    {out} = 1;  /* 0 means: no stack */"]
 

@@ -68,6 +68,11 @@ class StackSource(Protocol):
         """Drop pids from the map of processes already announced."""
         ...
 
+    def map_value(self, map_name: str, key: bytes) -> bytes | None:
+        """The value at `key` (the C's layout) of a hash map, None when absent (the
+        names of a Python code object: render/pyframes.py)."""
+        ...
+
 
 class Backend(MapSource, StackSource, Protocol):
     @property
@@ -87,6 +92,11 @@ class Backend(MapSource, StackSource, Protocol):
                    cgroups: Sequence[str]) -> None:
         """Fill the scope maps (before attaching): tgid keys of the pid map, comms
         (without NUL), cgroup v2 directories (runtime/scope.py says what each means)."""
+        ...
+
+    def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
+        """Write one entry of a hash map of the loaded program, as the C lays out its
+        key and value (runtime/python_bins.py). Raises BackendError."""
         ...
 
     def skip_processes(self, tgids: Sequence[int]) -> None:

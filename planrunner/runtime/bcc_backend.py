@@ -495,6 +495,17 @@ class BccBackend:
             value.id, value.level = cgroup_id, level
             table[ct.c_int(i)] = value
 
+    def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
+        self._loaded()
+        try:
+            if isinstance(self.bpf, _CachedBPF):
+                self.bpf.loaded.update(map_name, key, value)
+                return
+            table = self.bpf[map_name]
+            table[table.Key.from_buffer_copy(key)] = table.Leaf.from_buffer_copy(value)
+        except (KeyError, ValueError, OSError) as exc:
+            raise BackendError(f"cannot write map {map_name}: {exc}") from None
+
     def skip_processes(self, tgids: Sequence[int]) -> None:
         program = self._loaded()
         if not tgids:
@@ -773,6 +784,14 @@ class BccBackend:
             except KeyError:
                 pass
         return out
+
+    def map_value(self, map_name: str, key: bytes) -> bytes | None:
+        table = self.bpf[map_name]
+        try:
+            value = table[table.Key.from_buffer_copy(key)]
+        except KeyError:
+            return None
+        return ct.string_at(ct.addressof(value), ct.sizeof(value))
 
     def forget_pids(self, map_name: str, pids: list[int]) -> None:
         table = self.bpf[map_name]

@@ -85,7 +85,7 @@ def _source(layout: RecordLayout) -> str:
         elif f.kind == "stack":
             entries.append(f"{key}: ustack(umap, pid, v{n}, {f.limit}, ts)")
         elif f.kind == "ucopy":
-            entries.append(f"{key}: ucopy(v{n}, {f.limit}, {f.unwind!r})")
+            entries.append(f"{key}: ucopy(v{n}, {f.limit}, {f.unwind!r}, {f.python})")
         elif f.kind == "usym":  # an address of the record's process
             entries.append(f"{key}: usym(pid, v{n}, ts)")
         elif f.kind == "str":

@@ -71,6 +71,7 @@ from planrunner.runtime.upkeep import Upkeep, recover
 if TYPE_CHECKING:  # imported where used: what only reads and prints loads after attaching
     from planrunner.output.base import LiveView, View
     from planrunner.records import AggSnapshot, TableSnapshot
+    from planrunner.runtime.python_bins import PythonBinaries
     from planrunner.runtime.stacks import StackResolver
     from planrunner.runtime.task_events import TaskEvents
 
@@ -383,6 +384,8 @@ class Session:
     def _attach_and_loop(self, scope: Scope, mode: str, cleanup: ExitStack) -> int:
         sites, left_out = _attach(self.backend, self.program, scope, mode == "refctr",
                                   self.stop, self.stderr)
+        pythons = _python_binaries(self.backend, self.program, self.opts, scope,
+                                   self.stderr)
         # the process whose semaphores (poke mode) and late libraries are watched
         one = scope.pids[0] if len(scope.pids) == 1 else None
         upkeep = self.upkeep = Upkeep(sites, one, mode, self.stderr, bool(self.opts.pid))
@@ -393,6 +396,8 @@ class Session:
         if feed is not None:
             cleanup.callback(feed.close)
         stacks = _stack_resolver(self.backend, self.program, self.opts, feed)
+        if stacks is not None and pythons is not None:
+            stacks.on_new_process = pythons.process
         if self.live:  # a scrape names stacks with the loop's resolver, under its lock
             from planrunner.runtime.aggregates import AggregateReader
 
@@ -572,10 +577,26 @@ def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions
     from planrunner.runtime.stacks import StackResolver
 
     stacks = StackResolver(backend, feed=feed)
+    stacks.python = program.stack_maps.python
+    stacks.python_codes = program.python_codes_map
     stacks.prepare()
     if opts.pid:
         stacks.observe(opts.pid)
     return stacks
+
+
+def _python_binaries(backend: Backend, program: RenderedProgram, opts: RunOptions,
+                     scope: Scope, stderr: TextIO) -> PythonBinaries | None:
+    """The CPython interpreters whose frames the program reads, written to its map
+    before anything runs (runtime/python_bins.py); None when no stack keeps them."""
+    if not program.python_bins_map:
+        return None
+    from planrunner.runtime.python_bins import PythonBinaries
+
+    pythons = PythonBinaries(backend, program, stderr)
+    pythons.register_start(opts.command, scope.pids,
+                           sorted({s.binary.path for s in program.sites if s.binary}))
+    return pythons
 
 
 def _load(backend: Backend, program: RenderedProgram, stop: _Stop) -> None:

@@ -49,7 +49,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from planrunner.elf.procmaps import start_time as read_start_time
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from planrunner.stacks.capture import UserStackCapture
     from planrunner.stacks.kallsyms import KernelSymbols
     from planrunner.stacks.modules import ProcessRegistry
+    from planrunner.stacks.python_frames import LineTables, RawPyFrame
     from planrunner.stacks.symbolize import Symbolizer
     from planrunner.stacks.timeline import MapsTimeline
     from planrunner.stacks.unwind import MappingLookup
@@ -105,6 +106,12 @@ class StackResolver:
         self._unwound: dict[tuple[int, str], tuple[Frame, ...]] = {}
         self._unwound_lost: set[tuple[int, str]] = set()  # of those: lost (docstring)
         self._interned: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
+        self._lines: LineTables | None = None  # CPython line tables read so far
+        self.python = 0  # Python frames each copy of the copies map holds
+        self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
+        self._names: dict[bytes, tuple[str, str]] = {}  # code key -> names
+        # called with each process BPF announces (runtime/python_bins.py)
+        self.on_new_process: Callable[[int], None] | None = None
         self.lost = 0  # stacks that could not be shown (not captured, or no maps)
         # stacks unwound no further than the probe's frame, by the module they stopped in
         self.unwind_lost: Counter[str] = Counter()
@@ -151,6 +158,8 @@ class StackResolver:
 
     def announced(self, pid: int) -> None:
         """The BPF side saw `pid` for the first time (since it was last expired)."""
+        if self.on_new_process is not None:
+            self.on_new_process(pid)
         if self.feed is not None:
             self._feed()
             if self.feed.timeline.knows(pid):  # its maps are known at any time
@@ -224,11 +233,12 @@ class StackResolver:
 
     # -- user stacks, copies (dwarf, auto) ----------------------------------------------
 
-    def user_copy(self, raw: bytes, limit: int, mode: str) -> Stack:
-        """A copy from a print record (struct pr_ustack)."""
+    def user_copy(self, raw: bytes, limit: int, mode: str, python: int = 0) -> Stack:
+        """A copy from a print record (struct pr_ustack; `python`: the frames its Python
+        section holds, render/pyframes.py)."""
         if _no_user_stack(raw):
             return Stack("user", ())
-        got = self._capture(raw)
+        got = self._capture(raw, python)
         if got is None:
             self.lost += 1
             return Stack("user", (), lost=True)
@@ -240,11 +250,12 @@ class StackResolver:
     def _count_unwind_lost(self, frames: tuple[Frame, ...]) -> None:
         self.unwind_lost[frames[0].module if frames and frames[0].module else "?"] += 1
 
-    def _capture(self, raw: bytes) -> tuple[UserStackCapture, MappingLookup] | None:
+    def _capture(self, raw: bytes,
+                 python: int) -> tuple[UserStackCapture, MappingLookup] | None:
         """The capture and the maps of its process at its time (see the docstring)."""
         from planrunner.stacks.capture import X86_64, parse_ustack_record
 
-        capture = parse_ustack_record(raw, X86_64)
+        capture = parse_ustack_record(raw, X86_64, python)
         process = self._process(capture.pid, capture.time, ())
         return None if process is None else (capture, process)
 
@@ -282,7 +293,39 @@ class StackResolver:
 
         result = unwind(capture, process, mode, limit)
         lost = len(result.addrs) == 1 and result.stop not in CLEAN_STOPS
-        return tuple(self.symbolizer.symbolize(result.addrs, process)), lost
+        frames = self.symbolizer.symbolize(result.addrs, process)
+        if capture.python is not None and capture.python.frames:
+            frames = self._with_python(capture, frames)[:limit]
+            lost = False  # the Python frames say where it was
+        return tuple(frames), lost
+
+    def _with_python(self, capture: UserStackCapture, native: list[Frame]) -> list[Frame]:
+        """The native frames with the interpreter's loop frames replaced by the Python
+        frames they ran (stacks/python_frames.py)."""
+        from planrunner.stacks.python_frames import LineTables, merge, python_frame
+
+        if self._lines is None:
+            self._lines = LineTables()
+        assert capture.python is not None
+        python = [(python_frame(f, self._code_names(capture.pid, f),
+                                self._lines.line(capture.pid, f.code, f)), f.entry)
+                  for f in capture.python.frames]
+        return merge(native, python)
+
+    def _code_names(self, pid: int, frame: RawPyFrame) -> tuple[str, str]:
+        """A code object's (qualified name, file name), which BPF left in the codes map
+        at its first event in the process; ("?", "?") when it is not there (evicted)."""
+        from planrunner.stacks.python_frames import code_names
+
+        key = frame.code_key(pid)
+        names = self._names.get(key)
+        if names is None:
+            value = (self.source.map_value(self.python_codes, key)
+                     if self.source is not None and self.python_codes else None)
+            if value is None:
+                return "?", "?"
+            names = self._names[key] = code_names(value)
+        return names
 
     def drain(self, map_name: str, modes: Iterable[str]) -> None:
         """Take the copies waiting in the copies map (emptying it) and unwind each in
@@ -299,7 +342,7 @@ class StackResolver:
             for mode in modes:
                 if (key, mode) in self._unwound:
                     continue
-                got = got or self._capture(raw)
+                got = got or self._capture(raw, self.python)
                 if got is None:
                     break
                 frames, lost = self._unwind(*got, mode, MAX_FRAMES)

@@ -14,6 +14,8 @@ it with `parse_ustack_record`; little-endian, no padding):
                      // the process's maps timeline (timeline.py)
     u64 regs[4];     // x86-64: ip, sp, bp, 0       (pt_regs ->ip, ->sp, ->bp)
                      // aarch64: pc, sp, x29, x30   (->pc, ->sp, ->regs[29], ->regs[30])
+    [Python section] // when the probe keeps CPython frames (render/pyframes.py):
+                     // u32 py_n, py_flags; struct pr_pyframe py[N] (python_frames.py)
     u8  data[len];   // bpf_probe_read_user(data, bytes, (void *)sp): the stack from sp
                      // upwards. A read past the end of the stack mapping fails as a
                      // whole, so retry shorter (halving) or copy in page-sized pieces up
@@ -55,4 +57,7 @@ frame        Frame(address, symbol, offset, module; the mapping, not compared)
 lines        a module's DWARF line table: link-time address -> (file, line), for pprof
 formats      JSON dicts, `trace -U` text lines, folded stacks
 flamegraph   render_flamegraph(folded_lines, title) -> interactive SVG
+python_versions  which CPython an executable is; its structure offsets (per version)
+python_frames    the Python section -> Frames (lines from co_linetable), merged in place
+                 of the interpreter loop's native frames
 """

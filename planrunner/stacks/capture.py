@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from planrunner.stacks.python_frames import PythonSection, parse_section, section_size
+
 
 @dataclass(frozen=True, slots=True)
 class ArchSpec:
@@ -80,20 +82,26 @@ class UserStackCapture:
     regs: UserRegs
     window: StackWindow
     time: int = 0  # CLOCK_MONOTONIC ns of the event (bpf_ktime_get_ns); 0: unknown
+    python: PythonSection | None = None  # CPython frames read at the event, if kept
 
 
 # struct pr_ustack { u32 pid; u32 len; u64 time; u64 regs[4]; u8 data[]; }
 _HEAD = struct.Struct("<IIQ4Q")
 
 
-def parse_ustack_record(raw: bytes | memoryview, arch: ArchSpec = X86_64) -> UserStackCapture:
-    """Unpack `struct pr_ustack` (see the package docstring). `len` beyond the bytes
+def parse_ustack_record(raw: bytes | memoryview, arch: ArchSpec = X86_64,
+                        python: int = 0) -> UserStackCapture:
+    """Unpack `struct pr_ustack` (see the package docstring), whose Python section holds
+    `python` frames (0: it has none; render/pyframes.py). `len` beyond the bytes
     present is clamped: a short copy is still unwound as far as it goes."""
     pid, length, time, r0, r1, r2, r3 = _HEAD.unpack_from(raw, 0)
-    data = bytes(raw[_HEAD.size:_HEAD.size + length])
+    section = parse_section(raw, _HEAD.size, python) if python else None
+    at = _HEAD.size + section_size(python)
+    data = bytes(raw[at:at + length])
     regs = UserRegs(pc=r0, sp=r1, fp=r2, lr=r3 if arch.lr is not None else None)
     return UserStackCapture(pid, 0, arch, regs,
-                            StackWindow(r1, data, arch.word, arch.little_endian), time)
+                            StackWindow(r1, data, arch.word, arch.little_endian), time,
+                            section)
 
 
 def boottime_ns_to_ticks(ns: int, clk_tck: int | None = None) -> int:

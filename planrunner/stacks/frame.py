@@ -11,6 +11,9 @@ address is not compared, so one stack in two processes (each loaded elsewhere: A
 is one aggregation key, as `UserSymbol` is (records.py). A frame without a module keeps
 its address as its offset, so it is never equal to another address.
 
+A CPython frame (`kind="python"`) has the code object's address, the function's
+qualified name, its line as offset and `line`, its file as module.
+
 `mapping` is the process's mapping the address fell in (start, end, file offset, path,
 build-id: what pprof's Mapping needs), when the symbolizer knew it; it is not compared,
 so one stack in two processes is still one stack.
@@ -34,3 +37,8 @@ class Frame:
     offset: int
     module: str
     mapping: Mapping | None = field(default=None, compare=False, repr=False)
+    # "native" (machine code), "python" (a CPython frame: symbol is its qualified name,
+    # module its file, offset and line its line: stacks/python_frames.py); "jit" is
+    # JIT-compiled code named from a perf map
+    kind: str = "native"
+    line: int | None = field(default=None, compare=False)

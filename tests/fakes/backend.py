@@ -116,6 +116,7 @@ class FakeBackend:
     scope_comms: list[bytes] = field(default_factory=list)
     scope_cgroups: list[str] = field(default_factory=list)
     tracers: dict[int, int] = field(default_factory=dict)
+    map_writes: dict[str, dict[bytes, bytes]] = field(default_factory=dict)  # update_map
     # runtime_helpers.h's own programs attached (exit, --follow-children's fork)
     helpers: list[tuple[AttachSite, int | None, bool]] = field(default_factory=list)
     attached: list[tuple[AttachSite, int | None, bool]] = field(default_factory=list)
@@ -143,6 +144,12 @@ class FakeBackend:
         self.scope_pids += pids
         self.scope_comms += comms
         self.scope_cgroups += cgroups
+
+    def map_value(self, map_name: str, key: bytes) -> bytes | None:
+        return self.map_writes.get(map_name, {}).get(key)
+
+    def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
+        self.map_writes.setdefault(map_name, {})[key] = value
 
     def skip_processes(self, tgids: Sequence[int]) -> None:
         self.skipped = list(tgids)

@@ -27,7 +27,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 def test_frame_dict_is_the_json_shape() -> None:
     assert frame_dict(FRAMES[0]) == {"address": 4198710, "symbol": "inner", "offset": 18,
-                                     "module": BIN}
+                                     "module": BIN, "line": None, "kind": "native"}
     doc = json.loads(json.dumps({"ustack": frames_json(FRAMES)}))
     assert [f["symbol"] for f in doc["ustack"]] == ["inner", "middle", None, None]
 

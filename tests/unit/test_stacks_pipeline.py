@@ -209,7 +209,8 @@ def test_text_json_csv_show_a_stack() -> None:
     out = io.StringIO()
     make_view("json", out, [SCHEMA]).records([REC])
     assert json.loads(out.getvalue())["ustack"][0] == {
-        "address": 16, "symbol": "inner", "offset": 2, "module": "/bin/fx"}
+        "address": 16, "symbol": "inner", "offset": 2, "module": "/bin/fx",
+        "line": None, "kind": "native"}
     out = io.StringIO()
     make_view("csv", out, [SCHEMA]).records([REC])
     assert "inner+0x2 [fx];outer+0x4 [fx]" in out.getvalue()

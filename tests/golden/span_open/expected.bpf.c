@@ -14,6 +14,27 @@ struct pt_regs {
 #include <asm/ptrace.h>
 #endif
 
+#ifndef PR_FILE_INODE_OFFSET
+#error "PR_FILE_INODE_OFFSET is the running kernel's: the loader defines it (-DPR_FILE_INODE_OFFSET=N)"
+#endif
+#ifndef PR_INODE_INO_OFFSET
+#error "PR_INODE_INO_OFFSET is the running kernel's: the loader defines it (-DPR_INODE_INO_OFFSET=N)"
+#endif
+#ifndef PR_INODE_SB_OFFSET
+#error "PR_INODE_SB_OFFSET is the running kernel's: the loader defines it (-DPR_INODE_SB_OFFSET=N)"
+#endif
+#ifndef PR_MM_EXE_FILE_OFFSET
+#error "PR_MM_EXE_FILE_OFFSET is the running kernel's: the loader defines it (-DPR_MM_EXE_FILE_OFFSET=N)"
+#endif
+#ifndef PR_MM_START_CODE_OFFSET
+#error "PR_MM_START_CODE_OFFSET is the running kernel's: the loader defines it (-DPR_MM_START_CODE_OFFSET=N)"
+#endif
+#ifndef PR_SB_DEV_OFFSET
+#error "PR_SB_DEV_OFFSET is the running kernel's: the loader defines it (-DPR_SB_DEV_OFFSET=N)"
+#endif
+#ifndef PR_TASK_MM_OFFSET
+#error "PR_TASK_MM_OFFSET is the running kernel's: the loader defines it (-DPR_TASK_MM_OFFSET=N)"
+#endif
 /* templates/runtime_helpers.h: included verbatim */
 
 
@@ -25,6 +46,204 @@ BPF_RINGBUF_OUTPUT(pr_events, PR_RINGBUF_PAGES);
 #define PR_WAKEUP_SHARE 16
 
 /* templates/record_helpers.h: included verbatim */
+/* CPython frames, read where the event happens (included when a copied user stack keeps
+   them: render/pyframes.py). The process is recognised by its executable's (dev, inode)
+   in pr_pybins, which planrunner fills before attaching with the offsets of that
+   interpreter's version (planrunner/stacks/python_versions.py); the thread's state is
+   the GIL holder's when it is this thread, else found in the interpreter's list of
+   thread states by native_thread_id; its frames are walked from the current one
+   through `previous`, at most the probe's number. A frame in the record names its code
+   object; the code's names go once per process into pr_pycode (bounded copies: the
+   qualified name's first PR_PY_NAME-1 bytes, the file name's last PR_PY_FILE-1),
+   keyed by what the frame holds, so they outlive the process. */
+#define PR_PY_NAME 64
+#define PR_PY_FILE 64
+#define PR_PY_THREADS 64   /* thread states searched for the event's thread */
+#define PR_PY_CODES 16384  /* code objects whose names are kept (LRU) */
+#define PR_PYF_ENTRY 1     /* pr_pyframe.flags: the first frame of an eval loop */
+#define PR_PY_FOUND 1      /* py_flags: the process runs a known CPython */
+#define PR_PY_NO_THREAD 2  /* ... but this thread has no thread state (yet) */
+#define PR_PY_MORE 4       /* more frames than the probe keeps */
+#define PR_PY_FAULT 8      /* a read failed: the frames end there */
+
+struct pr_pyframe {
+    __u64 code;        /* the code object */
+    __u64 qualname;    /* its co_qualname and co_filename objects: with the code, */
+    __u64 filename;    /* the process and the first line, the key in pr_pycode */
+    __u64 linetable;   /* its co_linetable (a bytes object), read by planrunner later */
+    __s32 lasti;       /* bytes from the first instruction to the one running */
+    __s32 firstlineno;
+    __u32 flags;
+    __u32 pad;
+};
+
+struct pr_pycode_key {
+    __u32 tgid;
+    __s32 firstlineno;
+    __u64 code;
+    __u64 qualname;
+    __u64 filename;
+};
+struct pr_pycode {
+    char name[PR_PY_NAME];  /* co_qualname */
+    char file[PR_PY_FILE];  /* co_filename's tail */
+};
+BPF_TABLE("lru_hash", struct pr_pycode_key, struct pr_pycode, pr_pycode, PR_PY_CODES);
+
+struct pr_pybin {
+    __u64 dev;  /* the executable's filesystem (sb->s_dev) and inode */
+    __u64 ino;
+};
+
+/* Coupled with python_versions.OFFSET_FIELDS (same order). */
+struct pr_pyversion {
+    __u64 runtime;     /* _PyRuntime, link-time */
+    __u64 text_vaddr;  /* the lowest executable segment, link-time: the load bias is
+                          mm->start_code - text_vaddr */
+    __u16 interp_head, tstate_current, threads_head, ts_next, ts_native_tid, ts_cframe,
+          cf_frame, f_code, f_previous, f_prev_instr, f_is_entry, f_owner,
+          co_firstlineno, co_filename, co_qualname, co_linetable, co_code,
+          str_length, str_state, str_ascii, str_utf8;
+};
+BPF_HASH(pr_pybins, struct pr_pybin, struct pr_pyversion, 64);
+
+struct pr_pyscratch {
+    char frame[128];  /* a _PyInterpreterFrame's head */
+    char code[128];   /* a PyCodeObject from co_firstlineno */
+    struct pr_pycode_key key;
+    struct pr_pycode names;
+};
+BPF_PERCPU_ARRAY(pr_pyscratch, struct pr_pyscratch, 1);
+
+static __always_inline __u64 pr_py_word(const char *buf, __u32 off)
+{
+    return *(const __u64 *)(buf + (off & 0x78));
+}
+
+static __always_inline __u64 pr_py_ptr(__u64 addr)
+{
+    __u64 v = 0;
+    if (!addr || bpf_probe_read_user(&v, sizeof(v), (void *)addr))
+        return 0;
+    return v;
+}
+
+/* A str object's text into dst: ASCII in place, else its UTF-8 copy when it has one
+   ("" otherwise); `tail`: the last size-1 bytes of a longer one. */
+static __always_inline void pr_py_str(char *dst, __u32 size, __u64 obj,
+                                      const struct pr_pyversion *v, int tail)
+{
+    struct { __s64 length; __s64 hash; __u32 state; } h = {};
+    dst[0] = 0;
+    if (!obj || bpf_probe_read_user(&h, sizeof(h), (void *)(obj + v->str_length)))
+        return;
+    __u64 data = obj + v->str_ascii;
+    __s64 len = h.length;
+    if (!(h.state & (1 << 6))) {  /* not compact ASCII: its UTF-8 copy, if made */
+        struct { __s64 length; __u64 ptr; } u = {};
+        if (!(h.state & (1 << 5)) ||
+            bpf_probe_read_user(&u, sizeof(u), (void *)(obj + v->str_utf8 - 8)) || !u.ptr)
+            return;
+        data = u.ptr;
+        len = u.length;
+    }
+    if (tail && len > (__s64)size - 1)
+        data += len - (size - 1);
+    bpf_probe_read_user_str(dst, size, (void *)data);
+}
+
+/* The current thread's Python frames, innermost first, at most `max`: *n of them are
+   written to out[], *flags says what was found. */
+static __always_inline void pr_py_frames(__u32 *n, __u32 *flags, struct pr_pyframe *out,
+                                         const __u32 max)
+{
+    *n = 0;
+    *flags = 0;
+    __u64 task = bpf_get_current_task();
+    __u64 mm = 0, exe = 0, inode = 0, sb = 0, start = 0;
+    __u32 dev = 0;
+    struct pr_pybin key = {};
+    if (bpf_probe_read_kernel(&mm, 8, (void *)(task + PR_TASK_MM_OFFSET)) || !mm)
+        return;
+    if (bpf_probe_read_kernel(&exe, 8, (void *)(mm + PR_MM_EXE_FILE_OFFSET)) || !exe)
+        return;
+    if (bpf_probe_read_kernel(&inode, 8, (void *)(exe + PR_FILE_INODE_OFFSET)) || !inode)
+        return;
+    bpf_probe_read_kernel(&key.ino, 8, (void *)(inode + PR_INODE_INO_OFFSET));
+    if (bpf_probe_read_kernel(&sb, 8, (void *)(inode + PR_INODE_SB_OFFSET)) || !sb)
+        return;
+    bpf_probe_read_kernel(&dev, 4, (void *)(sb + PR_SB_DEV_OFFSET));
+    key.dev = dev;
+    struct pr_pyversion *v = pr_pybins.lookup(&key);
+    if (!v)
+        return;
+    *flags = PR_PY_FOUND;
+    bpf_probe_read_kernel(&start, 8, (void *)(mm + PR_MM_START_CODE_OFFSET));
+    __u64 rt = v->runtime + (start - v->text_vaddr);
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 me = (__u32)id, tgid = id >> 32;
+    __u64 ts = v->tstate_current ? pr_py_ptr(rt + v->tstate_current) : 0;
+    if (!ts || (__u32)pr_py_ptr(ts + v->ts_native_tid) != me) {
+        __u64 t = pr_py_ptr(pr_py_ptr(rt + v->interp_head) + v->threads_head);
+        ts = 0;
+        for (int i = 0; i < PR_PY_THREADS && t; i++) {
+            if ((__u32)pr_py_ptr(t + v->ts_native_tid) == me) {
+                ts = t;
+                break;
+            }
+            t = pr_py_ptr(t + v->ts_next);
+        }
+    }
+    if (!ts) {
+        *flags |= PR_PY_NO_THREAD;
+        return;
+    }
+    __u64 frame = pr_py_ptr(pr_py_ptr(ts + v->ts_cframe) + v->cf_frame);
+    __u32 zero = 0;
+    struct pr_pyscratch *s = pr_pyscratch.lookup(&zero);
+    if (!s)
+        return;
+    __u32 got = 0;
+    for (__u32 i = 0; i < max; i++) {
+        if (!frame)
+            break;
+        if (bpf_probe_read_user(s->frame, 80, (void *)frame)) {
+            *flags |= PR_PY_FAULT;
+            break;
+        }
+        __u64 code = pr_py_word(s->frame, v->f_code);
+        struct pr_pyframe *f = &out[i];
+        f->code = code;
+        f->lasti = (__s32)(pr_py_word(s->frame, v->f_prev_instr) - (code + v->co_code));
+        f->flags = s->frame[v->f_is_entry & 0x7f] ? PR_PYF_ENTRY : 0;
+        f->linetable = 0;
+        f->firstlineno = 0;
+        f->qualname = 0;
+        f->filename = 0;
+        __u32 base = v->co_firstlineno & ~7;  /* one read, from an aligned word */
+        if (code && bpf_probe_read_user(s->code, 88, (void *)(code + base)) == 0) {
+            f->firstlineno = *(__s32 *)(s->code + ((v->co_firstlineno - base) & 7));
+            f->linetable = pr_py_word(s->code, v->co_linetable - base);
+            f->qualname = pr_py_word(s->code, v->co_qualname - base);
+            f->filename = pr_py_word(s->code, v->co_filename - base);
+            s->key.tgid = tgid;
+            s->key.firstlineno = f->firstlineno;
+            s->key.code = code;
+            s->key.qualname = f->qualname;
+            s->key.filename = f->filename;
+            if (!pr_pycode.lookup(&s->key)) {  /* names read once per code object */
+                pr_py_str(s->names.name, PR_PY_NAME, f->qualname, v, 0);
+                pr_py_str(s->names.file, PR_PY_FILE, f->filename, v, 1);
+                pr_pycode.update(&s->key, &s->names);
+            }
+        }
+        got = i + 1;
+        frame = pr_py_word(s->frame, v->f_previous);
+    }
+    if (frame && got == max)
+        *flags |= PR_PY_MORE;
+    *n = got;
+}
 
 struct pr_rec_2 {
     struct pr_hdr h;
@@ -65,6 +284,9 @@ struct pr_ucopies_val {
     __u32 len;
     __u64 time;
     __u64 regs[4];
+    __u32 py_n;
+    __u32 py_flags;
+    struct pr_pyframe py[32];
     char data[16384];
 };
 BPF_HASH(pr_ucopies, __u64, struct pr_ucopies_val, 2048);
@@ -187,6 +409,7 @@ static __always_inline int pr_body_leave(struct pr_args_leave *a)
                     pr_pr_span_block_c0->regs[1] = a->u_regs[1];
                     pr_pr_span_block_c0->regs[2] = a->u_regs[2];
                     pr_pr_span_block_c0->regs[3] = 0;
+                    pr_py_frames(&pr_pr_span_block_c0->py_n, &pr_pr_span_block_c0->py_flags, pr_pr_span_block_c0->py, 32);
                     if (bpf_probe_read_user(pr_pr_span_block_c0->data, 16384, (void *)a->u_regs[1]) == 0) {
                         pr_pr_span_block_c0->len = 16384;
                     } else {
@@ -221,6 +444,13 @@ static __always_inline int pr_body_leave(struct pr_args_leave *a)
                         pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[5]) * 0x100000001b3ULL;
                         pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[6]) * 0x100000001b3ULL;
                         pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[7]) * 0x100000001b3ULL;
+                    }
+                    pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_pr_span_block_c0->py_n) * 0x100000001b3ULL;
+                    for (__u32 pr_j = 0; pr_j < 32; pr_j++) {
+                        if (pr_j >= pr_pr_span_block_c0->py_n)
+                            break;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_pr_span_block_c0->py[pr_j].code) * 0x100000001b3ULL;
+                        pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ ((__u64)(__u32)pr_pr_span_block_c0->py[pr_j].lasti | ((__u64)pr_pr_span_block_c0->py[pr_j].flags << 32))) * 0x100000001b3ULL;
                     }
                     if (!pr_h_pr_span_block_c0)
                         pr_h_pr_span_block_c0 = 1;  /* 0 means: no stack */

@@ -1,0 +1,179 @@
+"""CPython frames, the user-space half (stacks/python_frames.py, python_versions.py,
+render/pyframes.py): the line table decoded against the interpreter's own answer, the
+frames put in place of the eval loop, the record section, the version checks, and the C
+a plan gets with and without `python`."""
+
+from __future__ import annotations
+
+import dis
+import os
+import struct
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from planrunner.pipeline import compile_plan
+from planrunner.stacks.capture import parse_ustack_record
+from planrunner.stacks.formats import fold_name, frame_dict, text_line
+from planrunner.stacks.frame import Frame
+from planrunner.stacks.python_frames import (
+    CODE_KEY,
+    CODE_NAMES,
+    ENTRY,
+    FOUND,
+    PYFRAME,
+    RawPyFrame,
+    code_names,
+    line_of,
+    merge,
+    python_frame,
+)
+from planrunner.stacks.python_versions import (
+    VERSIONS,
+    UnsupportedPython,
+    kernel_dev,
+    python_binary,
+)
+
+PYTHON = "/usr/bin/python3.11"
+
+
+def _codes(code: types.CodeType) -> list[types.CodeType]:
+    out = [code]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out += _codes(const)
+    return out
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the 3.11 line table format")
+def test_line_of_agrees_with_cpython_for_every_instruction_of_a_module() -> None:
+    """Every instruction of every function of a real module (the test's own and
+    planrunner's pipeline): the line the decoder finds is the one dis reports."""
+    checked = 0
+    for path in (Path(__file__), Path(dis.__file__)):
+        for code in _codes(compile(path.read_text(), str(path), "exec")):
+            for offset, line in _instruction_lines(code):
+                assert line_of(code.co_linetable, code.co_firstlineno, offset) == line, \
+                    (path.name, code.co_qualname, offset)
+                checked += 1
+    assert checked > 5000
+
+
+def _instruction_lines(code: types.CodeType) -> list[tuple[int, int | None]]:
+    """(byte offset, line) of each code unit, as CPython's own co_lines() gives them."""
+    out = []
+    for start, end, line in code.co_lines():
+        out += [(off, line) for off in range(start, end, 2)]
+    return out
+
+
+def test_line_of_before_the_first_instruction_is_the_first_line() -> None:
+    assert line_of(b"", 42, -2) == 42
+    assert line_of(b"", 42, 10) is None  # past the table
+
+
+def _py(name: str, entry: bool = False) -> tuple[Frame, bool]:
+    return Frame(id(name), name, 1, "/app/x.py", kind="python", line=1), entry
+
+
+def _native(name: str) -> Frame:
+    return Frame(0x1000 + len(name), name, 0, "/usr/bin/python3.11")
+
+
+def test_merge_puts_each_activation_in_place_of_its_eval_loop_frame() -> None:
+    """inner and middle run in the innermost _PyEval_EvalFrameDefault (middle is its
+    entry), outer and <module> in the outer one, with a C call between them."""
+    native = [_native("getppid"), _native("_PyEval_EvalFrameDefault"),
+              _native("PyObject_Call"), _native("_PyEval_EvalFrameDefault"),
+              _native("PyEval_EvalCode"), _native("main")]
+    python = [_py("inner"), _py("middle", True), _py("outer"), _py("<module>", True)]
+    got = [f.symbol for f in merge(native, python)]
+    assert got == ["getppid", "inner", "middle", "PyObject_Call", "outer", "<module>",
+                   "PyEval_EvalCode", "main"]
+
+
+def test_merge_keeps_python_frames_of_a_native_stack_cut_short_outermost() -> None:
+    native = [_native("_PyEval_EvalFrameDefault")]
+    python = [_py("inner", True), _py("outer", True)]
+    assert [f.symbol for f in merge(native, python)] == ["inner", "outer"]
+    # and an eval loop frame with no Python frames left stays as it was
+    assert [f.symbol for f in merge([_native("_PyEval_EvalFrameDefault")] * 2,
+                                    [_py("only", True)])] == \
+        ["only", "_PyEval_EvalFrameDefault"]
+
+
+def test_parse_section_reads_the_frames_bpf_wrote() -> None:
+    frames = [PYFRAME.pack(0x7000, 0x7100, 0x7200, 0x8000, 10, 5, ENTRY, 0),
+              PYFRAME.pack(0x9000, 0x9100, 0x9200, 0, -2, 1, 0, 0)]
+    raw = struct.pack("<IIQ4Q", 42, 3, 7, 0x401000, 0x7ffc0000, 0, 0) + \
+        struct.pack("<II", 2, FOUND) + b"".join(frames) + b"\0" * PYFRAME.size + b"abc"
+    cap = parse_ustack_record(raw, python=3)
+    assert cap.python is not None and cap.python.flags == FOUND
+    first, second = cap.python.frames
+    assert first == RawPyFrame(0x7000, 0x7100, 0x7200, 0x8000, 10, 5, True)
+    assert not second.entry and second.lasti == -2
+    assert cap.window.data == b"abc"  # the stack bytes start after the section
+    # the key of its names in pr_pycode: the process, then what the frame holds
+    assert first.code_key(42) == CODE_KEY.pack(42, 5, 0x7000, 0x7100, 0x7200)
+
+
+def test_code_names_keep_a_long_files_tail() -> None:
+    value = CODE_NAMES.pack(b"Thing.run\0", b"x" * 63 + b"\0")
+    assert code_names(value) == ("Thing.run", "..." + "x" * 63)
+    assert code_names(CODE_NAMES.pack(b"\0", b"/app/a.py\0")) == ("?", "/app/a.py")
+
+
+def test_a_python_frame_in_json_text_and_folded() -> None:
+    raw = RawPyFrame(0x7000, 1, 2, 0, 4, 2, False)
+    f = python_frame(raw, ("Thing.run", "/app/service.py"), 7)
+    assert frame_dict(f) == {"address": 0x7000, "symbol": "Thing.run", "offset": 7,
+                             "module": "/app/service.py", "line": 7, "kind": "python"}
+    assert text_line(f) == "    Thing.run (service.py:7) [python]"
+    assert fold_name(f) == "Thing.run (service.py)"
+    # one line of one function is one frame whatever the code object's address
+    other = RawPyFrame(0x9000, 1, 2, 0, 8, 2, False)
+    assert f == python_frame(other, ("Thing.run", "/app/service.py"), 7)
+
+
+@pytest.mark.skipif(not os.path.exists(PYTHON), reason=f"{PYTHON} is not installed")
+def test_debians_python311_is_recognised_and_checked() -> None:
+    binary = python_binary(PYTHON)
+    assert binary.version[:2] == (3, 11)
+    st = os.stat(PYTHON)
+    assert (binary.dev, binary.ino) == (kernel_dev(st.st_dev), st.st_ino)
+    assert binary.value_bytes()[:16] == struct.pack("<QQ", binary.runtime,
+                                                    binary.text_vaddr)
+    assert binary.layout is VERSIONS[(3, 11)]
+
+
+def test_a_binary_without_the_runtime_is_refused_with_the_reason() -> None:
+    with pytest.raises(UnsupportedPython, match="no _PyRuntime symbol.*--enable-shared"):
+        python_binary("/bin/ls")
+
+
+def _plan(tmp_path: Path, stack: str) -> str:
+    path = tmp_path / "p.yaml"
+    path.write_text(f"""
+planrunner: 1
+stack: {stack}
+probes:
+  sample: {{profile: {{hz: 99}}}}
+outputs:
+  - count: sample
+    by: [ustack]
+""")
+    return str(path)
+
+
+def test_python_frames_are_read_by_default_and_a_plan_turns_them_off(tmp_path: Path) -> None:
+    _, _, program = compile_plan(_plan(tmp_path, "{python_frames: 8}"), {})
+    assert "pr_py_frames(&pr_uc0->py_n, &pr_uc0->py_flags, pr_uc0->py, 8);" in \
+        program.c_source
+    assert program.python_bins_map == "pr_pybins" and program.stack_maps.python == 8
+    assert "PR_TASK_MM_OFFSET" in [c.macro for c in program.runtime_constants]
+    _, _, off = compile_plan(_plan(tmp_path, "{python: false}"), {})
+    assert "pr_py_frames" not in off.c_source and "pr_pyframe" not in off.c_source
+    assert off.python_bins_map == "" and off.stack_maps.python == 0
