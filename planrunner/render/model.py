@@ -99,6 +99,9 @@ class AttachSite:
     # Its program faults pages in (templates/runtime_helpers.h PR_FAULT) when compiled
     # with `RenderedProgram.sleepable_switch` defined: then it must be loaded sleepable.
     sleepable: bool = False
+    # A uprobe or uretprobe: its index in `RenderedProgram.uprobe_sites_map`, where the
+    # runtime puts its thunk for the dispatcher to tail-call (-1: any other kind).
+    slot: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +223,12 @@ class RenderedProgram:
     # (span, begin, end) of each span: a span has no sites of its own, so an empty
     # output of it is explained by its sides' binaries and gates (runtime/silence.py)
     span_sides: tuple[tuple[str, str, str], ...] = ()
+    # Uprobe sites attached in bulk (runtime/attach.py UprobeLinks): a prog array with a
+    # slot per uprobe/uretprobe site (AttachSite.slot) and the function that one
+    # uprobe_multi link per binary runs, which tail-calls the slot its attach cookie
+    # names. "" when the program has no uprobe site.
+    uprobe_sites_map: str = ""
+    uprobe_dispatcher: str = ""
 
     @property
     def has_sleepable(self) -> bool:

@@ -10,6 +10,7 @@ decided from what the emitters reported they need (`Body`), never by reading C b
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from planrunner.expr.ast import Name
@@ -90,6 +91,12 @@ RING_RECORDS = 16384
 RING_MIN_BYTES = 1 << 20
 RING_MAX_BYTES = 32 << 20
 RINGBUF_RECORD_HEADER = 8  # what the kernel puts before each record (BPF_RINGBUF_HDR_SZ)
+
+# The uprobe sites' prog array and the function every uprobe_multi link runs, which
+# tail-calls the thunk its attach cookie names (runtime/attach.py UprobeLinks): one
+# link then serves every site of a binary, and closing it detaches them all at once.
+UPROBE_SITES_MAP = "pr_uprobe_sites"
+UPROBE_DISPATCHER = "pr_uprobe_dispatch"
 
 
 def default_ring_pages(record_size: int, page_size: int | None = None) -> int:
@@ -321,6 +328,10 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                               for arg in s.args if arg is not None
                               for name in runtime_constants(arg)}))
     stack_maps = _stack_maps(resolved, acc.ucopy_bytes, acc.announces)
+    sleepable = {v.name for v in views if v.sleepable}
+    sites = _with_slots(_attach_site(s, s.probe in sleepable)
+                        for p in resolved.probes for s in p.sites)
+    uprobe_slots = sum(s.slot >= 0 for s in sites)
     c_source = render_template(
         "program.bpf.c.j2",
         runtime_constants=constants,
@@ -341,10 +352,10 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         expr_helpers=Helper.EXPR in helpers,
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
         plan_only=plan_only,
+        uprobe_slots=uprobe_slots,
+        uprobe_sites_map=UPROBE_SITES_MAP,
+        uprobe_dispatcher=UPROBE_DISPATCHER,
     )
-    sleepable = {v.name for v in views if v.sleepable}
-    sites = tuple(_attach_site(s, s.probe in sleepable)
-                  for p in resolved.probes for s in p.sites)
     # in plan order (they were made probe by probe), so their snapshots print in it too
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
     aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
@@ -358,7 +369,9 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                            span_sides=tuple((p.spec.name, p.spec.begin, p.spec.end)
                                             for p in resolved.probes
                                             if p.spec.begin is not None
-                                            and p.spec.end is not None))
+                                            and p.spec.end is not None),
+                           uprobe_sites_map=UPROBE_SITES_MAP if uprobe_slots else "",
+                           uprobe_dispatcher=UPROBE_DISPATCHER if uprobe_slots else "")
 
 
 def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:
@@ -370,6 +383,19 @@ def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTab
                                for c in t.columns),
                  t.key_fields, t.sort, t.rate, t.every_ns, t.top)
         for t in resolved.plan.tables)
+
+
+def _with_slots(sites: Iterable[AttachSite]) -> tuple[AttachSite, ...]:
+    """`sites` with each uprobe and uretprobe numbered in order: its slot in the prog
+    array the dispatcher tail-calls through (RenderedProgram.uprobe_sites_map)."""
+    out: list[AttachSite] = []
+    slots = 0
+    for site in sites:
+        if site.kind in ("uprobe", "uretprobe"):
+            site = replace(site, slot=slots)
+            slots += 1
+        out.append(site)
+    return tuple(out)
 
 
 def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:
