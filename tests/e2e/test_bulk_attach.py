@@ -19,13 +19,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from planrunner.errors import BackendError
 from planrunner.pipeline import compile_plan
 from planrunner.runtime import features
-from planrunner.runtime.attach import distinct_sites
+from planrunner.runtime.attach import UprobeLinks, distinct_sites
 from planrunner.runtime.bcc_backend import BccBackend
 from planrunner.runtime.compile_cache import ProgramCache
 from planrunner.runtime.uprobe_links import close_all, create_link
@@ -223,3 +225,33 @@ def test_a_thousand_sites_detach_in_a_fraction_of_a_thousand_links(
     # before: the run's own stop was the 1000 one-site links (ratio ~1); now one link,
     # one round of grace periods (0.02 s against 0.19 s on a quiet machine)
     assert min(detached) < per_site / 2, (detached, per_site)
+
+
+def test_an_offset_the_kernel_refuses_in_a_batch_is_named(tmp_path: Path,
+                                                          fixtures_built: Path) -> None:
+    """The kernel refuses a link whole, without saying which offset: the group is then
+    linked site by site, and the error names the site refused (a run stops there, as
+    for any site that cannot be attached: it never goes on with sites missing)."""
+    binary = fixtures_built / BINARY
+    probes = "".join(f"  f{i}: {{uprobe: m:mf_{i:03d}}}\n" for i in range(4))
+    counts = "".join(f"  - {{count: f{i}}}\n" for i in range(4))
+    os.chdir(ROOT)
+    _plan, _resolved, program = compile_plan(write_plan(
+        tmp_path, f"planrunner: 1\nname: bad\ntargets:\n  m: {{binary: {binary}}}\n"
+                  f"probes:\n{probes}outputs:\n{counts}"), {})
+    sites = list(program.sites)
+    past_the_end = binary.stat().st_size + 0x1000
+    sites[2] = replace(sites[2], probe="bad", file_offset=past_the_end)
+    dispatcher = features._load_nop(0)
+    links = UprobeLinks()
+    try:
+        for site in sites:
+            links.add(site, None, True)
+        with pytest.raises(BackendError, match=rf"could not attach probe 'bad' at "
+                           rf".*many_funcs offset 0x{past_the_end:x}: Invalid argument"):
+            links.attach_batched(dispatcher)
+        assert bpf_links(os.getpid()) == 2  # the sites before it, one link each
+    finally:
+        links.detach_all()
+        os.close(dispatcher)
+    assert bpf_links(os.getpid()) == 0
