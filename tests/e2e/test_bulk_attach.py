@@ -255,3 +255,13 @@ def test_an_offset_the_kernel_refuses_in_a_batch_is_named(tmp_path: Path,
         links.detach_all()
         os.close(dispatcher)
     assert bpf_links(os.getpid()) == 0
+
+
+def test_without_links_every_site_is_a_perf_event_as_before(tmp_path: Path,
+                                                            fixtures_built: Path) -> None:
+    """PLANRUNNER_UPROBE_ATTACH=perf (a kernel without uprobe_multi): the dispatcher is
+    never loaded, each site is a perf-event uprobe of its own thunk, counts still exact."""
+    links, counts, err = traced_run(tmp_path, fixtures_built / BINARY,
+                                    env={"PLANRUNNER_UPROBE_ATTACH": "perf"})
+    assert links == 0, err
+    assert counts == expected_counts()
