@@ -1,7 +1,10 @@
 """Attach strategies: how one loaded BPF program goes onto one site, and off again.
 
 - `UprobeLinks`: uprobes as uprobe_multi BPF links (runtime/uprobe_links.py says why
-  they are preferred: closing them is fast and takes the semaphore down with the probe).
+  they are preferred: closing them is fast and takes the semaphore down with the probe),
+  in bulk: every site of a file and kind on one link of the program's dispatcher, which
+  tail-calls the site's thunk from the prog array slot its attach cookie names (a stop
+  closes a few links, not one per site: each close waits for its own grace periods).
 - `PerfUprobes`: uprobes as perf events through libbcc's C `bpf_attach_uprobe` with its
   full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares only
   six arguments, so every attach through it passes a garbage seventh (bcc#5236).
