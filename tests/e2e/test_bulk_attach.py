@@ -61,7 +61,9 @@ def many_plan(tmp_path: Path, binary: Path) -> str:
     probes = "".join(f"  f{i}: {{uprobe: m:mf_{i:03d}}}\n" for i in range(UPROBES))
     probes += "".join(f"  r{i}: {{uretprobe: m:mf_{i:03d}}}\n" for i in range(URETPROBES))
     probes += f"  gated: {{usdt: m:{GATED}}}\n"
+    probes += "  again: {uprobe: m:mf_001}\n"  # f1's offset too: two slots, one offset
     outputs = "".join(f"  - {{count: f{i}, name: f{i}}}\n" for i in range(UPROBES))
+    outputs += "  - {count: again, name: again}\n"
     outputs += "".join(f"  - {{count: r{i}, name: r{i}}}\n" for i in range(URETPROBES))
     outputs += "  - {count: gated, name: gated}\n"
     return write_plan(tmp_path, f"planrunner: 1\nname: many\ntargets:\n"
@@ -124,7 +126,7 @@ def start(plan: str, entry: list[str], env: dict[str, str]) -> tuple[subprocess.
 def expected_counts() -> dict[str, int]:
     want = {f"f{i}": (i + 1) * ROUNDS for i in range(UPROBES)}
     want |= {f"r{i}": (i + 1) * ROUNDS for i in range(URETPROBES)}
-    return want | {"gated": ROUNDS}
+    return want | {"gated": ROUNDS, "again": 2 * ROUNDS}
 
 
 def test_one_link_per_binary_and_kind_every_site_counted_cold_then_warm(
@@ -137,7 +139,7 @@ def test_one_link_per_binary_and_kind_every_site_counted_cold_then_warm(
         links, counts, err = traced_run(tmp_path, binary, env=env)
         assert ("planrunner: cache: hit" in err) == (run == "warm"), err
         # one link for the uprobes (and the USDT site: a uprobe of the same file), one
-        # for the uretprobes; before, one per site: 73
+        # for the uretprobes; before, one per site: 74
         assert links == 2, (run, links)
         assert counts == expected_counts(), run
 
