@@ -79,7 +79,7 @@ def run_once(tree: Path, plan: str, env: dict[str, str],
         links = links_of(proc.pid)
         t1 = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=timeout)
+        proc.communicate(timeout=timeout)  # read: its lines at exit must not fill the pipe
         return ready, links, time.monotonic() - t1
     finally:
         if proc.poll() is None:
