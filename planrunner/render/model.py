@@ -104,6 +104,9 @@ class AttachSite:
     # Its program faults pages in (templates/runtime_helpers.h PR_FAULT) when compiled
     # with `RenderedProgram.sleepable_switch` defined: then it must be loaded sleepable.
     sleepable: bool = False
+    # A uprobe or uretprobe: its index in `RenderedProgram.uprobe_sites_map`, where the
+    # runtime puts its thunk for the dispatcher to tail-call (-1: any other kind).
+    slot: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +271,12 @@ class RenderedProgram:
     func_names: tuple[str, ...] = ()
     func_map: str = "pr_func_names"
     func_size: int = 64
+    # Uprobe sites attached in bulk (runtime/attach.py UprobeLinks): a prog array with a
+    # slot per uprobe/uretprobe site (AttachSite.slot) and the function that one
+    # uprobe_multi link per binary runs, which tail-calls the slot its attach cookie
+    # names. "" when the program has no uprobe site.
+    uprobe_sites_map: str = ""
+    uprobe_dispatcher: str = ""
 
     @property
     def has_sleepable(self) -> bool:

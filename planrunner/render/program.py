@@ -10,6 +10,7 @@ decided from what the emitters reported they need (`Body`), never by reading C b
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from planrunner.elf.btf import KernelMember
@@ -96,6 +97,12 @@ RING_RECORDS = 16384
 RING_MIN_BYTES = 1 << 20
 RING_MAX_BYTES = 32 << 20
 RINGBUF_RECORD_HEADER = 8  # what the kernel puts before each record (BPF_RINGBUF_HDR_SZ)
+
+# The uprobe sites' prog array and the function every uprobe_multi link runs, which
+# tail-calls the thunk its attach cookie names (runtime/attach.py UprobeLinks): one
+# link then serves every site of a binary, and closing it detaches them all at once.
+UPROBE_SITES_MAP = "pr_uprobe_sites"
+UPROBE_DISPATCHER = "pr_uprobe_dispatch"
 
 
 def default_ring_pages(record_size: int, page_size: int | None = None) -> int:
@@ -425,6 +432,12 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                               for c in runtime_constants(arg)}
                              | (set(_python_constants()) if python else set())))
     stack_maps = _stack_maps(resolved, acc.ucopy_bytes, acc.announces)
+    sleepable = {v.name for v in views if v.sleepable}
+    sites = _with_slots(_attach_site(s, s.probe in sleepable)
+                        for p in resolved.probes if not one_program(p) for s in p.sites)
+    sets = tuple(_attach_set(p, func_index, p.spec.name in sleepable)
+                 for p in resolved.probes if one_program(p))
+    uprobe_slots = sum(s.slot >= 0 for s in sites)
     c_source = render_template(
         "program.bpf.c.j2",
         runtime_constants=[c.macro for c in constants],
@@ -448,12 +461,10 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         plan_only=plan_only,
         func_names=len(func_names),
         func_size=FUNC_SIZE,
+        uprobe_slots=uprobe_slots,
+        uprobe_sites_map=UPROBE_SITES_MAP,
+        uprobe_dispatcher=UPROBE_DISPATCHER,
     )
-    sleepable = {v.name for v in views if v.sleepable}
-    sites = tuple(_attach_site(s, s.probe in sleepable)
-                  for p in resolved.probes if not one_program(p) for s in p.sites)
-    sets = tuple(_attach_set(p, func_index, p.spec.name in sleepable)
-                 for p in resolved.probes if one_program(p))
     # in plan order (they were made probe by probe), so their snapshots print in it too
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
     aggs = sorted(acc.aggregates, key=lambda a: rank[a.name])
@@ -470,7 +481,9 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                                             for p in resolved.probes
                                             if p.spec.begin is not None
                                             and p.spec.end is not None),
-                           sets=sets, func_names=func_names, func_size=FUNC_SIZE)
+                           sets=sets, func_names=func_names, func_size=FUNC_SIZE,
+                           uprobe_sites_map=UPROBE_SITES_MAP if uprobe_slots else "",
+                           uprobe_dispatcher=UPROBE_DISPATCHER if uprobe_slots else "")
 
 
 def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:
@@ -501,6 +514,19 @@ def _attach_set(probe: ResolvedProbe, func_index: dict[str, int],
                      target, tuple(s.file_offset for s in probe.sites),
                      tuple(func_index[s.func] for s in probe.sites),
                      tuple(s.func for s in probe.sites), sleepable)
+
+
+def _with_slots(sites: Iterable[AttachSite]) -> tuple[AttachSite, ...]:
+    """`sites` with each uprobe and uretprobe numbered in order: its slot in the prog
+    array the dispatcher tail-calls through (RenderedProgram.uprobe_sites_map)."""
+    out: list[AttachSite] = []
+    slots = 0
+    for site in sites:
+        if site.kind in ("uprobe", "uretprobe"):
+            site = replace(site, slot=slots)
+            slots += 1
+        out.append(site)
+    return tuple(out)
 
 
 def _attach_site(site: ResolvedSite, sleepable: bool) -> AttachSite:

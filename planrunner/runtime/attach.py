@@ -1,7 +1,10 @@
 """Attach strategies: how one loaded BPF program goes onto one site, and off again.
 
 - `UprobeLinks`: uprobes as uprobe_multi BPF links (runtime/uprobe_links.py says why
-  they are preferred: closing them is fast and takes the semaphore down with the probe).
+  they are preferred: closing them is fast and takes the semaphore down with the probe),
+  in bulk: every site of a file and kind on one link of the program's dispatcher, which
+  tail-calls the site's thunk from the prog array slot its attach cookie names (a stop
+  closes a few links, not one per site: each close waits for its own grace periods).
 - `PerfUprobes`: uprobes as perf events through libbcc's C `bpf_attach_uprobe` with its
   full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares only
   six arguments, so every attach through it passes a garbage seventh (bcc#5236).
@@ -25,6 +28,7 @@ from __future__ import annotations
 import ctypes as ct
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from typing import Literal, Protocol
 
@@ -32,7 +36,12 @@ from planrunner.errors import BackendError, ResolveError
 from planrunner.render.model import AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
 from planrunner.runtime.perf_events import attach_tracepoint, close_event
-from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, close_all, create_link
+from planrunner.runtime.uprobe_links import (
+    BPF_TRACE_UPROBE_MULTI,
+    close_all,
+    create_link,
+    create_multi_link,
+)
 
 BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
 
@@ -95,12 +104,42 @@ def attach_error(site: AttachSite, err: int) -> BackendError:
                         f"{os.strerror(err) if err else 'error'}", hints=tuple(hints))
 
 
+@dataclass(frozen=True, slots=True)
+class LinkGroup:
+    """Uprobe sites that one uprobe_multi link attaches: the same file, all uprobes or
+    all uretprobes (the link's return flag is one for all its offsets)."""
+
+    path: str
+    retprobe: bool
+    sites: tuple[AttachSite, ...]
+
+    def ref_ctr_offsets(self, ref_ctr: bool) -> list[int]:
+        return [s.ref_ctr_offset if ref_ctr else 0 for s in self.sites]
+
+
+def link_groups(sites: Iterable[AttachSite]) -> list[LinkGroup]:
+    """`sites` (uprobes and uretprobes) as the fewest uprobe_multi links: one per file
+    path and kind, in the order each group's first site comes."""
+    groups: dict[tuple[str, bool], list[AttachSite]] = {}
+    for site in sites:
+        assert site.binary is not None
+        groups.setdefault((site.binary.path, site.kind == "uretprobe"), []).append(site)
+    return [LinkGroup(path, ret, tuple(group)) for (path, ret), group in groups.items()]
+
+
 class UprobeLinks:
+    """Uprobes as uprobe_multi links. A site whose thunk is in the dispatcher's prog
+    array (`add`) waits for `attach_batched`, which puts every such site of a file on
+    one link of the dispatcher (its slot the attach cookie): closing a few links ends
+    a run of thousands of sites at once. Any other site (a sleepable thunk: it cannot
+    be tail-called) gets a link of its own at `attach`."""
+
     prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "kprobe"
     attach_type: int | None = BPF_TRACE_UPROBE_MULTI
 
     def __init__(self) -> None:
         self._links: list[int] = []
+        self._batched: dict[tuple[int | None, bool], list[AttachSite]] = {}
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
@@ -112,8 +151,41 @@ class UprobeLinks:
             raise attach_error(site, err)
         self._links.append(link)
 
+    def add(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
+        """Batch `site` (its thunk already in slot `site.slot`) for `attach_batched`."""
+        self._batched.setdefault((pid, ref_ctr), []).append(site)
+
+    @property
+    def batched(self) -> bool:
+        return bool(self._batched)
+
+    def attach_batched(self, dispatcher_fd: int) -> None:
+        """One link of `dispatcher_fd` per file and kind for the sites `add` batched.
+        The kernel refuses a link whole and says not for which offset: then that
+        group's sites are linked one by one, so the refusal names its site (raised,
+        as any site's is) and the others are attached."""
+        batched, self._batched = self._batched, {}
+        for (pid, ref_ctr), sites in batched.items():
+            for group in link_groups(sites):
+                link, _err = create_multi_link(
+                    dispatcher_fd, group.path, [s.file_offset for s in group.sites],
+                    group.ref_ctr_offsets(ref_ctr), [s.slot for s in group.sites],
+                    group.retprobe, pid)
+                if link >= 0:
+                    self._links.append(link)
+                    continue
+                for site, ref in zip(group.sites, group.ref_ctr_offsets(ref_ctr),
+                                     strict=True):
+                    link, err = create_multi_link(dispatcher_fd, group.path,
+                                                  (site.file_offset,), (ref,), (site.slot,),
+                                                  group.retprobe, pid)
+                    if link < 0:
+                        raise attach_error(site, err)
+                    self._links.append(link)
+
     def detach_all(self) -> None:
         links, self._links = self._links, []
+        self._batched = {}
         close_all(links)  # from several threads: their RCU grace periods overlap
 
 

@@ -2,7 +2,7 @@
 
 A session (runtime/session.py) drives a backend through these steps, in this order:
 `load` the rendered program, `set_config` its config slots (and `fill_scope`,
-`register_tracer`), `attach` each distinct site,
+`register_tracer`), `attach` each distinct site, `finish_attach`,
 `open_ring`, then `read_ring` and `read_map`/`map_total`/`counter` as often as it likes,
 `detach` (every probe gone: what fired is in the ring buffer and maps), read the tail,
 and `close`. `detach` and `close` may be called more than once, and at any point after
@@ -121,6 +121,11 @@ class Backend(MapSource, StackSource, Protocol):
         """Attach a uprobe set's one program at all its functions at once, each with
         its attach cookie (runtime/attach_sets.py); (function, why) of those the kernel
         refused, left out. Raises BackendError when none could be attached."""
+
+    def finish_attach(self) -> None:
+        """After the last `attach`: attach what it batched (uprobe sites go on one
+        link per file and kind, runtime/attach.py UprobeLinks). Raises BackendError
+        naming a site the kernel refused."""
         ...
 
     def open_ring(self) -> None:

@@ -36,7 +36,14 @@ from planrunner.render.model import (
     RenderedProgram,
 )
 from planrunner.runtime import compile_cache as cc
-from planrunner.runtime.attach import AttachStrategy, PerfEvents, Tracepoints, uprobe_strategy
+from planrunner.runtime.attach import (
+    AttachStrategy,
+    PerfEvents,
+    Tracepoints,
+    UprobeLinks,
+    uprobe_strategy,
+    where,
+)
 from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
@@ -447,6 +454,8 @@ class BccBackend:
                 self._load_func(site, self._strategy(site))
             for probes in program.sets:
                 self._load_func(probes, self._set_strategy(probes))
+            if program.uprobe_dispatcher and isinstance(self._uprobes, UprobeLinks):
+                self._load_func(self._dispatcher_site(), self._uprobes)
         except (cc.CacheLoadError, KeyError) as exc:
             if loaded is not None:
                 loaded.close()
@@ -559,7 +568,41 @@ class BccBackend:
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         self._loaded()
         strategy = self._strategy(site)
-        strategy.attach(self._load_func(site, strategy), site, pid, ref_ctr)
+        prog_fd = self._load_func(site, strategy)
+        if isinstance(strategy, UprobeLinks) and self._dispatched(site):
+            self._fill_slot(site, prog_fd)
+            strategy.add(site, pid, ref_ctr)  # linked with its file's others, below
+        else:
+            strategy.attach(prog_fd, site, pid, ref_ctr)
+
+    def finish_attach(self) -> None:
+        """The links of the uprobe sites `attach` batched: one per file and kind."""
+        uprobes = self._uprobes
+        if isinstance(uprobes, UprobeLinks) and uprobes.batched:
+            uprobes.attach_batched(self._load_func(self._dispatcher_site(), uprobes))
+
+    def _dispatched(self, site: AttachSite) -> bool:
+        """`site` is attached through the dispatcher: a uprobe whose thunk is not loaded
+        sleepable (a sleepable program cannot be in a prog array's caller's place: the
+        verifier refuses a prog array to a sleepable dispatcher)."""
+        return bool(self._loaded().uprobe_dispatcher) and site.slot >= 0 and \
+            not (site.sleepable and self.features.sleepable)
+
+    def _dispatcher_site(self) -> AttachSite:
+        """The dispatcher as a site to load (never attached as one: a link holds it)."""
+        return AttachSite("uprobe", self._loaded().uprobe_dispatcher, "(planrunner)", 0)
+
+    def _fill_slot(self, site: AttachSite, prog_fd: int) -> None:
+        """Put `site`'s thunk in its slot of the dispatcher's prog array."""
+        name = self._loaded().uprobe_sites_map
+        map_fd = (self.bpf.loaded.map_fd(name) if isinstance(self.bpf, _CachedBPF)
+                  else self.bpf[name].map_fd)
+        ret, err = cc.update_elem(int(map_fd), struct.pack("I", site.slot),
+                                  struct.pack("I", prog_fd))
+        if ret < 0:
+            raise BackendError(f"could not attach probe '{site.probe}' at {where(site)}: "
+                               f"the kernel refused its program in slot {site.slot} of "
+                               f"{name}: {os.strerror(err)}")
 
     def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
         self._loaded()

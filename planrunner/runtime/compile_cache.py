@@ -556,6 +556,14 @@ class MapElem(ct.Structure):
                 ("value", ct.c_uint64), ("flags", ct.c_uint64)]
 
 
+def update_elem(map_fd: int, key: bytes, value: bytes) -> tuple[int, int]:
+    """BPF_MAP_UPDATE_ELEM of `key` to `value` in map `map_fd`: (0, 0) or (-1, errno)."""
+    kbuf, vbuf = ct.create_string_buffer(key, len(key)), \
+        ct.create_string_buffer(value, len(value))
+    return bpf_syscall(BPF_MAP_UPDATE_ELEM, MapElem(map_fd=map_fd, key=ct.addressof(kbuf),
+                                                    value=ct.addressof(vbuf)))
+
+
 class _InfoByFd(ct.Structure):
     _fields_ = [("bpf_fd", ct.c_uint32), ("info_len", ct.c_uint32), ("info", ct.c_uint64)]
 
@@ -721,11 +729,7 @@ class LoadedProgram:
         if len(key) != m.key_size or len(value) != m.value_size:
             raise ValueError(f"map {name}: key/value of {len(key)}/{len(value)} bytes, "
                              f"expected {m.key_size}/{m.value_size}")
-        kbuf, vbuf = ct.create_string_buffer(key, len(key)), \
-            ct.create_string_buffer(value, len(value))
-        attr = MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
-                        value=ct.addressof(vbuf))
-        ret, err = bpf_syscall(BPF_MAP_UPDATE_ELEM, attr)
+        ret, err = update_elem(self.map_fd(name), key, value)
         if ret < 0:
             raise OSError(err, f"update of map {name}: {os.strerror(err)}")
 

@@ -666,6 +666,8 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
     for n, site in enumerate(sites):
         stop.check(n, len(sites))
         backend.attach(site, pid, ref_ctr)
+    stop.check(len(sites), len(sites))
+    backend.finish_attach()  # the uprobe links, one per binary: they all go on now
     left_out = 0
     for probes in program.sets:  # a set is one attach of all its functions
         stop.check(len(sites), len(sites))

@@ -123,6 +123,7 @@ class FakeBackend:
     map_reads: list[tuple[str, bool]] = field(default_factory=list)
     program: RenderedProgram | None = None
     attach_error: Exception | None = None
+    finished_attach: bool = False  # finish_attach was called (after every attach)
     helper_errors: dict[str, Exception] = field(default_factory=dict)  # fn name -> error
     _next: int = 0
     _detached: bool = False
@@ -174,6 +175,9 @@ class FakeBackend:
             raise self.attach_error
         self.calls.append(f"attach set {probes.probe} ({len(probes.file_offsets)})")
         return []
+
+    def finish_attach(self) -> None:
+        self.finished_attach = True
 
     def open_ring(self) -> None:
         self.calls.append("open_ring")

@@ -155,3 +155,15 @@ int pr_done_s0(struct pt_regs *ctx)
     struct pr_args_done pr_a = {};
     return pr_body_done(&pr_a);
 }
+
+/* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link
+   per binary runs pr_uprobe_dispatch at all its sites, each with its slot as the
+   attach cookie. A sleepable thunk is never here: a sleepable program cannot use a prog
+   array, so it keeps a link of its own. */
+BPF_PROG_ARRAY(pr_uprobe_sites, 2);
+
+int pr_uprobe_dispatch(struct pt_regs *ctx)
+{
+    pr_uprobe_sites.call(ctx, (__u32)bpf_get_attach_cookie(ctx));
+    return 0;  /* an empty slot: a site attached on its own, never through here */
+}

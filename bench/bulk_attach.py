@@ -1,0 +1,133 @@
+"""Attach and stop of plans with many uprobe sites, before and after bulk attach
+(issue 23 item 6: one uprobe_multi link per binary and kind instead of one per site).
+
+For each revision (a git rev, exported with `git archive` into a temporary directory
+and run from there, so that both are measured in the same invocation, interleaved) and
+each N: a plan of N uprobes on N distinct exported functions of PostgreSQL's server
+binary (bench/many_probes.py writes it; each probe counted), run warm (a first run
+compiles and fills a program cache shared by the runs; not measured), then --reps runs
+of: launch -> "Tracing" (load from the cache, attach), the bpf_link fds the run holds
+then, SIGINT -> exit (detach, the last reads, exit). Nothing is traced: no postgres
+runs. settings.max_sites is capped at 1000 by the schema; the exported copies have that
+cap (schema and resolve/site_cost.py) raised to the largest N, so that 3000 sites can
+be measured.
+
+    sudo .venv/bin/python bench/bulk_attach.py [--revs main,HEAD] [--counts 100,1000,3000]
+        [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from many_probes import ROOT, write_plan
+
+
+def export(rev: str, dest: Path, max_sites: int) -> None:
+    """Revision `rev` of this repository in `dest`, its max_sites cap raised."""
+    dest.mkdir()
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    schema = dest / "schema" / "plan.schema.json"
+    text = schema.read_text()
+    at = text.index('"max_sites"')
+    text = text[:at] + text[at:].replace('"maximum": 1000', f'"maximum": {max_sites}', 1)
+    schema.write_text(text)
+    cost = dest / "planrunner" / "resolve" / "site_cost.py"
+    cost.write_text(re.sub(r"^MAX_SITES = \d+", f"MAX_SITES = {max_sites}",
+                           cost.read_text(), count=1, flags=re.M))
+
+
+def links_of(pid: int) -> int:
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:bpf_link"
+        except OSError:
+            pass
+    return count
+
+
+def run_once(tree: Path, plan: str, env: dict[str, str],
+             timeout: float) -> tuple[float, int, float]:
+    """(launch -> "Tracing" s, bpf_link fds then, SIGINT -> exit s) of one `run`."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "planrunner", "run", plan], cwd=tree,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    assert proc.stderr is not None
+    try:
+        said = ""
+        for line in proc.stderr:
+            said += line
+            if line.startswith("Tracing"):
+                break
+        ready = time.monotonic() - t0
+        if not said.endswith("Ctrl-C to end.\n"):
+            raise RuntimeError(f"run did not start: {said}{proc.stderr.read()}")
+        links = links_of(proc.pid)
+        t1 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=timeout)  # read: its lines at exit must not fill the pipe
+        return ready, links, time.monotonic() - t1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--revs", default="main,HEAD")
+    ap.add_argument("--counts", default="100,1000,3000")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=3600, help="per first (compiling) run")
+    a = ap.parse_args()
+    revs = a.revs.split(",")
+    counts = [int(x) for x in a.counts.split(",")]
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    print(f"machine: {cpu}, {os.cpu_count()} CPUs, Linux {platform.release()}")
+    print("| sites | rev | launch -> Tracing s | bpf_link fds | SIGINT -> exit s (max) "
+          "| load avg |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp, "cache")
+        cache.mkdir(mode=0o700)
+        env = {**os.environ, "PLANRUNNER_CACHE_DIR": str(cache)}
+        trees = {}
+        for rev in revs:
+            trees[rev] = Path(tmp, f"tree-{len(trees)}")
+            export(rev, trees[rev], max(counts))
+        for n in counts:
+            plan = write_plan(tmp, n)
+            with open(plan, "a") as fh:
+                fh.write(f"settings:\n  max_sites: {n}\n")
+            for rev in revs:  # the compile, into the cache
+                run_once(trees[rev], plan, env, a.timeout)
+            runs: dict[str, list[tuple[float, int, float]]] = {rev: [] for rev in revs}
+            load = os.getloadavg()[0]
+            for _ in range(a.reps):  # interleaved: both under the same load
+                for rev in revs:
+                    runs[rev].append(run_once(trees[rev], plan, env, 600))
+            for rev in revs:
+                r = runs[rev]
+                print(f"| {n} | {rev} | {statistics.median(x[0] for x in r):.2f} "
+                      f"| {max(x[1] for x in r)} | {statistics.median(x[2] for x in r):.2f} "
+                      f"({max(x[2] for x in r):.2f}) | {load:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
