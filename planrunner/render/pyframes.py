@@ -16,8 +16,10 @@ frames any probe keeps (`program_capacity`), and a probe that keeps none writes 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from planrunner.plan.model import StackSpec
+if TYPE_CHECKING:  # a warm run imports this module but not the plan's (no yaml, no pathlib)
+    from planrunner.plan.model import StackSpec
 
 PYFRAME_SIZE = 48  # sizeof(struct pr_pyframe)
 PYTHON_BINS_MAP = "pr_pybins"  # filled by runtime/python_bins.py
