@@ -77,6 +77,9 @@ class CompiledRun:
     plan_name: str
     description: str  # for --prometheus (which never takes an entry: the plan's)
     plans: tuple[tuple[str, str], ...] = ()  # each plan's (name, description)
+    # the params keyed by class only (ValueParams); their defaults fill the program's
+    # data params a run does not --set
+    params: ValueParams = ()
 
 
 def plans_part(paths: Sequence[str], plan_bytes: Sequence[bytes]) -> tuple[str, bytes]:
@@ -85,6 +88,96 @@ def plans_part(paths: Sequence[str], plan_bytes: Sequence[bytes]) -> tuple[str, 
     if len(paths) == 1:
         return paths[0], plan_bytes[0]
     return "\0".join(paths), b"".join(struct.pack("<Q", len(b)) + b for b in plan_bytes)
+
+
+# A plan's params whose value never shapes its program (resolve/scope.py Constants
+# .value_params): (name, type, default or None). Stored per plan (params_key) by the
+# compile, read before the run key is made: a `--set` of one of them is keyed by its
+# class (scope.data_class), not its value, so another threshold or size is a hit, and the
+# hit's program gets this run's values (with_values).
+ValueParams = tuple[tuple[str, str, "int | None"], ...]
+PARAMS_SUFFIX = ".params"
+
+
+def params_key(plan: str, plan_bytes: bytes) -> str:
+    h = sha256()
+    for part in (f"planrunner-run-params:{FORMAT_VERSION}", __version__, source_identity(),
+                 plan, plan_bytes):
+        data = part if isinstance(part, bytes) else part.encode("utf-8", "surrogateescape")
+        h.update(struct.pack("<Q", len(data)))
+        h.update(data)
+    return h.hexdigest()
+
+
+def read_value_params(cache: ProgramCache, key: str) -> ValueParams:
+    blob = cache.read_entry(key + PARAMS_SUFFIX)
+    if blob is None:
+        return ()
+    try:
+        params = pickle.loads(unseal(blob, MAGIC, FORMAT_VERSION, "params entry"))  # noqa: S301
+        if isinstance(params, tuple) and all(
+                isinstance(p, tuple) and len(p) == 3 and isinstance(p[0], str)
+                and p[1] in ("int", "duration") and (p[2] is None or isinstance(p[2], int))
+                for p in params):
+            return params
+        raise ValueError("malformed")
+    except (ValueError, EOFError, pickle.UnpicklingError, TypeError) as exc:
+        cache.discard_entry(key + PARAMS_SUFFIX, f"is corrupt ({exc})")
+        return ()
+
+
+def store_value_params(cache: ProgramCache, key: str, params: ValueParams) -> None:
+    cache.write_entry(key + PARAMS_SUFFIX, seal(
+        MAGIC, FORMAT_VERSION, pickle.dumps(params, protocol=pickle.HIGHEST_PROTOCOL)))
+
+
+def mask_sets(sets: Sequence[str], params: ValueParams) -> tuple[list[str], dict[str, int]]:
+    """`sets` as the run key takes them, with the values given to `params`. A value
+    param's `--set` items are dropped and replaced, for every value param, by its class
+    (param_values.data_class) with the value it has in this run (given, else its
+    default): data values share one key, given or not; a const value (a negative int)
+    or a text that is no value is keyed as given."""
+    from planrunner.param_values import ParamValueError, convert, data_class
+
+    types = {name: ptype for name, ptype, _ in params}
+    effective: dict[str, object] = {name: default for name, _, default in params}
+    kept, given = [], {}
+    for item in sets:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or name not in types:
+            kept.append(item)
+            continue
+        try:
+            effective[name] = given[name] = convert(types[name], text)
+        except ParamValueError:
+            kept.append(item)  # the compile says what is wrong with it
+            effective[name] = None
+    tags, values = [], {}
+    for name in sorted(types):
+        value = effective[name]
+        if isinstance(value, int) and data_class(types[name], value) == "data":
+            tags.append(f"{name}=\0data")
+            if name in given:
+                values[name] = value
+        else:
+            tags.append(f"{name}=\0{value!r}")
+    return kept + tags, values
+
+
+def with_values(run: CompiledRun, values: dict[str, int]) -> CompiledRun:
+    """`run` (a hit) with its data params set to this run's `values` (else defaults)."""
+    program = run.program
+    if not program.data_params:
+        return run
+    from dataclasses import replace
+
+    from planrunner.param_values import pack_values
+
+    given = {name: default for name, _, default in run.params if default is not None}
+    given.update(values)
+    return replace(run, program=replace(
+        program, param_values=pack_values(program.data_params, given)))
 
 
 def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int],

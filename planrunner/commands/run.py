@@ -18,6 +18,7 @@ from planrunner.commands.common import add_plan_parser, overrides, plan_paths, p
 from planrunner.errors import UsageError
 
 if TYPE_CHECKING:
+    from planrunner import run_cache
     from planrunner.output.base import LiveView, View
     from planrunner.records import PrintSchema
     from planrunner.render.model import RenderedProgram
@@ -74,7 +75,7 @@ def parse_seconds(text: str | None) -> float | None:
     try:
         seconds = float(text)
     except ValueError:
-        from planrunner.plan.params import parse_duration  # not for a bare number
+        from planrunner.param_values import parse_duration  # not for a bare number
 
         try:
             seconds = parse_duration(text) / 1e9
@@ -165,13 +166,33 @@ def _cached_run(args: argparse.Namespace, paths: list[str], stderr: TextIO,
         plan_bytes = [read_plan_bytes(path) for path in paths]
     except (OSError, PlanTooLarge, NotAPlanFile):
         return None, None, None  # compile_plan says what is wrong
-    # one plan: its path and bytes, as always; several: each, length-prefixed
-    key = run_cache.run_key(*run_cache.plans_part(paths, plan_bytes), args.overrides or [],
-                            [pid] if pid else [], args.command, stderr.isatty())
+    key, values = _run_key(args, paths, plan_bytes, pid, stderr,
+                           run_cache.read_value_params(cache, _params_key(paths, plan_bytes)))
     hit = run_cache.lookup(cache, key)
     if hit is not None:
         stderr.write(hit.warnings)
+        hit = run_cache.with_values(hit, values)
     return key, hit, list(plan_bytes)
+
+
+def _params_key(paths: list[str], plan_bytes: list[bytes]) -> str:
+    from planrunner import run_cache
+
+    return run_cache.params_key(*run_cache.plans_part(paths, plan_bytes))
+
+
+def _run_key(args: argparse.Namespace, paths: list[str], plan_bytes: list[bytes],
+             pid: int | None, stderr: TextIO, params: run_cache.ValueParams
+             ) -> tuple[str, dict[str, int]]:
+    """The run cache's key: one plan's path and bytes, as always (several: each,
+    length-prefixed), the `--set` values with those of `params` by class only (and
+    those values)."""
+    from planrunner import run_cache
+
+    sets, values = run_cache.mask_sets(args.overrides or [], params) if params else (
+        args.overrides or [], {})
+    return run_cache.run_key(*run_cache.plans_part(paths, plan_bytes), sets,
+                             [pid] if pid else [], args.command, stderr.isatty()), values
 
 
 def _compile(args: argparse.Namespace, paths: list[str], stderr: TextIO,
@@ -196,11 +217,18 @@ def _compile(args: argparse.Namespace, paths: list[str], stderr: TextIO,
     joined = plan.joined()
     shown = sorted([(o.index, o.name) for o in plan.outputs if o.name not in joined]
                    + [(t.index, t.name) for t in plan.tables])
+    params: run_cache.ValueParams = tuple(
+        (p.name, p.type, p.default if isinstance(p.default, int) else None)
+        for p in plan.params if p.name in resolved.value_params)
     run = run_cache.CompiledRun(program, warnings.getvalue(), tuple(n for _, n in shown),
                                 bool(plan.tables), plan.name, plan.description,
-                                tuple((p.name, p.description) for p in plans))
-    if cache is not None and key is not None:
-        run_cache.store(cache, key, log, run)
+                                tuple((p.name, p.description) for p in plans), params)
+    if cache is not None and key is not None and sources is not None:
+        plan_bytes = [b for b in sources if b is not None]
+        if len(plan_bytes) == len(paths):  # stored under the key the next run will make
+            run_cache.store_value_params(cache, _params_key(paths, plan_bytes), params)
+            key = _run_key(args, paths, plan_bytes, pid, stderr, params)[0]
+            run_cache.store(cache, key, log, run)
     return run
 
 

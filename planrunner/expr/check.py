@@ -192,7 +192,7 @@ class _Checker:
         sym = self.scope.lookup(e.ident)
         if sym is None:
             return self.unknown_name(e)
-        if sym.const_value is not None:
+        if sym.const_value is not None and sym.ref is None:
             return self.constant(e, sym)
         if sym.ref is None:
             raise ValueError(f"symbol {e.ident!r} has neither a reference nor a value")
@@ -243,6 +243,7 @@ class _Checker:
         if not isinstance(t, IntType):
             return self.error(f"operator '{e.op}' needs an integer, got {t}", operand.span)
         result = promoted(t)
+        operand = _pinned(operand)
         if isinstance(operand, T.TIntConst):  # fold, so that `-1` is a constant
             value = -operand.value if e.op == "-" else ~operand.value
             return T.TIntConst(result.wrap(value), result, e.span)
@@ -267,6 +268,8 @@ class _Checker:
         bad = self.need_ints(e, left, right)
         if bad is not None:
             return bad
+        if op in SHIFTS or op in ("/", "%"):  # a constant count or divisor is checked
+            right = _pinned(right)
         assert isinstance(left.type, IntType) and isinstance(right.type, IntType)
         if op in ORDERING:
             common = arithmetic_result(left.type, right.type)
@@ -407,7 +410,7 @@ class _Checker:
             return self.error(f"{e.func} is not available here", e.func_span or e.span)
         limit = sym.type.limit
         if args:
-            n = args[0]
+            n = _pinned(args[0])
             if not isinstance(n, T.TIntConst) or not 1 <= n.value <= MAX_STACK_FRAMES:
                 return self.error(f"the frame count of {e.func}() must be a constant in "
                                   f"1..{MAX_STACK_FRAMES}", n.span)
@@ -428,7 +431,7 @@ class _Checker:
                               "(`planrunner list BINARY -vv` shows each operand's size)")
         if len(args) == 1:
             return T.TStrRead(addr, self.string_size, None, e.span)
-        n = args[1]
+        n = _pinned(args[1])
         if not isinstance(n.type, IntType):
             return self.error(f"the length of str() must be an integer, got {n.type}", n.span)
         if isinstance(n, T.TIntConst):
@@ -485,3 +488,12 @@ _USAGE = {
     "contains": 'contains(STRING, "literal")',
     "startswith": 'startswith(STRING, "literal")',
 }
+
+
+def _pinned(t: T.TExpr) -> T.TExpr:
+    """`t` as a constant where one is needed (a fold, a range or zero check), when it is
+    a param used as data: its value, and the param compiled in (T.ParamRef)."""
+    if isinstance(t, T.TRef) and isinstance(t.ref, T.ParamRef) and isinstance(t.type, IntType):
+        t.ref.pins.add(t.ref.name)
+        return T.TIntConst(t.ref.value, t.type, t.span)
+    return t

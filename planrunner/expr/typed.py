@@ -75,7 +75,20 @@ class StackRef:
     kind: StackKind
 
 
-Ref = ArgRef | BuiltinRef | LatencyRef | CaptureRef | DepthRef | StackRef
+@dataclass(frozen=True, slots=True)
+class ParamRef:
+    """A plan param used as data: its value is written into the program's params map
+    at load (render/params.py), so another value needs no new compile. `value` is this
+    run's; where the checker needs a constant (a shift count, a divisor, a frame count)
+    it takes `value` and adds `name` to `pins`, and the param is compiled in as a
+    literal everywhere instead."""
+
+    name: str
+    value: int
+    pins: set[str] = field(compare=False, hash=False, repr=False)
+
+
+Ref = ArgRef | BuiltinRef | LatencyRef | CaptureRef | DepthRef | StackRef | ParamRef
 
 
 @dataclass(frozen=True, slots=True)

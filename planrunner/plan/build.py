@@ -19,17 +19,12 @@ from types import MappingProxyType
 
 from planrunner.diagnostics import Diagnostic
 from planrunner.errors import PlanSemanticError, UsageError
+from planrunner.param_values import PARAM_TYPES, ParamValueError, convert
 from planrunner.plan.build_outputs import build_outputs
 from planrunner.plan.build_probes import build_probes, build_stack
 from planrunner.plan.context import BuildContext
 from planrunner.plan.model import ParamSpec, Plan, Settings, StackSpec, TargetSpec
-from planrunner.plan.params import (
-    DURATION_HINT,
-    PARAM_TYPES,
-    ParamValueError,
-    check_overrides,
-    convert,
-)
+from planrunner.plan.params import DURATION_HINT, check_overrides
 from planrunner.plan.source import JsonObj, JsonPath, LoadedPlan
 
 _BUILD_ID = re.compile(r"^(?:[0-9a-f]{2})+$")
@@ -72,7 +67,8 @@ def build(loaded: LoadedPlan, overrides: dict[str, str], *,
         name=data.get("name", Path(loaded.path).stem),
         description=data.get("description", ""),
         params=params, param_values=MappingProxyType(dict(ctx.param_values)), targets=targets,
-        probes=probes, outputs=outputs, settings=settings, stack=stack, tables=tables)
+        probes=probes, outputs=outputs, settings=settings, stack=stack, tables=tables,
+        substituted_params=frozenset(ctx.substituted))
 
 
 def _position(diag: Diagnostic) -> tuple[int, int]:

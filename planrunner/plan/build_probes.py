@@ -19,9 +19,9 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, cast
 
 from planrunner.diagnostics import Span
+from planrunner.param_values import parse_duration
 from planrunner.plan.context import BUILTINS, IDENT, BuildContext
 from planrunner.plan.model import ArgSpec, ProbeKind, ProbeSpec, StackSpec
-from planrunner.plan.params import parse_duration
 from planrunner.plan.source import JsonObj, JsonPath
 
 if TYPE_CHECKING:

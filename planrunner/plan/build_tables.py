@@ -18,9 +18,10 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from planrunner.diagnostics import Span
+from planrunner.param_values import ParamValueError, parse_duration
 from planrunner.plan.context import BuildContext
 from planrunner.plan.model import OutputSpec, TableColumn, TableSpec
-from planrunner.plan.params import DURATION_HINT, ParamValueError, parse_duration
+from planrunner.plan.params import DURATION_HINT
 from planrunner.plan.source import JsonObj, JsonPath
 
 JOINABLE = ("count", "sum")

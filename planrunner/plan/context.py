@@ -33,6 +33,8 @@ class BuildContext:
     param_types: dict[str, str] = field(default_factory=dict)
     param_values: dict[str, object] = field(default_factory=dict)
     errors: list[Diagnostic] = field(default_factory=list)
+    # params written into the plan's text by `${name}`: their values shape the program
+    substituted: set[str] = field(default_factory=set)
 
     @property
     def spans(self) -> SourceMap:
@@ -44,7 +46,8 @@ class BuildContext:
     def sub(self, jpath: JsonPath, text: str) -> str:
         """`text` (the string at `jpath`) with `${param}` expanded; errors collected."""
         try:
-            return substitute(text, self.param_values, self.param_types, self.spans.text(jpath))
+            return substitute(text, self.param_values, self.param_types, self.spans.text(jpath),
+                              self.substituted)
         except PlanError as err:
             self.errors.extend(err.diagnostics)
             return text

@@ -226,6 +226,9 @@ class Plan:
     outputs: tuple[OutputSpec, ...]
     settings: Settings = field(default_factory=Settings)
     stack: StackSpec = field(default_factory=StackSpec)
+    # params expanded into the plan's text by `${name}` (their values are the program's
+    # shape; the others are used by name in expressions, and may be data: resolve/scope.py)
+    substituted_params: frozenset[str] = frozenset()
 
     def stack_of(self, probe: ProbeSpec) -> StackSpec:
         """The stack capture a probe uses: its own `stack:`, else the plan's."""

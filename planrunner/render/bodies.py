@@ -23,6 +23,7 @@ from planrunner.expr.typed import (
     CaptureRef,
     DepthRef,
     LatencyRef,
+    ParamRef,
     Ref,
     StackRef,
     TExpr,
@@ -38,6 +39,7 @@ from planrunner.render.layout import LayoutField, RecordLayout
 from planrunner.render.names import c_ident
 from planrunner.render.needs import Helper
 from planrunner.render.operand_c import lower_operand
+from planrunner.render.params import c_of_param
 from planrunner.render.stacks import copied, pid_notice_lines, ustack_copy_lines
 from planrunner.resolve.model import ArgSlot, ResolvedProbe, ResolvedSite
 
@@ -129,6 +131,8 @@ class Body:
         if isinstance(ref, StackRef):  # a stack id, taken by the thunk (render/stacks.py)
             assert ref.kind == "kernel" or not copied(self.stack), "a copy has no id"
             return "a->kstack" if ref.kind == "kernel" else "a->ustack"
+        if isinstance(ref, ParamRef):
+            return c_of_param(ref)
         return self.captures[ref]
 
     def need(self, helper: Helper) -> None:

@@ -277,6 +277,11 @@ class RenderedProgram:
     # names. "" when the program has no uprobe site.
     uprobe_sites_map: str = ""
     uprobe_dispatcher: str = ""
+    # params read as data (render/params.py): their names, in the order of the map's
+    # value, and that value for this run (replaced by a warm run with other values)
+    data_params: tuple[str, ...] = ()
+    param_values: bytes = b""
+    params_map: str = "pr_params"
 
     @property
     def has_sleepable(self) -> bool:

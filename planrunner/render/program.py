@@ -17,8 +17,9 @@ from planrunner.elf.btf import KernelMember
 from planrunner.expr.ast import Name
 from planrunner.expr.typed import ArgRef, Builtin, TRef
 from planrunner.expr.types import StackType
+from planrunner.param_values import pack_values
 from planrunner.plan.model import FieldSpec, StackSpec
-from planrunner.render import aggregates, pyframes
+from planrunner.render import aggregates, params, pyframes
 from planrunner.render.bodies import (
     PROLOGUE,
     Body,
@@ -438,6 +439,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     sets = tuple(_attach_set(p, func_index, p.spec.name in sleepable)
                  for p in resolved.probes if one_program(p))
     uprobe_slots = sum(s.slot >= 0 for s in sites)
+    data_params = tuple(name for name, _ in resolved.data_params)
     c_source = render_template(
         "program.bpf.c.j2",
         runtime_constants=[c.macro for c in constants],
@@ -464,6 +466,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         uprobe_slots=uprobe_slots,
         uprobe_sites_map=UPROBE_SITES_MAP,
         uprobe_dispatcher=UPROBE_DISPATCHER,
+        params=params.declarations(data_params),
     )
     # in plan order (they were made probe by probe), so their snapshots print in it too
     rank = {o.spec.name: i for i, o in enumerate(resolved.outputs)}
@@ -483,7 +486,11 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                                             and p.spec.end is not None),
                            sets=sets, func_names=func_names, func_size=FUNC_SIZE,
                            uprobe_sites_map=UPROBE_SITES_MAP if uprobe_slots else "",
-                           uprobe_dispatcher=UPROBE_DISPATCHER if uprobe_slots else "")
+                           uprobe_dispatcher=UPROBE_DISPATCHER if uprobe_slots else "",
+                           data_params=data_params,
+                           param_values=pack_values(data_params, {
+                               n: int(resolved.plan.param_values[n])  # type: ignore[call-overload]
+                               for n in data_params}))
 
 
 def _tables(resolved: ResolvedPlan, aggs: list[AggregateOutput]) -> tuple[AggTable, ...]:

@@ -117,7 +117,8 @@ def resolve_plan(plan: Plan, pid: int | None = None,
         warnings += [*loc.warnings, *preflight]
         gated += [(loc.spec.name, w.message) for w in preflight]
     return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings),
-                        tuple(gated))
+                        tuple(gated), constants.data_params(),
+                        constants.value_params())
 
 
 def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:

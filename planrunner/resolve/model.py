@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from planrunner.diagnostics import Diagnostic, Span
-from planrunner.expr.types import IntType, StackKind
+from planrunner.expr.types import IntType, StackKind, Type
 from planrunner.plan.model import OutputSpec, Plan, ProbeSpec, StackSpec
 from planrunner.usdt.model import ArgOperand
 
@@ -159,6 +159,10 @@ class ResolvedPlan:
     warnings: tuple[Diagnostic, ...] = ()
     # (probe, what its preflight warning says): said again at exit when it fired nothing
     gated: tuple[tuple[str, str], ...] = ()
+    # params the program reads as data (resolve/scope.py Constants), by name: (name, type)
+    data_params: tuple[tuple[str, Type], ...] = ()
+    # params whose value (within its data class) never shapes the program (run_cache.py)
+    value_params: frozenset[str] = frozenset()
 
     def probe(self, name: str) -> ResolvedProbe:
         return next(p for p in self.probes if p.spec.name == name)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planrunner.expr.check import STACKS, Symbol
-from planrunner.expr.typed import ArgRef, Builtin, BuiltinRef, DepthRef, StackRef
+from planrunner.expr.typed import ArgRef, Builtin, BuiltinRef, DepthRef, ParamRef, StackRef
 from planrunner.expr.types import (
     DEFAULT_FRAMES,
     DURATION,
@@ -23,6 +23,7 @@ from planrunner.expr.types import (
     StrType,
     Type,
 )
+from planrunner.param_values import data_class
 from planrunner.plan.model import Plan
 
 COMM_SIZE = 16
@@ -44,22 +45,51 @@ BUILTINS: dict[Builtin, Type] = {
 
 @dataclass(frozen=True, slots=True)
 class Constants:
-    """The plan's params as expression constants: name -> (type, value)."""
+    """The plan's params as expression names: name -> (type, value).
+
+    A param is data (T.ParamRef: read from the params map at run time, so that a run
+    with another value reuses the compiled program) when it is an int or a duration,
+    its value is not negative (an int's type would change with its sign), and no
+    `${name}` writes it into the plan's text; the checker pins the ones it needs as
+    constants (`pins`). The others are constants, folded into the C."""
 
     values: Mapping[str, tuple[Type, object]]
+    data: frozenset[str] = frozenset()
+    # ints and durations not written by `${name}`: data whenever their value allows
+    eligible: frozenset[str] = frozenset()
+    pins: set[str] = field(default_factory=set, compare=False, hash=False)
 
     @classmethod
     def of(cls, plan: Plan) -> Constants:
         kinds = {p.name: p.type for p in plan.params}
-        return cls({name: (DURATION if kinds.get(name) == "duration" and isinstance(
+        values = {name: (DURATION if kinds.get(name) == "duration" and isinstance(
             value, int) and value >= 0 else const_type(value), value)
-            for name, value in plan.param_values.items()})
+            for name, value in plan.param_values.items()}
+        eligible = frozenset(name for name, kind in kinds.items()
+                             if kind in ("int", "duration")
+                             and name not in plan.substituted_params)
+        data = frozenset(name for name, value in plan.param_values.items()
+                         if name in eligible and data_class(kinds[name], value) == "data")
+        return cls(values, data, eligible)
 
     def lookup(self, name: str) -> Symbol | None:
         if name not in self.values:
             return None
         typ, value = self.values[name]
+        if name in self.data:
+            assert isinstance(value, int)
+            return Symbol(typ, ParamRef(name, value, self.pins), value)
         return Symbol(typ, None, value)
+
+    def data_params(self) -> tuple[tuple[str, Type], ...]:
+        """The params the program reads as data (after every expression was checked:
+        pinned ones are constants), by name."""
+        return tuple((name, self.values[name][0]) for name in sorted(self.data - self.pins))
+
+    def value_params(self) -> frozenset[str]:
+        """The params whose value, within its data class, never shapes the program (after
+        every expression was checked): a run cache key needs only their class."""
+        return self.eligible - self.pins
 
 
 @dataclass(frozen=True, slots=True)

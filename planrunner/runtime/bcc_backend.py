@@ -366,6 +366,8 @@ class BccBackend:
         self._load(program)
         if program.func_names and self.bpf is not None:
             self._fill_func_names(program)
+        if program.data_params and self.bpf is not None:  # before any probe can fire
+            self.update_map(program.params_map, struct.pack("I", 0), program.param_values)
 
     def _fill_func_names(self, program: RenderedProgram) -> None:
         """`func`'s name table (RenderedProgram.func_names), each NUL-terminated."""

@@ -6,14 +6,8 @@ import pytest
 
 from planrunner.diagnostics import Span
 from planrunner.errors import PlanSemanticError, UsageError
-from planrunner.plan.params import (
-    ParamValueError,
-    check_overrides,
-    convert,
-    parse_duration,
-    parse_overrides,
-    substitute,
-)
+from planrunner.param_values import ParamValueError, convert, parse_duration
+from planrunner.plan.params import check_overrides, parse_overrides, substitute
 
 
 @pytest.mark.parametrize(("text", "ns"), [

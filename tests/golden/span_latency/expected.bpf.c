@@ -54,6 +54,19 @@ struct pr_span_request {
    ones instead of filling the map. */
 BPF_TABLE("lru_hash", struct pr_span_key, struct pr_span_request, pr_span_request, 10240);
 
+/* params read as data: the runtime writes their values after loading, so a run with
+   other values reuses this program (render/params.py) */
+struct pr_params {
+    __u64 p_threshold;
+};
+BPF_ARRAY(pr_params, struct pr_params, 1);
+static __always_inline struct pr_params *pr_params_get(void)
+{
+    __u32 k = 0;
+    return pr_params.lookup(&k);
+}
+#define PR_PARAM(m) ({ struct pr_params *pr_pv = pr_params_get(); pr_pv ? pr_pv->m : 0; })
+
 /* probe start */
 struct pr_args_start {
     __u64 pr_unused;
@@ -145,7 +158,7 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
             if (!pr_bg_request) break;
             __u64 pr_latency_request = pr_ts - pr_bg_request->ts;
             do {
-                if (!((((__u64)(pr_latency_request)) >= 5000000ULL))) break;
+                if (!((((__u64)(pr_latency_request)) >= ((__u64)(PR_PARAM(p_threshold)))))) break;
                 do {
                     struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
                     if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
