@@ -94,6 +94,8 @@ def merge(plans: Sequence[tuple[Plan, ResolvedPlan]]) -> tuple[Plan, ResolvedPla
     if len(plans) == 1:
         return plans[0]
     _check_distinct(plans)
+    for _, resolved in plans:  # one program, plans with params of one name: values in C
+        resolved.param_pins.update(name for name, _ in resolved.data_params)
     merged_plans: list[Plan] = []
     merged: list[ResolvedPlan] = []
     offset = 0  # each output's index: its record id and map name in the program

@@ -118,7 +118,7 @@ def resolve_plan(plan: Plan, pid: int | None = None,
         gated += [(loc.spec.name, w.message) for w in preflight]
     return ResolvedPlan(plan, tuple(resolved), tuple(outputs), pid, tuple(warnings),
                         tuple(gated), constants.data_params(),
-                        constants.value_params())
+                        constants.value_params(), constants.pins)
 
 
 def _check_size(plan: Plan, probes: list[ResolvedProbe]) -> None:

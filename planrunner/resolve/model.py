@@ -6,7 +6,7 @@ here (their types depend on operand widths), so render never sees an unchecked n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from planrunner.diagnostics import Diagnostic, Span
@@ -163,6 +163,9 @@ class ResolvedPlan:
     data_params: tuple[tuple[str, Type], ...] = ()
     # params whose value (within its data class) never shapes the program (run_cache.py)
     value_params: frozenset[str] = frozenset()
+    # the params compiled in as constants (resolve/scope.py Constants.pins: shared with
+    # the typed expressions' ParamRefs, so a param added here renders as its value)
+    param_pins: set[str] = field(default_factory=set, compare=False)
 
     def probe(self, name: str) -> ResolvedProbe:
         return next(p for p in self.probes if p.spec.name == name)
