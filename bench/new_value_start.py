@@ -8,7 +8,8 @@ revision, where every new value compiles) and bpftrace with the value in its fil
     sudo .venv/bin/python bench/new_value_start.py --baseline /tmp/base [-n 9]
 
 The plan prints bench:tick where `counter >= min`: min is 1, 2, 3... so every run's
-first event passes the filter.
+first event passes the filter. Then `--new-pid` rounds: the workload is restarted (the
+same command line, so a new pid) before each run, the value unchanged.
 """
 
 from __future__ import annotations
@@ -67,11 +68,13 @@ def main() -> int:
     trees = {"planrunner (this tree)": str(ROOT), "planrunner (baseline)": args.baseline}
     caches = {name: work / f"cache-{i}" for i, name in enumerate(trees)}
     firsts: dict[str, list[float]] = {name: [] for name in [*trees, "bpftrace"]}
+    firsts.update({f"{name}, new --pid": [] for name in trees})
     value = 1
 
-    def pr(name: str, v: int) -> tuple[float, float, float | None] | None:
-        argv = [PY, "-m", "planrunner", "run", str(plan), "--pid", str(wl.pid), "--set",
-                f"min={v}"]
+    def pr(name: str, v: int, pid: int | None = None
+           ) -> tuple[float, float, float | None] | None:
+        argv = [PY, "-m", "planrunner", "run", str(plan), "--pid", str(pid or wl.pid),
+                "--set", f"min={v}"]
         env = {"PYTHONPATH": trees[name], "PLANRUNNER_CACHE_DIR": str(caches[name])}
         return launch(argv, PR_READY, env)
 
@@ -93,6 +96,17 @@ def main() -> int:
                 if t is not None and t[2] is not None:
                     firsts[name].append(t[2])
                 print(f"[{rnd}] {name} min={value}: {t}", file=sys.stderr, flush=True)
+            for name in trees if rnd % 2 else list(trees)[::-1]:
+                other = Child([bins["plain"], "rate", "1000", "3600"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(0.2)
+                try:
+                    t = pr(name, 1, other.pid)
+                finally:
+                    other.kill()
+                if t is not None and t[2] is not None:
+                    firsts[f"{name}, new --pid"].append(t[2])
+                print(f"[{rnd}] {name} new pid: {t}", file=sys.stderr, flush=True)
     finally:
         wl.kill()
         cleanup()

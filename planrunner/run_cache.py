@@ -9,8 +9,10 @@ before the backend, which on a warm run was most of the time left (BENCHMARKS.md
 Key (SHA-256, length-prefixed parts): this file's format, the planrunner version and
 the identity of its source files and of the templates and schema (a checkout edited
 without a new version never gets a program pickled by older code), the plan's path and
-bytes (read once, bounded as the loader bounds them, and handed to the loader), the raw
-`--set` values, the --pid / -c values, the current directory, the whole environment
+bytes (read once, bounded as the loader bounds them, and handed to the loader), the
+`--set` values (a value param's by class only: mask_sets), whether there is a --pid (not
+which: an entry for another process is checked against this one's /proc files,
+`rebased`), the -c command, the current directory, the whole environment
 but the cache's own variables and those a shell or sudo sets per command line (`_`,
 SUDO_COMMAND, OLDPWD) (preflight warnings read it), the effective uid, the kernel
 (uname) and whether stderr is a terminal.
@@ -180,7 +182,7 @@ def with_values(run: CompiledRun, values: dict[str, int]) -> CompiledRun:
         program, param_values=pack_values(program.data_params, given)))
 
 
-def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int],
+def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid_given: bool,
             command: str | None, stderr_tty: bool,
             environ: dict[str, str] | None = None, cwd: str | None = None,
             kernel: str | None = None) -> str:
@@ -191,7 +193,7 @@ def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid: Sequence[int
     h = sha256()
     for part in (f"planrunner-run-cache:{FORMAT_VERSION}", __version__, source_identity(),
                  plan, plan_bytes,
-                 "\0".join(sets), ",".join(map(str, pid)), command or "",
+                 "\0".join(sets), "--pid" if pid_given else "", command or "",
                  cwd if cwd is not None else os.getcwd(),
                  "\0".join(f"{k}={v}" for k, v in sorted(env.items())
                            if k not in _NOT_INPUTS),
@@ -274,9 +276,10 @@ def decode(key: str, blob: bytes) -> tuple[tuple[Input, ...], CompiledRun]:
         raise ValueError(f"malformed body: {exc}") from None
 
 
-def lookup(cache: ProgramCache, key: str) -> CompiledRun | None:
+def lookup(cache: ProgramCache, key: str, pid: int | None = None) -> CompiledRun | None:
     """The entry under `key` when its inputs are unchanged; None otherwise (a stale
-    entry is removed, a damaged one reported and removed)."""
+    entry is removed, a damaged one reported and removed). With `pid` (--pid), an entry
+    compiled for another process is checked against this one's files (rebased)."""
     blob = cache.read_entry(key + SUFFIX)
     if blob is None:
         cache.note(f"run miss {key[:16]}")
@@ -286,13 +289,34 @@ def lookup(cache: ProgramCache, key: str) -> CompiledRun | None:
     except ValueError as exc:
         cache.discard_entry(key + SUFFIX, f"is corrupt ({exc})")
         return None
+    old = run.program.pid
+    if pid is not None and old is not None and old != pid:
+        if f"process {old}" in run.warnings:  # said of that process: compile for this one
+            cache.note(f"run miss {key[:16]}: its warnings name process {old}")
+            return None
+        inputs = rebased(inputs, old, pid)
     why = changed(inputs)
     if why is not None:
         cache.note(f"run stale {key[:16]}: {why}")
         cache.remove_entry(key + SUFFIX)
         return None
     cache.note(f"run hit {key[:16]}")
+    if pid is not None and old != pid:
+        from dataclasses import replace
+
+        run = replace(run, program=replace(run.program, pid=pid))
     return run
+
+
+def rebased(inputs: Sequence[Input], old: int, new: int) -> tuple[Input, ...]:
+    """The inputs of a compile for --pid `old` as those of one for `new`: what it read
+    of /proc/OLD (the process's root, cmdline, environ...) read of /proc/NEW instead,
+    less OLD's identity (its start time: it only told a reused pid, and this is another
+    process by design). A new process that differs in any of them is a miss."""
+    prefix, to = f"/proc/{old}/", f"/proc/{new}/"
+    return tuple((kind, to + what[len(prefix):] if what.startswith(prefix) else what, found)
+                 for kind, what, found in inputs
+                 if not (kind == "content" and what == f"/proc/{old}/stat"))
 
 
 def store(cache: ProgramCache, key: str, log: InputLog, run: CompiledRun) -> None:

@@ -168,7 +168,7 @@ def _cached_run(args: argparse.Namespace, paths: list[str], stderr: TextIO,
         return None, None, None  # compile_plan says what is wrong
     key, values = _run_key(args, paths, plan_bytes, pid, stderr,
                            run_cache.read_value_params(cache, _params_key(paths, plan_bytes)))
-    hit = run_cache.lookup(cache, key)
+    hit = run_cache.lookup(cache, key, pid)
     if hit is not None:
         stderr.write(hit.warnings)
         hit = run_cache.with_values(hit, values)
@@ -192,7 +192,7 @@ def _run_key(args: argparse.Namespace, paths: list[str], plan_bytes: list[bytes]
     sets, values = run_cache.mask_sets(args.overrides or [], params) if params else (
         args.overrides or [], {})
     return run_cache.run_key(*run_cache.plans_part(paths, plan_bytes), sets,
-                             [pid] if pid else [], args.command, stderr.isatty()), values
+                             pid is not None, args.command, stderr.isatty()), values
 
 
 def _compile(args: argparse.Namespace, paths: list[str], stderr: TextIO,

@@ -22,7 +22,7 @@ from planrunner.render.model import RenderedProgram
 from planrunner.runtime.compile_cache import ProgramCache
 
 BASE: dict[str, Any] = dict(plan="/p/plan.yaml", plan_bytes=b"planrunner: 1\n",
-                            sets=["n=1"], pid=[42], command=None, stderr_tty=False,
+                            sets=["n=1"], pid_given=True, command=None, stderr_tty=False,
                             environ={"PATH": "/usr/bin", "JAVA_TOOL_OPTIONS": ""},
                             cwd="/home/u")
 
@@ -31,7 +31,7 @@ def test_the_key_changes_with_every_input_of_a_run() -> None:
     key = rc.run_key(**BASE)
     assert key == rc.run_key(**BASE)
     others = [("plan", "/p/other.yaml"), ("plan_bytes", b"planrunner: 1\n#\n"),
-              ("sets", ["n=2"]), ("sets", []), ("pid", [43]), ("pid", []),
+              ("sets", ["n=2"]), ("sets", []), ("pid_given", False),
               ("command", "ls"), ("stderr_tty", True), ("cwd", "/tmp"),
               ("environ", {"PATH": "/bin", "JAVA_TOOL_OPTIONS": ""}),
               ("environ", {"PATH": "/usr/bin", "JAVA_TOOL_OPTIONS": "-XX:+ExtendedDTraceProbes"})]
@@ -290,3 +290,15 @@ def test_the_loader_parses_the_bytes_run_read_without_reading_again(tmp_path: Pa
     assert loaded.data["name"] == "given"
     with pytest.raises(PlanSyntaxError, match="refused unread"):
         load_source(str(never_written), b"#" * (MAX_PLAN_BYTES + 1))
+
+
+def test_an_entry_for_another_pid_is_checked_against_the_new_process() -> None:
+    """rebased: /proc/OLD/... becomes /proc/NEW/...; OLD's start time is dropped (it
+    only told a reused pid); other processes' and other files' inputs stay."""
+    got = rc.rebased((("content", "/proc/7/stat", "start:1"),
+                      ("content", "/proc/7/cmdline", "abc"),
+                      ("link", "/proc/7/root/usr", "-"),
+                      ("content", "/proc/70/stat", "start:2"),
+                      ("stat", "/usr/bin/x", "s")), 7, 9)
+    assert got == (("content", "/proc/9/cmdline", "abc"), ("link", "/proc/9/root/usr", "-"),
+                   ("content", "/proc/70/stat", "start:2"), ("stat", "/usr/bin/x", "s"))

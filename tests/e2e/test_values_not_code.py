@@ -95,3 +95,37 @@ def test_a_param_written_into_the_plan_is_compiled_in(tmp_path, fixtures_built, 
     assert got == [6, 7, 8] and _hits(err)[0] is False, err
     got, err = _run(plan, fixtures_built, "min=6")
     assert got == [7, 8] and _hits(err)[0] is False, err
+
+
+def test_another_pid_of_the_same_program_reuses_the_compiled_run(tmp_path, fixtures_built,
+                                                                  cache_dir):
+    """--pid is checked, not keyed: a restarted process (same program, root, cmdline and
+    environment) hits, and the records are the new process's; a process of another
+    command line compiles again."""
+    import subprocess
+
+    from tests.e2e.executor_helpers import stop_process
+
+    paced = str(fixtures_built / "paced")
+    plan = write_plan(tmp_path, f"""
+planrunner: 1
+name: paced-pid
+params: {{min: {{type: int, default: 0}}}}
+targets: {{p: {{binary: {paced}}}}}
+probes: {{tick: {{usdt: p:paced:tick, args: [{{name: i}}], where: i > min}}}}
+outputs: [{{print: tick, fields: [i]}}]
+""", "paced.yaml")
+    runs = []
+    for rate in ("50", "50", "51"):
+        target = subprocess.Popen([paced, "1000000", "0", rate])
+        try:
+            proc = run_planrunner(["run", plan, "-f", "json", "--pid", str(target.pid),
+                                   "-d", "20", "-n", "3"], timeout=90)
+        finally:
+            stop_process(target)
+        assert proc.returncode == 0, proc.stderr
+        got = [(r["pid"], r["i"]) for r in json_records(proc.stdout)]
+        first = got[0][1] if got else 0
+        assert got == [(target.pid, first + k) for k in range(3)], proc.stderr
+        runs.append(proc.stderr)
+    assert [_hits(err)[0] for err in runs] == [False, True, False], runs
