@@ -83,7 +83,7 @@ def main() -> int:
         for name, d in caches.items():
             d.mkdir(mode=0o700)
             pr(name, 0)  # primed with another value
-        names = list(firsts)
+        names = [*trees, "bpftrace"]
         for rnd in range(args.n):
             k = rnd % len(names)
             for name in names[k:] + names[:k]:
