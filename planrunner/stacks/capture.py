@@ -65,9 +65,9 @@ class StackWindow:
 
     def read_word(self, addr: int) -> int | None:
         """The word at `addr`, or None when any byte of it is outside the copy."""
-        if not self.contains(addr):
+        at = addr - self.base  # `contains`, inline: ~5 reads a frame of every profile
+        if at < 0 or at + self.word > len(self.data):
             return None
-        at = addr - self.base
         return int.from_bytes(self.data[at:at + self.word],
                               "little" if self.little_endian else "big")
 

@@ -51,6 +51,10 @@ def has_frame_pointers(path: str, build_id: str | None = None) -> bool:
 def judge(path: str, build_id: str | None = None) -> FramePointerJudgement:
     """Cached per build-id (else path, dev, inode, mtime). A file that cannot be read is
     judged as having none."""
+    if build_id is not None:  # asked per frame (`unwind: auto`): no stat, no open
+        known = _CACHE.get(("build-id", build_id))
+        if known is not None:
+            return known
     try:
         info = open_binary(path)
         st = os.stat(path)

@@ -144,14 +144,24 @@ class LineTables:
 
     def __init__(self) -> None:
         self._tables: dict[tuple[int, int, int], bytes | None] = {}
+        # (pid, code, table, lasti) -> line: a profile meets the same few instructions
+        # of the same functions over and over (decoding a table is ~30 us a frame)
+        self._lines: dict[tuple[int, int, int, int], int] = {}
 
     def line(self, pid: int, code: int, frame: RawPyFrame) -> int:
+        at = (pid, code, frame.linetable, frame.lasti)
+        known = self._lines.get(at)
+        if known is not None:
+            return known
         key = (pid, code, frame.linetable)
         if key not in self._tables:
             self._tables[key] = _read_bytes_object(pid, frame.linetable, self.MAX_BYTES)
         table = self._tables[key]
         found = line_of(table, frame.firstlineno, frame.lasti) if table else None
-        return found if found is not None else frame.firstlineno
+        if len(self._lines) >= 1 << 20:  # bounded: a long run over many programs
+            self._lines.clear()
+        line = self._lines[at] = found if found is not None else frame.firstlineno
+        return line
 
 
 def _read_bytes_object(pid: int, address: int, cap: int) -> bytes | None:

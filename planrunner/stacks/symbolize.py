@@ -14,6 +14,7 @@ per call (demangle.py).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 
 from planrunner.elf.reader import open_binary
@@ -24,12 +25,17 @@ from planrunner.stacks.modules import Mapping
 from planrunner.stacks.symtab import DEBUG_ROOT, ModuleSymbols
 from planrunner.stacks.unwind import MappingLookup
 
+TRUST_S = 1.0
+
 
 class Symbolizer:
     def __init__(self, debug_root: str = DEBUG_ROOT, demangle_names: bool = True) -> None:
         self.debug_root = debug_root
         self.demangle_names = demangle_names
         self._tables: dict[object, ModuleSymbols] = {}
+        # mapping -> (same_file, when checked): asked per frame, a stat each (~7 us);
+        # a file replaced under a running process is seen within TRUST_S
+        self._trusted: dict[Mapping, tuple[bool, float]] = {}
 
     def symbolize(self, addrs: Sequence[int], modules: MappingLookup,
                   first_is_pc: bool = True) -> list[Frame]:
@@ -45,7 +51,13 @@ class Symbolizer:
         return frames
 
     def table(self, mapping: Mapping) -> ModuleSymbols:
-        trusted = same_file(mapping)
+        now = time.monotonic()
+        known = self._trusted.get(mapping)
+        if known is None or now - known[1] > TRUST_S:
+            if len(self._trusted) >= 1 << 16:
+                self._trusted.clear()
+            known = self._trusted[mapping] = (same_file(mapping), now)
+        trusted = known[0]
         key: object = (("build-id", mapping.build_id) if mapping.build_id
                        else (mapping.path, mapping.dev, mapping.inode))
         if not trusted:
