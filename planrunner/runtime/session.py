@@ -580,6 +580,8 @@ def _stack_resolver(backend: Backend, program: RenderedProgram, opts: RunOptions
     stacks.python = program.stack_maps.python
     stacks.python_codes = program.python_codes_map
     stacks.prepare()
+    if program.stack_maps.kernel is not None:
+        stacks.prefetch_kernel()
     if opts.pid:
         stacks.observe(opts.pid)
     return stacks
