@@ -1,6 +1,8 @@
 // Two JS functions share the CPU 3:1 (hot: 3 units of work per cold unit), measured by
 // the workload itself (process.cpuUsage around each call): the JIT e2e test compares
 // the profile's samples of each with these figures. Argument: CPU seconds to run.
+// Both call work(), which the test keeps from being inlined (--no-turbo-inlining): a
+// sample in work is attributed to its caller only by walking the JIT frames.
 "use strict";
 
 function work(n) {
@@ -40,4 +42,4 @@ while (cpuNs() - begin < seconds * 1e9) {
   sink += coldFunction(unit);
   coldNs += cpuNs() - t1;
 }
-console.log(`hot_ns ${hotNs} cold_ns ${coldNs} sink ${sink % 10}`);
+console.log(`hot_ns ${hotNs} cold_ns ${coldNs} pid ${process.pid} sink ${sink % 10}`);
