@@ -64,7 +64,11 @@ def parse_line(line: bytes) -> JitSymbol | None:
         return None
     if size <= 0 or start < 0:
         return None
-    return JitSymbol(start, size, parts[2][:MAX_NAME].decode("utf-8", "replace").strip())
+    return JitSymbol(start, size, _name(parts[2]))
+
+
+def _name(raw: bytes) -> str:
+    return raw[:MAX_NAME].decode("utf-8", "replace").strip()
 
 
 class PerfMap:
@@ -76,9 +80,10 @@ class PerfMap:
         self.offset = 0  # bytes consumed (whole lines only)
         self.lines = 0
         self.truncated = False  # a cap was reached: later lines are not read
-        self._symbols: list[tuple[int, int, int, str]] = []  # (start, seq, end, name)
+        # (start, seq, end, name as written)
+        self._symbols: list[tuple[int, int, int, bytes]] = []
         self._starts: list[int] = []
-        self._pending: list[tuple[int, int, int, str]] = []
+        self._pending: list[tuple[int, int, int, bytes]] = []
         self._read_at = -1e9
         self.reread()
 
@@ -110,31 +115,34 @@ class PerfMap:
             chunk = self._fh.read(budget)
         except OSError:
             return False
-        added = False
-        at = 0
-        while at < len(chunk):
-            nl = chunk.find(b"\n", at)
-            if nl < 0:
-                if len(chunk) - at > MAX_LINE:  # a line that will not end soon: skip it
-                    at = len(chunk)
-                break  # a partial last line: the JIT is writing it
-            line = chunk[at:nl]
-            at = nl + 1
+        end = chunk.rfind(b"\n") + 1  # a partial last line: the JIT is writing it
+        if end == 0 and len(chunk) > MAX_LINE:
+            end = len(chunk)  # a line that will not end soon: skip it
+        before = self.lines
+        pending = self._pending
+        for line in chunk[:end].split(b"\n"):
+            # parse_line, inlined: a 1M-line map is read in one go (names decoded at
+            # lookup, only for the symbols a stack names)
             if len(line) > MAX_LINE:
                 continue
-            sym = parse_line(line)
-            if sym is None:
+            parts = line.split(None, 2)
+            if len(parts) < 3:
+                continue
+            try:
+                start, size = int(parts[0], 16), int(parts[1], 16)
+            except ValueError:
+                continue
+            if size <= 0 or start < 0:
                 continue
             if self.lines >= MAX_LINES:
                 self.truncated = True
                 break
             self.lines += 1
-            self._pending.append((sym.start, self.lines, sym.end, sym.name))
-            added = True
-        self.offset += at
+            pending.append((start, self.lines, start + size, parts[2]))
+        self.offset += end
         if self.offset >= MAX_BYTES:
             self.truncated = True
-        return added
+        return self.lines > before
 
     def find(self, addr: int) -> JitSymbol | None:
         """The newest symbol covering `addr`, re-reading the file once when none does."""
@@ -151,7 +159,7 @@ class PerfMap:
             self._symbols.sort()
             self._starts = [s[0] for s in self._symbols]
         i = bisect.bisect_right(self._starts, addr) - 1
-        best: tuple[int, int, int, str] | None = None
+        best: tuple[int, int, int, bytes] | None = None
         # the entries just before addr: the nearest one normally covers it; a region
         # compiled again (other size) overlaps an older one, the newest line wins
         for j in range(i, max(i - BACKTRACK, -1), -1):
@@ -160,7 +168,7 @@ class PerfMap:
                 best = s
         if best is None:
             return None
-        return JitSymbol(best[0], best[2] - best[0], best[3])
+        return JitSymbol(best[0], best[2] - best[0], _name(best[3]))
 
 
 def namespace_pid(pid: int) -> int | None:
