@@ -83,6 +83,8 @@ class PerfMap:
         # (start, seq, end, name as written)
         self._symbols: list[tuple[int, int, int, bytes]] = []
         self._starts: list[int] = []
+        self._recent: list[tuple[int, int, int, bytes]] = []  # merged in later (_merge)
+        self._recent_starts: list[int] = []
         self._pending: list[tuple[int, int, int, bytes]] = []
         self._read_at = -1e9
         self.reread()
@@ -99,7 +101,7 @@ class PerfMap:
         self._fh.close()
 
     def __len__(self) -> int:
-        return len(self._symbols) + len(self._pending)
+        return len(self._symbols) + len(self._recent) + len(self._pending)
 
     def reread(self) -> bool:
         """Read what was appended since the last read; True when lines were added."""
@@ -154,21 +156,42 @@ class PerfMap:
 
     def _lookup(self, addr: int) -> JitSymbol | None:
         if self._pending:
-            self._symbols.extend(self._pending)
-            self._pending.clear()
-            self._symbols.sort()
-            self._starts = [s[0] for s in self._symbols]
-        i = bisect.bisect_right(self._starts, addr) - 1
-        best: tuple[int, int, int, bytes] | None = None
-        # the entries just before addr: the nearest one normally covers it; a region
-        # compiled again (other size) overlaps an older one, the newest line wins
-        for j in range(i, max(i - BACKTRACK, -1), -1):
-            s = self._symbols[j]
-            if s[0] <= addr < s[2] and (best is None or s[1] > best[1]):
-                best = s
+            self._merge()
+        best = _covering(self._symbols, self._starts, addr, None)
+        best = _covering(self._recent, self._recent_starts, addr, best)
         if best is None:
             return None
         return JitSymbol(best[0], best[2] - best[0], _name(best[3]))
+
+    def _merge(self) -> None:
+        """Lines read since the last lookup go to a small sorted list of recent ones,
+        merged into the large one when it has grown past an eighth of it: a re-read
+        of a few lines does not sort a million."""
+        self._recent.extend(self._pending)
+        self._pending.clear()
+        if len(self._recent) > len(self._symbols) // 8 + 1024:
+            self._symbols.extend(self._recent)
+            self._recent = []
+            self._symbols.sort()
+            self._starts = [s[0] for s in self._symbols]
+        self._recent.sort()
+        self._recent_starts = [s[0] for s in self._recent]
+
+
+_Entry = tuple[int, int, int, bytes]
+
+
+def _covering(entries: list[_Entry], starts: list[int], addr: int,
+              best: _Entry | None) -> _Entry | None:
+    """The newest of `entries` (sorted by start) covering `addr`, if newer than `best`:
+    the nearest start normally covers it; a region compiled again (another size)
+    overlaps an older one, whose line is older."""
+    i = bisect.bisect_right(starts, addr) - 1
+    for j in range(i, max(i - BACKTRACK, -1), -1):
+        s = entries[j]
+        if s[0] <= addr < s[2] and (best is None or s[1] > best[1]):
+            best = s
+    return best
 
 
 def namespace_pid(pid: int) -> int | None:

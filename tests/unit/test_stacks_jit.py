@@ -69,6 +69,28 @@ def test_an_address_not_found_rereads_what_the_jit_appended(tmp_path: Path) -> N
     assert pmap.offset == path.stat().st_size and pmap.lines == 3
 
 
+def test_a_large_map_takes_appended_lines_without_losing_the_newest(
+        tmp_path: Path) -> None:
+    # 3000 lines are sorted once; lines appended later are kept apart until they are
+    # many, and a region compiled again among them still wins over its older line
+    path, pmap = _map(tmp_path, "".join(f"{0x1000 + 0x100 * i:x} 100 f{i}\n"
+                                        for i in range(3000)))
+    assert pmap.find(0x1000 + 0x100 * 2999 + 5) == JitSymbol(0x1000 + 0x100 * 2999, 0x100,
+                                                            "f2999")
+    with path.open("a") as fh:
+        fh.write("1200 80 f2-again\n")
+        fh.write("".join(f"{0x900000 + 0x10 * i:x} 10 g{i}\n" for i in range(500)))
+    assert pmap.find(0x900000 + 0x10 * 499) == JitSymbol(0x900000 + 0x10 * 499, 0x10, "g499")
+    assert pmap.find(0x1210) == JitSymbol(0x1200, 0x80, "f2-again")
+    assert pmap.find(0x1290) == JitSymbol(0x1200, 0x100, "f2")  # past the new one's end
+    assert pmap.find(0x1310) == JitSymbol(0x1300, 0x100, "f3")
+    with path.open("a") as fh:  # enough to merge: the answers stay the same
+        fh.write("".join(f"{0xA00000 + 0x10 * i:x} 10 h{i}\n" for i in range(2000)))
+    assert pmap.find(0xA00000) == JitSymbol(0xA00000, 0x10, "h0")
+    assert pmap.find(0x1210) == JitSymbol(0x1200, 0x80, "f2-again")
+    assert len(pmap) == 5501
+
+
 def test_rereads_are_rate_limited(tmp_path: Path) -> None:
     path, pmap = _map(tmp_path, "1000 100 a\n", min_reread=3600)
     with path.open("a") as fh:
