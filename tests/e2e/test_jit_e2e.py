@@ -5,7 +5,8 @@ pointers) back into native code, down to the entry point.
 - Node 20 (`--perf-basic-prof`): tests/e2e/workloads/js_spin.js's hotFunction and
   coldFunction share the CPU 3:1, as the workload measures itself (process.cpuUsage);
   the samples whose stack holds each are in that ratio (within 30%), in the default
-  (`auto`) and the `dwarf` stack modes, and the stacks reach `_start`;
+  (`auto`) and the `dwarf` stack modes, and the stacks reach `_start`; its JIT frames
+  are in pprof (a `[jit]` mapping), the flame graph and JSON (`"kind": "jit"`);
 - Java 17 (`-XX:+PreserveFramePointer`, `jcmd PID Compiler.perfmap`): JitSpin's hot
   and cold methods, the same way, when java is installed;
 - CPython 3.12 (`-X perf`): its trampolines, when a python3.12 runs from PATH.
@@ -13,6 +14,8 @@ pointers) back into native code, down to the entry point.
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -76,16 +79,12 @@ def _check_ratio(samples: dict[str, int], measured: float, total: int) -> None:
 @pytest.mark.parametrize("mode", ["auto", "dwarf"])
 def test_node_profile_names_js_functions_in_their_cpu_ratio(mode: str,
                                                            tmp_path: Path) -> None:
-    if not os.path.exists(NODE):
-        pytest.skip(f"{NODE} is not installed")
+    cmd = _node_command(tmp_path, CPU_SECONDS)
     plan = "cpu-profile" if mode == "auto" else write_plan(tmp_path, DWARF_PROFILE)
-    # node writes V8 logs into its current directory: the test's own
-    cmd = (f"env -C {tmp_path} {NODE} --perf-basic-prof --interpreted-frames-native-stack "
-           f"--no-turbo-inlining {WORKLOADS / 'js_spin.js'} {CPU_SECONDS}")
     res = run_planrunner(["run", plan, "-f", "folded", "-c", cmd], timeout=300)
-    said = _said(res.stdout)
-    Path(f"/tmp/perf-{said['pid']}.map").unlink(missing_ok=True)
+    _forget_map(res.stdout)
     assert res.returncode == 0, res.stderr
+    said = _said(res.stdout)
     stacks = [(f, n) for f, n in _folded(res.stdout) if f[0] == "node"]
     total = sum(n for _, n in stacks)
     samples = _samples_of(stacks, {"hot": "hotFunction ", "cold": "coldFunction "})
@@ -181,3 +180,56 @@ def test_python312_perf_trampolines_name_python_functions(tmp_path: Path) -> Non
              if any(x.startswith("py::hot_function:") and x.endswith("_[j]") for x in f)]
     assert sum(n for _, n in named) >= 0.5 * sum(n for _, n in stacks), stacks[:5]
     assert all(f[1] == "_start" for f, _ in named), named[:3]
+
+
+def _node_command(tmp_path: Path, seconds: float) -> str:
+    """js_spin.js under node with its perf map; node writes V8 logs into its current
+    directory: the test's own."""
+    if not os.path.exists(NODE):
+        pytest.skip(f"{NODE} is not installed")
+    return (f"env -C {tmp_path} {NODE} --perf-basic-prof --interpreted-frames-native-stack "
+            f"--no-turbo-inlining {WORKLOADS / 'js_spin.js'} {seconds}")
+
+
+def _forget_map(stdout: str) -> None:
+    """Remove the perf map node left in /tmp (the workload says its pid)."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("hot_ns ")]
+    if lines:
+        Path(f"/tmp/perf-{_said(lines[0])['pid']}.map").unlink(missing_ok=True)
+
+
+def test_node_jit_frames_in_pprof_and_the_flame_graph(tmp_path: Path) -> None:
+    from tests.unit.test_output_pprof import read_profile
+
+    profile, svg = tmp_path / "cpu.pb.gz", tmp_path / "cpu.svg"
+    res = run_planrunner(["run", "cpu-profile", "-f", "pprof", "-o", str(profile),
+                          "--flamegraph", str(svg), "-c", _node_command(tmp_path, 2)],
+                         timeout=300)
+    _forget_map(res.stdout)
+    assert res.returncode == 0, res.stderr
+
+    prof = read_profile(gzip.decompress(profile.read_bytes()))
+    mappings = prof["mappings"]
+    assert isinstance(mappings, dict)
+    jit = [mid for mid, m in mappings.items() if m[3] == "[jit]"]
+    assert len(jit) == 1, mappings
+    locations = prof["locations"]
+    assert isinstance(locations, dict)
+    named = {name for mid, _, names in locations.values() if mid == jit[0] for name in names}
+    assert any(n.startswith("JS:^hotFunction ") or n.startswith("JS:*hotFunction ")
+               for n in named), sorted(named)[:20]
+    text = svg.read_text()
+    assert "hotFunction" in text and "coldFunction" in text
+
+
+def test_node_jit_frames_in_json(tmp_path: Path) -> None:
+    res = run_planrunner(["run", "cpu-profile", "-f", "json", "-c",
+                          _node_command(tmp_path, 2)], timeout=300)
+    _forget_map(res.stdout)
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")]
+    frames = [f for row in rows for f in (row.get("ustack") or [])]
+    jit = [f for f in frames if f["kind"] == "jit"]
+    assert jit and all(f["module"] == "[jit]" and f["symbol"] for f in jit)
+    assert any(f["symbol"].startswith(("JS:^hotFunction ", "JS:*hotFunction "))
+               for f in jit), jit[:5]
