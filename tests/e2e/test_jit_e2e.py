@@ -6,7 +6,8 @@ pointers) back into native code, down to the entry point.
   coldFunction share the CPU 3:1, as the workload measures itself (process.cpuUsage);
   the samples whose stack holds each are in that ratio (within 30%), in the default
   (`auto`) and the `dwarf` stack modes, and the stacks reach `_start`; its JIT frames
-  are in pprof (a `[jit]` mapping), the flame graph and JSON (`"kind": "jit"`);
+  are in pprof (a `[jit]` mapping), the flame graph and JSON (`"kind": "jit"`); in
+  pid and mount namespaces with a /tmp of their own, its map is read all the same;
 - Java 17 (`-XX:+PreserveFramePointer`, `jcmd PID Compiler.perfmap`): JitSpin's hot
   and cold methods, the same way, when java is installed;
 - CPython 3.12 (`-X perf`): its trampolines, when a python3.12 runs from PATH.
@@ -97,6 +98,25 @@ def test_node_profile_names_js_functions_in_their_cpu_ratio(mode: str,
                              key=lambda fn: -fn[1])[:1]
     assert hot_stack[-1].startswith("JS:*work ") and "Builtins_JSEntry" in hot_stack, \
         hot_stack
+
+
+def test_node_in_a_container_is_named_from_the_map_in_its_own_tmp(tmp_path: Path) -> None:
+    """A pid and mount namespace with a /tmp of its own: node is pid 1 there and writes
+    /tmp/perf-1.map where the host cannot see it; planrunner reads it through
+    /proc/PID/root under the namespace's pid."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) to make pid and mount namespaces")
+    inner = _node_command(tmp_path, 2).replace(f"env -C {tmp_path} ", "")
+    cmd = ("unshare --pid --fork --mount --mount-proc sh -c "
+           f"'mount -t tmpfs none /tmp && cd /tmp && exec {inner}'")
+    res = run_planrunner(["run", write_plan(tmp_path, DWARF_PROFILE), "-f", "folded",
+                          "--follow-children", "-c", cmd], timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert _said(res.stdout)["pid"] == 1  # its own pid namespace
+    assert not Path("/tmp/perf-1.map").exists()  # nor the host's /tmp
+    stacks = [(f, n) for f, n in _folded(res.stdout) if f[0] == "node"]
+    samples = _samples_of(stacks, {"hot": "hotFunction ", "cold": "coldFunction "})
+    assert samples["hot"] + samples["cold"] >= 0.5 * sum(n for _, n in stacks), samples
 
 
 def _java_tools() -> dict[str, str]:
