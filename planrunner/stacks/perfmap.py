@@ -8,7 +8,9 @@ of the line, spaces included). `PerfMap` reads one process's file and answers
 - JITs append as they compile, so an address not found re-reads the file from where the
   last read ended (at most every `min_reread` seconds: a walk through code the map does
   not name would otherwise stat it per frame); a partial last line (the JIT is
-  mid-write) is left for the next read;
+  mid-write) is left for the next read; a file rewritten from the start (`jcmd PID
+  Compiler.perfmap` again: shorter, or other bytes where the last read ended) is read
+  anew;
 - a region compiled again later (freed code reused) is named by its newest line;
 - bounded: at most `MAX_BYTES` of the file and `MAX_LINES` lines are taken, lines
   longer than `MAX_LINE` are skipped (a name is cut at `MAX_NAME` bytes);
@@ -38,6 +40,7 @@ MAX_BYTES = 64 << 20  # what is read of one file
 MAX_LINES = 1_000_000  # symbols kept per process
 MAX_LINE = 4096  # a longer line is skipped (no JIT writes one)
 MAX_NAME = 1024
+TAIL = 64  # bytes compared to tell an append from a rewrite
 BACKTRACK = 16  # overlapping regions looked at behind a lookup's position
 MAX_OPEN = 256  # perf maps held open at once (the oldest closed beyond)
 
@@ -87,6 +90,7 @@ class PerfMap:
         self._recent_starts: list[int] = []
         self._pending: list[tuple[int, int, int, bytes]] = []
         self._read_at = -1e9
+        self._tail = b""  # the last bytes read: a file rewritten from the start differs
         self.reread()
 
     @classmethod
@@ -113,6 +117,9 @@ class PerfMap:
             self.truncated = True
             return False
         try:
+            if self.offset and not self._same_head():
+                self._reset()  # rewritten whole (jcmd Compiler.perfmap does), not appended
+                budget = MAX_BYTES
             self._fh.seek(self.offset)
             chunk = self._fh.read(budget)
         except OSError:
@@ -142,9 +149,24 @@ class PerfMap:
             self.lines += 1
             pending.append((start, self.lines, start + size, parts[2]))
         self.offset += end
+        if end:
+            self._tail = chunk[max(0, end - TAIL):end]
         if self.offset >= MAX_BYTES:
             self.truncated = True
         return self.lines > before
+
+    def _same_head(self) -> bool:
+        """Whether the file still holds what was read, as far as its last bytes tell."""
+        if os.fstat(self._fh.fileno()).st_size < self.offset:
+            return False
+        self._fh.seek(self.offset - len(self._tail))
+        return self._fh.read(len(self._tail)) == self._tail
+
+    def _reset(self) -> None:
+        self.offset = self.lines = 0
+        self.truncated = False
+        self._symbols, self._starts, self._recent, self._recent_starts = [], [], [], []
+        self._pending.clear()
 
     def find(self, addr: int) -> JitSymbol | None:
         """The newest symbol covering `addr`, re-reading the file once when none does."""

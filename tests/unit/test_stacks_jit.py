@@ -91,6 +91,18 @@ def test_a_large_map_takes_appended_lines_without_losing_the_newest(
     assert len(pmap) == 5501
 
 
+def test_a_map_written_again_from_the_start_is_read_anew(tmp_path: Path) -> None:
+    # jcmd PID Compiler.perfmap writes the whole map each time: freed code goes away
+    path, pmap = _map(tmp_path, "1000 100 a\n2000 100 freed\n")
+    assert pmap.find(0x2010) == JitSymbol(0x2000, 0x100, "freed")
+    path.write_text("1000 100 a\n3000 100 compiled-since\n4000 100 and-more\n")
+    assert pmap.find(0x4010) == JitSymbol(0x4000, 0x100, "and-more")
+    assert pmap.find(0x2010) is None and pmap.find(0x1010) == JitSymbol(0x1000, 0x100, "a")
+    assert pmap.lines == 3
+    path.write_text("5000 10 shorter\n")
+    assert pmap.find(0x5000) == JitSymbol(0x5000, 0x10, "shorter") and len(pmap) == 1
+
+
 def test_rereads_are_rate_limited(tmp_path: Path) -> None:
     path, pmap = _map(tmp_path, "1000 100 a\n", min_reread=3600)
     with path.open("a") as fh:
