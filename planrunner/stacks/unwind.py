@@ -59,22 +59,26 @@ def unwind(capture: UserStackCapture, modules: MappingLookup, mode: str = "dwarf
             return Unwound(tuple(addrs), "depth")
         lookup = state.pc if state.first else state.pc - 1
         mapping = modules.find(lookup)
+        by_jit = False
         if mode == "fp":
             step = fp_step(state, window, arch)
         elif is_jit_region(mapping):
-            step = jit_step(state, window, arch, jit.find(lookup) if jit else None)
+            step, by_jit = jit_step(state, window, arch, jit.find(lookup) if jit else None), True
         elif mapping is None:
             symbol = jit.find(lookup) if jit else None
             if symbol is None:
                 return Unwound(tuple(addrs), "no-module")
-            step = jit_step(state, window, arch, symbol)
+            step, by_jit = jit_step(state, window, arch, symbol), True
         elif mode == "dwarf":
             step = dwarf_step(state, mapping, window, arch)
         else:
             step = _auto_step(state, mapping, capture)
         if isinstance(step, Stop) and step.reason in NO_CFI and jit is not None \
                 and (symbol := jit.find(lookup)) is not None:
-            step = jit_step(state, window, arch, symbol)  # JIT code inside a file
+            step, by_jit = jit_step(state, window, arch, symbol), True  # JIT code in a file
+        if by_jit and not isinstance(step, Stop) and modules.find(step.pc - 1) is None \
+                and (jit is None or jit.find(step.pc - 1) is None):
+            step = Stop("bad-fp")  # JIT code without frame pointers: rbp held anything
         if isinstance(step, Stop):
             return Unwound(tuple(addrs), step.reason)
         state = step

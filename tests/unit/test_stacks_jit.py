@@ -253,6 +253,15 @@ def test_a_broken_frame_pointer_in_jit_code_ends_the_walk_there() -> None:
     assert (got.addrs, got.stop) == ((LEAF, JIT_A), "bad-fp")
 
 
+def test_a_jit_frame_record_leading_nowhere_ends_the_walk_without_a_made_up_frame() -> None:
+    # code without frame pointers left a stack address in rbp: the "return address" it
+    # points at is in no mapping and no JIT region
+    chain = {**FP_CHAIN, SP + 24: 0x1234_5678}
+    got = unwind.unwind(_capture(chain, fp=SP + 16), ProcessModules((NATIVE, ANON)),
+                        "dwarf", jit=_Jit())
+    assert (got.addrs, got.stop) == ((LEAF, JIT_A), "bad-fp")
+
+
 def test_fp_mode_is_unchanged_by_a_perf_map() -> None:
     jit = _Jit(JitSymbol(JIT_A - 0x34, 0x100, "JS:*a"))
     got = unwind.unwind(_capture(FP_CHAIN, fp=SP + 16), ProcessModules((NATIVE, ANON)),
