@@ -25,7 +25,8 @@ Mappings: a user frame's mapping is the one of its process the symbolizer found 
 address in (start, limit, file offset, path, build-id: stacks/frame.py); a kernel
 module's is made up from the addresses seen (lowest to highest + 1, file offset 0; the
 build-id of the running kernel or module, from /sys), as is a user module's whose
-mapping is unknown (no build-id); addresses in no file are
+mapping is unknown (no build-id), and `[jit]`'s, which holds every frame named from a
+perf map (its function that name, no file); other addresses in no file are
 locations without a mapping. A mapping claims `has_functions` when each of its
 locations has a name, so that a reader can symbolize the others from the file itself.
 """
@@ -196,7 +197,7 @@ def encode_profile(counts: Counter[_Key], period_ns: int | None, start: float | 
     spans: dict[str, tuple[int, int]] = {}
     for (_, frames), _n in ordered:
         for f in frames:
-            if f.mapping is None and f.module and f.kind == "native":
+            if f.mapping is None and f.module and f.kind in ("native", "jit"):
                 lo, hi = spans.get(f.module, (f.address, f.address))
                 spans[f.module] = (min(lo, f.address), max(hi, f.address))
     named: dict[int, bool] = {}  # mapping id -> each of its locations has a name
@@ -265,7 +266,7 @@ def _mapping_id(prof: ProfileBuilder, f: Frame, spans: dict[str, tuple[int, int]
     m = f.mapping
     if m is not None:
         return prof.mapping(m.start, m.end, m.file_offset, m.path, m.build_id or "")
-    if not f.module or f.kind != "native":
+    if not f.module or f.kind not in ("native", "jit"):
         return 0  # an address in no file (anonymous memory, JIT code), a Python frame
     lo, hi = spans[f.module]
     build_id = ""

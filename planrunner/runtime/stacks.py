@@ -34,6 +34,11 @@ Without the feed, a stack of a process that exited before the reader read its ma
 (within microseconds of its first event) cannot be symbolized: a copy is counted as
 lost, a stack id shows bare addresses.
 
+JIT code (issue 26): every user stack is symbolized, and every copy unwound, with its
+process's perf map (/tmp/perf-PID.map, stacks/perfmap.py: opened on first need through
+/proc/PID/root, kept open, re-read when an address is not found): an address in no file
+named there is a frame of kind "jit", and the walk goes through it by frame pointers.
+
 Lost and truncated copies: a copy whose walk could not take one step from the probe's
 own frame (no CFI there, or CFI that cannot be used: a module without `.eh_frame` or
 with a corrupt one, code in no file) is lost: it keeps that frame, is marked `lost`
@@ -64,6 +69,7 @@ if TYPE_CHECKING:
     from planrunner.stacks.capture import UserStackCapture
     from planrunner.stacks.kallsyms import KernelSymbols
     from planrunner.stacks.modules import ProcessRegistry
+    from planrunner.stacks.perfmap import BoundPerfMap, PerfMaps
     from planrunner.stacks.python_frames import LineTables, RawPyFrame
     from planrunner.stacks.symbolize import Symbolizer
     from planrunner.stacks.timeline import MapsTimeline
@@ -96,6 +102,7 @@ class StackResolver:
         self._fed_at = 0  # CLOCK_MONOTONIC ns when the feed was last drained
         self._registry = registry
         self._symbolizer: Symbolizer | None = None
+        self._perf_maps: PerfMaps | None = None
         self._starts: dict[int, int | None] = {}
         self._expired: set[int] = set()  # gone, and dropped from the BPF side's list
         self._kernel: KernelSymbols | None = None
@@ -164,6 +171,14 @@ class StackResolver:
 
             self._symbolizer = Symbolizer()
         return self._symbolizer
+
+    def jit(self, pid: int) -> BoundPerfMap:
+        """The perf map of `pid` (JIT symbols), as the unwinder and symbolizer take it."""
+        if self._perf_maps is None:
+            from planrunner.stacks.perfmap import PerfMaps
+
+            self._perf_maps = PerfMaps()
+        return self._perf_maps.bind(pid)
 
     # -- processes --------------------------------------------------------------------
 
@@ -238,7 +253,8 @@ class StackResolver:
         process = self._process(pid, time_ns, ips)
         if process is None:
             return Stack("user", tuple(Frame(ip, None, ip, "") for ip in ips))
-        return Stack("user", tuple(self.symbolizer.symbolize(ips, process)))
+        return Stack("user", tuple(self.symbolizer.symbolize(ips, process,
+                                                             jit=self.jit(pid))))
 
     # -- user symbols (usym) -------------------------------------------------------------
 
@@ -249,7 +265,7 @@ class StackResolver:
         process = self._process(pid, time_ns, (address,))
         if process is None:
             return UserSymbol(address, None, address, "")
-        frame = self.symbolizer.symbolize([address], process)[0]
+        frame = self.symbolizer.symbolize([address], process, jit=self.jit(pid))[0]
         return UserSymbol(address, frame.symbol, frame.offset, frame.module)
 
     # -- user stacks, copies (dwarf, auto) ----------------------------------------------
@@ -312,9 +328,10 @@ class StackResolver:
         """The frames, and whether the stack is lost (see the module docstring)."""
         from planrunner.stacks.unwind import unwind
 
-        result = unwind(capture, process, mode, limit)
+        jit = self.jit(capture.pid)
+        result = unwind(capture, process, mode, limit, jit)
         lost = len(result.addrs) == 1 and result.stop not in CLEAN_STOPS
-        frames = self.symbolizer.symbolize(result.addrs, process)
+        frames = self.symbolizer.symbolize(result.addrs, process, jit=jit)
         if capture.python is not None and capture.python.frames:
             frames = self._with_python(capture, frames)[:limit]
             lost = False  # the Python frames say where it was

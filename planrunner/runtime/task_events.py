@@ -201,8 +201,10 @@ class TaskEvents:
 
 
 def _running_maps() -> Iterator[tuple[int, list[Mmap]]]:
-    """Each process running now (but planrunner) with its executable file mappings, from
-    /proc/PID/maps; kernel threads (none) and processes gone meanwhile are skipped."""
+    """Each process running now (but planrunner) with its executable mappings, from
+    /proc/PID/maps: files, [vdso] and anonymous ones (JIT code, walked by frame pointers:
+    stacks/unwind_jit.py); kernel threads (none) and processes gone meanwhile are
+    skipped."""
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
@@ -212,9 +214,14 @@ def _running_maps() -> Iterator[tuple[int, list[Mmap]]]:
         except (OSError, ValueError):
             continue
         maps = [_mmap_of(o) for o in objs if o.executable and
-                (o.path.startswith("/") or o.path == "[vdso]")]
+                (o.path.startswith("/") or o.path == "[vdso]" or _anonymous(o.path))]
         if maps:
             yield int(name), maps
+
+
+def _anonymous(path: str) -> bool:
+    """No file: "" or a name given by prctl (`[anon:...]`), not [heap], [stack]..."""
+    return not path or path.startswith("[anon:")
 
 
 def _mmap_of(o: MappedObject) -> Mmap:

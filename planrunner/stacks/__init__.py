@@ -48,7 +48,7 @@ cfi          per-module CFI (.eh_frame via .eh_frame_hdr, .debug_frame), lazy, c
 state        UnwindState / Stop / Unwound shared by the steps
 unwind_dwarf one CFI step;  unwind_fp: one frame-pointer step
 fp_detect    has_frame_pointers(path): the `unwind: auto` judgement
-unwind       unwind(capture, modules, mode="auto"|"fp"|"dwarf", max_frames) -> Unwound
+unwind       unwind(capture, modules, mode="auto"|"fp"|"dwarf", max_frames, jit) -> Unwound
 symtab       per-module function symbols: .symtab/.dynsym, .gnu_debugdata, build-id file
 demangle     C++ and Rust names (GNU c++filt)
 symbolize    Symbolizer: addresses + snapshot -> Frames
@@ -60,4 +60,8 @@ flamegraph   render_flamegraph(folded_lines, title) -> interactive SVG
 python_versions  which CPython an executable is; its structure offsets (per version)
 python_frames    the Python section -> Frames (lines from co_linetable), merged in place
                  of the interpreter loop's native frames
+perfmap      JIT symbols from /tmp/perf-PID.map (Node, Java, CPython 3.12 -X perf), read
+             through /proc/PID/root, incrementally, bounded (PerfMaps: per process)
+unwind_jit   the step through JIT code: frame pointers (CPython trampolines: a fixed
+             two-word step), after which unwind() goes on with CFI
 """

@@ -130,6 +130,8 @@ def _colour(name: str) -> tuple[int, int, int]:
     v1, v2, v3 = (h & 0xFF) / 255, ((h >> 8) & 0xFF) / 255, ((h >> 16) & 0xFF) / 255
     if name.endswith("_[k]"):  # kernel frames: flamegraph.pl's orange
         return 180 + int(50 * v1), 120 + int(60 * v2), int(40 * v3)
+    if name.endswith("_[j]"):  # JIT frames: flamegraph.pl's green (its java palette)
+        return int(50 * v1), 160 + int(60 * v2), int(50 * v3)
     return 205 + int(50 * v3), int(230 * v1), int(55 * v2)
 
 

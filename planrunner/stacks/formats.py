@@ -12,8 +12,10 @@
   flamegraph.pl, inferno and speedscope. A frame without a symbol folds as its module
   (`[libc.so.6]`), so unknown frames of one library merge; a CPython frame folds as
   `hot (spin.py)`, one box per function whatever its line; kernel frames get `_[k]`
-  (pass kernel frames before user frames: innermost first); `;` and newlines in names
-  are replaced (they would split the line).
+  (pass kernel frames before user frames: innermost first), JIT frames named from a perf
+  map `_[j]` (as FlameGraph's stackcollapse-perf.pl marks them; text and JSON: module
+  `[jit]`, kind "jit"); `;` and newlines in names are replaced (they would split the
+  line).
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ def fold_name(frame: Frame) -> str:
     name = frame.symbol if frame.symbol is not None else module_label(frame.module)
     if frame.address >= KERNEL_HALF:
         name += "_[k]"  # stackcollapse-perf.pl's kernel annotation (flamegraph colours it)
+    elif frame.kind == "jit":
+        name += "_[j]"  # and its JIT one
     return name.replace(";", ":").replace("\n", " ")
 
 

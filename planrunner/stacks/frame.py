@@ -13,6 +13,8 @@ its address as its offset, so it is never equal to another address.
 
 A CPython frame (`kind="python"`) has the code object's address, the function's
 qualified name, its line as offset and `line`, its file as module.
+A JIT frame (`kind="jit"`, named from the process's perf map: stacks/perfmap.py) has
+the map's name as symbol, the offset from the region's start and module "[jit]".
 
 `mapping` is the process's mapping the address fell in (start, end, file offset, path,
 build-id: what pprof's Mapping needs), when the symbolizer knew it; it is not compared,

@@ -8,7 +8,9 @@ pass `first_is_pc=False` when addrs[0] is a return address too. Symbol tables
 (symtab.ModuleSymbols) are cached per module identity (build-id, else path, dev, inode);
 a file replaced on disk since the snapshot (other inode, or other dev and build-id) is
 not trusted: only its build-id debug file is read. Names are demangled in one batch
-per call (demangle.py).
+per call (demangle.py). With `jit` (the process's perf map, perfmap.BoundPerfMap), an
+address in no file, or in a file without a symbol for it, is named from the map: a
+frame of kind "jit" in module `[jit]`, its offset from the JIT symbol's start.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from planrunner.elf.reader import open_binary
 from planrunner.errors import ResolveError
@@ -23,7 +26,9 @@ from planrunner.stacks.demangle import demangle
 from planrunner.stacks.frame import Frame
 from planrunner.stacks.modules import Mapping
 from planrunner.stacks.symtab import DEBUG_ROOT, ModuleSymbols
-from planrunner.stacks.unwind import MappingLookup
+from planrunner.stacks.unwind import JitLookup, MappingLookup
+
+JIT_MODULE = "[jit]"
 
 TRUST_S = 1.0
 
@@ -38,16 +43,19 @@ class Symbolizer:
         self._trusted: dict[Mapping, tuple[bool, float]] = {}
 
     def symbolize(self, addrs: Sequence[int], modules: MappingLookup,
-                  first_is_pc: bool = True) -> list[Frame]:
+                  first_is_pc: bool = True, jit: JitLookup | None = None) -> list[Frame]:
         frames: list[Frame] = []
         for i, addr in enumerate(addrs):
             lookup = addr if (i == 0 and first_is_pc) else addr - 1
-            frames.append(self._frame(addr, lookup, modules.find(lookup)))
+            frame = self._frame(addr, lookup, modules.find(lookup))
+            if frame.symbol is None and jit is not None:
+                frame = _jit_frame(addr, lookup, jit) or frame
+            frames.append(frame)
         if self.demangle_names:
-            pretty = demangle([f.symbol for f in frames if f.symbol])
+            pretty = demangle([f.symbol for f in frames if f.symbol and f.kind == "native"])
             if pretty:
-                frames = [Frame(f.address, pretty.get(f.symbol, f.symbol), f.offset, f.module,
-                                f.mapping) if f.symbol else f for f in frames]
+                frames = [replace(f, symbol=pretty.get(f.symbol, f.symbol))
+                          if f.symbol and f.kind == "native" else f for f in frames]
         return frames
 
     def table(self, mapping: Mapping) -> ModuleSymbols:
@@ -80,6 +88,13 @@ class Symbolizer:
             return Frame(addr, None, vaddr + (addr - lookup), mapping.path, mapping)
         name, start = hit
         return Frame(addr, name, vaddr + (addr - lookup) - start, mapping.path, mapping)
+
+
+def _jit_frame(addr: int, lookup: int, jit: JitLookup) -> Frame | None:
+    symbol = jit.find(lookup)
+    if symbol is None:
+        return None
+    return Frame(addr, symbol.name, addr - symbol.start, JIT_MODULE, kind="jit")
 
 
 def same_file(mapping: Mapping) -> bool:

@@ -7,6 +7,12 @@ and CFI at the probe's own frame whenever it has some (the probe may sit before 
 prologue); when one step cannot go on the other is tried (the fp chain ends at _start,
 whose CFI marks the outermost frame; a module without CFI may keep frame pointers).
 Mixing is sound because both steps yield the caller's pc, sp and fp.
+JIT code (unwind_jit.py), in every mode but "fp": a frame in anonymous executable
+memory, or in no known mapping but named by the process's perf map (`jit`, anything
+with `find(addr) -> JitSymbol | None`: perfmap.BoundPerfMap), is walked by its frame
+pointer (a CPython perf trampoline by its fixed two-word step), and so is a frame of a
+file the perf map names where the file has no CFI for it (V8's builtins, in node's
+text); the walk then goes on with CFI in native code.
 `modules` is anything with `find(addr) -> Mapping | None` (ProcessModules, or a
 registry bound to one process). The walk stops cleanly at the outermost frame, at the
 first address outside the stack copy, or after `max_frames` addresses (ustack(N)).
@@ -19,11 +25,14 @@ from typing import Protocol
 from planrunner.stacks.capture import UserStackCapture
 from planrunner.stacks.fp_detect import has_frame_pointers
 from planrunner.stacks.modules import Mapping
+from planrunner.stacks.perfmap import JitSymbol
 from planrunner.stacks.state import Stop, UnwindState, Unwound
 from planrunner.stacks.unwind_dwarf import dwarf_step
 from planrunner.stacks.unwind_fp import fp_step
+from planrunner.stacks.unwind_jit import is_jit_region, jit_step
 
 MODES = ("auto", "fp", "dwarf")
+NO_CFI = ("no-cfi", "no-module")  # a file's frame the perf map may name instead
 DEFAULT_MAX_FRAMES = 64
 
 
@@ -31,8 +40,12 @@ class MappingLookup(Protocol):
     def find(self, addr: int) -> Mapping | None: ...
 
 
+class JitLookup(Protocol):
+    def find(self, addr: int) -> JitSymbol | None: ...
+
+
 def unwind(capture: UserStackCapture, modules: MappingLookup, mode: str = "dwarf",
-           max_frames: int = DEFAULT_MAX_FRAMES) -> Unwound:
+           max_frames: int = DEFAULT_MAX_FRAMES, jit: JitLookup | None = None) -> Unwound:
     if mode not in MODES:
         raise ValueError(f"unknown unwind mode {mode!r}: one of {', '.join(MODES)}")
     arch, window, r = capture.arch, capture.window, capture.regs
@@ -44,15 +57,28 @@ def unwind(capture: UserStackCapture, modules: MappingLookup, mode: str = "dwarf
     while True:
         if len(addrs) >= max_frames:
             return Unwound(tuple(addrs), "depth")
-        mapping = modules.find(state.pc if state.first else state.pc - 1)
+        lookup = state.pc if state.first else state.pc - 1
+        mapping = modules.find(lookup)
+        by_jit = False
         if mode == "fp":
             step = fp_step(state, window, arch)
+        elif is_jit_region(mapping):
+            step, by_jit = jit_step(state, window, arch, jit.find(lookup) if jit else None), True
         elif mapping is None:
-            return Unwound(tuple(addrs), "no-module")
+            symbol = jit.find(lookup) if jit else None
+            if symbol is None:
+                return Unwound(tuple(addrs), "no-module")
+            step, by_jit = jit_step(state, window, arch, symbol), True
         elif mode == "dwarf":
             step = dwarf_step(state, mapping, window, arch)
         else:
             step = _auto_step(state, mapping, capture)
+        if isinstance(step, Stop) and step.reason in NO_CFI and jit is not None \
+                and (symbol := jit.find(lookup)) is not None:
+            step, by_jit = jit_step(state, window, arch, symbol), True  # JIT code in a file
+        if by_jit and not isinstance(step, Stop) and modules.find(step.pc - 1) is None \
+                and (jit is None or jit.find(step.pc - 1) is None):
+            step = Stop("bad-fp")  # JIT code without frame pointers: rbp held anything
         if isinstance(step, Stop):
             return Unwound(tuple(addrs), step.reason)
         state = step

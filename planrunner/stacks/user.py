@@ -15,15 +15,17 @@ from planrunner.stacks.capture import UserStackCapture
 from planrunner.stacks.frame import Frame
 from planrunner.stacks.modules import ProcessRegistry
 from planrunner.stacks.symbolize import Symbolizer
-from planrunner.stacks.unwind import DEFAULT_MAX_FRAMES, unwind
+from planrunner.stacks.unwind import DEFAULT_MAX_FRAMES, JitLookup, unwind
 
 
 def frames_from_capture(capture: UserStackCapture, registry: ProcessRegistry,
                         symbolizer: Symbolizer, mode: str = "auto",
-                        max_frames: int = DEFAULT_MAX_FRAMES) -> list[Frame]:
+                        max_frames: int = DEFAULT_MAX_FRAMES,
+                        jit: JitLookup | None = None) -> list[Frame]:
+    """`jit`: the process's perf map (perfmap.BoundPerfMap), for JIT frames."""
     process = registry.bind(capture.pid, capture.start_time)
-    result = unwind(capture, process, mode, max_frames)
-    return symbolizer.symbolize(result.addrs, process)
+    result = unwind(capture, process, mode, max_frames, jit)
+    return symbolizer.symbolize(result.addrs, process, jit=jit)
 
 
 def frames_from_addresses(pid: int, start_time: int, addrs: Sequence[int],
