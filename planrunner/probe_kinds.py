@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
+
+KindName = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval", "span"]
+SiteKindName = Literal["uprobe", "uretprobe", "tracepoint", "perf"]
 
 
 # eq=False: a descriptor is its own identity (hashed by id, as a table key)
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 class SiteKind:
     """How one site attaches and what its program's context holds."""
 
-    name: str  # ResolvedSite.kind, AttachSite.kind
+    name: SiteKindName  # ResolvedSite.kind, AttachSite.kind
     # at a file offset of a binary (a uprobe): the kernel attaches it for one process
     # and its context holds the user registers; else it fires in whatever task runs,
     # scoped by the program's C (ConfigSlot.SCOPE_TRACEPOINT)
@@ -52,7 +56,7 @@ class Kind:
     """A plan-level probe kind: its key in the plan, where its arguments come from,
     what options it takes and the kind of its sites."""
 
-    name: str  # the key in `probes:` (the schema's), ProbeSpec.kind
+    name: KindName  # the key in `probes:` (the schema's), ProbeSpec.kind
     site: SiteKind | None  # its sites' kind (None: a span has no sites of its own)
     binary: bool  # TARGET:...: fires in a program's code, reads its memory (may fault)
     function: bool  # at a function (a calling convention; a set is one program)
@@ -93,8 +97,8 @@ SPAN = Kind("span", None, binary=False, function=False, returns=False, samples=F
 KINDS = (USDT, UPROBE, URETPROBE, TRACEPOINT, PROFILE, INTERVAL, SPAN)
 KIND_NAMES = tuple(k.name for k in KINDS)
 
-_BY_NAME = {k.name: k for k in KINDS}
-_SITES_BY_NAME = {s.name: s for s in SITE_KINDS}
+_BY_NAME: dict[str, Kind] = {k.name: k for k in KINDS}
+_SITES_BY_NAME: dict[str, SiteKind] = {s.name: s for s in SITE_KINDS}
 
 
 def kind(name: str) -> Kind:

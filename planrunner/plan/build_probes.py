@@ -17,11 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from planrunner.diagnostics import Span
 from planrunner.plan.context import BUILTINS, IDENT, BuildContext
-from planrunner.plan.model import ArgSpec, ProbeKind, ProbeSpec, StackSpec
+from planrunner.plan.model import ArgSpec, ProbeSpec, StackSpec
 from planrunner.plan.params import parse_duration
 from planrunner.plan.source import JsonObj, JsonPath
 from planrunner.probe_kinds import (
@@ -138,7 +138,7 @@ def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: Kinds,
                   "a tracepoint fires in whatever task the kernel runs; a uprobe or a "
                   "USDT probe only in the process that runs the code")
         every = False
-    return ProbeSpec(name=name, kind=cast(ProbeKind, k.name), span=ctx.spans.key(base),
+    return ProbeSpec(name=name, kind=k.name, span=ctx.spans.key(base),
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
                      stack=stack, all_processes=every, **fields)
 
