@@ -4,12 +4,13 @@ A plan probe has one `Kind` (its key in `probes:`: usdt, uprobe, uretprobe,
 tracepoint, profile, interval, span); each place it fires is a site of one `SiteKind`
 (uprobe, uretprobe, tracepoint, perf). A descriptor says what differs per kind as data;
 what a stage does per kind is a table of that stage keyed by the descriptor
-(plan/build_probes.py `PARSERS`, resolve/locate.py `LOCATORS`, resolve/sites_of.py
-`SITE_MAKERS`, render/thunks.py `THUNK_SHAPES`, `THUNK_SUFFIXES` and `THUNK_READS`,
-commands/validate.py `SUMMARIES`, runtime/attach.py `STRATEGIES` by
-`SiteKind.strategy`). Adding a kind is one descriptor here and one row per table;
-tests/unit/test_probe_kinds.py checks that every table has every kind and that no
-module but this one compares a kind with its name.
+(plan/build_probes.py `PARSERS`, resolve/locate.py `LOCATORS`, resolve/__init__.py
+`SITE_MAKERS`, render/names.py `THUNK_SUFFIXES`, render/thunks.py `THUNK_SHAPES` and
+`THUNK_READS`, runtime/attach.py `STRATEGIES` by `SiteKind.strategy`,
+commands/validate.py `SUMMARIES`). Adding a kind is one descriptor here and one row per
+table (docs/architecture.md, "Probe kinds"); tests/unit/test_probe_kinds.py checks that
+every table has every kind and that no module but this one compares a kind with its
+name.
 
 The models keep kinds as their names (strings pickle into the caches and print as
 they are); `kind(name)` and `site_kind(name)` give the descriptor.
