@@ -216,7 +216,7 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
     count = max([0 if returns else offered, len(spec.args)])
     types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
     names = dict(_arg_names(spec, _declared(spec, types, string_size)))
-    what, arg_count = "", None
+    what, arg_count, at_return = "", None, False
     if returns:
         rv = spec.retval
         typ = (S.declared_type(rv, string_size) if rv else None) or IntType(64, True)
@@ -224,7 +224,7 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
         if rv and rv.name:
             names[rv.name] = (0, typ)
         if not spec.args:
-            what, arg_count = f"uretprobe ('{spec.name}')", 0
+            what, arg_count, at_return = f"uretprobe ('{spec.name}')", 0, True
             for i in range(1, count + 1):
                 names.pop(f"arg{i}", None)
     if abi == "go":
@@ -232,7 +232,8 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
         if returns:  # results take the argument registers, in order
             names.update({f"ret{i}": (i, IntType(64, True))
                           for i in range(2, len(GO_INT_REGS) + 1)})
-    scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
+    scope = ProbeScope(MappingProxyType(names), constants, what, arg_count,
+                       at_return=at_return)
     return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi,
                    funcs=(str(spec.symbol),) * len(locations))
 
@@ -266,7 +267,7 @@ def _locate_uprobe_set(spec: ProbeSpec, binary: BinaryRef, constants: Constants,
     count = max([0 if returns else S.MAX_UPROBE_ARGS, len(spec.args)])
     types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
     args = dict(_arg_names(spec, _declared(spec, types, string_size)))
-    what, arg_count = "", None
+    what, arg_count, at_return = "", None, False
     if returns:
         rv = spec.retval
         typ = (S.declared_type(rv, string_size) if rv else None) or IntType(64, True)
@@ -278,10 +279,11 @@ def _locate_uprobe_set(spec: ProbeSpec, binary: BinaryRef, constants: Constants,
         if rv and rv.name:
             args[rv.name] = (0, typ)
         if not spec.args:
-            what, arg_count = f"uretprobe ('{spec.name}')", 0
+            what, arg_count, at_return = f"uretprobe ('{spec.name}')", 0, True
             for i in range(1, count + 1):
                 args.pop(f"arg{i}", None)
-    scope = ProbeScope(MappingProxyType(args), constants, what, arg_count)
+    scope = ProbeScope(MappingProxyType(args), constants, what, arg_count,
+                       at_return=at_return)
     return Located(spec, scope, binary, locations=locations,
                    notes=(_matched(names), *notes), funcs=tuple(names))
 

@@ -2,9 +2,10 @@
 
 - no module but probe_kinds.py compares anything with a kind's name (`kind == "usdt"`,
   `kind in ("uprobe", "uretprobe")`, a tuple of names bound to a constant and tested
-  later, a `match` on names) nor keys a table by names: each stage asks the descriptor
-  (`kind(spec.kind).returns`) or looks its own table up by it (read off the source with
-  `ast`; two uses of the same words that are not kinds are listed in NOT_KINDS);
+  later, a `match` on names, `what.startswith("uretprobe")`) nor keys a table by names:
+  each stage asks the descriptor (`kind(spec.kind).returns`) or looks its own table up
+  by it (read off the source with `ast`; two uses of the same words that are not kinds
+  are listed in NOT_KINDS);
 - every stage table has a row for every kind it serves;
 - the plan schema's kinds, the models' `Literal`s and the descriptors agree.
 Each rule is a function of the source or of a table, also run on planted violations
@@ -52,7 +53,8 @@ def module_name(path: Path) -> str:
 
 def kind_name_uses(text: str) -> Iterator[tuple[int, str, str]]:
     """(line, kind name, code) of every comparison with a kind's name in `text`, every
-    `case` of one and every dict display keyed by one; a name is also compared through
+    `case` of one, every dict display keyed by one and every text tested for starting
+    (or ending) with one; a name is also compared through
     a collection of names, or a variable bound to one (`SAMPLING = ("profile", ...)`,
     then `k in SAMPLING`)."""
     tree = ast.parse(text)
@@ -87,6 +89,9 @@ def kind_name_uses(text: str) -> Iterator[tuple[int, str, str]]:
             found = words(node.value)
         elif isinstance(node, ast.Dict):
             found = set().union(*(words(k) for k in node.keys))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("startswith", "endswith"):
+            found = set().union(*(words(a) for a in node.args))  # a kind named in text
         for word in sorted(found):
             yield node.lineno, word, ast.unparse(node)[:100]
 
@@ -130,6 +135,7 @@ def test_the_words_that_are_not_kinds_are_still_used_so() -> None:
     'match spec.kind:\n    case "span":\n        pass',
     'PARSE = {"usdt": f, "tracepoint": g}',
     'ok = kinds.get(ref) == "span"',
+    'ok = scope.what.startswith("uretprobe")',
 ])
 def test_a_planted_comparison_is_found(code: str) -> None:
     assert violations("planrunner.resolve.planted", textwrap.dedent(code))
@@ -141,6 +147,7 @@ def test_a_planted_comparison_is_found(code: str) -> None:
     'k = kind("usdt")',
     'ok = k.returns and k is not None',
     'ok = typ.kind == "user"',
+    'ok = text.startswith("tracepoint:")',
 ])
 def test_what_is_no_comparison_of_a_kind_name_passes(code: str) -> None:
     assert not violations("planrunner.resolve.planted", code)
