@@ -180,8 +180,7 @@ def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
 def _span_shape(resolved: ResolvedPlan, probe: str,
                 fields: tuple[FieldSpec, ...]) -> SpanShape | None:
     """The span facts of a print of `probe` (None: not a span), for --otlp."""
-    span = next((p.spec for p in resolved.probes
-                 if p.spec.name == probe and kind(p.spec.kind).pairs), None)
+    span = next((p.spec for p in resolved.spans if p.spec.name == probe), None)
     if span is None:
         return None
 
@@ -222,12 +221,12 @@ def _open_blocks(resolved: ResolvedPlan, span: str, acc: _Outputs) -> OpenBlocks
 
 def _event_stack(resolved: ResolvedPlan, event: str | None) -> StackSpec:
     """How the probe whose firing is event `event` (a span's: its end's) takes stacks."""
-    by_name = {p.spec.name: p for p in resolved.probes}
+    spans = {p.spec.name: p for p in resolved.spans}
     seen: set[str] = set()
-    while event in by_name and kind(by_name[event].spec.kind).pairs and event not in seen:
+    while event in spans and event not in seen:
         seen.add(event)
-        event = by_name[event].spec.end
-    probe = by_name.get(event or "")
+        event = spans[event].spec.end
+    probe = next((p for p in resolved.probes if p.spec.name == event), None)
     return probe.stack if probe is not None else StackSpec()
 
 
@@ -236,9 +235,7 @@ def _span_blocks(resolved: ResolvedPlan, event: str, body: Body,
     """The spans that begin or end at `event` (a probe, or a span: a span on a span
     begins or ends inside that span's end block, where its values are in scope)."""
     blocks: list[str] = []
-    for span in resolved.probes:
-        if not kind(span.spec.kind).pairs:
-            continue
+    for span in resolved.spans:
         depth = resolved.plan.settings.span_depth
         name = span.spec.name
         begin_stack = _event_stack(resolved, span.spec.begin)
@@ -262,9 +259,8 @@ def _print_only_strings(resolved: ResolvedPlan, probe: ResolvedProbe) -> frozens
     reads them, so the body reads each straight into the record (one copy, not two), and
     only for the events that print."""
     if kind(probe.spec.kind).fields or any(
-            kind(span.spec.kind).pairs
-            and probe.spec.name in (span.spec.begin, *span.spec.end_names)
-            for span in resolved.probes):
+            probe.spec.name in (span.spec.begin, *span.spec.end_names)
+            for span in resolved.spans):
         return frozenset()
     outs = [o for o in resolved.outputs if o.spec.probe == probe.spec.name]
     direct = set()
@@ -330,8 +326,8 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     body = new_body(_scratch_only_when_long(resolved, probe, new_body(False)))
     lines = string_reads(probe, body)
     max_depth = resolved.plan.settings.span_depth
-    for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
-        if kind(span.spec.kind).pairs and span.spec.nested:
+    for span in resolved.spans:  # nested spans: key and depth first (`where` may use it)
+        if span.spec.nested:
             if span.spec.begin == probe.spec.name:
                 lines += nested_prologue(span, True, body, max_depth)
             if span.spec.end == probe.spec.name:
@@ -418,7 +414,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size, len(_open_outputs(resolved, p.spec.name)))
-             for p in resolved.probes if kind(p.spec.kind).pairs]
+             for p in resolved.spans]
     python = _python_capacity(resolved) > 0
     constants = tuple(sorted({c for p in resolved.probes for s in p.sites
                               for arg in s.args if arg is not None

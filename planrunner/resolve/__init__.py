@@ -88,7 +88,8 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     constants = Constants.of(plan)
     left_out: list[Diagnostic] = []
     binaries = _binaries(plan, pid, errors, left_out)
-    located = {spec.name: _with_nested(got, plan) for spec in plan.probes
+    nested = [s for s in plan.probes if kind(s.kind).pairs and s.nested]
+    located = {spec.name: _with_nested(got, nested) for spec in plan.probes
                if not kind(spec.kind).pairs
                if (got := _locate(spec, binaries, constants, size, errors)) is not None}
     checked = {name: _check_probe(loc, size, errors) for name, loc in located.items()}
@@ -212,11 +213,11 @@ def _set_spans_nest(plan: Plan) -> Plan:
     return plan if probes == plan.probes else replace(plan, probes=probes)
 
 
-def _with_nested(loc: Located, plan: Plan) -> Located:
-    """The located probe whose scope knows the nested spans it begins or ends."""
+def _with_nested(loc: Located, spans: Sequence[ProbeSpec]) -> Located:
+    """The located probe whose scope knows the nested spans (of `spans`) it begins or
+    ends."""
     name = loc.spec.name
-    nested = tuple(s.name for s in plan.probes if kind(s.kind).pairs and s.nested
-                   and name in (s.begin, s.end))
+    nested = tuple(s.name for s in spans if name in (s.begin, s.end))
     return replace(loc, scope=replace(loc.scope, nested_spans=nested)) if nested else loc
 
 

@@ -6,7 +6,7 @@ here (their types depend on operand widths), so render never sees an unchecked n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from planrunner.diagnostics import Diagnostic, Span
@@ -159,6 +159,12 @@ class ResolvedPlan:
     warnings: tuple[Diagnostic, ...] = ()
     # (probe, what its preflight warning says): said again at exit when it fired nothing
     gated: tuple[tuple[str, str], ...] = ()
+    # the span probes of `probes`, in order (render asks for them per probe: found once)
+    spans: tuple[ResolvedProbe, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spans", tuple(p for p in self.probes
+                                                if kind(p.spec.kind).pairs))
 
     def probe(self, name: str) -> ResolvedProbe:
         return next(p for p in self.probes if p.spec.name == name)
