@@ -222,6 +222,8 @@ class _Qualifier:
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type | Span):
             changes = {}
             for f in dataclasses.fields(obj):
+                if not f.init:
+                    continue  # derived from the others (`ResolvedPlan.spans`): made anew
                 value = getattr(obj, f.name)
                 new = self._walk(value)
                 if new is not value:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from planrunner.errors import UsageError
 from planrunner.output.pprof import PprofOutput, check_destination, pprof_paths
+from planrunner.probe_kinds import site_kind
 
 if TYPE_CHECKING:
     from planrunner.render.model import RenderedProgram
@@ -59,7 +60,7 @@ def _period_ns(program: RenderedProgram, probe: str) -> int | None:
     CPU); None for any other probe, `interval:` included: a timer on CPU 0, whose
     firings are not CPU time of what they interrupt."""
     for site in program.sites:
-        if site.probe == probe and site.kind == "perf" and site.sample_hz:
+        if site.probe == probe and site_kind(site.kind).timer and site.sample_hz:
             return round(1e9 / site.sample_hz)
     return None
 

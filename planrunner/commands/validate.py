@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from planrunner.resolve.model import ResolvedProbe
 
 from planrunner.commands.common import add_plan_parser, overrides, plan_path, print_diagnostics
+from planrunner.probe_kinds import (
+    INTERVAL,
+    PROFILE,
+    SPAN,
+    TRACEPOINT,
+    UPROBE,
+    URETPROBE,
+    USDT,
+    Kind,
+    kind,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -60,24 +72,39 @@ def _stacks(probe: ResolvedProbe) -> str:
 
 
 def _summary(probe: ResolvedProbe) -> str:
+    return SUMMARIES[kind(probe.spec.kind)](probe)
+
+
+def _span_summary(probe: ResolvedProbe) -> str:
     spec = probe.spec
-    if spec.kind == "span":
-        by = (" (by goroutine: both ends are Go functions)"
-              if spec.key is None and probe.key_begin is not None else "")
-        return f"  {spec.name}: span {spec.begin} -> {' | '.join(spec.end_names)}{by}"
-    if spec.kind == "tracepoint":
-        return f"  {spec.name}: tracepoint {spec.category}:{spec.event}"
-    if spec.kind == "profile":
-        return f"  {spec.name}: profile {spec.hz} Hz on every CPU{_stacks(probe)}"
-    if spec.kind == "interval":
-        return f"  {spec.name}: interval every {(spec.period_ns or 0) / 1e9:g}s on one CPU"
+    by = (" (by goroutine: both ends are Go functions)"
+          if spec.key is None and probe.key_begin is not None else "")
+    return f"  {spec.name}: span {spec.begin} -> {' | '.join(spec.end_names)}{by}"
+
+
+def _tracepoint_summary(probe: ResolvedProbe) -> str:
+    return f"  {probe.spec.name}: tracepoint {probe.spec.category}:{probe.spec.event}"
+
+
+def _profile_summary(probe: ResolvedProbe) -> str:
+    return f"  {probe.spec.name}: profile {probe.spec.hz} Hz on every CPU{_stacks(probe)}"
+
+
+def _interval_summary(probe: ResolvedProbe) -> str:
+    spec = probe.spec
+    return f"  {spec.name}: interval every {(spec.period_ns or 0) / 1e9:g}s on one CPU"
+
+
+def _binary_summary(probe: ResolvedProbe) -> str:
+    """A probe in a binary: where, its locations and semaphores, its arguments."""
+    spec = probe.spec
     binary = probe.targets[0]
     sems = sum(1 for s in probe.sites if s.ref_ctr_offset)
     read = {s.name or f"arg{s.index}" for s in probe.slots}
     # Go's further result words (ret2..ret9) are listed when read
     offered = [(n, t) for n, t in probe.offered if not _RETN.match(n) or n in read]
     registers = ""
-    if spec.kind in ("uprobe", "uretprobe"):
+    if kind(spec.kind).function:
         # A function's 12 register arguments are always offered: show the declared and
         # the read ones, and the rest once.
         declared = {f"arg{a.index}" for a in spec.args}
@@ -106,3 +133,15 @@ def _summary(probe: ResolvedProbe) -> str:
     lines += [f"    note: {note}" for note in probe.notes]
     return "\n".join(lines)
 
+
+
+# The summary line(s) of a probe of each kind.
+SUMMARIES: dict[Kind, Callable[[ResolvedProbe], str]] = {
+    USDT: _binary_summary,
+    UPROBE: _binary_summary,
+    URETPROBE: _binary_summary,
+    TRACEPOINT: _tracepoint_summary,
+    PROFILE: _profile_summary,
+    INTERVAL: _interval_summary,
+    SPAN: _span_summary,
+}

@@ -15,20 +15,31 @@ how `ustack` is captured.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from planrunner.diagnostics import Span
 from planrunner.param_values import parse_duration
 from planrunner.plan.context import BUILTINS, IDENT, BuildContext
-from planrunner.plan.model import ArgSpec, ProbeKind, ProbeSpec, StackSpec
+from planrunner.plan.model import ArgSpec, ProbeSpec, StackSpec
 from planrunner.plan.source import JsonObj, JsonPath
+from planrunner.probe_kinds import (
+    INTERVAL,
+    PROFILE,
+    SPAN,
+    TRACEPOINT,
+    UPROBE,
+    URETPROBE,
+    USDT,
+    Kind,
+    find,
+    kind,
+)
 
 if TYPE_CHECKING:
     from planrunner.expr.ast import Expr
 
-KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval", "span")
-SAMPLING = ("profile", "interval")
 _OFFSET = re.compile(r"^(.*?)\+(0[xX][0-9a-fA-F]+|[0-9]+)$")
 _TP_PART = re.compile(r"^[A-Za-z0-9_*?\[\]!-]+$")  # names, or shell globs (a set)
 # a USDT provider or probe name, or a shell glob over them (a probe set)
@@ -36,8 +47,8 @@ _USDT_PART = re.compile(r"^[A-Za-z0-9_*?\[\]!-]+$")
 _ARGN = re.compile(r"^arg[0-9]+$")
 
 
-def probe_kind(data: JsonObj) -> str:
-    return next(k for k in KINDS if k in data)
+def probe_kind(data: JsonObj) -> Kind:
+    return find(data)[0]
 
 
 def build_probes(ctx: BuildContext, probes: JsonObj, targets: list[str] | None,
@@ -45,8 +56,8 @@ def build_probes(ctx: BuildContext, probes: JsonObj, targets: list[str] | None,
                  ) -> tuple[ProbeSpec, ...]:
     """ProbeSpecs of `probes` but those in `skip` (schema errors: their names stay
     known to spans); `targets` None: the targets section is broken, names unchecked."""
-    kinds = {name: (probe_kind(p) if name not in skip else _guess_kind(p))
-             for name, p in probes.items()}
+    kinds: Kinds = {name: (probe_kind(p) if name not in skip else _guess_kind(p))
+                   for name, p in probes.items()}
     specs = tuple(_probe(ctx, name, p, kinds, targets) for name, p in probes.items()
                   if name not in skip)
     _span_loops(ctx, specs)
@@ -56,7 +67,7 @@ def build_probes(ctx: BuildContext, probes: JsonObj, targets: list[str] | None,
 def _span_loops(ctx: BuildContext, specs: tuple[ProbeSpec, ...]) -> None:
     """A span on spans whose sides lead back to it would begin (or end) at its own
     pairing: refused, located at the side that closes the loop."""
-    spans = {s.name: s for s in specs if s.kind == "span"}
+    spans = {s.name: s for s in specs if kind(s.kind).pairs}
     reported: set[str] = set()
     for spec in spans.values():
         for side, ref in (("begin", spec.begin), *(("end", e) for e in spec.end_names)):
@@ -94,41 +105,40 @@ def _loop_path(ref: str | None, spans: dict[str, ProbeSpec], path: list[str]
     return None
 
 
-def _guess_kind(data: object) -> str:
-    """The kind of a probe that failed the schema, as far as it can be told."""
-    present = [k for k in KINDS if isinstance(data, dict) and k in data]
-    return present[0] if len(present) == 1 else "broken"
+def _guess_kind(data: object) -> Kind | None:
+    """The kind of a probe that failed the schema, as far as it can be told (None:
+    broken)."""
+    present = find(data) if isinstance(data, dict) else ()
+    return present[0] if len(present) == 1 else None
 
 
-def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: dict[str, str],
+# A probe's kinds by name (None: it failed the schema, and its kind cannot be told).
+Kinds = dict[str, Kind | None]
+# The kind's own ProbeSpec fields from the kind's value (`data[kind]`), checked:
+# (ctx, kind, probe name, value, its path, every probe's kind, the target names).
+Parser = Callable[[BuildContext, Kind, str, Any, JsonPath, Kinds, list[str] | None],
+                  JsonObj]
+
+
+def _probe(ctx: BuildContext, name: str, data: JsonObj, kinds: Kinds,
            targets: list[str] | None) -> ProbeSpec:
-    kind = kinds[name]
+    k = kinds[name]
+    assert k is not None  # broken probes are skipped
     base: JsonPath = ("probes", name)
-    kpath = base + (kind,)
-    fields: dict[str, Any] = {}  # the kind's own ProbeSpec fields, checked by each parser
-    if kind == "span":
-        fields = _span(ctx, name, data["span"], kpath, kinds)
-    elif kind == "profile":
-        fields = {"hz": data["profile"]["hz"]}
-    elif kind == "interval":
-        fields = _interval(ctx, data["interval"], kpath)
-    else:
-        spec = ctx.sub(kpath, data[kind])
-        at = ctx.spans.text(kpath)
-        parser = {"usdt": _usdt, "tracepoint": _tracepoint}.get(kind, _uprobe)
-        fields = parser(ctx, kind, spec, at, targets) or {}
-    args = _args(ctx, base, kind, data.get("args"))
-    retval = _retval(ctx, base, kind, data.get("retval"))
+    kpath = base + (k.name,)
+    fields = PARSERS[k](ctx, k, name, data[k.name], kpath, kinds, targets)
+    args = _args(ctx, base, k, data.get("args"))
+    retval = _retval(ctx, base, k, data.get("retval"))
     where = ctx.expr(base + ("where",), data["where"]) if "where" in data else None
     stack = build_stack(ctx, base + ("stack",), data["stack"]) if "stack" in data else None
     every = bool(data.get("all_processes", False))
-    if every and kind != "tracepoint":
-        ctx.error(f"`all_processes` applies to tracepoint probes, not to a {kind} probe",
+    if every and not k.all_processes:
+        ctx.error(f"`all_processes` applies to tracepoint probes, not to a {k.name} probe",
                   ctx.spans.key(base + ("all_processes",)),
                   "a tracepoint fires in whatever task the kernel runs; a uprobe or a "
                   "USDT probe only in the process that runs the code")
         every = False
-    return ProbeSpec(name=name, kind=cast(ProbeKind, kind), span=ctx.spans.key(base),
+    return ProbeSpec(name=name, kind=k.name, span=ctx.spans.key(base),
                      spec_span=ctx.spans.text(kpath), args=args, retval=retval, where=where,
                      stack=stack, all_processes=every, **fields)
 
@@ -146,7 +156,8 @@ def build_stack(ctx: BuildContext, jpath: JsonPath, data: JsonObj) -> StackSpec:
                      python_frames=data.get("python_frames", default.python_frames))
 
 
-def _interval(ctx: BuildContext, value: object, kpath: JsonPath) -> JsonObj:
+def _interval(ctx: BuildContext, k: Kind, name: str, value: object, kpath: JsonPath,
+              kinds: Kinds, targets: list[str] | None) -> JsonObj:
     at = ctx.spans.text(kpath)
     try:
         ns = parse_duration(ctx.sub(kpath, str(value)))
@@ -167,7 +178,22 @@ def _check_target(ctx: BuildContext, target: str, at: Span, targets: list[str] |
                     "declare it under targets:, e.g. targets: {app: {binary: /path/to/app}}")
 
 
-def _usdt(ctx: BuildContext, kind: str, spec: str, at: Span,
+def _profile(ctx: BuildContext, k: Kind, name: str, value: JsonObj, kpath: JsonPath,
+             kinds: Kinds, targets: list[str] | None) -> JsonObj:
+    return {"hz": value["hz"]}
+
+
+def _spec_parser(parse: Callable[[BuildContext, Kind, str, Span, list[str] | None],
+                                 JsonObj | None]) -> Parser:
+    """A parser of a `TARGET:...` or `CATEGORY:EVENT` string (after ${param}
+    substitution), located at the kind's value."""
+    def parser(ctx: BuildContext, k: Kind, name: str, value: Any, kpath: JsonPath,
+               kinds: Kinds, targets: list[str] | None) -> JsonObj:
+        return parse(ctx, k, ctx.sub(kpath, value), ctx.spans.text(kpath), targets) or {}
+    return parser
+
+
+def _usdt(ctx: BuildContext, k: Kind, spec: str, at: Span,
           targets: list[str] | None) -> JsonObj | None:
     parts = spec.split(":")
     if len(parts) not in (2, 3) or not IDENT.match(parts[0]) or not all(
@@ -181,8 +207,9 @@ def _usdt(ctx: BuildContext, kind: str, spec: str, at: Span,
     return {"target": parts[0], "provider": provider, "probe": parts[-1]}
 
 
-def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
+def _uprobe(ctx: BuildContext, k: Kind, spec: str, at: Span,
             targets: list[str] | None) -> JsonObj | None:
+    kind = k.name
     target, sep, rest = spec.partition(":")
     example = f"e.g. {kind}: app:main, {kind}: app:ns::f(int) or uprobe: app:main+0x10"
     if not sep or not IDENT.match(target):
@@ -199,7 +226,7 @@ def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
         text = m.group(2).lower()
         symbol = m.group(1).strip()
         offset = int(text, 16) if text.startswith("0x") else int(text, 10)
-        if kind == "uretprobe":
+        if k.returns:
             ctx.error(f"a uretprobe fires on return and takes no +OFFSET: '{spec}'", at,
                       "use uprobe: for an offset inside the function")
     if not symbol or symbol.startswith(":"):
@@ -208,7 +235,7 @@ def _uprobe(ctx: BuildContext, kind: str, spec: str, at: Span,
     return {"target": target, "symbol": symbol, "offset": offset}
 
 
-def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
+def _tracepoint(ctx: BuildContext, k: Kind, spec: str, at: Span,
                 targets: list[str] | None) -> JsonObj | None:
     parts = spec.split(":")
     if len(parts) != 2 or not all(_TP_PART.match(p) for p in parts):
@@ -218,26 +245,28 @@ def _tracepoint(ctx: BuildContext, kind: str, spec: str, at: Span,
     return {"category": parts[0], "event": parts[1]}
 
 
-def _span(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath,
-          kinds: dict[str, str]) -> JsonObj:
-    plain = [n for n, k in kinds.items() if k not in SAMPLING]
+def _span(ctx: BuildContext, k: Kind, name: str, data: JsonObj, kpath: JsonPath,
+          kinds: Kinds, targets: list[str] | None) -> JsonObj:
+    plain = [n for n, other in kinds.items() if other is None or not other.samples]
     ends = data["end"] if isinstance(data["end"], list) else [data["end"]]
     sides = [("begin", data["begin"], kpath + ("begin",))]
     sides += [("end", ref, kpath + (("end", i) if isinstance(data["end"], list) else ("end",)))
               for i, ref in enumerate(ends)]
     for side, ref, path in sides:
         at = ctx.spans.text(path)
-        if kinds.get(ref) == "broken":
+        if ref in kinds and kinds[ref] is None:
             continue  # that probe has a schema error of its own
-        if kinds.get(ref) in SAMPLING:
-            ctx.error(f"span '{name}' cannot {side} at {kinds[ref]} probe '{ref}'", at,
+        ref_kind = kinds.get(ref)
+        if ref_kind is not None and ref_kind.samples:
+            ctx.error(f"span '{name}' cannot {side} at {ref_kind.name} probe '{ref}'", at,
                       "a sample is no event of the program: pair usdt, uprobe, uretprobe "
                       "or tracepoint probes")
         elif ref not in kinds:
             ctx.unknown(f"{side} probe", ref, plain, at, "define it under probes:")
     key, key_end = _span_key(ctx, name, data, kpath)
     nested = data.get("nested", False)
-    on_spans = [(side, ref, path) for side, ref, path in sides if kinds.get(ref) == "span"]
+    on_spans = [(side, ref, path) for side, ref, path in sides
+                if (ref_kind := kinds.get(ref)) is not None and ref_kind.pairs]
     if nested and on_spans:
         side, ref, path = on_spans[0]
         ctx.error(f"nested span '{name}' cannot {side} at span '{ref}'", ctx.spans.text(path),
@@ -293,18 +322,15 @@ def _span_key(ctx: BuildContext, name: str, data: JsonObj, kpath: JsonPath
             ctx.expr(kpath + ("key", "end"), raw["end"]))
 
 
-def _args(ctx: BuildContext, base: JsonPath, kind: str, items: list[Any] | None
+def _args(ctx: BuildContext, base: JsonPath, k: Kind, items: list[Any] | None
           ) -> tuple[ArgSpec, ...]:
     if items is None:
         return ()
-    if kind in ("tracepoint", "span", *SAMPLING):
-        why = ("a tracepoint's fields are used by name" if kind == "tracepoint"
-               else "a sample has no arguments: use pid, comm, ustack, kstack..."
-               if kind in SAMPLING
-               else "declare args on the span's begin and end probes; use begin.X / end.X")
-        ctx.error(f"a {kind} probe takes no args", ctx.spans.key(base + ("args",)), why)
+    if k.args_refused:
+        ctx.error(f"a {k.name} probe takes no args", ctx.spans.key(base + ("args",)),
+                  k.args_refused)
         return ()
-    if kind == "uretprobe":
+    if k.returns:
         # At return the argument registers hold whatever the function left there.
         ctx.error("a uretprobe takes no args: at return the argument registers no longer "
                   "hold the arguments", ctx.spans.key(base + ("args",)),
@@ -347,14 +373,28 @@ def _string_opts(ctx: BuildContext, jpath: JsonPath, item: JsonObj) -> Expr | No
     return ctx.expr(jpath + ("length",), item["length"]) if "length" in item else None
 
 
-def _retval(ctx: BuildContext, base: JsonPath, kind: str, item: JsonObj | None) -> ArgSpec | None:
+def _retval(ctx: BuildContext, base: JsonPath, k: Kind, item: JsonObj | None
+            ) -> ArgSpec | None:
     if item is None:
         return None
     jpath = base + ("retval",)
-    if kind != "uretprobe":
-        ctx.error(f"only a uretprobe has a return value, not a {kind}", ctx.spans.key(jpath),
+    if not k.returns:
+        ctx.error(f"only a uretprobe has a return value, not a {k.name}",
+                  ctx.spans.key(jpath),
                   "use uretprobe: TARGET:SYMBOL")
         return None
     _string_opts(ctx, jpath, item)
     return ArgSpec(index=0, name="retval", type=item.get("type"), size=item.get("size"),
                    length=None, span=ctx.spans.value(jpath))
+
+
+# How each kind's value in the plan becomes its ProbeSpec fields.
+PARSERS: dict[Kind, Parser] = {
+    USDT: _spec_parser(_usdt),
+    UPROBE: _spec_parser(_uprobe),
+    URETPROBE: _spec_parser(_uprobe),
+    TRACEPOINT: _spec_parser(_tracepoint),
+    PROFILE: _profile,
+    INTERVAL: _interval,
+    SPAN: _span,
+}

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from planrunner.diagnostics import Span
+from planrunner.probe_kinds import KindName
 
 if TYPE_CHECKING:
     from planrunner.expr.ast import Expr
 
 ParamType = Literal["int", "number", "string", "duration", "bool"]
 SpanScope = Literal["process", "global"]
-ProbeKind = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval",
-                    "span"]
+ProbeKind = KindName  # probe_kinds.py: what each kind is
 UnwindMode = Literal["auto", "fp", "dwarf"]
 OutputKind = Literal["print", "count", "sum", "min", "max", "avg", "hist", "lhist"]
 ValueType = Literal["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -25,6 +25,7 @@ from planrunner.errors import PlanSchemaError
 from planrunner.kernel_probes import KINDS as KERNEL_KINDS
 from planrunner.plan.schema_quick import conforms
 from planrunner.plan.source import JsonPath, LoadedPlan, describe
+from planrunner.probe_kinds import KIND_NAMES, KINDS
 from planrunner.resources import data_dir
 
 if TYPE_CHECKING:
@@ -35,8 +36,9 @@ SCHEMA_FILE = "plan.schema.json"
 # as unions with `Unset` (errors built by hand may lack them); every error here comes
 # from iter_errors on our own schema, where all are set, so they are read as they are.
 SchemaError = Any
-PROBE_KINDS = ("usdt", "uprobe", "uretprobe", "tracepoint", "span")
-_PROBE_KIND_KEYS = (*PROBE_KINDS, "profile", "interval")
+# what a `kprobe:` in a probe stands in for: the kinds that probe an event (not a timer)
+PROBE_KINDS = tuple(k.name for k in KINDS if not k.samples)
+_PROBE_KIND_KEYS = KIND_NAMES
 
 
 @functools.cache

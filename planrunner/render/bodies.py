@@ -33,6 +33,7 @@ from planrunner.expr.typed import (
 )
 from planrunner.expr.types import BoolType, IntType, StackType, StrType, SymType
 from planrunner.plan.model import StackSpec
+from planrunner.probe_kinds import kind
 from planrunner.render import pyframes
 from planrunner.render.expr_c import lower
 from planrunner.render.layout import LayoutField, RecordLayout
@@ -224,7 +225,7 @@ def tracepoint_reads(probe: ResolvedProbe) -> list[str]:
 
 def string_reads(probe: ResolvedProbe, body: Body) -> list[str]:
     """Read the probe's string arguments into scratch once, at the top of the body."""
-    kernel = probe.spec.kind == "tracepoint"
+    kernel = kind(probe.spec.kind).fields  # a kernel event's fields
     lines: list[str] = []
     for slot in probe.slots:
         if slot.kind == "int":

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+from planrunner.probe_kinds import SiteKindName, site_kind
 from planrunner.render.layout import RecordLayout
 
 if TYPE_CHECKING:  # a warm run reads the model without the BTF reader: only the loader
@@ -89,7 +90,7 @@ class AttachSite:
     offset of `binary`, a tracepoint, or a software cpu-clock perf event (`sample_hz`
     on every CPU, or every `sample_period_ns` on CPU 0)."""
 
-    kind: Literal["uprobe", "uretprobe", "tracepoint", "perf"]
+    kind: SiteKindName
     fn_name: str  # the C function to load
     probe: str  # plan probe name (for messages)
     index: int  # site number within the probe
@@ -117,7 +118,7 @@ class AttachSet:
     `RenderedProgram.func_names`. Nothing differs per site but the cookie, so one
     compiled thunk serves thousands of functions."""
 
-    kind: Literal["uprobe", "uretprobe"]
+    kind: SiteKindName  # uprobe or uretprobe
     fn_name: str  # the C function to load
     probe: str  # plan probe name (for messages)
     binary: TargetFile
@@ -290,7 +291,7 @@ class RenderedProgram:
     @property
     def has_tracepoints(self) -> bool:
         """Sites the kernel does not filter by process: the scope is applied in the C."""
-        return any(s.kind in ("tracepoint", "perf") for s in self.sites)
+        return any(not site_kind(s.kind).in_binary for s in self.sites)
 
 
 # Programs of runtime_helpers.h that are not probes of the plan. At every process exit:

@@ -19,6 +19,7 @@ from planrunner.expr.typed import ArgRef, Builtin, TRef
 from planrunner.expr.types import StackType
 from planrunner.param_values import pack_values
 from planrunner.plan.model import FieldSpec, StackSpec
+from planrunner.probe_kinds import kind, site_kind
 from planrunner.render import aggregates, params, pyframes
 from planrunner.render.bodies import (
     PROLOGUE,
@@ -28,8 +29,6 @@ from planrunner.render.bodies import (
     print_block,
     slot_member,
     string_reads,
-    thunk_reads,
-    tracepoint_reads,
 )
 from planrunner.render.environment import render_template
 from planrunner.render.model import (
@@ -70,6 +69,7 @@ from planrunner.render.stacks import (
 )
 from planrunner.render.stacks import arg_members as stack_members
 from planrunner.render.stacks import thunk_lines as stack_thunk_lines
+from planrunner.render.thunks import THUNK_READS, THUNK_SHAPES
 from planrunner.resolve.model import ResolvedOutput, ResolvedPlan, ResolvedProbe, ResolvedSite
 from planrunner.resolve.scope import FUNC_SIZE
 from planrunner.resolve.usage import arg_indexes, output_exprs
@@ -181,8 +181,7 @@ def _output_blocks(resolved: ResolvedPlan, probe: str, body: Body,
 def _span_shape(resolved: ResolvedPlan, probe: str,
                 fields: tuple[FieldSpec, ...]) -> SpanShape | None:
     """The span facts of a print of `probe` (None: not a span), for --otlp."""
-    span = next((p.spec for p in resolved.probes
-                 if p.spec.name == probe and p.spec.kind == "span"), None)
+    span = next((p.spec for p in resolved.spans if p.spec.name == probe), None)
     if span is None:
         return None
 
@@ -223,12 +222,12 @@ def _open_blocks(resolved: ResolvedPlan, span: str, acc: _Outputs) -> OpenBlocks
 
 def _event_stack(resolved: ResolvedPlan, event: str | None) -> StackSpec:
     """How the probe whose firing is event `event` (a span's: its end's) takes stacks."""
-    by_name = {p.spec.name: p for p in resolved.probes}
+    spans = {p.spec.name: p for p in resolved.spans}
     seen: set[str] = set()
-    while event in by_name and by_name[event].spec.kind == "span" and event not in seen:
+    while event in spans and event not in seen:
         seen.add(event)
-        event = by_name[event].spec.end
-    probe = by_name.get(event or "")
+        event = spans[event].spec.end
+    probe = next((p for p in resolved.probes if p.spec.name == event), None)
     return probe.stack if probe is not None else StackSpec()
 
 
@@ -237,9 +236,7 @@ def _span_blocks(resolved: ResolvedPlan, event: str, body: Body,
     """The spans that begin or end at `event` (a probe, or a span: a span on a span
     begins or ends inside that span's end block, where its values are in scope)."""
     blocks: list[str] = []
-    for span in resolved.probes:
-        if span.spec.kind != "span":
-            continue
+    for span in resolved.spans:
         depth = resolved.plan.settings.span_depth
         name = span.spec.name
         begin_stack = _event_stack(resolved, span.spec.begin)
@@ -262,10 +259,9 @@ def _print_only_strings(resolved: ResolvedPlan, probe: ResolvedProbe) -> frozens
     record (render/bodies.py `direct_read_lines`): no filter, key, span or other field
     reads them, so the body reads each straight into the record (one copy, not two), and
     only for the events that print."""
-    if probe.spec.kind == "tracepoint" or any(
-            span.spec.kind == "span"
-            and probe.spec.name in (span.spec.begin, *span.spec.end_names)
-            for span in resolved.probes):
+    if kind(probe.spec.kind).fields or any(
+            probe.spec.name in (span.spec.begin, *span.spec.end_names)
+            for span in resolved.spans):
         return frozenset()
     outs = [o for o in resolved.outputs if o.spec.probe == probe.spec.name]
     direct = set()
@@ -324,16 +320,15 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     # cannot sleep; its strings fall back to the user-space re-read
     def new_body(lazy: bool) -> Body:
         return Body(f"pr_scratch_{c_name}", {s.index: s for s in probe.slots},
-                    faults=probe.spec.kind not in ("tracepoint", "profile", "interval")
-                    and not probe.stacks, stack=probe.stack,
+                    faults=kind(probe.spec.kind).binary and not probe.stacks, stack=probe.stack,
                     ucopy_python=_python_capacity(resolved),
                     direct=_print_only_strings(resolved, probe), lazy_scratch=lazy)
 
     body = new_body(_scratch_only_when_long(resolved, probe, new_body(False)))
     lines = string_reads(probe, body)
     max_depth = resolved.plan.settings.span_depth
-    for span in resolved.probes:  # nested spans: key and depth first (`where` may use it)
-        if span.spec.kind == "span" and span.spec.nested:
+    for span in resolved.spans:  # nested spans: key and depth first (`where` may use it)
+        if span.spec.nested:
             if span.spec.begin == probe.spec.name:
                 lines += nested_prologue(span, True, body, max_depth)
             if span.spec.end == probe.spec.name:
@@ -355,20 +350,14 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
                      [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
                      sleepable=body.sleepable, lazy_scratch=body.lazy_scratch)
     for site in probe.sites[:1] if one_program(probe) else probe.sites:
-        if site.kind == "tracepoint":
-            reads = tracepoint_reads(probe)
-        elif site.kind == "perf":
-            reads = []
-        else:
-            machine = site.binary.machine if site.binary else "EM_X86_64"
-            reads = thunk_reads(site, probe, machine)
+        sk = site_kind(site.kind)
+        reads = THUNK_READS[sk](site, probe)
         if reads_func:
             reads += _func_reads(site, func_index, probe)
         # a perf event's or a tracepoint's ctx holds no user registers
-        reads += stack_thunk_lines(probe.stacks, probe.stack,
-                                   site.kind in ("perf", "tracepoint"))
+        reads += stack_thunk_lines(probe.stacks, probe.stack, not sk.in_binary)
         view.thunks.append({"fn": thunk_name(site.probe, site.kind, site.index),
-                            "reads": reads, "kind": site.kind,
+                            "reads": reads, "shape": THUNK_SHAPES[sk],
                             # a perf event fires in whatever runs: profile is scoped in
                             # the C as a tracepoint is; interval is never filtered, nor
                             # is a tracepoint with all_processes
@@ -397,7 +386,7 @@ def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int, announces: bool) -> St
     for e in output_exprs(resolved.outputs):
         if isinstance(e.type, StackType):
             limits[e.type.kind] = max(limits[e.type.kind], e.type.limit)
-    probes = [p for p in resolved.probes if p.spec.kind != "span"]
+    probes = [p for p in resolved.probes if not kind(p.spec.kind).pairs]
     kernel = any("kernel" in p.stacks for p in probes)
     user_ids = any("user" in p.stacks and not copied(p.stack) for p in probes)
     return StackMaps(
@@ -421,12 +410,12 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         for site in probe.sites:
             func_index.setdefault(site.func, len(func_index))
     views = [_probe_view(resolved, p, acc, helpers, func_index)
-             for p in resolved.probes if p.spec.kind != "span"]
+             for p in resolved.probes if not kind(p.spec.kind).pairs]
     func_names = tuple(func_index) if any("func" in v.builtins for v in views) else ()
     prints = sorted(acc.prints, key=lambda p: p.layout.output_id)
     settings = resolved.plan.settings
     spans = [span_view(p, settings.map_size, len(_open_outputs(resolved, p.spec.name)))
-             for p in resolved.probes if p.spec.kind == "span"]
+             for p in resolved.spans]
     python = _python_capacity(resolved) > 0
     constants = tuple(sorted({c for p in resolved.probes for s in p.sites
                               for arg in s.args if arg is not None
@@ -452,7 +441,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         layouts=[p.layout for p in prints],
         maps=acc.maps,
         stack_maps=map_decls(stack_maps),
-        perf=any(s.kind == "perf" for p in resolved.probes for s in p.sites),
+        perf=any(site_kind(s.kind).timer for p in resolved.probes for s in p.sites),
         prologue=PROLOGUE,
         ringbuf_pages=settings.ringbuf_pages or default_ring_pages(
             max((p.layout.size for p in prints), default=0)),
@@ -516,7 +505,7 @@ def _attach_set(probe: ResolvedProbe, func_index: dict[str, int],
     """The one attach of a uprobe set (`one_program`): its thunk at every function."""
     first = probe.sites[0]
     target = _target(first)
-    assert target is not None and first.kind in ("uprobe", "uretprobe")
+    assert target is not None and site_kind(first.kind).in_binary
     return AttachSet(first.kind, thunk_name(first.probe, first.kind, 0), first.probe,
                      target, tuple(s.file_offset for s in probe.sites),
                      tuple(func_index[s.func] for s in probe.sites),
@@ -529,7 +518,7 @@ def _with_slots(sites: Iterable[AttachSite]) -> tuple[AttachSite, ...]:
     out: list[AttachSite] = []
     slots = 0
     for site in sites:
-        if site.kind in ("uprobe", "uretprobe"):
+        if site_kind(site.kind).in_binary:
             site = replace(site, slot=slots)
             slots += 1
         out.append(site)

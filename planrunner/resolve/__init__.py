@@ -16,7 +16,7 @@ been reported, and its outputs would only repeat it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from planrunner.diagnostics import Diagnostic, Span
@@ -26,6 +26,19 @@ from planrunner.expr.typed import CaptureRef, TExpr, refs
 from planrunner.expr.types import BoolType, IntType, StackType, StrType, Type
 from planrunner.plan.build_probes import side_span
 from planrunner.plan.model import Plan, ProbeSpec, StackSpec
+from planrunner.probe_kinds import (
+    INTERVAL,
+    PERF_SITE,
+    PROFILE,
+    TRACEPOINT,
+    TRACEPOINT_SITE,
+    UPROBE,
+    UPROBE_SITE,
+    URETPROBE,
+    USDT,
+    Kind,
+    kind,
+)
 from planrunner.resolve import sites as S
 from planrunner.resolve.locate import LOCATORS, Located
 from planrunner.resolve.model import (
@@ -75,8 +88,9 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     constants = Constants.of(plan)
     left_out: list[Diagnostic] = []
     binaries = _binaries(plan, pid, errors, left_out)
-    located = {spec.name: _with_nested(got, plan) for spec in plan.probes
-               if spec.kind != "span"
+    nested = [s for s in plan.probes if kind(s.kind).pairs and s.nested]
+    located = {spec.name: _with_nested(got, nested) for spec in plan.probes
+               if not kind(spec.kind).pairs
                if (got := _locate(spec, binaries, constants, size, errors)) is not None}
     checked = {name: _check_probe(loc, size, errors) for name, loc in located.items()}
     scopes = _span_scopes(plan, checked)
@@ -99,7 +113,7 @@ def resolve_plan(plan: Plan, pid: int | None = None,
     for spec in plan.probes:
         if spec.name not in spans and spec.name not in checked:
             continue  # on an optional target left out (any other failure raised above)
-        if spec.kind == "span":
+        if kind(spec.kind).pairs:
             resolved.append(_span_probe(spans[spec.name], spans, outputs))
         else:
             probe = attempt(errors, _finish, checked[spec.name], spans, outputs,
@@ -169,11 +183,12 @@ def _locate(spec: ProbeSpec, binaries: Mapping[str, BinaryRef], constants: Const
             size: int, errors: list[PlanError]) -> Located | None:
     """The probe located by its kind's locator; None when it, or its target, failed."""
     binary = None
-    if spec.kind not in ("tracepoint", "profile", "interval"):
+    k = kind(spec.kind)
+    if k.binary:
         if spec.target is None or spec.target not in binaries:
             return None  # the target's own error was reported
         binary = binaries[spec.target]
-    got = attempt(errors, LOCATORS[spec.kind], spec, binary, constants, size)
+    got = attempt(errors, LOCATORS[k], spec, binary, constants, size)
     if got is not None:
         errors.extend(got.errors)
     return got
@@ -185,21 +200,25 @@ def _set_spans_nest(plan: Plan) -> Plan:
     open call of its thread, as funclatency needs (issue 29)."""
     kinds = {p.name: p for p in plan.probes}
 
-    def set_of(name: str | None, kind: str) -> bool:
+    def set_of(name: str | None, returns: bool) -> bool:
+        """Whether `name` is a set of function entries (or of returns)."""
         probe = kinds.get(name or "")
-        return probe is not None and probe.kind == kind and probe.is_set
+        if probe is None or not probe.is_set:
+            return False
+        k = kind(probe.kind)
+        return k.function and k.returns == returns
 
-    probes = tuple(replace(p, nested=True) if p.kind == "span" and not p.nested
-                   and set_of(p.begin, "uprobe") and set_of(p.end, "uretprobe") else p
+    probes = tuple(replace(p, nested=True) if kind(p.kind).pairs and not p.nested
+                   and set_of(p.begin, False) and set_of(p.end, True) else p
                    for p in plan.probes)
     return plan if probes == plan.probes else replace(plan, probes=probes)
 
 
-def _with_nested(loc: Located, plan: Plan) -> Located:
-    """The located probe whose scope knows the nested spans it begins or ends."""
+def _with_nested(loc: Located, spans: Sequence[ProbeSpec]) -> Located:
+    """The located probe whose scope knows the nested spans (of `spans`) it begins or
+    ends."""
     name = loc.spec.name
-    nested = tuple(s.name for s in plan.probes if s.kind == "span" and s.nested
-                   and name in (s.begin, s.end))
+    nested = tuple(s.name for s in spans if name in (s.begin, s.end))
     return replace(loc, scope=replace(loc.scope, nested_spans=nested)) if nested else loc
 
 
@@ -221,7 +240,7 @@ def _check_probe(loc: Located, size: int, errs: list[PlanError]) -> _Checked:
 def _span_scopes(plan: Plan, checked: Mapping[str, _Checked]) -> dict[str, SpanScope]:
     """The scope of each span whose sides resolved, a span on spans after those (the
     build refused loops); in plan order."""
-    specs = {s.name: s for s in plan.probes if s.kind == "span"}
+    specs = {s.name: s for s in plan.probes if kind(s.kind).pairs}
     scopes: dict[str, SpanScope] = {}
 
     def side(name: str | None) -> ProbeScope | SpanScope | None:
@@ -378,42 +397,12 @@ def _finish(c: _Checked, spans: Mapping[str, _Span], outputs: list[ResolvedOutpu
     exprs = _probe_exprs(c, spans, outputs)
     slots = [_slot(index, names.get(index), scope.type_of(index), c.lengths.get(index))
              for index in sorted(arg_indexes(exprs) | set(c.lengths))]
-    sites: list[ResolvedSite] = []
-    if spec.kind == "profile":
-        sites.append(ResolvedSite("perf", spec.name, 0, sample_hz=spec.hz or 0,
-                                  func=spec.name))
-    elif spec.kind == "interval":
-        sites.append(ResolvedSite("perf", spec.name, 0, sample_period_ns=spec.period_ns or 0,
-                                  func=spec.name))
-    elif spec.kind == "tracepoint":
-        sites += [ResolvedSite("tracepoint", spec.name, n, category=category, event=event,
-                               func=func)
-                  for n, ((category, event), func) in enumerate(zip(loc.tp_events, loc.funcs,
-                                                                    strict=True))]
-    elif spec.kind == "usdt":
-        sites = _usdt_sites(loc, slots)
-    else:
-        assert loc.binary is not None and spec.kind in ("uprobe", "uretprobe")
-        machine = loc.binary.machine
-        args: list[ArgOperand | None] = [None] * (max([s.index for s in slots], default=0) + 1)
-        for slot in slots:
-            size_bytes = slot.bits // 8 if slot.kind == "int" else 8
-            args[slot.index] = (S.return_value(size_bytes, slot.signed, machine)
-                                if slot.index == 0 else
-                                S.register_arg(slot.index, size_bytes, slot.signed, machine,
-                                               loc.abi))
-        # a Go function returns where its RETs are probed (resolve/sites.py)
-        kind = "uprobe" if loc.abi != "c" else spec.kind
-        sites += [ResolvedSite(kind, spec.name, n, loc.binary, pc, offset,
-                               args=tuple(args), func=func)
-                  for n, ((pc, offset), func) in enumerate(zip(loc.locations, loc.funcs,
-                                                               strict=True))]
+    sites = SITE_MAKERS[kind(spec.kind)](loc, slots)
     targets = (loc.binary,) if loc.binary else ()
     return ResolvedProbe(spec, tuple(sites), tuple(slots), c.where, targets,
                          tracepoint_fields=loc.tp_fields, offered=_offered(scope.args),
                          notes=loc.notes, stacks=stack_kinds(exprs),
-                         stack=stack, abi=loc.abi if spec.kind in ("uprobe", "uretprobe")
-                         else "")
+                         stack=stack, abi=loc.abi if kind(spec.kind).function else "")
 
 
 def _check_stack_captures(spec: ProbeSpec, spans: Mapping[str, _Span],
@@ -470,6 +459,47 @@ def _offered(args: Mapping[str, tuple[int, Type]]) -> tuple[tuple[str, str], ...
     return tuple(("/".join(names), str(typ)) for _i, (names, typ) in sorted(by_index.items()))
 
 
+def _profile_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
+    spec = loc.spec
+    return [ResolvedSite(PERF_SITE.name, spec.name, 0, sample_hz=spec.hz or 0, func=spec.name)]
+
+
+def _interval_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
+    spec = loc.spec
+    return [ResolvedSite(PERF_SITE.name, spec.name, 0, sample_period_ns=spec.period_ns or 0,
+                         func=spec.name)]
+
+
+def _tracepoint_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
+    """One site per event (a set: each event it matched)."""
+    return [ResolvedSite(TRACEPOINT_SITE.name, loc.spec.name, n, category=category, event=event,
+                         func=func)
+            for n, ((category, event), func) in enumerate(zip(loc.tp_events, loc.funcs,
+                                                              strict=True))]
+
+
+def _function_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
+    """uprobe, uretprobe: a site per location, its arguments in the ABI's registers."""
+    spec = loc.spec
+    assert loc.binary is not None
+    machine = loc.binary.machine
+    args: list[ArgOperand | None] = [None] * (max([s.index for s in slots], default=0) + 1)
+    for slot in slots:
+        size_bytes = slot.bits // 8 if slot.kind == "int" else 8
+        args[slot.index] = (S.return_value(size_bytes, slot.signed, machine)
+                            if slot.index == 0 else
+                            S.register_arg(slot.index, size_bytes, slot.signed, machine,
+                                           loc.abi))
+    # a Go function returns where its RETs are probed (resolve/sites.py)
+    site = kind(spec.kind).site
+    assert site is not None
+    site_name = (UPROBE_SITE if loc.abi != "c" else site).name
+    return [ResolvedSite(site_name, spec.name, n, loc.binary, pc, offset, args=tuple(args),
+                         func=func)
+            for n, ((pc, offset), func) in enumerate(zip(loc.locations, loc.funcs,
+                                                         strict=True))]
+
+
 def _usdt_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
     binary, spec = loc.binary, loc.spec
     assert binary is not None
@@ -496,7 +526,7 @@ def _usdt_sites(loc: Located, slots: list[ArgSlot]) -> list[ResolvedSite]:
                     errors += tp_errors
                 continue
             args[slot.index] = _with_address(operand, binary.path, errors, spec)
-        out.append(ResolvedSite("uprobe", spec.name, n, binary, site.pc, site.file_offset,
+        out.append(ResolvedSite(UPROBE_SITE.name, spec.name, n, binary, site.pc, site.file_offset,
                                 site.semaphore_offset, site.semaphore, tuple(args),
                                 func=loc.funcs[n]))
     raise_collected(errors, OperandError)
@@ -584,3 +614,14 @@ def _span_of(spec: ProbeSpec, index: int) -> Span:
             return arg.span
     return spec.spec_span
 
+
+
+# The sites of a located probe of each kind (a span has none of its own).
+SITE_MAKERS: dict[Kind, Callable[[Located, list[ArgSlot]], list[ResolvedSite]]] = {
+    USDT: _usdt_sites,
+    UPROBE: _function_sites,
+    URETPROBE: _function_sites,
+    TRACEPOINT: _tracepoint_sites,
+    PROFILE: _profile_sites,
+    INTERVAL: _interval_sites,
+}

@@ -15,6 +15,16 @@ from planrunner.elf.golang import GO_INT_REGS, GOROUTINE_INDEX, Abi
 from planrunner.errors import ResolveError
 from planrunner.expr.types import IntType, StrType, Type
 from planrunner.plan.model import ProbeSpec
+from planrunner.probe_kinds import (
+    INTERVAL,
+    PROFILE,
+    TRACEPOINT,
+    UPROBE,
+    URETPROBE,
+    USDT,
+    Kind,
+    kind,
+)
 from planrunner.resolve import sites as S
 from planrunner.resolve.model import BinaryRef, TracepointField
 from planrunner.resolve.scope import Constants, ProbeScope
@@ -202,26 +212,28 @@ def locate_uprobe(spec: ProbeSpec, binary: BinaryRef | None, constants: Constant
     offered = len(GO_INT_REGS) if abi == "go" else S.MAX_UPROBE_ARGS
     if abi == "go":
         _check_go_args(spec)
-    count = max([offered if spec.kind == "uprobe" else 0, len(spec.args)])
+    returns = kind(spec.kind).returns
+    count = max([0 if returns else offered, len(spec.args)])
     types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
     names = dict(_arg_names(spec, _declared(spec, types, string_size)))
-    what, arg_count = "", None
-    if spec.kind == "uretprobe":
+    what, arg_count, at_return = "", None, False
+    if returns:
         rv = spec.retval
         typ = (S.declared_type(rv, string_size) if rv else None) or IntType(64, True)
         names["retval"] = (0, typ)
         if rv and rv.name:
             names[rv.name] = (0, typ)
         if not spec.args:
-            what, arg_count = f"uretprobe ('{spec.name}')", 0
+            what, arg_count, at_return = f"uretprobe ('{spec.name}')", 0, True
             for i in range(1, count + 1):
                 names.pop(f"arg{i}", None)
     if abi == "go":
         names["goroutine"] = (GOROUTINE_INDEX, IntType(64, False))
-        if spec.kind == "uretprobe":  # results take the argument registers, in order
+        if returns:  # results take the argument registers, in order
             names.update({f"ret{i}": (i, IntType(64, True))
                           for i in range(2, len(GO_INT_REGS) + 1)})
-    scope = ProbeScope(MappingProxyType(names), constants, what, arg_count)
+    scope = ProbeScope(MappingProxyType(names), constants, what, arg_count,
+                       at_return=at_return)
     return Located(spec, scope, binary, locations=locations, notes=notes, abi=abi,
                    funcs=(str(spec.symbol),) * len(locations))
 
@@ -251,11 +263,12 @@ def _locate_uprobe_set(spec: ProbeSpec, binary: BinaryRef, constants: Constants,
 
     locations = tuple((f.vaddr, vaddr_to_offset(binary.path, f.vaddr)) for f in funcs)
     names = [f.name for f in funcs]
-    count = max([S.MAX_UPROBE_ARGS if spec.kind == "uprobe" else 0, len(spec.args)])
+    returns = kind(spec.kind).returns
+    count = max([0 if returns else S.MAX_UPROBE_ARGS, len(spec.args)])
     types: dict[int, Type] = {i: IntType(64, True) for i in range(1, count + 1)}
     args = dict(_arg_names(spec, _declared(spec, types, string_size)))
-    what, arg_count = "", None
-    if spec.kind == "uretprobe":
+    what, arg_count, at_return = "", None, False
+    if returns:
         rv = spec.retval
         typ = (S.declared_type(rv, string_size) if rv else None) or IntType(64, True)
         if not isinstance(typ, IntType):
@@ -266,10 +279,11 @@ def _locate_uprobe_set(spec: ProbeSpec, binary: BinaryRef, constants: Constants,
         if rv and rv.name:
             args[rv.name] = (0, typ)
         if not spec.args:
-            what, arg_count = f"uretprobe ('{spec.name}')", 0
+            what, arg_count, at_return = f"uretprobe ('{spec.name}')", 0, True
             for i in range(1, count + 1):
                 args.pop(f"arg{i}", None)
-    scope = ProbeScope(MappingProxyType(args), constants, what, arg_count)
+    scope = ProbeScope(MappingProxyType(args), constants, what, arg_count,
+                       at_return=at_return)
     return Located(spec, scope, binary, locations=locations,
                    notes=(_matched(names), *notes), funcs=tuple(names))
 
@@ -315,11 +329,13 @@ def locate_sampling(spec: ProbeSpec, binary: BinaryRef | None, constants: Consta
 
 
 Locator = Callable[[ProbeSpec, BinaryRef | None, Constants, int], Located]
-LOCATORS: dict[str, Locator] = {
-    "tracepoint": locate_tracepoint,
-    "usdt": locate_usdt,
-    "uprobe": locate_uprobe,
-    "uretprobe": locate_uprobe,
-    "profile": locate_sampling,
-    "interval": locate_sampling,
+# Where a probe of each kind fires and what its scope offers (a span is not located:
+# it pairs two probes).
+LOCATORS: dict[Kind, Locator] = {
+    TRACEPOINT: locate_tracepoint,
+    USDT: locate_usdt,
+    UPROBE: locate_uprobe,
+    URETPROBE: locate_uprobe,
+    PROFILE: locate_sampling,
+    INTERVAL: locate_sampling,
 }

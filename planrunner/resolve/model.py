@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from planrunner.diagnostics import Diagnostic, Span
 from planrunner.expr.types import IntType, StackKind, Type
 from planrunner.plan.model import OutputSpec, Plan, ProbeSpec, StackSpec
+from planrunner.probe_kinds import SiteKindName, kind
 from planrunner.usdt.model import ArgOperand
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class ResolvedSite:
     software cpu-clock perf event (profile: `sample_hz` on every CPU; interval:
     `sample_period_ns` on one CPU)."""
 
-    kind: Literal["uprobe", "uretprobe", "tracepoint", "perf"]
+    kind: SiteKindName
     probe: str  # plan probe name
     index: int  # site number within the probe
     binary: BinaryRef | None = None
@@ -137,8 +138,7 @@ class ResolvedProbe:
         """A uprobe set whose sites differ only in where they are (C functions: the
         same argument registers): one compiled thunk serves them all, each function
         told by its attach cookie (render/program.py makes one AttachSet)."""
-        return self.spec.is_set and self.spec.kind in ("uprobe", "uretprobe") \
-            and self.abi == "c"
+        return self.spec.is_set and kind(self.spec.kind).function and self.abi == "c"
 
     @property
     def compiled_sites(self) -> int:
@@ -166,6 +166,12 @@ class ResolvedPlan:
     # the params compiled in as constants (resolve/scope.py Constants.pins: shared with
     # the typed expressions' ParamRefs, so a param added here renders as its value)
     param_pins: set[str] = field(default_factory=set, compare=False)
+    # the span probes of `probes`, in order (render asks for them per probe: found once)
+    spans: tuple[ResolvedProbe, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spans", tuple(p for p in self.probes
+                                                if kind(p.spec.kind).pairs))
 
     def probe(self, name: str) -> ResolvedProbe:
         return next(p for p in self.probes if p.spec.name == name)

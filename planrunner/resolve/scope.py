@@ -107,6 +107,9 @@ class ProbeScope:
     arg_count: int | None = None
     # The nested spans this probe begins or ends: `depth` is theirs when there is one.
     nested_spans: tuple[str, ...] = ()
+    # a function's return that declares no args: `argN` would read what the function
+    # left in the registers, so only `retval` is offered
+    at_return: bool = False
 
     def explain_unknown(self, name: str) -> str | None:
         """A better message than 'unknown name' for an argN past the probe's arguments,
@@ -114,7 +117,7 @@ class ProbeScope:
         if name == "depth":
             return depth_unknown(self.nested_spans)
         match = re.fullmatch(r"arg(\d+)", name)
-        if match and self.arg_count == 0 and self.what.startswith("uretprobe"):
+        if match and self.arg_count == 0 and self.at_return:
             return (f"'{name}' does not exist: a {self.what} sees only `retval`; to read "
                     "arguments, pair a uprobe with it in a span and use begin.argN")
         if match and self.arg_count is not None and int(match.group(1)) > self.arg_count:

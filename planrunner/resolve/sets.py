@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from planrunner.diagnostics import did_you_mean
 from planrunner.errors import ResolveError
 from planrunner.plan.model import ProbeSpec
+from planrunner.probe_kinds import kind
 from planrunner.resolve.model import BinaryRef
 
 if TYPE_CHECKING:
@@ -188,4 +189,4 @@ def _no_match(spec: ProbeSpec, pattern: str, names: set[str], binary: BinaryRef 
 
 
 def _what(spec: ProbeSpec) -> str:
-    return {"usdt": "USDT probe", "tracepoint": "tracepoint"}.get(spec.kind, "function")
+    return kind(spec.kind).set_of

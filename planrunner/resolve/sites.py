@@ -17,6 +17,7 @@ from planrunner.elf.reader import host_machine, open_binary, read_notes, vaddr_t
 from planrunner.errors import ResolveError
 from planrunner.expr.types import BoolType, IntType, StrType, Type
 from planrunner.plan.model import ArgSpec, ProbeSpec
+from planrunner.probe_kinds import kind
 from planrunner.registers import Arm64Reg, Register, X86Reg, arm64_x
 from planrunner.resolve.model import BinaryRef, TracepointField
 from planrunner.usdt.model import ArgOperand, Mem, Reg, UsdtProbe
@@ -187,7 +188,7 @@ def _go_pcs(spec: ProbeSpec, binary: BinaryRef, name: str, start: int, size: int
         sites = go_sites(binary.path, start, size, binary.machine)
     except ResolveError as err:
         raise _at(err, spec) from None
-    if spec.kind == "uprobe":
+    if not kind(spec.kind).returns:
         if sites.checked:
             notes.append(f"'{name}' is a Go function: probed after its stack check "
                          f"(+{sites.entry}), which restarts the function when the "

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import ctypes as ct
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal, Protocol
 
 from planrunner.errors import BackendError, ResolveError
+from planrunner.probe_kinds import PERF_SITE, TRACEPOINT_SITE, UPROBE_SITE, site_kind
 from planrunner.render.model import AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
 from planrunner.runtime.perf_events import attach_tracepoint, close_event
@@ -87,7 +88,7 @@ def _libbcc() -> _Libbcc:
 
 
 def where(site: AttachSite) -> str:
-    if site.kind == "perf":
+    if site_kind(site.kind).timer:
         return (f"cpu-clock every {site.sample_period_ns} ns" if site.sample_period_ns
                 else f"cpu-clock {site.sample_hz} Hz")
     if site.binary is None:
@@ -123,7 +124,7 @@ def link_groups(sites: Iterable[AttachSite]) -> list[LinkGroup]:
     groups: dict[tuple[str, bool], list[AttachSite]] = {}
     for site in sites:
         assert site.binary is not None
-        groups.setdefault((site.binary.path, site.kind == "uretprobe"), []).append(site)
+        groups.setdefault((site.binary.path, site_kind(site.kind).returns), []).append(site)
     return [LinkGroup(path, ret, tuple(group)) for (path, ret), group in groups.items()]
 
 
@@ -146,7 +147,7 @@ class UprobeLinks:
         assert site.binary is not None
         link, err = create_link(prog_fd, site.binary.path, site.file_offset,
                                 site.ref_ctr_offset if ref_ctr else 0,
-                                site.kind == "uretprobe", pid)
+                                site_kind(site.kind).returns, pid)
         if link < 0:
             raise attach_error(site, err)
         self._links.append(link)
@@ -201,7 +202,7 @@ class PerfUprobes:
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
         assert site.binary is not None
-        kind = BPF_PROBE_RETURN if site.kind == "uretprobe" else BPF_PROBE_ENTRY
+        kind = BPF_PROBE_RETURN if site_kind(site.kind).returns else BPF_PROBE_ENTRY
         ev_name = f"pr_{os.getpid()}_{self._n}".encode()
         self._n += 1
         pfd = self._lib.attach_uprobe(prog_fd, kind, ev_name, site.binary.path.encode(),
@@ -352,3 +353,20 @@ def _changed(binary: TargetFile, gone_ok: bool) -> str | None:
 def uprobe_strategy(features: KernelFeatures) -> AttachStrategy:
     """Links where the kernel has them, else perf events: decided here, once."""
     return UprobeLinks() if features.uprobe_multi else PerfUprobes()
+
+
+def _tracepoints(features: KernelFeatures) -> AttachStrategy:
+    return Tracepoints()
+
+
+def _perf_events(features: KernelFeatures) -> AttachStrategy:
+    return PerfEvents()
+
+
+# The strategy of each name a SiteKind gives (probe_kinds.py `SiteKind.strategy`), made
+# once per backend from the kernel's features: the sites of a kind share it.
+STRATEGIES: dict[str, Callable[[KernelFeatures], AttachStrategy]] = {
+    UPROBE_SITE.strategy: uprobe_strategy,  # uprobes and uretprobes: one link per file
+    TRACEPOINT_SITE.strategy: _tracepoints,
+    PERF_SITE.strategy: _perf_events,
+}

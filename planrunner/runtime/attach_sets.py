@@ -27,6 +27,7 @@ import os
 from collections.abc import Sequence
 
 from planrunner.errors import BackendError
+from planrunner.probe_kinds import site_kind
 from planrunner.render.model import AttachSet
 from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, close_all, create_multi_link
 
@@ -81,7 +82,7 @@ class UprobeSets:
         link, err = create_multi_link(prog_fd, s.binary.path,
                                       [s.file_offsets[i] for i in which], [0] * len(which),
                                       [s.cookies[i] for i in which],
-                                      s.kind == "uretprobe", pid)
+                                      site_kind(s.kind).returns, pid)
         if link < 0:
             return err or errno.EINVAL
         self._links.append(link)

@@ -26,6 +26,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from planrunner.errors import BackendError, BackendUnavailable
+from planrunner.probe_kinds import UPROBE_SITE, site_kind
 from planrunner.render.model import (
     BORN_EXEC,
     SCOPE_GIVEN,
@@ -36,14 +37,7 @@ from planrunner.render.model import (
     RenderedProgram,
 )
 from planrunner.runtime import compile_cache as cc
-from planrunner.runtime.attach import (
-    AttachStrategy,
-    PerfEvents,
-    Tracepoints,
-    UprobeLinks,
-    uprobe_strategy,
-    where,
-)
+from planrunner.runtime.attach import STRATEGIES, AttachStrategy, UprobeLinks, where
 from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
@@ -59,6 +53,10 @@ if TYPE_CHECKING:
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
 MAX_BATCH = 65536
+# a strategy's `prog_kind` as the program type it is loaded with (bcc's BPF.KPROBE,
+# TRACEPOINT and PERF_EVENT, spelled here so a cached load needs no bcc)
+_PROG_TYPES = {"kprobe": cc.BPF_PROG_TYPE_KPROBE, "tracepoint": cc.BPF_PROG_TYPE_TRACEPOINT,
+               "perf_event": cc.BPF_PROG_TYPE_PERF_EVENT}
 BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
 # bcc compiles with -g (its BTF is made from the debug info) and puts our cflags after
 # its own, so this one wins. LLVM's debug-info pass costs the square of the functions
@@ -337,9 +335,7 @@ class BccBackend:
         self.bpf: Any = None
         self.program: RenderedProgram | None = None
         self._bcc: Any = None
-        self._uprobes: AttachStrategy | None = None
-        self._tracepoints: Tracepoints | None = None
-        self._perf: PerfEvents | None = None
+        self._strategies: dict[str, AttachStrategy] = {}  # by SiteKind.strategy
         self._sets: UprobeSets | None = None
         self._reader: RingReader | None = None
         self._on_record: Any = None  # keeps bcc's ctypes callback alive
@@ -462,8 +458,7 @@ class BccBackend:
             if loaded is not None:
                 loaded.close()
             self.bpf = None
-            self._uprobes = self._tracepoints = None
-            self._perf = None
+            self._strategies = {}
             self._sets = None
             self._features = self._given_features  # asked again, bcc's abilities included
             return exc
@@ -619,25 +614,20 @@ class BccBackend:
         return self._sets
 
     def _strategy(self, site: AttachSite) -> AttachStrategy:
-        if site.kind == "tracepoint":
-            if self._tracepoints is None:
-                self._tracepoints = Tracepoints()
-            return self._tracepoints
-        if site.kind == "perf":
-            if self._perf is None:
-                self._perf = PerfEvents()
-            return self._perf
-        if self._uprobes is None:
-            self._uprobes = uprobe_strategy(self.features)
-        return self._uprobes
+        """The strategy of `site`'s kind, made on first use (attach.py STRATEGIES)."""
+        name = site_kind(site.kind).strategy
+        if name not in self._strategies:
+            self._strategies[name] = STRATEGIES[name](self.features)
+        return self._strategies[name]
+
+    @property
+    def _uprobes(self) -> AttachStrategy | None:
+        """The uprobe sites' strategy, once made (links, where the dispatcher is)."""
+        return self._strategies.get(UPROBE_SITE.strategy)
 
     def _load_func(self, site: AttachSite | AttachSet,
                    strategy: AttachStrategy | UprobeSets) -> int:
-        # bcc's BPF.TRACEPOINT, PERF_EVENT and KPROBE, spelled here so a cached load
-        # needs no bcc
-        prog_type = (cc.BPF_PROG_TYPE_TRACEPOINT if strategy.prog_kind == "tracepoint" else
-                     cc.BPF_PROG_TYPE_PERF_EVENT if strategy.prog_kind == "perf_event" else
-                     cc.BPF_PROG_TYPE_KPROBE)
+        prog_type = _PROG_TYPES[strategy.prog_kind]
         if site.sleepable and self.features.sleepable:
             if isinstance(self.bpf, _CachedBPF):  # the same flags as the compiled path
                 return int(self.bpf.load_func(site.fn_name, prog_type,
@@ -684,8 +674,7 @@ class BccBackend:
         side by side they overlap (a run's exit program is a tracepoint beside the plan's
         uprobes: one after the other, a stop took 0.1 s more)."""
         strategies: list[AttachStrategy | UprobeSets] = [
-            s for s in (self._uprobes, self._tracepoints, self._perf, self._sets)
-            if s is not None]
+            *self._strategies.values(), *((self._sets,) if self._sets else ())]
         failed: list[BaseException] = []
 
         def detach_one(strategy: AttachStrategy | UprobeSets) -> None:
