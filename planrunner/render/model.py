@@ -315,3 +315,7 @@ PLANRUNNER_SITES = (
 # --follow-children: forked children of the scope's processes join it.
 FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
                        category="task", event="task_newtask")
+# The run's own programs above: they record no event, so a stop reads the ring's tail
+# without waiting for them to go (each tracepoint's close waits for a grace period, and
+# the kernel closes tracepoints one at a time: runtime/session.py).
+RUN_OWN_SITES = frozenset({EXIT_SITE, *PLANRUNNER_SITES, FORK_SITE})

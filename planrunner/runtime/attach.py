@@ -34,7 +34,7 @@ from typing import Literal, Protocol
 
 from planrunner.errors import BackendError, ResolveError
 from planrunner.probe_kinds import PERF_SITE, TRACEPOINT_SITE, UPROBE_SITE, site_kind
-from planrunner.render.model import AttachSite, TargetFile
+from planrunner.render.model import RUN_OWN_SITES, AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
 from planrunner.runtime.perf_events import attach_tracepoint, close_event
 from planrunner.runtime.uprobe_links import (
@@ -240,7 +240,8 @@ class Tracepoints:
     attach_type: int | None = None
 
     def __init__(self) -> None:
-        self._attached: list[int] = []
+        self._attached: list[int] = []  # the plan's
+        self._own: list[int] = []  # the run's own (render/model.py RUN_OWN_SITES)
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
@@ -249,11 +250,17 @@ class Tracepoints:
         pfd, err = attach_tracepoint(prog_fd, site.category, site.event)
         if pfd < 0:
             raise attach_error(site, err)
-        self._attached.append(pfd)
+        (self._own if site in RUN_OWN_SITES else self._attached).append(pfd)
+
+    def detach_probes(self) -> None:
+        """The plan's tracepoints only: the run's own stay until `detach_all`."""
+        fds, self._attached = self._attached, []
+        close_all(fds, close=close_event)
 
     def detach_all(self) -> None:
-        # Each close waits for an RCU grace period (~0.1 s): in parallel, they overlap.
-        fds, self._attached = self._attached, []
+        # Each close waits for a grace period; the kernel unregisters tracepoints one at
+        # a time (event_mutex), so threads overlap them only with the other kinds' closes.
+        fds, self._attached, self._own = [*self._attached, *self._own], [], []
         close_all(fds, close=close_event)
 
 

@@ -137,6 +137,17 @@ class Backend(MapSource, StackSource, Protocol):
         wait up to `timeout_ms` for some first (0: do not wait)."""
         ...
 
+    def discard_ring(self) -> int:
+        """Release every record waiting in the ring buffer unread; how many there were
+        (a stop's tail past its time, counted as lost)."""
+        ...
+
+    def detach_probes(self) -> None:
+        """Remove the plan's probes (what records events); the run's own tracepoints
+        (render/model.py RUN_OWN_SITES) stay until `detach`. Returns when no probe of
+        the plan can fire any more."""
+        ...
+
     def detach(self) -> None:
         """Remove every probe; returns when none can fire any more."""
         ...

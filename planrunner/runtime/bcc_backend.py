@@ -37,7 +37,13 @@ from planrunner.render.model import (
     RenderedProgram,
 )
 from planrunner.runtime import compile_cache as cc
-from planrunner.runtime.attach import STRATEGIES, AttachStrategy, UprobeLinks, where
+from planrunner.runtime.attach import (
+    STRATEGIES,
+    AttachStrategy,
+    Tracepoints,
+    UprobeLinks,
+    where,
+)
 from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
@@ -673,13 +679,23 @@ class BccBackend:
         """Every strategy's probes at once: each close waits for a grace period, and
         side by side they overlap (a run's exit program is a tracepoint beside the plan's
         uprobes: one after the other, a stop took 0.1 s more)."""
+        self._detach_each(probes_only=False)
+
+    def detach_probes(self) -> None:
+        """The plan's probes, all at once; the run's own tracepoints stay (`detach`)."""
+        self._detach_each(probes_only=True)
+
+    def _detach_each(self, probes_only: bool) -> None:
         strategies: list[AttachStrategy | UprobeSets] = [
             *self._strategies.values(), *((self._sets,) if self._sets else ())]
         failed: list[BaseException] = []
 
         def detach_one(strategy: AttachStrategy | UprobeSets) -> None:
             try:
-                strategy.detach_all()
+                if probes_only and isinstance(strategy, Tracepoints):
+                    strategy.detach_probes()
+                else:
+                    strategy.detach_all()
             except BaseException as exc:  # noqa: BLE001 - raised below, in this thread
                 failed.append(exc)
 
@@ -771,6 +787,14 @@ class BccBackend:
         self.bpf.ring_buffer_consume()
         batch, self.pending[:] = list(self.pending), []
         return batch
+
+    def discard_ring(self) -> int:
+        if self._reader is not None:
+            return self._reader.discard()
+        self.bpf.ring_buffer_consume()  # bcc's callback copies them: cheap beside printing
+        count = len(self.pending)
+        self.pending[:] = []
+        return count
 
     # --- maps -------------------------------------------------------------------------
 

@@ -141,6 +141,24 @@ class RingReader:
         self._cons_pos[0] = cons  # one store: the kernel may read it at any moment
         return out
 
+    def discard(self) -> int:
+        """Release every submitted record unread (oldest first, up to one still being
+        written); how many there were. Walks the headers only: no copy."""
+        cons = self._cons_pos[0]
+        prod = self._prod_pos[0]
+        data, mask, base = self._prod, self.mask, self._base
+        size_of = _LEN.unpack_from
+        n = 0
+        while cons < prod:
+            length = size_of(data, (cons & mask) + base)[0]
+            if length & BUSY_BIT:
+                break
+            if not length & DISCARD_BIT:
+                n += 1
+            cons += ((length & ~(BUSY_BIT | DISCARD_BIT)) + HDR_SIZE + 7) & ~7
+        self._cons_pos[0] = cons  # one store, as in `read`
+        return n
+
     def close(self) -> None:
         if not self._prod.closed:
             self._poller.unregister(self._fd)

@@ -82,6 +82,10 @@ EXEC_WAIT_S = 1.0  # then its maps are read anyway (an exec takes milliseconds)
 # stay blocked before the output is abandoned: a reader that is merely slow (a terminal
 # over ssh) keeps up by the chunk, one that reads nothing does not.
 OUTPUT_GRACE_S = 1.0
+# After Ctrl-C (SIGTERM, SIGHUP) or --duration, how long the ring's tail is read and
+# printed, from the stop: a full ring under a flood takes ~0.3 s to print; past this the
+# rest is released unread and counted as lost (issue 28: a stop ends <= 0.2 s after it).
+TAIL_S = 0.1
 OUTPUT_CHUNK = 1024
 # How long a `-c` command has to end after SIGTERM before it gets SIGKILL.
 CHILD_GRACE_S = 3.0
@@ -313,6 +317,9 @@ class Session:
         self.stop_reason: StopReason | None = None
         self._remaining = opts.max_events  # records still to show (--max-events)
         self._deadline: float | None = None  # monotonic end of --duration
+        self.tail_dropped = 0  # records left in the ring past TAIL_S after a stop
+        self._detaching: threading.Thread | None = None  # the run's own tracepoints
+        self._detach_failed: list[BaseException] = []
 
     def run(self) -> int:
         """Trace until a stop condition; the exit status (see the module docstring)."""
@@ -348,7 +355,33 @@ class Session:
             lv.close()
 
     def _detach(self) -> None:
+        if self._detaching is not None:
+            self._detaching.join()
+            self._detaching = None
+            if self._detach_failed:
+                raise self._detach_failed.pop()
         _detach(self.backend, self.upkeep)
+
+    def _detach_probes(self) -> None:
+        """The plan's probes go (then what fired is all in the ring); the run's own
+        tracepoints go in a thread while the tail is read: they record nothing, and
+        the kernel closes tracepoints one grace period after another (~40 ms each on a
+        busy machine). `_detach` waits for them."""
+        try:
+            if self.upkeep is not None:
+                self.upkeep.finish()
+        finally:
+            self.backend.detach_probes()
+        failed = self._detach_failed
+
+        def rest() -> None:
+            try:
+                self.backend.detach()
+            except BaseException as exc:  # noqa: BLE001 - raised by _detach, on this side
+                failed.append(exc)
+
+        self._detaching = threading.Thread(target=rest, name="detach", daemon=True)
+        self._detaching.start()
 
     def _trace(self, cleanup: ExitStack) -> int:
         recover(self.stderr)
@@ -364,7 +397,8 @@ class Session:
                 attached.callback(self._close_live_views)
                 attached.callback(self._detach)  # first: the probes, then the live views
                 status = self._attach_and_loop(scope, mode, cleanup)
-            lost = _report_losses(self.backend, self.program, self.out, self.stderr)
+            lost = _report_losses(self.backend, self.program, self.out, self.stderr,
+                                  self.tail_dropped)
             if not lost and not self.out.blocked and self.upkeep is not None:  # complete
                 from planrunner.runtime.silence import explain
 
@@ -494,10 +528,16 @@ class Session:
         elif reason is StopReason.PIDS_EXITED:
             self.stderr.write(f"process{'es' if len(watched) > 1 else ''} "
                               f"{', '.join(map(str, watched))} exited\n")
-        self._detach()  # first, so that the tail below holds every event that fired
-        # What arrived before the stop still counts, all of it: a read returns a bounded
-        # batch, and the ring may hold many.
+        stopped_at = clocks.monotonic()
+        self._detach_probes()  # first, so that the tail below holds every event that fired
+        # What arrived before the stop still counts: a read returns a bounded batch, and
+        # the ring may hold many. Asked to stop (a signal, --duration), for TAIL_S at
+        # most: what is left then is counted as lost.
+        hurry = reason in (StopReason.SIGNAL, StopReason.DURATION)
         while self._remaining is None or self._remaining > 0:
+            if hurry and clocks.monotonic() - stopped_at >= TAIL_S:
+                self.tail_dropped = backend.discard_ring()
+                break
             raw = backend.read_ring(0)
             if not raw:
                 break
@@ -698,10 +738,15 @@ def _detach(backend: Backend, upkeep: Upkeep | None) -> None:
 
 
 def _report_losses(backend: Backend, program: RenderedProgram, out: _Output,
-                   stderr: TextIO) -> list[str]:
+                   stderr: TextIO, tail: int = 0) -> list[str]:
     """Say what was lost, on stderr and to the view; the losses, for the last line."""
     lost: list[str] = []
     ring = backend.counter(Counter.LOST_RINGBUF)
+    if tail:
+        out.call(lambda view: view.lost(tail, "left in the ring at the stop"), 0.0)
+        stderr.write(f"{tail} events not printed: still in the ring buffer {TAIL_S:g} s "
+                     "after the stop\n")
+        lost.append(f"{tail} events not printed")
     if ring:
         out.call(lambda view: view.lost(ring, "ringbuf full"), 0.0)
         stderr.write(f"{ring} events lost (ring buffer full)\n")

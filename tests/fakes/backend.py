@@ -103,13 +103,15 @@ class FakeBackend:
     turns: Sequence[Turn] = ()
     tail: Sequence[bytes] = ()
     tail_batch: int = 0  # records per read of the tail (0: all in one), as a real ring
+    tail_read_s: float = 0.0  # what each read of the tail takes on `clock`
     clock: FakeClock | None = None
     feature_set: KernelFeatures = ALL_FEATURES
     idle_sleep_s: float = 0.002
     counters: dict[Counter, int] = field(default_factory=dict)
     maps: dict[str, MapItems] = field(default_factory=dict)
     # what the session did, in order: "load", "attach <probe>#<index>", "open_ring",
-    # "read", "detach", "tail", "close"
+    # "read", "detach" (the plan's probes: the run's own go after, `detached_all`),
+    # "tail", "discard", "close"
     calls: list[str] = field(default_factory=list)
     config: dict[ConfigSlot, int] = field(default_factory=dict)
     scope_pids: list[int] = field(default_factory=list)
@@ -126,6 +128,7 @@ class FakeBackend:
     finished_attach: bool = False  # finish_attach was called (after every attach)
     helper_errors: dict[str, Exception] = field(default_factory=dict)  # fn name -> error
     _next: int = 0
+    detached_all: bool = False
     _detached: bool = False
     _tail_read: bool = False
 
@@ -187,6 +190,8 @@ class FakeBackend:
             if self._tail_read:
                 return []
             self.calls.append("tail")
+            if self.clock is not None:
+                self.clock.advance(self.tail_read_s)
             size = self.tail_batch or len(self.tail)
             batch, self.tail = list(self.tail[:size]), self.tail[size:]
             self._tail_read = not self.tail
@@ -210,10 +215,22 @@ class FakeBackend:
             time.sleep(self.idle_sleep_s)
         return []
 
+    def discard_ring(self) -> int:
+        self.calls.append("discard")
+        count, self.tail = len(self.tail), ()
+        self._tail_read = True
+        return count
+
+    def detach_probes(self) -> None:
+        if not self._detached:
+            self.calls.append("detach")
+        self._detached = True
+
     def detach(self) -> None:
         if not self._detached:
             self.calls.append("detach")
         self._detached = True
+        self.detached_all = True  # the run's own tracepoints too
 
     def close(self) -> None:
         self.detach()

@@ -85,6 +85,27 @@ def test_records_in_order_discarded_skipped_busy_waits(ring: FakeRing) -> None:
         reader.close()
 
 
+def test_discard_counts_submitted_records_and_stops_at_a_busy_one(ring: FakeRing) -> None:
+    """A stop's tail past its time: released unread, counted (discarded ones are not
+    records); a record still being written stays, and is read once submitted."""
+    reader = RingReader(ring.fd, ring.size)
+    try:
+        for i in range(5):
+            ring.produce(i.to_bytes(8, "little"))
+        ring.produce(b"dropped", DISCARD_BIT)
+        busy = ring.produce(b"busy", BUSY_BIT)
+        ring.produce(b"after")
+        assert reader.discard() == 5
+        assert ring.consumer_pos == busy
+        ring.commit(busy)
+        assert reader.discard() == 2
+        assert ring.consumer_pos == ring.prod
+        assert reader.discard() == 0
+        assert reader.read(100) == []
+    finally:
+        reader.close()
+
+
 def test_limit_and_wraparound_positions(ring: FakeRing) -> None:
     reader = RingReader(ring.fd, ring.size)
     try:

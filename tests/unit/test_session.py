@@ -165,6 +165,31 @@ def test_the_whole_tail_is_drained_in_as_many_reads_as_it_takes() -> None:
     assert backend.calls.count("tail") == 4
 
 
+def test_after_a_signal_the_tail_is_read_for_tail_s_then_the_rest_is_counted_lost() -> None:
+    """A full ring under a flood would hold the stop for its whole print (issue 28:
+    0.3 s here): reads go on for TAIL_S after the stop, then what is left is released
+    unread and counted, on stderr, to the view and in the status."""
+    stop = Turn([rec(0)], then=lambda: os.kill(os.getpid(), signal.SIGINT))
+    backend = FakeBackend(turns=[stop], tail=[rec(i) for i in range(1, 11)], tail_batch=3,
+                          tail_read_s=session_mod.TAIL_S / 2 + 0.001, clock=FakeClock())
+    status, view, err = run(backend, RunOptions())
+    assert ids(view) == list(range(7))  # two reads of 3 fit in TAIL_S, the third not
+    assert backend.calls[-5:] == ["detach", "tail", "tail", "discard", "close"]
+    assert backend.detached_all
+    assert status == session_mod.EXIT_INCOMPLETE
+    assert "4 events not printed: still in the ring buffer 0.1 s after the stop\n" in err
+    assert view.losses == [(4, "left in the ring at the stop")]
+
+
+def test_after_the_command_ended_the_tail_is_read_to_its_end() -> None:
+    """No one asked for a prompt stop: the tail is printed whatever it takes."""
+    backend = FakeBackend(tail=[rec(i) for i in range(10)], tail_batch=3,
+                          tail_read_s=session_mod.TAIL_S, clock=FakeClock())
+    status, view, err = run(backend, RunOptions(command=["sh", "-c", "exit 0"]))
+    assert (status, ids(view)) == (0, list(range(10)))
+    assert "discard" not in backend.calls and "not printed" not in err
+
+
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_a_signal_stops_the_loop_and_what_arrived_is_still_printed(sig: int) -> None:
     backend = FakeBackend(turns=[Turn([rec(0)]),
