@@ -187,9 +187,11 @@ def startup(env: Env, names: list[str], reps: int) -> list[dict[str, object]]:
     return rows
 
 
-def stop_cases(env: Env) -> list[dict[str, object]]:
-    """planrunner's stops, timed from its `Tracing` line (stdout to /dev/null)."""
-    pr = [PLANRUNNER, "run", env.plans["plain"]["plan"], "--pid", "{pid}"]
+def stop_cases(env: Env, planrunner: tuple[str, ...] = (PLANRUNNER,)
+               ) -> list[dict[str, object]]:
+    """planrunner's stops, timed from its `Tracing` line (stdout to /dev/null);
+    `planrunner`: the command that runs it (bench/stop_ab.py runs two trees)."""
+    pr = [*planrunner, "run", env.plans["plain"]["plan"], "--pid", "{pid}"]
     cases = [
         ("--max-events 5, target at 1k/s", ["rate", "1000", "20"], ["-n", "5"], None),
         ("--max-events 5, target back to back", ["loop", "20"], ["-n", "5"], None),
