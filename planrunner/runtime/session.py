@@ -83,8 +83,9 @@ EXEC_WAIT_S = 1.0  # then its maps are read anyway (an exec takes milliseconds)
 # over ssh) keeps up by the chunk, one that reads nothing does not.
 OUTPUT_GRACE_S = 1.0
 # After Ctrl-C (SIGTERM, SIGHUP) or --duration, how long the ring's tail is read and
-# printed, from the stop: a full ring under a flood takes ~0.3 s to print; past this the
-# rest is released unread and counted as lost (issue 28: a stop ends <= 0.2 s after it).
+# printed, from the request (the signal, the deadline): a full ring under a flood takes
+# ~0.3 s to print; past this the rest is released unread and counted as lost (issue 28:
+# a stop ends <= 0.2 s after it).
 TAIL_S = 0.1
 OUTPUT_CHUNK = 1024
 # How long a `-c` command has to end after SIGTERM before it gets SIGKILL.
@@ -136,9 +137,11 @@ class _Stop:
     whose handler raises _OutputBlocked: a write blocked on a full pipe is retried by
     Python after every handler that returns (PEP 475), so only raising ends it."""
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.reason: str | None = None
         self.count = 0  # stop signals received
+        self.at: float | None = None  # when the first came (monotonic)
+        self._monotonic = monotonic
         self._in_output = False
         self._old: dict[int, _Handler] = {}
 
@@ -175,6 +178,8 @@ class _Stop:
     def _handler(self, signum: int, _frame: FrameType | None) -> None:
         self.reason = signal.Signals(signum).name
         self.count += 1
+        if self.at is None:
+            self.at = self._monotonic()
         if self._in_output:
             left = signal.getitimer(signal.ITIMER_REAL)[0]
             if left == 0 or left > OUTPUT_GRACE_S:
@@ -308,7 +313,7 @@ class Session:
         self.backend = backend
         self.live = tuple(live)
         self.clocks = _Clocks(wall, monotonic)
-        self.stop = _Stop()
+        self.stop = _Stop(monotonic)
         self.heard = Heard(view)  # what showed something: said why not at the end otherwise
         self.out = _Output(self.heard, self.stop)
         self.child: Child | None = None
@@ -528,7 +533,9 @@ class Session:
         elif reason is StopReason.PIDS_EXITED:
             self.stderr.write(f"process{'es' if len(watched) > 1 else ''} "
                               f"{', '.join(map(str, watched))} exited\n")
-        stopped_at = clocks.monotonic()
+        # the request: the signal, the deadline (a batch may have been printed since)
+        asked = {StopReason.SIGNAL: self.stop.at, StopReason.DURATION: self._deadline}
+        stopped_at = asked.get(reason) or clocks.monotonic()
         self._detach_probes()  # first, so that the tail below holds every event that fired
         # What arrived before the stop still counts: a read returns a bounded batch, and
         # the ring may hold many. Asked to stop (a signal, --duration), for TAIL_S at
