@@ -452,6 +452,8 @@ class Session:
         # the run's first interval starts here, before the command runs: the
         # aggregation reader is built later, once tracing has begun
         self.clocks.traced_since = self.clocks.wall()
+        if self.opts.duration_s:  # from the `Tracing` line, as the user reads it
+            self._deadline = self.clocks.monotonic() + self.opts.duration_s
         if self.child:
             self.child.release()
         return self._loop(upkeep, stacks)
@@ -501,8 +503,6 @@ class Session:
         seen_child = (child is None or program.stack_maps == StackMaps()
                       or stacks.feed is not None)
         exec_wait_end = clocks.monotonic() + EXEC_WAIT_S
-        if self.opts.duration_s:
-            self._deadline = clocks.monotonic() + self.opts.duration_s
         watched = () if child is not None else self.opts.effective_scope(None).pids
         reason: StopReason | None = None
         while reason is None:
