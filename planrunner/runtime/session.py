@@ -540,11 +540,15 @@ class Session:
         # What arrived before the stop still counts: a read returns a bounded batch, and
         # the ring may hold many. Asked to stop (a signal, --duration), for TAIL_S at
         # most: what is left then is counted as lost.
+        # One read is always printed (a bounded batch: ~30 ms at most), so that a slow
+        # detach on a busy machine cannot cost a small tail.
         hurry = reason in (StopReason.SIGNAL, StopReason.DURATION)
+        reads = 0
         while self._remaining is None or self._remaining > 0:
-            if hurry and clocks.monotonic() - stopped_at >= TAIL_S:
+            if hurry and reads and clocks.monotonic() - stopped_at >= TAIL_S:
                 self.tail_dropped = backend.discard_ring()
                 break
+            reads += 1
             raw = backend.read_ring(0)
             if not raw:
                 break

@@ -104,6 +104,7 @@ class FakeBackend:
     tail: Sequence[bytes] = ()
     tail_batch: int = 0  # records per read of the tail (0: all in one), as a real ring
     tail_read_s: float = 0.0  # what each read of the tail takes on `clock`
+    detach_s: float = 0.0  # what detaching the plan's probes takes on `clock`
     clock: FakeClock | None = None
     feature_set: KernelFeatures = ALL_FEATURES
     idle_sleep_s: float = 0.002
@@ -224,6 +225,8 @@ class FakeBackend:
     def detach_probes(self) -> None:
         if not self._detached:
             self.calls.append("detach")
+            if self.clock is not None:
+                self.clock.advance(self.detach_s)
         self._detached = True
 
     def detach(self) -> None:

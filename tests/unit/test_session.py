@@ -181,6 +181,22 @@ def test_after_a_signal_the_tail_is_read_for_tail_s_then_the_rest_is_counted_los
     assert view.losses == [(4, "left in the ring at the stop")]
 
 
+def test_a_detach_slower_than_tail_s_still_prints_one_read_of_the_tail() -> None:
+    """On a busy machine the detach alone may outlast TAIL_S: a small tail (one read)
+    is printed all the same; only what a flood leaves beyond it is counted."""
+    stop = Turn([rec(0)], then=lambda: os.kill(os.getpid(), signal.SIGINT))
+    backend = FakeBackend(turns=[stop], tail=[rec(1), rec(2)],
+                          detach_s=2 * session_mod.TAIL_S, clock=FakeClock())
+    status, view, err = run(backend, RunOptions())
+    assert (status, ids(view)) == (0, [0, 1, 2])
+    assert "not printed" not in err and view.losses == []
+    flood = FakeBackend(turns=[stop], tail=[rec(i) for i in range(1, 11)], tail_batch=4,
+                        detach_s=2 * session_mod.TAIL_S, clock=FakeClock())
+    status, view, err = run(flood, RunOptions())
+    assert (status, ids(view)) == (session_mod.EXIT_INCOMPLETE, [0, 1, 2, 3, 4])
+    assert "6 events not printed" in err
+
+
 def test_after_the_command_ended_the_tail_is_read_to_its_end() -> None:
     """No one asked for a prompt stop: the tail is printed whatever it takes."""
     backend = FakeBackend(tail=[rec(i) for i in range(10)], tail_batch=3,
