@@ -26,7 +26,9 @@ start). An update that lands between the batch's read of an entry and its deleti
 update per key per interval at most, accepted instead of swapping maps.
 
 `dropped` is the number of updates refused because the map was full during the
-interval (from the per-output counter; the session prints the total on stderr).
+interval (from the per-output counter; the session prints the total on stderr). The C
+counts each such update in the program's LOST_MAPFULL counter too: while that is 0, no
+per-output counter is read (a stop of 3000 outputs would read 3000 maps of zeros).
 
 Stacks: a stack key member is an id or a hash (render/aggregates.py key_fields), turned
 into a `Stack` by runtime/stacks.py (user stacks with the process of the hidden `_pid`
@@ -215,6 +217,7 @@ class AggregateReader:
         self._interval_start: dict[str, float] = {}
         self._due: dict[str, float] = {}
         self._lost_seen: dict[str, int] = {}
+        self._any_lost = False  # LOST_MAPFULL seen above 0 (it only grows)
         self._expire_due = monotonic() + 1.0
         # how the copied stacks of aggregation keys are unwound ("ucopy:N:MODE")
         self._copy_modes = sorted({kind.split(":")[2] for agg in program.aggregates
@@ -371,4 +374,13 @@ class AggregateReader:
         return new
 
     def _lost_total(self, agg: AggregateOutput) -> int:
-        return self.maps.map_total(agg.lost_map) if agg.lost_map else 0
+        if not agg.lost_map or not self._maps_were_full():
+            return 0
+        return self.maps.map_total(agg.lost_map)
+
+    def _maps_were_full(self) -> bool:
+        """Some update was refused by a full map since the start (every per-output
+        counter is 0 otherwise): one counter read instead of one map per output."""
+        if not self._any_lost:
+            self._any_lost = self.maps.counter(Counter.LOST_MAPFULL) > 0
+        return self._any_lost
