@@ -237,6 +237,7 @@ class AggregateReader:
     def tick(self, view: View) -> None:
         """Print and reset the aggregations and tables whose interval has elapsed."""
         self.drain_stacks()
+        self._check_full()
         mono = self.monotonic()
         for item in self._order:
             due = self._due.get(item.name)
@@ -257,6 +258,7 @@ class AggregateReader:
         a long run take seconds, which the session does not count as the output's time
         to write (a write blocked past a stop is abandoned)."""
         self.drain_stacks()
+        self._check_full()  # after the detach: every refused update is counted by now
         out: list[AggSnapshot | TableSnapshot] = []
         for item in self._order:
             force = item.name not in self._due
@@ -307,6 +309,7 @@ class AggregateReader:
         `dropped` since the start. Changes no state: safe from another thread (a live
         view serving scrapes)."""
         agg = self._by_name[output]
+        self._check_full()
         items = self.maps.read_map(agg.map_name, delete=False)
         if self.stacks is None:
             rows = tuple(build_rows(agg, items, None, self.program))
@@ -374,13 +377,14 @@ class AggregateReader:
         return new
 
     def _lost_total(self, agg: AggregateOutput) -> int:
-        if not agg.lost_map or not self._maps_were_full():
+        if not agg.lost_map or not self._any_lost:
             return 0
         return self.maps.map_total(agg.lost_map)
 
-    def _maps_were_full(self) -> bool:
-        """Some update was refused by a full map since the start (every per-output
-        counter is 0 otherwise): one counter read instead of one map per output."""
+    def _check_full(self) -> None:
+        """Whether some update was refused by a full map since the start (every
+        per-output counter is 0 until then): one counter read per pass over the outputs
+        instead of a map per output. An update refused during a pass is counted in the
+        next one's interval."""
         if not self._any_lost:
             self._any_lost = self.maps.counter(Counter.LOST_MAPFULL) > 0
-        return self._any_lost
