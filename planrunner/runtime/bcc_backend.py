@@ -250,7 +250,9 @@ class _Func:
 
 class _CachedBPF:
     """Where bcc's BPF object stands, for a program loaded from the cache: the maps
-    and functions of runtime/compile_cache.LoadedProgram, bcc tables on demand."""
+    and functions of runtime/compile_cache.LoadedProgram, and bcc's table objects over
+    them on demand (a run reads its maps by fd, runtime/map_batch.py: only tests ask
+    for these, to compare the two reads)."""
 
     module = None  # bcc's table classes ask libbcc about it: NULL answers -1, overwritten
 
@@ -271,7 +273,7 @@ class _CachedBPF:
         return table
 
     def _table(self, name: str) -> Any:
-        bcc = import_bcc()  # only now: reading aggregations, after "Tracing"
+        bcc = import_bcc()  # only now
         m = self.loaded.map_def(name)
         cls_name = _TABLE_CLASSES.get(m.map_type)
         if cls_name is None:
