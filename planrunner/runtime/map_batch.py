@@ -40,7 +40,11 @@ ENOTSUPP = 524  # the kernel's own "not supported" (not in errno), which bpf() l
 # what a kernel says of a batch it has not got for this map (or at all)
 _NO_BATCH = frozenset({errno.EINVAL, errno.EOPNOTSUPP, ENOTSUPP, errno.ENOSYS})
 ARRAY_MAP_TYPES = frozenset({2, 6})  # entries cannot be deleted: zeroed instead
-FIRST_CHUNK = 256  # entries per batch call to begin with (doubled when a bucket is bigger)
+# Entries per batch call to begin with (doubled when a hash bucket holds more), fewer
+# when they are big: a drain of stack copies (~16 KiB each) every turn would otherwise
+# clear megabytes of buffer for a few entries.
+FIRST_CHUNK = 256
+CHUNK_BYTES = 256 * 1024
 
 
 class BatchAttr(ct.Structure):
@@ -102,10 +106,15 @@ def read_entries(ref: MapRef, delete: bool) -> Entries:
     return got
 
 
+def first_chunk(ref: MapRef, width: int) -> int:
+    """Entries the first batch call asks for (values of `width` bytes)."""
+    return max(1, min(FIRST_CHUNK, ref.max_entries, CHUNK_BYTES // (ref.key_size + width)))
+
+
 def _batched(ref: MapRef, width: int, delete: bool) -> Entries | None:
     """The batch read; None when the kernel has no batch for this map."""
     cmd = BPF_MAP_LOOKUP_AND_DELETE_BATCH if delete else BPF_MAP_LOOKUP_BATCH
-    chunk = max(1, min(FIRST_CHUNK, ref.max_entries))
+    chunk = first_chunk(ref, width)
     token = max(ref.key_size, 8)  # a hash map's position is a u32 bucket, an array's a key
     in_buf, out_buf = ct.create_string_buffer(token), ct.create_string_buffer(token)
     keys_buf = ct.create_string_buffer(ref.key_size * chunk)

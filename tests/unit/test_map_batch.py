@@ -129,3 +129,13 @@ def test_typed_refuses_types_that_are_not_the_kernels_sizes() -> None:
     with pytest.raises(ValueError, match="not the kernel's"):
         typed(ref, Entries(1, b"\0" * 8, b"\0" * 8))
     assert typed(ref, Entries(0, b"", b"")) == []
+
+
+def test_a_chunk_of_big_values_stays_small() -> None:
+    from planrunner.runtime.map_batch import CHUNK_BYTES, FIRST_CHUNK, first_chunk
+
+    assert first_chunk(MapRef("m", -1, 1, 8, 8, 10240), 8) == FIRST_CHUNK
+    assert first_chunk(MapRef("m", -1, 1, 8, 8, 10), 8) == 10  # the map's size at most
+    big = first_chunk(MapRef("m", -1, 1, 8, 16432, 2048), 16432)  # stack copies
+    assert big * (8 + 16432) <= CHUNK_BYTES and big >= 1
+    assert first_chunk(MapRef("m", -1, 1, 8, 1 << 20, 4), 1 << 20) == 1
