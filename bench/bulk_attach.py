@@ -99,6 +99,7 @@ def phases(trace: str, links: set[int]) -> dict[str, float]:
             continue
         close = _CLOSE.match(call)
         if close and int(close.group(1)) in links:
+            links = links - {int(close.group(1))}  # its number may be reused after
             if "unfinished" in call:
                 closing.add(m.group(1))
             else:
@@ -204,7 +205,7 @@ def main() -> None:
             for _ in range(a.reps):  # interleaved: both under the same load
                 for rev in revs:
                     runs[rev].append(run_once(trees[rev], plan, env, 600))
-            for rev in revs:
+            for rev in revs if a.reps else ():
                 r = runs[rev]
                 print(f"| {n} | {rev} | {statistics.median(x[0] for x in r):.2f} "
                       f"| {max(x[1] for x in r)} | {statistics.median(x[2] for x in r):.2f} "
