@@ -15,6 +15,7 @@ be measured.
     sudo .venv/bin/python bench/bulk_attach.py [--revs main,HEAD] [--counts 100,1000,3000]
         [--reps 3] [--cache-dir DIR] [--phases]
 
+--in-process: bcc compiles in the run's own process, every run (no worker, no cache).
 --phases: one more run per revision and N, straced from before the SIGINT to its exit,
 says where the stop went (detach, map reads, output, exit).
 """
@@ -60,6 +61,11 @@ def links_of(pid: int) -> int:
         except OSError:
             pass
     return count
+
+
+# the module runs are started as: planrunner, or (--in-process) tests/e2e/in_process.py,
+# where bcc compiles and loads the program in the run's own process, with no cache
+ENTRY = ["planrunner"]
 
 
 def link_fds(pid: int) -> set[int]:
@@ -129,7 +135,7 @@ def run_once(tree: Path, plan: str, env: dict[str, str], timeout: float,
     `trace`, the run is straced from just before the SIGINT into that file (its link
     fds are then in `run_once.links`)."""
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "planrunner", "run", plan], cwd=tree,
+    proc = subprocess.Popen([sys.executable, "-m", ENTRY[0], "run", plan], cwd=tree,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env)
     assert proc.stderr is not None
@@ -171,12 +177,17 @@ def main() -> None:
     ap.add_argument("--phases", action="store_true",
                     help="then one run per revision and N under strace: where its stop "
                          "went (strace slows every syscall: compare revisions, not runs)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="bcc compiles and loads in the run's process, every run (no "
+                         "compile worker, no cache: tests/e2e/in_process.py)")
     ap.add_argument("--traces", default=None, help="keep --phases' straces in this directory")
     ap.add_argument("--cache-dir", default=None,
                     help="a program cache kept across invocations (default: a temporary "
                          "one); the revisions' C is the same, so one compile serves both")
     a = ap.parse_args()
     revs = a.revs.split(",")
+    if a.in_process:
+        ENTRY[0] = "tests.e2e.in_process"
     counts = [int(x) for x in a.counts.split(",")]
     cpu = next((line.split(":", 1)[1].strip() for line in
                 Path("/proc/cpuinfo").read_text().splitlines()
@@ -198,7 +209,7 @@ def main() -> None:
             plan = write_plan(tmp, n)
             with open(plan, "a") as fh:
                 fh.write(f"settings:\n  max_sites: {n}\n")
-            for rev in revs:  # the compile, into the cache
+            for rev in revs if not a.in_process else ():  # the compile, into the cache
                 run_once(trees[rev], plan, env, a.timeout)
             runs: dict[str, list[tuple[float, int, float]]] = {rev: [] for rev in revs}
             load = os.getloadavg()[0]
