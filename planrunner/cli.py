@@ -126,7 +126,8 @@ def run_and_exit(argv: list[str] | None = None) -> None:
     A stop that abandoned the in-process compile (runtime/session.py _load, when the
     compile worker was killed) leaves its thread inside bcc/LLVM: the interpreter's
     normal exit ran under it and crashed now and then with SIGSEGV instead of the
-    stop's 128+N, so such a process flushes and ends at once.
+    stop's 128+N, so such a process flushes and ends at once. So does one where bcc
+    compiled (its atexit functions run first): LLVM's teardown would hold its exit.
 
     The process's own start-up work is done here, not when planrunner is imported (a
     program importing it keeps its standard library as it was): the dataclass cache
@@ -144,10 +145,25 @@ def run_and_exit(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:  # while the cache or build_parser's imports are read, before
         status = 130           # main begins to catch it
     if any(t.name == "planrunner-load" and t.is_alive() for t in threading.enumerate()):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+        _flush_std()
+        os._exit(status)
+    if "bcc" in sys.modules and all(t.daemon for t in threading.enumerate()
+                                    if t is not threading.main_thread()):
+        # bcc compiled in this process: the interpreter's exit then tears LLVM and its
+        # module down, 0.3-3 s after the last line at 1000 sites (BENCHMARKS.md), which
+        # the kernel does anyway when the process ends; what must run at exit runs first
+        import atexit
+
+        _flush_std()
+        atexit._run_exitfuncs()
+        _flush_std()
         os._exit(status)
     sys.exit(status)
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass

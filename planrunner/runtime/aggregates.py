@@ -26,7 +26,9 @@ start). An update that lands between the batch's read of an entry and its deleti
 update per key per interval at most, accepted instead of swapping maps.
 
 `dropped` is the number of updates refused because the map was full during the
-interval (from the per-output counter; the session prints the total on stderr).
+interval (from the per-output counter; the session prints the total on stderr). The C
+counts each such update in the program's LOST_MAPFULL counter too: while that is 0, no
+per-output counter is read (a stop of 3000 outputs would read 3000 maps of zeros).
 
 Stacks: a stack key member is an id or a hash (render/aggregates.py key_fields), turned
 into a `Stack` by runtime/stacks.py (user stacks with the process of the hidden `_pid`
@@ -215,6 +217,7 @@ class AggregateReader:
         self._interval_start: dict[str, float] = {}
         self._due: dict[str, float] = {}
         self._lost_seen: dict[str, int] = {}
+        self._any_lost = False  # LOST_MAPFULL seen above 0 (it only grows)
         self._expire_due = monotonic() + 1.0
         # how the copied stacks of aggregation keys are unwound ("ucopy:N:MODE")
         self._copy_modes = sorted({kind.split(":")[2] for agg in program.aggregates
@@ -234,6 +237,7 @@ class AggregateReader:
     def tick(self, view: View) -> None:
         """Print and reset the aggregations and tables whose interval has elapsed."""
         self.drain_stacks()
+        self._check_full()
         mono = self.monotonic()
         for item in self._order:
             due = self._due.get(item.name)
@@ -254,6 +258,7 @@ class AggregateReader:
         a long run take seconds, which the session does not count as the output's time
         to write (a write blocked past a stop is abandoned)."""
         self.drain_stacks()
+        self._check_full()  # after the detach: every refused update is counted by now
         out: list[AggSnapshot | TableSnapshot] = []
         for item in self._order:
             force = item.name not in self._due
@@ -304,6 +309,7 @@ class AggregateReader:
         `dropped` since the start. Changes no state: safe from another thread (a live
         view serving scrapes)."""
         agg = self._by_name[output]
+        self._check_full()
         items = self.maps.read_map(agg.map_name, delete=False)
         if self.stacks is None:
             rows = tuple(build_rows(agg, items, None, self.program))
@@ -371,4 +377,14 @@ class AggregateReader:
         return new
 
     def _lost_total(self, agg: AggregateOutput) -> int:
-        return self.maps.map_total(agg.lost_map) if agg.lost_map else 0
+        if not agg.lost_map or not self._any_lost:
+            return 0
+        return self.maps.map_total(agg.lost_map)
+
+    def _check_full(self) -> None:
+        """Whether some update was refused by a full map since the start (every
+        per-output counter is 0 until then): one counter read per pass over the outputs
+        instead of a map per output. An update refused during a pass is counted in the
+        next one's interval."""
+        if not self._any_lost:
+            self._any_lost = self.maps.counter(Counter.LOST_MAPFULL) > 0

@@ -7,8 +7,12 @@ bcc objects are `Any` here and nowhere else.
 
 A program compiled before is loaded from the compiled-program cache
 (runtime/compile_cache.py) without clang and without importing bcc: `_CachedBPF` stands
-where bcc's BPF object would, and builds bcc's table objects over the cached maps only
-when an aggregation is read, after attaching. `_capture` is the bcc side of storing one.
+where bcc's BPF object would. `_capture` is the bcc side of storing one.
+
+Maps are read (aggregations, counters, stacks: at every interval and at the stop) by
+their fds with raw bpf() calls (runtime/map_batch.py), each fd looked up once by name
+after the load (`_maps`): no bcc table is made or asked once tracing has begun, and a
+cached program's run never imports bcc.
 
 Imports render/model.py, errors.py and runtime/ modules; nothing of plan/ or resolve/.
 """
@@ -37,6 +41,7 @@ from planrunner.render.model import (
     RenderedProgram,
 )
 from planrunner.runtime import compile_cache as cc
+from planrunner.runtime import map_batch
 from planrunner.runtime.attach import (
     STRATEGIES,
     AttachStrategy,
@@ -48,6 +53,8 @@ from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
+from planrunner.runtime.map_batch import MapRef
+from planrunner.runtime.map_types import UnknownType
 from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
 from planrunner.runtime.registry_pin import pin_cflags, tracers_pin
 from planrunner.runtime.ringbuf import RingReader, ordered_host
@@ -142,27 +149,6 @@ def check_machine() -> None:
             f"kernel headers for {os.uname().release} are missing: {headers.detail}",
             hints=("bcc compiles C at run time; `make setup` links Debian's headers there",
                    "`planrunner doctor` checks everything run needs"))
-
-
-def read_table(table: Any, delete: bool) -> MapItems:
-    """Every (key, value) of a bcc table, in one batch syscall where the kernel allows
-    (deleting what it returns when `delete`), else key by key."""
-    try:
-        batch = table.items_lookup_and_delete_batch if delete else table.items_lookup_batch
-        return [(_copy(k), _copy(v)) for k, v in batch()]
-    except Exception:  # noqa: BLE001 - bcc raises bare Exception; old kernels lack batches
-        items = [(_copy(k), _copy(v)) for k, v in table.items()]
-        if delete:
-            table.clear()
-        return items
-
-
-def _copy(obj: Any) -> Any:
-    """Batch results are views into one reused buffer: copy each before the next call."""
-    try:
-        return type(obj).from_buffer_copy(obj)
-    except (TypeError, AttributeError):  # a plain int already is a copy
-        return obj
 
 
 def _cpu_sum(value: Any) -> int:
@@ -268,7 +254,9 @@ class _Func:
 
 class _CachedBPF:
     """Where bcc's BPF object stands, for a program loaded from the cache: the maps
-    and functions of runtime/compile_cache.LoadedProgram, bcc tables on demand."""
+    and functions of runtime/compile_cache.LoadedProgram, and bcc's table objects over
+    them on demand (a run reads its maps by fd, runtime/map_batch.py: only tests ask
+    for these, to compare the two reads)."""
 
     module = None  # bcc's table classes ask libbcc about it: NULL answers -1, overwritten
 
@@ -289,7 +277,7 @@ class _CachedBPF:
         return table
 
     def _table(self, name: str) -> Any:
-        bcc = import_bcc()  # only now: reading aggregations, after "Tracing"
+        bcc = import_bcc()  # only now
         m = self.loaded.map_def(name)
         cls_name = _TABLE_CLASSES.get(m.map_type)
         if cls_name is None:
@@ -348,6 +336,7 @@ class BccBackend:
         self._sleepable: dict[str, int] = {}  # fn name -> fd we loaded (bcc did not)
         self.pending: list[bytes] = []
         self._registry: TracerRegistry | None = None  # this run's entry in it
+        self._maps: dict[str, MapRef] = {}  # every map of the loaded program, by name
 
     @property
     def features(self) -> KernelFeatures:
@@ -580,6 +569,7 @@ class BccBackend:
 
     def finish_attach(self) -> None:
         """The links of the uprobe sites `attach` batched: one per file and kind."""
+        self._map_refs()  # looked up now, before tracing: never during the stop
         uprobes = self._uprobes
         if isinstance(uprobes, UprobeLinks) and uprobes.batched:
             uprobes.attach_batched(self._load_func(self._dispatcher_site(), uprobes))
@@ -796,65 +786,107 @@ class BccBackend:
         self.pending[:] = []
         return count
 
-    # --- maps -------------------------------------------------------------------------
+    # --- maps (runtime/map_batch.py: by fd, raw bpf() calls) ------------------------
+
+    def _map_refs(self) -> dict[str, MapRef]:
+        """Every map of the loaded program by name, looked up once (finish_attach)."""
+        if not self._maps:
+            self._loaded()
+            self._maps = (_cached_map_refs(self.bpf.loaded) if isinstance(self.bpf, _CachedBPF)
+                          else _bcc_map_refs(self.bpf))
+        return self._maps
+
+    def _ref(self, name: str) -> MapRef:
+        ref = self._map_refs().get(name)
+        if ref is None:
+            raise BackendError(f"the loaded program has no map {name}")
+        return ref
+
+    def _entries(self, name: str, delete: bool) -> tuple[MapRef, map_batch.Entries]:
+        ref = self._ref(name)
+        try:
+            return ref, map_batch.read_entries(ref, delete)
+        except OSError as exc:
+            raise BackendError(f"cannot read map {name}: {exc.strerror}") from None
 
     def counter(self, which: Counter) -> int:
-        name = self._loaded().counters_map
-        if isinstance(self.bpf, _CachedBPF):  # at exit too: no bcc import for it
-            return sum(self.bpf.loaded.lookup_u64s(name, struct.pack("i", int(which))) or ())
-        table = self.bpf[name]
-        return _cpu_sum(table[ct.c_int(int(which))])
+        ref = self._ref(self._loaded().counters_map)
+        try:
+            value = map_batch.lookup(ref, struct.pack("i", int(which)))
+        except OSError as exc:
+            raise BackendError(f"cannot read map {ref.name}: {exc.strerror}") from None
+        return map_batch.u64_total(value or b"")
 
     def read_map(self, name: str, delete: bool) -> MapItems:
-        return read_table(self.bpf[name], delete)
+        ref, entries = self._entries(name, delete)
+        try:
+            return map_batch.typed(ref, entries)
+        except UnknownType:  # a type our decoder does not know (none of planrunner's)
+            raise BackendError(f"map {name}: its key or value type is not readable: "
+                               f"{ref.key_desc} / {ref.leaf_desc}") from None
 
     def map_total(self, name: str) -> int:
-        if isinstance(self.bpf, _CachedBPF):
-            m = self.bpf.loaded.map_def(name)
-            if m.map_type in (2, 6) and m.key_size == 4 and m.value_size == 8:  # u64 arrays
-                return sum(sum(self.bpf.loaded.lookup_u64s(name, struct.pack("I", i)) or ())
-                           for i in range(m.max_entries))
-        return sum(_cpu_sum(value) for _key, value in self.bpf[name].items())
+        ref, entries = self._entries(name, False)
+        if ref.value_size == 8:  # u64 counters: every slot of every entry
+            return map_batch.u64_total(entries.values)
+        return sum(_cpu_sum(value) for _key, value in map_batch.typed(ref, entries))
 
     # --- stacks (runtime/backend.py StackSource) -------------------------------------
 
     def stack_ips(self, map_name: str, stack_id: int) -> list[int] | None:
-        table = self.bpf[map_name]
-        try:
-            value = table[table.Key(stack_id)]
-        except KeyError:
+        value = self._lookup(map_name, struct.pack("I", stack_id & 0xFFFFFFFF))
+        if value is None:
             return None
-        return [int(ip) for ip in value.ip]
+        return [ip for (ip,) in struct.iter_unpack("Q", value[:len(value) // 8 * 8])]
 
     def drain_copies(self, map_name: str) -> list[tuple[int, bytes]]:
-        """Each entry is deleted after its read (BPF stores a hash only while it is
+        """Each entry is deleted with its read (BPF stores a hash only while it is
         absent, so a copy deleted here is stored again by its next event)."""
-        table = self.bpf[map_name]
-        out = []
-        for key in list(table.keys()):
-            try:
-                value = table[key]
-            except KeyError:
-                continue
-            out.append((int(key.value), ct.string_at(ct.addressof(value), ct.sizeof(value))))
-            try:
-                del table[key]
-            except KeyError:
-                pass
-        return out
+        ref, entries = self._entries(map_name, delete=True)
+        ks, vs = ref.key_size, ref.value_size
+        return [(int.from_bytes(entries.keys[i * ks:(i + 1) * ks], "little"),
+                 entries.values[i * vs:(i + 1) * vs]) for i in range(entries.count)]
 
     def map_value(self, map_name: str, key: bytes) -> bytes | None:
-        table = self.bpf[map_name]
+        return self._lookup(map_name, key)
+
+    def _lookup(self, map_name: str, key: bytes) -> bytes | None:
+        ref = self._ref(map_name)
         try:
-            value = table[table.Key.from_buffer_copy(key)]
-        except KeyError:
-            return None
-        return ct.string_at(ct.addressof(value), ct.sizeof(value))
+            return map_batch.lookup(ref, key)
+        except OSError as exc:
+            raise BackendError(f"cannot read map {map_name}: {exc.strerror}") from None
 
     def forget_pids(self, map_name: str, pids: list[int]) -> None:
-        table = self.bpf[map_name]
+        ref = self._ref(map_name)
         for pid in pids:
-            try:
-                del table[table.Key(pid)]
-            except KeyError:
-                pass
+            map_batch.delete(ref, pid.to_bytes(ref.key_size, "little"))
+
+
+def _cached_map_refs(loaded: cc.LoadedProgram) -> dict[str, MapRef]:
+    """The maps of a program loaded from the cache, by name."""
+    return {m.name: MapRef(m.name, fd, m.map_type, m.key_size, m.value_size,
+                           m.max_entries, m.key_desc, m.leaf_desc)
+            for m, fd in zip(loaded.program.maps, loaded.map_fds, strict=True)}
+
+
+def _bcc_map_refs(bpf: Any) -> dict[str, MapRef]:
+    """The maps bcc created for its module, by name: one walk of its tables (a name
+    lookup through bcc walks them all, each time), the definitions as the kernel has
+    them."""
+    lib: Any = _module_lib()
+    mod = bpf.module
+    refs = {}
+    for i in range(lib.bpf_num_tables(mod)):
+        fd = lib.bpf_table_fd_id(mod, i)
+        name = (lib.bpf_table_name(mod, i) or b"").decode()
+        if fd < 0 or not name:
+            continue
+        try:
+            mtype, ksize, vsize, entries, _flags = cc.map_info(fd)
+        except cc.Uncacheable:  # the kernel will not say: the map cannot be read either
+            continue
+        refs[name] = MapRef(name, fd, mtype, ksize, vsize, entries,
+                            (lib.bpf_table_key_desc_id(mod, i) or b"").decode(),
+                            (lib.bpf_table_leaf_desc_id(mod, i) or b"").decode())
+    return refs

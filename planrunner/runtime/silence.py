@@ -17,6 +17,8 @@ Only probes that an output reads directly are explained: those with sites of the
 own, and spans through their begin and end (`RenderedProgram.span_sides`: the files
 of both sides, the gate of either, e.g. python-latency's entry without a profile
 hook). Nothing is said when events were lost: the trace is then incomplete, not empty.
+More than GROUP_ABOVE probes silent for the same reasons are said in one line that
+names the first few (a 3000-probe plan that fired nothing printed 3000 lines).
 
 Imports records.py, output/base.py, render/model.py and runtime/ modules only.
 """
@@ -24,7 +26,7 @@ Imports records.py, output/base.py, render/model.py and runtime/ modules only.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from planrunner.output.base import ViewWrapper
@@ -113,12 +115,23 @@ def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: in
     empty = not shown
     lines: list[str] = []
     trail_said = False
-    for probe in silent:
-        head = "no events" if empty and len(silent) == 1 else f"probe {probe} recorded nothing"
-        reasons, trail = _reasons(probe, binaries.get(probe, []), gated.get(probe),
-                                  probe in semaphores, child, pid, upkeep)
-        lines.append(f"{head}: {reasons[0]}\n")
-        lines += [f"  {r}\n" for r in reasons[1:]]
+    for group, why, trail in _grouped(silent, lambda probe: _reasons(
+            binaries.get(probe, []), gated.get(probe), probe in semaphores, child, pid,
+            upkeep)):
+        if len(group) == 1:
+            (probe,) = group
+            head = "no events" if empty and len(silent) == 1 else \
+                f"probe {probe} recorded nothing"
+            said = [r.replace(_ONE, f"probe {probe}").replace(_IT, "it was")
+                    for r in why]
+        else:
+            names = ", ".join(group[:SHOWN]) + (f" and {len(group) - SHOWN} more"
+                                                 if len(group) > SHOWN else "")
+            head = f"{len(group)} probes recorded nothing ({names})"
+            said = [r.replace(_ONE, "these probes").replace(_IT, "they were")
+                    for r in why]
+        lines.append(f"{head}: {said[0]}\n")
+        lines += [f"  {r}\n" for r in said[1:]]
         if trail and not trail_said:
             lines.append(f"  {trail}\n")
             if not children_traced:
@@ -130,11 +143,40 @@ def explain(program: RenderedProgram, heard: Heard, child: Child | None, pid: in
     return lines
 
 
-def _reasons(probe: str, files: list[TargetFile], gate: str | None, semaphore: bool,
-             child: Child | None, pid: int | None, upkeep: Upkeep | None
-             ) -> tuple[list[str], str | None]:
-    """Why `probe` recorded nothing, most telling first; and, for -c, what the command
-    ran when that was not the probe's binary."""
+# More silent probes than this with the same reasons are said in one line (a plan of
+# 3000 probes that fired none printed 3000 lines at exit), naming the first SHOWN.
+GROUP_ABOVE = 10
+SHOWN = 5
+# Stand-ins in the reasons' text, filled per probe or per group.
+_ONE, _IT = "\x00probe\x00", "\x00it\x00"
+
+Reasons = tuple[list[str], str | None]
+
+
+def _grouped(silent: list[str], reasons_of: Callable[[str], Reasons]
+             ) -> list[tuple[list[str], list[str], str | None]]:
+    """(probes, reasons, trail) in the order of each group's first probe: the probes
+    whose reasons are the same (their names stood in for) together when more than
+    GROUP_ABOVE share them, each alone otherwise."""
+    groups: dict[tuple[tuple[str, ...], str | None], list[str]] = {}
+    for probe in silent:
+        why, trail = reasons_of(probe)
+        groups.setdefault((tuple(why), trail), []).append(probe)
+    out: list[tuple[list[str], list[str], str | None]] = []
+    for (said, trail), probes in groups.items():
+        if len(probes) > GROUP_ABOVE:
+            out.append((probes, list(said), trail))
+        else:
+            out += [([p], list(said), trail) for p in probes]
+    order = {p: i for i, p in enumerate(silent)}
+    return sorted(out, key=lambda group: order[group[0][0]])
+
+
+def _reasons(files: list[TargetFile], gate: str | None, semaphore: bool,
+             child: Child | None, pid: int | None, upkeep: Upkeep | None) -> Reasons:
+    """Why a probe recorded nothing, most telling first (the probe named by the _ONE
+    stand-in, "it was" by _IT); and, for -c, what the command ran when that was not the
+    probe's binary."""
     who = (f"the command (process {child.pid})" if child is not None
            else f"process {pid}" if pid is not None else None)
     watched = upkeep is not None and upkeep.watcher is not None and who is not None
@@ -149,10 +191,10 @@ def _reasons(probe: str, files: list[TargetFile], gate: str | None, semaphore: b
                 reasons.append(f"{who} mapped {names}, but {_lower(gate)}")
                 gate_said = True
             else:
-                reasons.append(f"{who} mapped {names} but never reached probe {probe} "
+                reasons.append(f"{who} mapped {names} but never reached {_ONE} "
                                "while traced (or `where:` dropped every event)")
         else:
-            reasons.append(f"{who} never mapped {names}, the binary of probe {probe}")
+            reasons.append(f"{who} never mapped {names}, the binary of {_ONE}")
             trail = _trail(child, files)
     elif watched and child is not None:
         reasons.append(f"{who} ended before planrunner could read its maps (after its "
@@ -164,7 +206,7 @@ def _reasons(probe: str, files: list[TargetFile], gate: str | None, semaphore: b
         reasons.append("its semaphore was never raised: this kernel has no uprobe "
                        "reference counters (use --pid PID)")
     if not reasons:
-        reasons.append(f"no traced process reached probe {probe} while it was attached "
+        reasons.append(f"no traced process reached {_ONE} while {_IT} attached "
                        "(or `where:` dropped every event)")
     return reasons, trail
 

@@ -23,6 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 BPF_LINK_CREATE = 28
@@ -46,9 +47,15 @@ _libc = ct.CDLL(None, use_errno=True)
 _libc.syscall.restype = ct.c_long
 
 
+@cache
+def _bpf_nr() -> int | None:
+    """bpf(2)'s number on this machine (asked once: a stop makes thousands of calls)."""
+    return _SYS_BPF.get(os.uname().machine)
+
+
 def bpf_syscall(cmd: int, attr: Any) -> tuple[int, int]:
     """bpf(cmd, &attr, sizeof attr) for a ctypes structure: (fd or 0, 0) or (-1, errno)."""
-    nr = _SYS_BPF.get(os.uname().machine)
+    nr = _bpf_nr()
     if nr is None:
         return -1, errno.ENOSYS
     ret = _libc.syscall(nr, cmd, ct.byref(attr), ct.sizeof(attr))

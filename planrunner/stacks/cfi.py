@@ -56,6 +56,9 @@ class _Fde:
     rows: tuple[CfaRow, ...]
 
 
+ROWS_KEPT = 1 << 16  # rows remembered per module by address (ModuleCfi.row_at)
+
+
 class ModuleCfi:
     """CFI of one ELF file; see the module docstring."""
 
@@ -70,6 +73,8 @@ class ModuleCfi:
         self._debug_starts: list[int] = []
         self._decoded: dict[tuple[str, int], _Fde | None] = {}
         self.fde_parses = 0  # FDEs parsed and decoded (for cost reports and tests)
+        # vaddr -> its row: a profile unwinds the same few return addresses over and over
+        self._rows: dict[int, CfaRow | None] = {}
         self._load()
 
     @property
@@ -86,11 +91,16 @@ class ModuleCfi:
         return fde.rows if fde is not None else ()
 
     def row_at(self, vaddr: int) -> CfaRow | None:
+        if vaddr in self._rows:
+            return self._rows[vaddr]
         fde = self._fde_at(vaddr)
-        if fde is None:
-            return None
-        i = bisect.bisect_right(fde.pcs, vaddr) - 1
-        return fde.rows[i] if i >= 0 else None
+        row = None
+        if fde is not None:
+            i = bisect.bisect_right(fde.pcs, vaddr) - 1
+            row = fde.rows[i] if i >= 0 else None
+        if len(self._rows) < ROWS_KEPT:
+            self._rows[vaddr] = row
+        return row
 
     # --- lookup -------------------------------------------------------------------------
 

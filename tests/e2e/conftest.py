@@ -103,3 +103,13 @@ def run_plan_out(name: str, command: str, *sets: str) -> tuple[list[dict], str]:
     assert proc.returncode == 0, proc.stderr
     records = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("{"))
     return json_records(records), proc.stdout
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private, empty cache directory for this test, its hits and misses logged."""
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("PLANRUNNER_CACHE_DIR", str(d))
+    monkeypatch.setenv("PLANRUNNER_CACHE_LOG", "1")
+    return d

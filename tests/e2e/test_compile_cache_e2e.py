@@ -17,15 +17,6 @@ import pytest
 from tests.e2e.conftest import json_records, run_planrunner, write_plan
 
 
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("PLANRUNNER_CACHE_DIR", str(d))
-    monkeypatch.setenv("PLANRUNNER_CACHE_LOG", "1")
-    return d
-
-
 # (plan, command): one process each, since -c traces the command's process only
 def _cases(tmp_path: Path, build: Path) -> list[tuple[str, str]]:
     agg = write_plan(tmp_path, f"""

@@ -9,18 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.conftest import json_records, run_planrunner, write_plan
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    d.mkdir(mode=0o700)
-    monkeypatch.setenv("PLANRUNNER_CACHE_DIR", str(d))
-    monkeypatch.setenv("PLANRUNNER_CACHE_LOG", "1")
-    return d
 
 
 def _plan(tmp_path: Path, build: Path, label: str = "above") -> str:

@@ -13,7 +13,6 @@ from planrunner.records import AggSnapshot, Bucket, Stack
 from planrunner.render.model import AggregateOutput, Counter, RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader, build_rows, decode_key
 from planrunner.runtime.backend import MapItems
-from planrunner.runtime.bcc_backend import read_table
 from planrunner.runtime.stacks import StackResolver
 from planrunner.stacks.frame import Frame
 
@@ -144,27 +143,26 @@ class Table:
         self.items_ = []
 
 
-def test_read_table_falls_back_to_items_and_clear() -> None:
-    t = Table([(NoKey(0), per_cpu(ct.c_uint64, 1, 2))], batch=False)
-    got = read_table(t, delete=True)
-    assert [list(v) for _k, v in got] == [[1, 2]]
-    assert t.calls == ["delete_batch", "items", "clear"] and t.items_ == []
-
-
 class Prog:
-    """A MapSource over bcc-like tables, read the way the bcc backend reads them."""
+    """A MapSource over in-memory tables; its LOST_MAPFULL counter is the sum of the
+    lost maps, as the C counts both (render/aggregates.py)."""
 
     def __init__(self, tables: dict[str, Table]) -> None:
         self.tables = tables
 
     def read_map(self, name: str, delete: bool) -> MapItems:
-        return read_table(self.tables[name], delete)
+        table = self.tables[name]
+        if delete:
+            return list(table.items_lookup_and_delete_batch())
+        return list(table.items_lookup_batch())
 
     def map_total(self, name: str) -> int:
         return sum(sum(int(v) for v in value) for _k, value in self.tables[name].items())
 
     def counter(self, which: Counter) -> int:
-        return 0
+        if which is not Counter.LOST_MAPFULL:
+            return 0
+        return sum(self.map_total(name) for name in self.tables if name.endswith("_lost"))
 
 
 class View:

@@ -416,7 +416,9 @@ def test_every_prints_and_resets_each_interval_then_the_partial_last_one() -> No
              Turn(advance_s=0.06),  # 0.12: the first interval is printed
              Turn(maps={"pr_agg_0": counts(0, 4)}, advance_s=0.1),  # 0.22: second
              Turn(advance_s=0.06),  # 0.28
+             # the C counts a full map's update in LOST_MAPFULL and the output's own map
              Turn(maps={"pr_agg_0": counts(5, 0), "pr_agg_0_lost": lost(2)},
+                  counters={Counter.LOST_MAPFULL: 2},
                   then=lambda: os.kill(os.getpid(), signal.SIGTERM))]
     backend = FakeBackend(turns=turns, clock=clock)
     _status, view, _err = run(backend, RunOptions(), program(aggregates=(EVERY,)))
@@ -463,7 +465,8 @@ class RecordingLive:
 
 def test_a_live_view_pulls_cumulative_snapshots_and_maps_are_never_reset() -> None:
     turns = [Turn(maps={"pr_agg_0": counts(1, 2), "pr_agg_0_lost": lost(4)},
-                  counters={Counter.LOST_RINGBUF: 6}, advance_s=0.15),
+                  counters={Counter.LOST_RINGBUF: 6, Counter.LOST_MAPFULL: 4},
+                  advance_s=0.15),
              Turn(maps={"pr_agg_0": counts(3, 2)}, advance_s=0.15)]
     backend = FakeBackend(turns=turns, clock=FakeClock())
     live = RecordingLive(backend)

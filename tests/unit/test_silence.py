@@ -180,3 +180,57 @@ def test_a_command_that_ran_another_program_says_its_children_are_not_followed(
     lines = explain(prog, Heard(NullView()), _child(sh, [sh]), None, _upkeep(4242, False),
                     children_traced=True)
     assert len(lines) == 2
+
+
+# --- many silent probes: one line per reason ----------------------------------------
+
+
+def _many(n: int, other: int = 0) -> RenderedProgram:
+    """`n` probes on PY and `other` on another file, each counted."""
+    sh = TargetFile("/bin/sh", "/bin/sh", None)
+    env = TargetFile("/usr/bin/env", "/usr/bin/env", None)
+    sites = tuple(AttachSite("uprobe", f"pr_fn_{i}", f"p{i}", 0, sh, file_offset=0x10 + i)
+                  for i in range(n))
+    sites += tuple(AttachSite("uprobe", f"pr_fn_o{i}", f"o{i}", 0, env, file_offset=0x10 + i)
+                   for i in range(other))
+    aggs = tuple(_agg(f"c_{s.probe}", s.probe) for s in sites)
+    return RenderedProgram("", sites, (), aggs, "p")
+
+
+def test_more_than_ten_probes_silent_for_one_reason_are_one_line() -> None:
+    lines = explain(_many(3000), Heard(NullView()), None, None, None)
+    assert lines == [
+        "no events:\n",
+        "3000 probes recorded nothing (p0, p1, p2, p3, p4 and 2995 more): no traced "
+        "process reached these probes while they were attached (or `where:` dropped "
+        "every event)\n"]
+
+
+def test_ten_probes_silent_for_one_reason_are_each_named() -> None:
+    lines = explain(_many(10), Heard(NullView()), None, None, None)
+    assert lines[0] == "no events:\n" and len(lines) == 11
+    assert lines[10] == ("probe p9 recorded nothing: no traced process reached probe p9 "
+                         "while it was attached (or `where:` dropped every event)\n")
+
+
+def test_probes_are_grouped_by_their_reasons_in_plan_order() -> None:
+    """With a process watched, the probes of the file it mapped and those of the file it
+    never mapped have different reasons: two groups, or a group and single lines."""
+    program = _many(12, other=3)
+    upkeep = Upkeep(program.sites, 7, "refctr", io.StringIO(), True)
+    upkeep.looked = True
+    key = file_key("/bin/sh")
+    assert key is not None
+    upkeep.mapped_ever = {key}
+    heard = Heard(NullView())
+    heard.aggregate(AggSnapshot("c_o2", "count", "count", None, (), None, 0.0,
+                                (AggRow((), count=1),)))
+    lines = explain(program, heard, None, 7, upkeep)
+    assert lines == [
+        "12 probes recorded nothing (p0, p1, p2, p3, p4 and 7 more): process 7 mapped "
+        "/bin/sh but never reached these probes while traced (or `where:` dropped every "
+        "event)\n",
+        "probe o0 recorded nothing: process 7 never mapped /usr/bin/env, the binary of "
+        "probe o0\n",
+        "probe o1 recorded nothing: process 7 never mapped /usr/bin/env, the binary of "
+        "probe o1\n"]
