@@ -36,7 +36,7 @@ from planrunner.errors import BackendError, ResolveError
 from planrunner.probe_kinds import PERF_SITE, TRACEPOINT_SITE, UPROBE_SITE, site_kind
 from planrunner.render.model import RUN_OWN_SITES, AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
-from planrunner.runtime.perf_events import attach_tracepoint, close_after_exit, close_event
+from planrunner.runtime.perf_events import attach_tracepoint, close_event
 from planrunner.runtime.uprobe_links import (
     BPF_TRACE_UPROBE_MULTI,
     close_all,
@@ -260,11 +260,7 @@ class Tracepoints:
     def detach_all(self) -> None:
         # Each close waits for a grace period; the kernel unregisters tracepoints one at
         # a time (event_mutex), so threads overlap them only with the other kinds' closes.
-        # The run's own record nothing: disabled now, unregistered after the exit.
-        own, self._own = self._own, []
-        fds, self._attached = self._attached, []
-        if own and not close_after_exit(own):
-            fds += own
+        fds, self._attached, self._own = [*self._attached, *self._own], [], []
         close_all(fds, close=close_event)
 
 

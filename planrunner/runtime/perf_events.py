@@ -102,33 +102,3 @@ def close_event(fd: int) -> None:
     control(fd, PERF_EVENT_IOC_DISABLE)
     os.close(fd)
 
-
-# The closers of `close_after_exit`, each with the pipe end whose close (at this
-# process's exit) ends it. Kept so that neither is collected before then.
-_CLOSERS: list[tuple[object, int]] = []
-
-
-def close_after_exit(fds: list[int]) -> bool:
-    """Disable the events `fds` at once (their programs run no more) and leave their
-    last close to a child that holds copies until this process has exited. Why: the
-    kernel unregisters tracepoints one at a time, a grace period each (~40 ms on a busy
-    machine), and an exit waits for every close of its own files: a run's 5 own
-    tracepoints held its stop 0.2 s (issue 28 item 4). False, with nothing done, when
-    no child could be started: then close them here."""
-    import subprocess  # noqa: PLC0415 - only at a stop
-
-    r, w = os.pipe()  # not inheritable: the child alone holds the read end
-    try:
-        child = subprocess.Popen(["cat"], stdin=r, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, pass_fds=fds,
-                                 start_new_session=True)
-    except OSError:
-        os.close(w)
-        return False
-    finally:
-        os.close(r)
-    _CLOSERS.append((child, w))  # `cat` reads EOF once this process (w) is gone
-    for fd in fds:
-        control(fd, PERF_EVENT_IOC_DISABLE)
-        os.close(fd)  # not the last reference: returns at once
-    return True

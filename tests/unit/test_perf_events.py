@@ -6,7 +6,6 @@ The attach itself is exercised by every e2e run (the exit program is a tracepoin
 from __future__ import annotations
 
 import errno
-import os
 import struct
 
 import pytest
@@ -29,24 +28,3 @@ def test_a_missing_event_is_an_errno(monkeypatch: pytest.MonkeyPatch, tmp_path) 
     assert perf_events.attach_tracepoint(3, "sched", "sched_process_exit") == \
         (-1, errno.ENOENT)
 
-
-def test_close_after_exit_leaves_the_last_reference_to_a_child_until_this_process_ends(
-) -> None:
-    """The run's own tracepoints at a stop (issue 28 item 4): this process closes its
-    copies at once; the child holds them until this process's end (its pipe end here,
-    closed by hand) and then exits, and only then is the file really released: a pipe's
-    reader sees EOF only once no writer is left."""
-    import select
-
-    r, w = os.pipe()
-    try:
-        assert perf_events.close_after_exit([w])
-        with pytest.raises(OSError):
-            os.fstat(w)  # closed here
-        assert select.select([r], [], [], 0.2)[0] == []  # still open in the child
-        child, end = perf_events._CLOSERS.pop()
-        os.close(end)  # as this process's exit would
-        assert child.wait(10) == 0  # type: ignore[attr-defined]
-        assert select.select([r], [], [], 5)[0] == [r] and os.read(r, 1) == b""  # EOF
-    finally:
-        os.close(r)
