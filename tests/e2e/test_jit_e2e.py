@@ -106,9 +106,13 @@ def test_node_in_a_container_is_named_from_the_map_in_its_own_tmp(tmp_path: Path
     /proc/PID/root under the namespace's pid."""
     if shutil.which("unshare") is None:
         pytest.skip("needs unshare(1) to make pid and mount namespaces")
-    inner = _node_command(tmp_path, 2).replace(f"env -C {tmp_path} ", "")
+    # the script is opened before /tmp is hidden (this checkout may be under /tmp) and
+    # given to node on its stdin (`-`)
+    inner = _node_command(tmp_path, 2).replace(f"env -C {tmp_path} ", "").replace(
+        str(WORKLOADS / "js_spin.js"), "- <&3")
     cmd = ("unshare --pid --fork --mount --mount-proc sh -c "
-           f"'mount -t tmpfs none /tmp && cd /tmp && exec {inner}'")
+           f"'exec 3<{WORKLOADS / 'js_spin.js'}; mount -t tmpfs none /tmp && cd /tmp && "
+           f"exec {inner}'")
     res = run_planrunner(["run", write_plan(tmp_path, DWARF_PROFILE), "-f", "folded",
                           "--follow-children", "-c", cmd], timeout=300)
     assert res.returncode == 0, res.stderr
