@@ -7,7 +7,10 @@ is printed and again just before SIGINT, so start-up and the exit's symbolizatio
 apart; the exit's time is reported too. (The BPF program's run time per sample, which
 the sampled tasks pay, is in BENCHMARKS.md's Python frames section: 6.2 us at 99 Hz.)
 
-    sudo .venv/bin/python bench/profile_budget.py [-d 30] [--rounds 3]
+    sudo .venv/bin/python bench/profile_budget.py [-d 30] [--rounds 3] [--tree DIR]
+
+(--tree: measure the planrunner package of another tree, e.g. a `git archive` of an
+older revision, by PYTHONPATH.)
 """
 
 from __future__ import annotations
@@ -49,10 +52,10 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime stime: every thread
 
 
-def one(plan: str, seconds: float) -> dict[str, float] | None:
+def one(plan: str, seconds: float, env: dict[str, str]) -> dict[str, float] | None:
     err = tempfile.TemporaryFile()
     c = Child([PY, "-m", "planrunner", "run", plan, "-o", os.devnull], cwd="/",
-              stdout=subprocess.DEVNULL, stderr=err)
+              stdout=subprocess.DEVNULL, stderr=err, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         err.seek(0)
@@ -81,24 +84,26 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("-d", type=float, default=30, help="seconds traced per run")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tree", default=str(ROOT), help="the planrunner tree to measure")
     args = ap.parse_args()
+    env = {**os.environ, "PYTHONPATH": args.tree}
     work = Path(tempfile.mkdtemp(prefix="pr-budget-"))
     plans = {"99 Hz": str(ROOT / "plans" / "cpu-profile.yaml")}
     low = work / "cpu-profile-19.yaml"
     low.write_text((ROOT / "plans" / "cpu-profile.yaml").read_text()
                    .replace("profile: {hz: 99}", "profile: {hz: 19}"))
     plans["19 Hz"] = str(low)
-    compile_bytecode(str(ROOT), PY, plans["99 Hz"])
+    compile_bytecode(args.tree, PY, plans["99 Hz"])
     spins = [Child([sys.executable, "-c", SPIN], stdout=subprocess.DEVNULL)
              for _ in range(2)]
     rows: dict[str, list[dict[str, float]]] = {k: [] for k in plans}
     try:
         for plan in plans.values():  # the caches, once
             subprocess.run([PY, "-m", "planrunner", "run", plan, "-d", "1", "-o",
-                            os.devnull], cwd="/", capture_output=True, timeout=120)
+                            os.devnull], cwd="/", capture_output=True, timeout=120, env=env)
         for rnd in range(args.rounds):
             for name in (list(plans) if rnd % 2 == 0 else list(plans)[::-1]):
-                r = one(plans[name], args.d)
+                r = one(plans[name], args.d, env)
                 print(f"[{rnd}] {name}: {r} load {os.getloadavg()[0]:.1f}", file=sys.stderr,
                       flush=True)
                 if r is not None:
@@ -108,7 +113,7 @@ def main() -> int:
             s.kill()
         cleanup()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; tree {args.tree}")
     print(f"| rate | planrunner's process while tracing, % of one CPU, median (min..max) "
           f"| second half only | exit (SIGINT -> end) s | runs of {args.d:g} s |")
     print("|---|---|---|---|---|")
