@@ -95,16 +95,21 @@ def plans_part(paths: Sequence[str], plan_bytes: Sequence[bytes]) -> tuple[str, 
 # A plan's params whose value never shapes its program (resolve/scope.py Constants
 # .value_params): (name, type, default or None). Stored per plan (params_key) by the
 # compile, read before the run key is made: a `--set` of one of them is keyed by its
-# class (scope.data_class), not its value, so another threshold or size is a hit, and the
+# class (param_values.data_class), not its value, so another threshold or size is a hit, and the
 # hit's program gets this run's values (with_values).
 ValueParams = tuple[tuple[str, str, "int | None"], ...]
 PARAMS_SUFFIX = ".params"
 
 
 def params_key(plan: str, plan_bytes: bytes) -> str:
+    return _digest((f"planrunner-run-params:{FORMAT_VERSION}", __version__,
+                    source_identity(), plan, plan_bytes))
+
+
+def _digest(parts: Sequence[str | bytes]) -> str:
+    """SHA-256 of `parts`, each length-prefixed: no two splits of the same bytes collide."""
     h = sha256()
-    for part in (f"planrunner-run-params:{FORMAT_VERSION}", __version__, source_identity(),
-                 plan, plan_bytes):
+    for part in parts:
         data = part if isinstance(part, bytes) else part.encode("utf-8", "surrogateescape")
         h.update(struct.pack("<Q", len(data)))
         h.update(data)
@@ -190,19 +195,14 @@ def run_key(plan: str, plan_bytes: bytes, sets: Sequence[str], pid_given: bool,
     if kernel is None:
         u = os.uname()
         kernel = f"{u.release}|{u.version}|{u.machine}"
-    h = sha256()
-    for part in (f"planrunner-run-cache:{FORMAT_VERSION}", __version__, source_identity(),
-                 plan, plan_bytes,
-                 "\0".join(sets), "--pid" if pid_given else "", command or "",
-                 cwd if cwd is not None else os.getcwd(),
-                 "\0".join(f"{k}={v}" for k, v in sorted(env.items())
-                           if k not in _NOT_INPUTS),
-                 str(os.geteuid()), kernel,
-                 str(stderr_tty)):
-        data = part if isinstance(part, bytes) else part.encode("utf-8", "surrogateescape")
-        h.update(struct.pack("<Q", len(data)))
-        h.update(data)
-    return h.hexdigest()
+    return _digest((f"planrunner-run-cache:{FORMAT_VERSION}", __version__, source_identity(),
+                    plan, plan_bytes,
+                    "\0".join(sets), "--pid" if pid_given else "", command or "",
+                    cwd if cwd is not None else os.getcwd(),
+                    "\0".join(f"{k}={v}" for k, v in sorted(env.items())
+                              if k not in _NOT_INPUTS),
+                    str(os.geteuid()), kernel,
+                    str(stderr_tty)))
 
 
 def source_identity(root: str | None = None) -> str:
