@@ -345,16 +345,13 @@ int pr_on_execveat(struct pr_execveat *args)
    always). The -c command is the command from now on (PR_CFG_COMMAND cleared); a
    process that starts planrunner (its comm, the script's name, is "planrunner", or a
    python's argv said so) is skipped from here on, long before it registers itself; a
-   fork of planrunner that runs another program is no longer one. Coupled with the
-   format: old_pid, the tid that called execve, at offset 16. */
-struct pr_exec {
-    __u64 pr_common;
-    __u32 filename_loc;
-    __s32 pid;
-    __s32 old_pid;
-};
-
-int pr_on_exec(struct pr_exec *args)
+   fork of planrunner that runs another program is no longer one. `old`: old_pid, the
+   tid that called execve. Two entries (render/model.py OWN_RAW_VARIANTS): a raw
+   tracepoint, whose close at the stop waits for no grace period, and the tracepoint
+   perf event, used when the plan has a tracepoint on the same event (then ours runs
+   first, in attach order, as the plan's expects; a raw one's place among the event's
+   probes depends on what else is attached). */
+static __always_inline int pr_exec_seen(__u32 old)
 {
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     __u32 slot = PR_CFG_COMMAND;
@@ -364,7 +361,6 @@ int pr_on_exec(struct pr_exec *args)
         if ((ino ? pr_ns_tgid(ino) : tgid) == *command)
             *command = 0;
     }
-    __u32 old = args->old_pid;
     int named = pr_exec_argv.lookup(&old) != 0;
     if (named)
         pr_exec_argv.delete(&old);
@@ -380,11 +376,31 @@ int pr_on_exec(struct pr_exec *args)
     return 0;
 }
 
+/* TP_PROTO(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) */
+int pr_on_exec_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+    return pr_exec_seen((__u32)ctx->args[1]);
+}
+
+/* The format: old_pid at offset 16. */
+struct pr_exec {
+    __u64 pr_common;
+    __u32 filename_loc;
+    __s32 pid;
+    __s32 old_pid;
+};
+
+int pr_on_exec(struct pr_exec *args)
+{
+    return pr_exec_seen(args->old_pid);
+}
+
 /* At every process exit (attached always): a planrunner leaves the registry only now,
    since its interpreter runs until then (the run that ends while no other is attached
    leaves a dead entry, which the next run's registration removes); a descendant added
-   by --follow-children leaves the scope (its pid may be reused). */
-int pr_on_exit(void *ctx)
+   by --follow-children leaves the scope (its pid may be reused). Two entries, as for
+   exec (above); neither reads its context. */
+static __always_inline int pr_exit_seen(void)
 {
     __u64 id = bpf_get_current_pid_tgid();
     __u32 tgid = id >> 32;
@@ -403,6 +419,16 @@ int pr_on_exit(void *ctx)
     if (how && *how == PR_SCOPE_CHILD)
         pr_scope_pids.delete(&tgid);
     return 0;
+}
+
+int pr_on_exit(void *ctx)
+{
+    return pr_exit_seen();
+}
+
+int pr_on_exit_raw(void *ctx)
+{
+    return pr_exit_seen();
 }
 
 /* The string readers below also store in *len the bytes the string takes in buf, its

@@ -312,10 +312,26 @@ PLANRUNNER_SITES = (
     AttachSite("tracepoint", "pr_on_exec", "(planrunner)", 0, category="sched",
                event="sched_process_exec"),
 )
+EXEC_SITE = PLANRUNNER_SITES[-1]
+# The exit and exec programs as raw tracepoints (probe_kinds.RAW_TRACEPOINT_SITE): a
+# tracepoint perf event's close at the stop waits for a grace period, 40-70 ms each and
+# one after another, a raw tracepoint's does not (0.1 ms). Used unless the plan has a
+# tracepoint on the same event (runtime/scope.py own_sites: runtime_helpers.h says why).
+# Fork and the syscalls keep perf events: their raw arguments are a task pointer or
+# every syscall's registers.
+OWN_RAW_VARIANTS = {
+    EXIT_SITE: AttachSite("raw_tracepoint", "pr_on_exit_raw", "(planrunner)", 0,
+                          category="sched", event="sched_process_exit"),
+    EXEC_SITE: AttachSite("raw_tracepoint", "pr_on_exec_raw", "(planrunner)", 0,
+                          category="sched", event="sched_process_exec"),
+}
 # --follow-children: forked children of the scope's processes join it.
 FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
                        category="task", event="task_newtask")
 # The run's own programs above: they record no event, so a stop reads the ring's tail
 # without waiting for them to go (each tracepoint's close waits for a grace period, and
 # the kernel closes tracepoints one at a time: runtime/session.py).
-RUN_OWN_SITES = frozenset({EXIT_SITE, *PLANRUNNER_SITES, FORK_SITE})
+RUN_OWN_SITES = frozenset({EXIT_SITE, *PLANRUNNER_SITES, FORK_SITE,
+                           *OWN_RAW_VARIANTS.values()})
+# The sites whose attach may fail with a warning (runtime/session.py)
+WATCH_SITES = frozenset({*PLANRUNNER_SITES, OWN_RAW_VARIANTS[EXEC_SITE]})

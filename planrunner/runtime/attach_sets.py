@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from planrunner.errors import BackendError
 from planrunner.probe_kinds import site_kind
 from planrunner.render.model import AttachSet
+from planrunner.runtime.compile_cache import BPF_PROG_TYPE_KPROBE
 from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, close_all, create_multi_link
 
 # What the kernel says of an offset it cannot probe: try the others without it.
@@ -50,7 +51,7 @@ class UprobeSets:
     """Sets as uprobe_multi links: loaded as kprobe programs for that attach type.
     `attach` returns (function, why) of the offsets the kernel would not take."""
 
-    prog_kind = "kprobe"
+    prog_type = BPF_PROG_TYPE_KPROBE
     attach_type: int | None = BPF_TRACE_UPROBE_MULTI
 
     def __init__(self) -> None:

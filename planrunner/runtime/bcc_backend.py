@@ -46,6 +46,7 @@ from planrunner.runtime import map_batch
 from planrunner.runtime.attach import (
     STRATEGIES,
     AttachStrategy,
+    RawTracepoints,
     Tracepoints,
     UprobeLinks,
     where,
@@ -68,9 +69,6 @@ if TYPE_CHECKING:
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
 MAX_BATCH = 65536
-# a strategy's `prog_kind` as the program type it is loaded with
-_PROG_TYPES = {"kprobe": cc.BPF_PROG_TYPE_KPROBE, "tracepoint": cc.BPF_PROG_TYPE_TRACEPOINT,
-               "perf_event": cc.BPF_PROG_TYPE_PERF_EVENT}
 BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
 # bcc compiles with -g (its BTF is made from the debug info) and puts our cflags after
 # its own, so this one wins. LLVM's debug-info pass costs the square of the functions
@@ -506,7 +504,7 @@ class BccBackend:
         """`site`'s function loaded for `strategy` (once: later calls give its fd)."""
         sleepable = site.sleepable and self.features.sleepable
         try:
-            return self._program().load_func(site.fn_name, _PROG_TYPES[strategy.prog_kind],
+            return self._program().load_func(site.fn_name, strategy.prog_type,
                                              strategy.attach_type,
                                              BPF_F_SLEEPABLE if sleepable else 0)
         except cc.CacheLoadError as exc:
@@ -535,7 +533,7 @@ class BccBackend:
 
         def detach_one(strategy: AttachStrategy | UprobeSets) -> None:
             try:
-                if probes_only and isinstance(strategy, Tracepoints):
+                if probes_only and isinstance(strategy, Tracepoints | RawTracepoints):
                     strategy.detach_probes()
                 else:
                     strategy.detach_all()

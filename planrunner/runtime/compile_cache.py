@@ -96,6 +96,7 @@ BPF_BTF_LOAD = 18
 BPF_MAP_TYPE_TASK_STORAGE = 29
 BTF_MAP_TYPES = frozenset({BPF_MAP_TYPE_TASK_STORAGE})
 BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_PERF_EVENT = 2, 5, 7
+BPF_PROG_TYPE_RAW_TRACEPOINT = 17
 # map-in-map types need an inner map fd at creation: never cached
 _UNSUPPORTED_MAP_TYPES = frozenset({12, 13})
 _INSN = struct.Struct("<BBhi")

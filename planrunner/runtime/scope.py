@@ -25,6 +25,7 @@ from planrunner.elf.procmaps import start_time
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
+    OWN_RAW_VARIANTS,
     PLANRUNNER_SITES,
     SCOPE_NS_KEY,
     AttachSite,
@@ -140,8 +141,17 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
     if namespace is None:  # (the map holds init-namespace tgids: ours are those then)
         backend.skip_processes(starting_planrunners(me))
-    extra = [EXIT_SITE, *PLANRUNNER_SITES]
-    return [*extra, FORK_SITE] if scope.follow_children else extra
+    return own_sites(program, scope.follow_children)
+
+
+def own_sites(program: RenderedProgram, follow_children: bool) -> list[AttachSite]:
+    """The run's own programs to attach: the exit and exec ones as raw tracepoints
+    unless the plan has a tracepoint on the same event (render/model.py
+    OWN_RAW_VARIANTS)."""
+    extra = [EXIT_SITE, *PLANRUNNER_SITES, *((FORK_SITE,) if follow_children else ())]
+    plan_events = {(site.category, site.event) for site in program.sites}
+    return [site if (site.category, site.event) in plan_events
+            else OWN_RAW_VARIANTS.get(site, site) for site in extra]
 
 
 def starting_planrunners(me: int, proc: str = "/proc") -> list[int]:

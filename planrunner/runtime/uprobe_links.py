@@ -64,6 +64,24 @@ def bpf_syscall(cmd: int, attr: Any) -> tuple[int, int]:
     return int(ret), 0
 
 
+BPF_RAW_TRACEPOINT_OPEN = 17
+
+
+class _RawTracepointOpen(ct.Structure):
+    """union bpf_attr for BPF_RAW_TRACEPOINT_OPEN."""
+
+    _fields_ = [("name", ct.c_uint64), ("prog_fd", ct.c_uint32), ("_pad", ct.c_uint32)]
+
+
+def raw_tracepoint_open(prog_fd: int, event: str) -> tuple[int, int]:
+    """Attach `prog_fd` (a BPF_PROG_TYPE_RAW_TRACEPOINT program) to kernel event `event`
+    (its name alone: sched_process_exit): (fd, 0), attached until the fd is closed, or
+    (-1, errno). Never raises."""
+    name = ct.create_string_buffer(event.encode())
+    return bpf_syscall(BPF_RAW_TRACEPOINT_OPEN,
+                       _RawTracepointOpen(name=ct.addressof(name), prog_fd=prog_fd))
+
+
 def create_link(prog_fd: int, path: str, offset: int, ref_ctr_offset: int,
                 retprobe: bool, pid: int | None) -> tuple[int, int]:
     """Attach BPF program `prog_fd` (loaded with attach type BPF_TRACE_UPROBE_MULTI) at
