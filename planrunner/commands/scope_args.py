@@ -14,12 +14,12 @@ import os
 from typing import TYPE_CHECKING
 
 from planrunner.errors import UsageError
+from planrunner.render.contracts import COMM_LEN, MAX_CGROUPS
 
 if TYPE_CHECKING:
     from planrunner.runtime.scope import Scope
 
-COMM_MAX = 15  # TASK_COMM_LEN - 1: the kernel keeps this much of a command name
-MAX_CGROUPS = 8  # render/model.py MAX_CGROUPS (the BPF cgroup array's size)
+COMM_MAX = COMM_LEN - 1  # without the NUL: the kernel keeps this much of a command name
 MOUNTS = "/proc/self/mounts"
 
 

@@ -13,20 +13,21 @@ from dataclasses import dataclass
 from typing import Literal
 
 from planrunner.render import pyframes
+from planrunner.render.contracts import PR_HDR
 
-# struct pr_hdr in templates/record_helpers.h: ts, output, pid, tid, a spare word (0),
-# comm[16]. No view shows a uid: reading it cost a helper call per event (issue 17).
-HEADER_FORMAT = "<QIII4x16s"
-HEADER_SIZE = 40
+# The status word of a string field (render/contracts.py), named here for the decoders
+from planrunner.render.contracts import STR_NULL as STR_NULL
+from planrunner.render.contracts import STR_OK as STR_OK
+from planrunner.render.contracts import STR_TRUNCATED as STR_TRUNCATED
+
+# struct pr_hdr (render/contracts.py PR_HDR): ts, output, pid, tid, a spare word (0),
+# comm[16]; the format skips the spare word.
+HEADER_FORMAT = PR_HDR.format
+HEADER_SIZE = PR_HDR.size
 
 # Sizes of the last string's part of a variable record (see RecordLayout.variable):
 # each a separate constant reservation, the first that holds the string is used.
 STR_CLASSES = (16, 64)
-
-# Status word of a string field (see pr_read_str in the template).
-STR_NULL = 0
-STR_OK = 1
-STR_TRUNCATED = 2
 
 
 def _pad8(n: int) -> int:

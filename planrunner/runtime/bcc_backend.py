@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.probe_kinds import UPROBE_SITE, site_kind
+from planrunner.render.contracts import PR_CGROUP, PR_COMM, U32, U64
 from planrunner.render.model import (
     BORN_EXEC,
     SCOPE_GIVEN,
@@ -467,7 +468,7 @@ class BccBackend:
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         name = self._loaded().config_map
         if isinstance(self.bpf, _CachedBPF):  # without importing bcc
-            self.bpf.loaded.update(name, struct.pack("i", int(slot)), struct.pack("I", value))
+            self.bpf.loaded.update(name, U32.pack(slot), U32.pack(value))
             return
         config = self.bpf[name]
         config[ct.c_int(int(slot))] = ct.c_uint32(value)
@@ -511,12 +512,11 @@ class BccBackend:
         program = self._loaded()
         if not tgids:
             return
-        count = struct.pack("Q", len(tgids))
+        count = U64.pack(len(tgids))
         if isinstance(self.bpf, _CachedBPF):
             for tgid in tgids:
-                self.bpf.loaded.update(program.born_map, struct.pack("I", tgid),
-                                       struct.pack("I", BORN_EXEC))
-            self.bpf.loaded.update(program.born_count_map, struct.pack("I", 0), count)
+                self.bpf.loaded.update(program.born_map, U32.pack(tgid), U32.pack(BORN_EXEC))
+            self.bpf.loaded.update(program.born_count_map, U32.pack(0), count)
             return
         table = self.bpf[program.born_map]
         for tgid in tgids:
@@ -528,21 +528,20 @@ class BccBackend:
                         pids: Sequence[int], comms: Sequence[bytes],
                         cgroups: Sequence[str]) -> None:
         """fill_scope for a cached program, without bcc's tables: the same bytes,
-        packed as runtime_helpers.h lays them out (__u32 pids, struct pr_comm,
-        struct pr_cgroup { __u64 id; __u64 level; })."""
+        packed as render/contracts.py lays them out for the C (__u32 pids, struct
+        pr_comm, struct pr_cgroup)."""
         for pid in pids:
-            loaded.update(program.scope_pids_map, struct.pack("I", pid),
-                          struct.pack("I", SCOPE_GIVEN))
-        for comm in comms:
-            loaded.update(program.scope_comms_map, struct.pack("16s", comm[:15]),
-                          struct.pack("I", 1))
+            loaded.update(program.scope_pids_map, U32.pack(pid), U32.pack(SCOPE_GIVEN))
+        for comm in comms:  # NUL-terminated: the struct's bytes after the name are 0
+            loaded.update(program.scope_comms_map, PR_COMM.pack(comm[:PR_COMM.size - 1]),
+                          U32.pack(1))
         for i, path in enumerate(cgroups):
             try:
                 cgroup_id, level = cgroup_key(path)
             except OSError as exc:
                 raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
-            loaded.update(program.scope_cgroups_map, struct.pack("i", i),
-                          struct.pack("QQ", cgroup_id, level))
+            loaded.update(program.scope_cgroups_map, U32.pack(i),
+                          PR_CGROUP.pack(cgroup_id, level))
 
     def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         from planrunner.runtime.tracers import TracerRegistry
