@@ -23,7 +23,7 @@ from planrunner.render.contracts import TRACERS_PIN_MACRO as TRACERS_PIN_MACRO
 from planrunner.render.contracts import ConfigSlot as ConfigSlot
 from planrunner.render.contracts import Counter as Counter
 from planrunner.render.contracts import ScopeFlag as ScopeFlag
-from planrunner.render.layout import RecordLayout
+from planrunner.render.layout import KeyLayout, RecordLayout
 
 if TYPE_CHECKING:  # a warm run reads the model without the BTF reader: only the loader
     from planrunner.elf.btf import KernelMember  # of a program that needs it imports it
@@ -128,7 +128,7 @@ class AggregateOutput:
     probe: str
     kind: str  # count sum min max avg hist lhist
     map_name: str
-    key_fields: tuple[tuple[str, str], ...]  # (record key, "int"|"uint"|"bool"|"str:N")
+    key: KeyLayout  # the map's key: its fields in `by` order (render/layout.py)
     value_label: str
     unit: str | None
     every_ns: int | None
