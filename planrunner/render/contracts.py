@@ -96,6 +96,10 @@ class CStruct:
     def offset(self, member: str) -> int:
         return self.offsets[member]
 
+    def member_format(self, member: str) -> str:
+        """The struct format of one member alone (read at `offset(member)`)."""
+        return "<" + next(m for m in self.members if m.name == member).format
+
     @property
     def size(self) -> int:
         last = self.members[-1]

@@ -26,10 +26,9 @@ from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, RecordLayo
 from planrunner.render.model import NEWPID_OUTPUT, PrintOutput, StackMaps
 from planrunner.runtime.stacks import StackResolver
 
-_OUTPUT_ID = struct.Struct("<I")  # struct pr_hdr's output (a __u32), at _OUTPUT_AT
-_OUTPUT_AT = PR_HDR.offset("output")
-_PID = struct.Struct("<I")  # struct pr_hdr's pid (a __u32)
-_PID_AT = PR_HDR.offset("pid")
+# struct pr_hdr's output and pid members, read alone (render/contracts.py PR_HDR)
+_OUTPUT_ID, _OUTPUT_AT = struct.Struct(PR_HDR.member_format("output")), PR_HDR.offset("output")
+_PID, _PID_AT = struct.Struct(PR_HDR.member_format("pid")), PR_HDR.offset("pid")
 _CACHE_MAX = 4096
 
 
@@ -149,10 +148,10 @@ class Decoder:
             # (set only without stack announcements: then no decoder answers None)
             return cast(list[Record], list(map(only, batch)))
         by_id = self._by_id
-        unpack_id = _OUTPUT_ID.unpack_from
+        unpack_id, at = _OUTPUT_ID.unpack_from, _OUTPUT_AT
         out = []
         for raw in batch:
-            fn = by_id.get(unpack_id(raw, 8)[0])
+            fn = by_id.get(unpack_id(raw, at)[0])
             if fn is not None and (rec := fn(raw)) is not None:
                 out.append(rec)
         return out

@@ -62,8 +62,9 @@ def test_python_side_reads_the_same_definitions() -> None:
     assert PR_CGROUP.pack(7, 2) == struct.pack("<QQ", 7, 2)
     assert PR_CGROUP.unpack(PR_CGROUP.pack(7, 2)) == (7, 2)
     raw = struct.pack("<QIIII16s", 5, 3, 42, 43, 0, b"comm")
-    assert struct.unpack_from("<I", raw, PR_HDR.offset("pid")) == (42,)
-    assert struct.unpack_from("<I", raw, PR_HDR.offset("output")) == (3,)
+    assert struct.unpack_from(PR_HDR.member_format("pid"), raw, PR_HDR.offset("pid")) == (42,)
+    assert PR_HDR.member_format("output") == "<I" and PR_HDR.offset("output") == 8
+    assert PR_HDR.unpack(raw) == (5, 3, 42, 43, b"comm" + bytes(12))
 
 
 def test_the_block_defines_every_constant_and_struct() -> None:
