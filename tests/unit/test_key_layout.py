@@ -101,3 +101,17 @@ def test_render_declares_the_key_struct_of_its_layout(monkeypatch: pytest.Monkey
         assert decl, agg.map_name
         assert tuple(line.strip() for line in decl.group(1).splitlines()) == \
             agg.key.c_members
+
+
+MINI_LANGUAGE = re.compile(r"^(str|kstack|ustack|ucopy):")
+
+
+def test_no_module_spells_a_key_kind_as_a_string_to_split() -> None:
+    """The "str:N" / "ucopy:N:MODE" kinds are gone: no string constant of the package
+    starts with one (a KeyField carries size, limit and unwind as fields)."""
+    from tests.unit.test_c_only_in_render import _modules, code_strings
+
+    hits = [(module, line, text) for module, path in _modules()
+            for line, text in code_strings(path.read_text()) if MINI_LANGUAGE.match(text)]
+    assert hits == []
+    assert MINI_LANGUAGE.match("ucopy:64:auto") and not MINI_LANGUAGE.match("usym")
