@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.probe_kinds import UPROBE_SITE, site_kind
+from planrunner.render.contracts import PR_CGROUP, PR_COMM, U32, U64
 from planrunner.render.model import (
     BORN_EXEC,
     SCOPE_GIVEN,
@@ -385,27 +386,25 @@ class BccBackend:
         return self.program
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
-        self.update_map(self._loaded().config_map, struct.pack("i", int(slot)),
-                        struct.pack("I", value))
+        self.update_map(self._loaded().config_map, U32.pack(slot), U32.pack(value))
 
     def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
                    cgroups: Sequence[str]) -> None:
-        """The scope maps, packed as runtime_helpers.h lays them out (__u32 pids,
-        struct pr_comm, struct pr_cgroup { __u64 id; __u64 level; })."""
+        """The scope maps, packed as render/contracts.py lays them out for the C (__u32
+        pids, struct pr_comm, struct pr_cgroup)."""
         program = self._loaded()
         for pid in pids:
-            self.update_map(program.scope_pids_map, struct.pack("I", pid),
-                            struct.pack("I", SCOPE_GIVEN))
-        for comm in comms:
-            self.update_map(program.scope_comms_map, struct.pack("16s", comm[:15]),
-                            struct.pack("I", 1))
+            self.update_map(program.scope_pids_map, U32.pack(pid), U32.pack(SCOPE_GIVEN))
+        for comm in comms:  # NUL-terminated: the struct's bytes after the name are 0
+            self.update_map(program.scope_comms_map, PR_COMM.pack(comm[:PR_COMM.size - 1]),
+                            U32.pack(1))
         for i, path in enumerate(cgroups):
             try:
                 cgroup_id, level = cgroup_key(path)
             except OSError as exc:
                 raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
-            self.update_map(program.scope_cgroups_map, struct.pack("i", i),
-                            struct.pack("QQ", cgroup_id, level))
+            self.update_map(program.scope_cgroups_map, U32.pack(i),
+                            PR_CGROUP.pack(cgroup_id, level))
 
     def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
         loaded = self._program()
@@ -419,10 +418,8 @@ class BccBackend:
         if not tgids:
             return
         for tgid in tgids:
-            self.update_map(program.born_map, struct.pack("I", tgid),
-                            struct.pack("I", BORN_EXEC))
-        self.update_map(program.born_count_map, struct.pack("I", 0),
-                        struct.pack("Q", len(tgids)))
+            self.update_map(program.born_map, U32.pack(tgid), U32.pack(BORN_EXEC))
+        self.update_map(program.born_count_map, U32.pack(0), U64.pack(len(tgids)))
 
     def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         from planrunner.runtime.tracers import TracerRegistry

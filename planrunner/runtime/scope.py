@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from planrunner.elf.procmaps import start_time
+from planrunner.render.contracts import COMM_LEN
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
@@ -37,7 +38,6 @@ from planrunner.runtime.backend import Backend
 from planrunner.runtime.registry_pin import tracers_pin
 
 PROC_PID_INIT_INO = 0xEFFFFFFC  # include/linux/proc_ns.h: the init pid namespace
-COMM_LEN = 16  # TASK_COMM_LEN, with its NUL
 
 
 @dataclass(frozen=True, slots=True)

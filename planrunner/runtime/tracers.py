@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from planrunner.errors import BackendError
-from planrunner.render.model import MAX_TRACERS
+from planrunner.render.contracts import MAX_TRACERS, TRACER_TABLE
 from planrunner.runtime.registry_pin import BPF_FS, ensure_bpffs, foreign
 from planrunner.runtime.scope import tracer_alive
 
@@ -42,9 +42,9 @@ LOCK = "/run/planrunner/tracers.lock"
 
 
 class TracerTable(ct.Structure):
-    """struct pr_tracer_table (runtime_helpers.h)."""
+    """struct pr_tracer_table, laid out as render/contracts.py defines it for the C."""
 
-    _fields_ = [("tgid", ct.c_uint32 * MAX_TRACERS), ("start", ct.c_uint64 * MAX_TRACERS)]
+    _fields_ = TRACER_TABLE.ctypes_fields()
 
 
 class TracerRegistry:
