@@ -120,23 +120,25 @@ class SpanWriter:
             span.start_time_unix_nano = end - int(row[lat] or 0)
             span.end_time_unix_nano = end
             if in_place:
-                for a, value_msg in zip(in_place, t.values, strict=True):  # (inline: hot)
-                    value: Any = first_word(row[a.place]) if a.word else row[a.place]
+                # (inline: hot; t.values was made from in_place, the same length)
+                for a, value_msg in zip(in_place, t.values, strict=False):
+                    value: Any = row[a.place]
+                    if a.word:
+                        value = first_word(value)
                     kind = type(value)
                     if kind is int and _INT64_MIN <= value <= _INT64_MAX:
                         value_msg.int_value = value
                     elif kind is str:
                         value_msg.string_value = value
                     elif value is None:  # a NULL string: that attribute is left out
+                        append(self._alone(t, span, row))
                         break
                     else:
                         _set(value_msg, value)
                 else:
                     append(t.serialize())
-                    continue
-                append(self._alone(t, span, row))
-                continue
-            append(t.serialize())
+            else:
+                append(t.serialize())
         return b"".join(parts)
 
     def _template(self, row: Sequence[Any]) -> _Template:
