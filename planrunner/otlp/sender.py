@@ -121,7 +121,8 @@ class Sender:
         self._handled_event = threading.Event()
         self._lock = threading.Lock()  # the reporters' counts
         self._outputs = frozenset(p.name for p in program.prints)
-        self._rows = {p.name: wire.row_maker(p) for p in program.prints}
+        self._row = {p.name: wire.row_maker(p) for p in program.prints}
+        self._rows = {p.name: wire.rows_maker(p) for p in program.prints}
         # the spans of a nested output build trees per process: one exporter each
         self._by_pid = frozenset(p.name for p in program.prints
                                  if p.span is not None and p.span.nested)
@@ -313,8 +314,8 @@ class Sender:
             for rec in records:
                 groups.setdefault(rec["output"], []).append(rec)
         for key, recs in groups.items():
-            make = self._rows[key]
             if key in self._by_pid and len(live) > 1:
+                make = self._row[key]
                 parts: dict[int, list[tuple[Any, ...]]] = {}
                 for rec in recs:
                     parts.setdefault(rec["pid"] % len(live), []).append(make(rec))
@@ -322,7 +323,7 @@ class Sender:
                     self._send(live, live[i], ("rows", key, rows))
             else:
                 self._next = (self._next + 1) % len(live)
-                self._send(live, live[self._next], ("rows", key, list(map(make, recs))))
+                self._send(live, live[self._next], ("rows", key, self._rows[key](recs)))
 
     def _rest(self) -> None:
         """The reader hands old records: the ring is filling. The exporters use the CPU

@@ -211,6 +211,23 @@ def test_flat_spans_of_many_combinations_and_processes_keep_their_own_values(
     assert len({s.span_id for _, s in spans}) == n
 
 
+def test_rows_of_a_batch_as_record_by_record() -> None:
+    """wire.rows_maker maps one itemgetter over a batch; a record without some field
+    (None there) and object values (their text) go through row_maker, as before."""
+    from planrunner.otlp.wire import row_maker, rows_maker
+
+    out = _print("q", ("id", "path"))
+    recs = [_rec("q", 5, id=1, path="/a"), _rec("q", 6, id=2, path="/b")]
+    assert rows_maker(out)(recs) == [(5, 10, 11, 1, "/a"), (6, 10, 11, 2, "/b")]
+    recs.append(_rec("q", 7, id=3))  # no path
+    assert rows_maker(out)(recs) == [row_maker(out)(r) for r in recs]
+    assert rows_maker(out)(recs)[2] == (7, 10, 11, 3, None)
+    stacks = PrintOutput("s", "s", RecordLayout(0, "pr_rec_0", (
+        LayoutField("id", "int", "f0"), LayoutField("frames", "stack", "f1"))), None)
+    got = rows_maker(stacks)([_rec("s", 8, id=4, frames=["main", "f"])])
+    assert got == [(8, 10, 11, 4, "main,f")]
+
+
 def test_print_of_a_plain_probe_is_a_log_record() -> None:
     conv = Converter([_print("flow", ("level", "name"))], [], _Clock(offset=100))
     conv.add(_rec("flow", 50, level=3, name=None))
