@@ -4,7 +4,7 @@ The session's thread only appends record batches and snapshots to a bounded queu
 (`offer`, O(1)); past QUEUE_MAX records what comes is dropped and counted. A feeder
 thread turns the records into rows (wire.py: tuples, pickled, ~0.2 us a record) and
 writes them to the exporter process (exporter.py), which converts, serializes and
-sends them: the ~20 calls into protobuf a span costs run on another CPU, not in the
+sends them: what protobuf costs a span (~3.5 us here) runs on another CPU, not in the
 interpreter the reader needs. What the exporter reports the receiver took is counted;
 whatever was offered and not confirmed by the end is lost, and counted.
 

@@ -1,8 +1,8 @@
 """Flat spans serialized with few calls into protobuf.
 
 Each call from Python into protobuf (upb) costs ~0.15-0.3 us, and a span written in
-place into its request took ~20 (add, ids, times, four an attribute), plus parsing and
-writing again what never changes. So a batch of spans of one output is written as:
+place into its request takes 10-20 (add, ids, times, four an attribute), plus parsing
+and writing again what never changes. So a batch of spans of one output is written as:
 
 - a *template* for each combination of the values that repeat: a ScopeSpans holding one
   Span with the output's name, kind and literal attributes and those attribute values
