@@ -11,7 +11,8 @@ Records shaped like sdt-demo's (id, path, status, latency_ns), one process:
              handing rows to the exporter process, which sends over HTTP/protobuf (or
              gRPC) on loopback to a receiver in another process (it reads each body and
              answers 200; `--parse` makes it parse them too), until the last request is
-             confirmed; and this process's CPU time over it (offer + feeder), a span.
+             confirmed; and this process's CPU time over it (offer + feeder), the
+             exporters' and the receiver's (it shares the CPUs), a span.
 
     .venv/bin/python bench/otlp_bench.py [--records 200000] [--rounds 5] [--parse] [--grpc]
                                          [--exporters N] [--stages]
@@ -152,23 +153,34 @@ def build_rate(prog: RenderedProgram, recs: list[dict[str, object]]) -> float:
     return len(rows) / (time.perf_counter() - t0)
 
 
+def cpu_ns(pid: int) -> int:
+    """CPU time process `pid` has used, ns (/proc/PID/schedstat: all its threads')."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/schedstat") as fh:
+            total += int(fh.read().split()[0])
+    return total
+
+
 def export_rate(prog: RenderedProgram, recs: list[dict[str, object]], port: int,
-                grpc: bool, exporters: int) -> tuple[float, float, float, int]:
+                grpc: bool, exporters: int, receiver: int
+                ) -> tuple[float, float, float, float, int]:
     """(spans/s end to end, this process's CPU us a span, the exporters' CPU us a
-    span, spans lost)."""
+    span, the receiver's CPU us a span, spans lost)."""
     env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc" if grpc else "http/protobuf"}
     sender = Sender(otlp_config(f"http://127.0.0.1:{port}", "sdt-demo", env), prog,
                     io.StringIO(), queue_max=len(recs), exporters=exporters)
     sender.start()
     if not sender.wait_ready(60):  # its imports are done before the clock starts
         raise SystemExit(f"the exporter did not start: {sender.failed}")
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, r0 = time.perf_counter(), time.process_time(), cpu_ns(receiver)
     for i in range(0, len(recs), 1024):  # the session hands batches of <= 1024
         sender.offer(recs[i:i + 1024])
     counts = sender.close(600.0)
-    t1, c1 = time.perf_counter(), time.process_time()
+    t1, c1, r1 = time.perf_counter(), time.process_time(), cpu_ns(receiver)
     return (counts.spans_sent / (t1 - t0), (c1 - c0) * 1e6 / len(recs),
-            sender.exporter_cpu_s * 1e6 / len(recs), counts.lost_records)
+            sender.exporter_cpu_s * 1e6 / len(recs), (r1 - r0) / 1e3 / len(recs),
+            counts.lost_records)
 
 
 def _cpu_us(fn: object, n: int) -> float:
@@ -266,7 +278,7 @@ def main() -> int:
     receiver = subprocess.Popen([sys.executable, "-c", source, "1" if args.parse else "0"],
                                 stdout=subprocess.PIPE, text=True)
     got: dict[str, list[float]] = {k: [] for k in ("text", "text_cpu", "build", "export",
-                                                   "cpu", "exporter_cpu")}
+                                                   "cpu", "exporter_cpu", "receiver_cpu")}
     staged: dict[str, list[float]] = {}
     try:
         assert receiver.stdout is not None
@@ -276,15 +288,17 @@ def main() -> int:
             got["text"].append(text)
             got["text_cpu"].append(text_cpu)
             got["build"].append(build_rate(prog, recs))
-            rate_, cpu, exporter_cpu, lost = export_rate(prog, recs, port, args.grpc,
-                                                         args.exporters)
+            rate_, cpu, exporter_cpu, receiver_cpu, lost = export_rate(
+                prog, recs, port, args.grpc, args.exporters, receiver.pid)
             got["export"].append(rate_)
             got["cpu"].append(cpu)
             got["exporter_cpu"].append(exporter_cpu)
+            got["receiver_cpu"].append(receiver_cpu)
             print(f"round {r + 1}: text {text / 1000:6.1f}k/s ({text_cpu:.2f} us CPU)  "
                   f"build {got['build'][-1] / 1000:6.1f}k/s  export {rate_ / 1000:6.1f}k/s "
                   f"({lost} lost; CPU a span: run {cpu:.2f} us, exporters "
-                  f"{exporter_cpu:.2f} us)  export/text {rate_ / text:.2f}", flush=True)
+                  f"{exporter_cpu:.2f} us, receiver {receiver_cpu:.2f} us)  "
+                  f"export/text {rate_ / text:.2f}", flush=True)
             if args.stages and not args.grpc:
                 for k, v in stages(prog, recs, port).items():
                     staged.setdefault(k, []).append(v)
@@ -295,7 +309,8 @@ def main() -> int:
     ratio = statistics.median(e / t for e, t in zip(got["export"], got["text"], strict=True))
     print(f"median: text {med['text'] / 1000:.1f}k/s ({med['text_cpu']:.2f} us CPU a "
           f"record), build {med['build'] / 1000:.1f}k/s, export {med['export'] / 1000:.1f}k/s "
-          f"(CPU a span: run {med['cpu']:.2f} us, exporters {med['exporter_cpu']:.2f} us); "
+          f"(CPU a span: run {med['cpu']:.2f} us, exporters {med['exporter_cpu']:.2f} us, "
+          f"receiver {med['receiver_cpu']:.2f} us); "
           f"export/text {med['export'] / med['text']:.2f} (median of the rounds' ratios "
           f"{ratio:.2f})")
     if staged:
