@@ -369,8 +369,9 @@ static __always_inline int pr_body_cpu(struct pr_args_cpu *a)
             pr_h2 = (pr_h2 ^ pr_uc2->regs[0]) * 0x100000001b3ULL;
             pr_h2 = (pr_h2 ^ pr_uc2->regs[1]) * 0x100000001b3ULL;
             pr_h2 = (pr_h2 ^ pr_uc2->regs[2]) * 0x100000001b3ULL;
+            __u32 pr_h2_len = *(volatile __u32 *)&pr_uc2->len;
             for (__u32 pr_i = 0; pr_i < 256; pr_i++) {
-                if (pr_i * 64 + 64 > pr_uc2->len)
+                if (pr_i * 64 + 64 > pr_h2_len)
                     break;
                 __u64 *pr_w = (__u64 *)(pr_uc2->data + pr_i * 64);
                 pr_h2 = (pr_h2 ^ pr_w[0]) * 0x100000001b3ULL;
