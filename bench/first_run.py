@@ -31,7 +31,10 @@ in a rotated order) with bpftrace's one-liner start in each round for reference
 (launch -> its BEGIN probe's line: bpftrace runs BEGIN once every probe is attached).
 With --baseline TREE (a checkout of another commit), each plan also runs from that
 tree in the same rounds (launch -> `Tracing` only: an older tree has no marks).
-Medians over rounds (min..max); the machine line names the CPU and the load average.
+Beside the wall time, the CPU time of the run and of its compile worker (reaped by
+then) by the `Tracing` line, from /proc: on a machine other jobs share it moves far
+less. Medians over rounds (min..max); the machine line names the CPU and the load
+average.
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ def first_run(tree: Path, argv: list[str], cache_root: Path) -> dict[str, float]
             elif line.startswith("Tracing "):
                 marks.setdefault("tracing", time.monotonic() - launch)
                 marks["line"] = time.monotonic() - launch
+                marks["cpu"] = tree_cpu(proc.pid)
                 break
             if time.monotonic() - launch > BOUND_S:
                 break
@@ -125,6 +129,15 @@ def first_run(tree: Path, argv: list[str], cache_root: Path) -> dict[str, float]
     if "line" not in marks:
         raise RuntimeError(f"no Tracing line from {argv} (exit {proc.returncode})")
     return marks
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU s of `pid` and its reaped children (the compile worker, waited for once it
+    answered): user + system, 10 ms ticks. Moves far less than wall time on a machine
+    other jobs share."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def bpftrace_start() -> float:
@@ -155,6 +168,7 @@ def split(marks: dict[str, float]) -> dict[str, float]:
     if "compile-request" in at and "compile-reply" in at:
         row["wait"] = at["compile-reply"] - at["compile-request"] - row.get("clang", 0.0)
     row["total"] = at["line"]
+    row["cpu"] = marks.get("cpu", float("nan"))
     return row
 
 
@@ -222,28 +236,31 @@ def main() -> int:
     print(f"bpftrace one-liner (uprobe on python3.11, launch -> BEGIN's line): "
           f"{med(ref)} s\n")
     cols = [s[0] for s in SEGMENTS]
-    print("| plan | launch -> Tracing s | vs bpftrace | " + " | ".join(cols)
+    print("| plan | launch -> Tracing s | vs bpftrace | CPU s | " + " | ".join(cols)
           + " | worker start | bcc import |")
-    print("|---|---|---|" + "---|" * (len(cols) + 2))
+    print("|---|---|---|---|" + "---|" * (len(cols) + 2))
     for name in names:
         runs = rows["this tree"][name]
         total = [x["total"] for x in runs]
         cells = [f"{mid([x.get(c, float('nan')) for x in runs]):.3f}" for c in cols]
         cells += [f"{mid([x.get(c, float('nan')) for x in runs]):.3f}"
                   for c, _, _ in WORKER]
-        print(f"| {name} | {med(total)} | {mid(total) / ref_mid:.1f}x | "
+        cpu = mid([x.get("cpu", float("nan")) for x in runs])
+        print(f"| {name} | {med(total)} | {mid(total) / ref_mid:.1f}x | {cpu:.2f} | "
               + " | ".join(cells) + " |")
     if args.baseline:
-        print("\nA/B, launch -> Tracing s (same rounds):\n")
-        print("| plan | " + " | ".join(label for label, _ in trees) + " | this / baseline |")
-        print("|---|" + "---|" * (len(trees) + 1))
-        ratios = []
-        for name in names:
-            mids = [mid([x["total"] for x in rows[label][name]]) for label, _ in trees]
-            ratios.append(mids[0] / mids[1])
-            print(f"| {name} | " + " | ".join(f"{m:.3f}" for m in mids)
-                  + f" | {mids[0] / mids[1]:.2f} |")
-        print(f"\nMedian of the per-plan ratios: {statistics.median(ratios):.3f}")
+        for what, title in (("total", "launch -> Tracing s"), ("cpu", "CPU s by Tracing")):
+            print(f"\nA/B, {title} (same rounds; ratios against the first baseline):\n")
+            print("| plan | " + " | ".join(label for label, _ in trees)
+                  + " | this / baseline |")
+            print("|---|" + "---|" * (len(trees) + 1))
+            ratios = []
+            for name in names:
+                mids = [mid([x[what] for x in rows[label][name]]) for label, _ in trees]
+                ratios.append(mids[0] / mids[1])
+                print(f"| {name} | " + " | ".join(f"{m:.3f}" for m in mids)
+                      + f" | {mids[0] / mids[1]:.2f} |")
+            print(f"\nMedian of the per-plan ratios: {statistics.median(ratios):.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "bpftrace": ref,
                                                "loads": loads}, indent=1))
