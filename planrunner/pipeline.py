@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 from planrunner.errors import PlanError, PlanSchemaError
 from planrunner.plan import load_plan
+from planrunner.timing import mark
 
 if TYPE_CHECKING:  # annotations only: `validate` never renders (render/model.py: ~10 ms)
     from planrunner.plan.model import Plan
@@ -50,7 +51,10 @@ def load_resolved(path: str, overrides: dict[str, str], pid: int | None = None,
                                                             more.diagnostics))
                 raise raised from None
         raise
-    return plan, resolve(plan, pid, command)
+    mark("plan-loaded")
+    resolved = resolve(plan, pid, command)
+    mark("resolved")
+    return plan, resolved
 
 
 def render(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:
@@ -80,7 +84,9 @@ def compile_plans(paths: list[str], sets: dict[str, str], pid: int | None = None
     sources = sources or [None] * len(paths)
     if len(paths) == 1:
         plan, resolved = load_resolved(paths[0], sets, pid, command, source=sources[0])
-        return [plan], plan, resolved, render(resolved)
+        program = render(resolved)
+        mark("rendered")
+        return [plan], plan, resolved, program
     names = [plan_set.declared(p, s) for p, s in zip(paths, sources, strict=True)]
     failed: list[PlanError] = []
     try:

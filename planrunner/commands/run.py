@@ -95,7 +95,9 @@ def parse_seconds(text: str | None) -> float | None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from planrunner.commands.scope_args import first_pid, scope_from_args
     from planrunner.runtime.compile_cache import open_cache
+    from planrunner.timing import mark
 
+    mark("command")
     if args.pid and args.command:
         raise UsageError("--pid and -c cannot be used together")
     scope = scope_from_args(args)
@@ -128,6 +130,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
         worker = CompileWorker(stderr)
         worker.start()
+        mark("worker-spawned")
     from planrunner.render.model import MAX_TRACERS
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.scope import register_run

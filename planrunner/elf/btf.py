@@ -206,13 +206,26 @@ _COMPUTED: dict[tuple[str, KernelMember], int] = {}
 
 def kernel_offset(member: KernelMember) -> int:
     """The byte offset of `member` in the running kernel (computed once)."""
-    key = (vmlinux_path(), member)
-    inputs.stat(key[0])  # each call: the value is kept for the process
-    if key not in _COMPUTED:
-        _COMPUTED[key] = member_offset(load(key[0]), member.struct, member.path)
-    return _COMPUTED[key]
+    return kernel_offsets([member])[member]
+
+
+def kernel_offsets(members: Iterable[KernelMember]) -> dict[KernelMember, int]:
+    """The byte offsets of `members` in the running kernel, each computed once, those
+    not computed yet from one parse of the BTF (~0.12 s on an AMD EPYC: a parse per
+    member made a plan with stacks wait ~0.4-0.8 s for its seven before compiling)."""
+    path = vmlinux_path()
+    inputs.stat(path)  # each call: the values are kept for the process
+    wanted = set(members)
+    missing = [m for m in wanted if (path, m) not in _COMPUTED]
+    if missing:
+        kernel = load(path)
+        for member in sorted(missing):
+            _COMPUTED[path, member] = member_offset(kernel, member.struct, member.path)
+    return {member: _COMPUTED[path, member] for member in wanted}
 
 
 def runtime_cflags(constants: Iterable[tuple[str, KernelMember]]) -> list[str]:
     """`-DMACRO=N` for each (macro, kernel member) the rendered C uses."""
-    return [f"-D{macro}={kernel_offset(member)}" for macro, member in sorted(set(constants))]
+    pairs = sorted(set(constants))
+    offsets = kernel_offsets(member for _, member in pairs)
+    return [f"-D{macro}={offsets[member]}" for macro, member in pairs]

@@ -43,6 +43,7 @@ from typing import IO, TextIO
 
 from planrunner.runtime import bcc_backend
 from planrunner.runtime import compile_cache as cc
+from planrunner.timing import mark
 
 WIRE_KEY = "compile-worker"  # the key compile_cache.encode() needs; the pipe has one entry
 CLONE_NEWNS = 0x00020000
@@ -113,6 +114,7 @@ class CompileWorker:
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdout is None:
             return None
+        mark("compile-request")
         status, text = "", ""
         watchdog = _Watchdog(proc)
         watchdog.start()
@@ -123,6 +125,7 @@ class CompileWorker:
             status, _, text = proc.stdout.readline().decode().rstrip("\n").partition(" ")
             if status == "ok":
                 blob = proc.stdout.read(int(text))
+                mark("compile-reply")
                 return cc.decode(WIRE_KEY, blob)
         except (OSError, ValueError) as exc:  # the worker died or said nonsense
             self.why = f"the compile worker failed ({exc})"
@@ -253,15 +256,19 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     a parent that closed the pipes (it stopped, or was killed before asking) is gone,
     and nobody would read what the worker has to say."""
     ct.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive `run`
+    mark("worker-main")
     hide_kallsyms()
     try:
         bcc_backend.import_bcc()  # while the parent is still rendering
+        mark("worker-bcc")
         size = stdin.readline()
         if not size:  # the parent closed the pipe without asking
             return 0
         request = json.loads(stdin.read(int(size)))
+        mark("worker-request")
         compiled = bcc_backend.compile_program(request["c"], list(request["cflags"]),
                                                dict(request["pins"]))
+        mark("worker-compiled")
         reply = _reply(compiled)
     except cc.Uncacheable as exc:
         reply = f"uncacheable {exc}\n".encode()

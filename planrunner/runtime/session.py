@@ -67,6 +67,7 @@ from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.scope import Scope, apply_scope, own_pid_namespace
 from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.upkeep import Upkeep, recover
+from planrunner.timing import mark
 
 if TYPE_CHECKING:  # imported where used: what only reads and prints loads after attaching
     from planrunner.output.base import LiveView, View
@@ -397,6 +398,7 @@ class Session:
         with ExitStack() as loaded:
             loaded.callback(self.backend.close)
             _load(self.backend, self.program, self.stop)
+            mark("loaded")
             mode = semaphore_mode(self.backend.features)
             with ExitStack() as attached:
                 attached.callback(self._close_live_views)
@@ -423,6 +425,7 @@ class Session:
     def _attach_and_loop(self, scope: Scope, mode: str, cleanup: ExitStack) -> int:
         sites, left_out = _attach(self.backend, self.program, scope, mode == "refctr",
                                   self.stop, self.stderr)
+        mark("attached")
         pythons = _python_binaries(self.backend, self.program, self.opts, scope,
                                    self.stderr)
         # the process whose semaphores (poke mode) and late libraries are watched
@@ -446,6 +449,7 @@ class Session:
                          len(sites), mode)
                 self.started.append(lv)
         n = len(sites) + sum(len(s.file_offsets) for s in self.program.sets) - left_out
+        mark("tracing")
         self.stderr.write(f"Tracing {n} probe site{'s' if n != 1 else ''} in "
                           f"{scope.describe()}. Hit Ctrl-C to end.\n")
         self.stderr.flush()

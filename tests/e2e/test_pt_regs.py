@@ -37,3 +37,25 @@ def test_the_template_struct_has_the_kernels_layout() -> None:
               f"_Static_assert(sizeof(struct pt_regs) == {8 * len(members)}, \"size\");\n"
               "int f(struct pt_regs *ctx) { return 0; }\n")
     compile_bcc(source, []).cleanup()  # CompileFailed names the member that moved
+
+
+def test_the_template_perf_event_struct_has_the_kernels_layout() -> None:
+    """struct bpf_perf_event_data (a profile probe's context) as the template writes it
+    out, against <uapi/linux/bpf_perf_event.h>: regs first, then sample_period, addr."""
+    from planrunner.runtime.bcc_backend import compile_bcc
+
+    text = (data_dir("templates") / "program.bpf.c.j2").read_text(encoding="utf-8")
+    body = re.search(r"struct bpf_perf_event_data \{(.*?)\};", text, re.S)
+    assert body is not None, "program.bpf.c.j2 no longer writes struct bpf_perf_event_data"
+    assert re.findall(r"(\w+);", body.group(1)) == ["regs", "sample_period", "addr"]
+    regs = 8 * len(_members())
+    source = ("#include <asm/ptrace.h>\n#include <uapi/linux/bpf_perf_event.h>\n"
+              "_Static_assert(__builtin_offsetof(struct bpf_perf_event_data, regs) == 0, "
+              "\"regs\");\n"
+              "_Static_assert(__builtin_offsetof(struct bpf_perf_event_data, sample_period)"
+              f" == {regs}, \"sample_period\");\n"
+              "_Static_assert(__builtin_offsetof(struct bpf_perf_event_data, addr) == "
+              f"{regs + 8}, \"addr\");\n"
+              f"_Static_assert(sizeof(struct bpf_perf_event_data) == {regs + 16}, \"size\");\n"
+              "int f(struct bpf_perf_event_data *ctx) { return 0; }\n")
+    compile_bcc(source, []).cleanup()  # CompileFailed names the member that moved

@@ -147,3 +147,30 @@ def test_running_kernel_constant_is_computed_once() -> None:
     t0 = time.perf_counter()
     assert btf.kernel_offset(btf.THREAD_POINTER) == first
     assert time.perf_counter() - t0 < 0.01
+
+
+def test_runtime_cflags_parse_the_btf_once(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several constants of one program: one read of the file, whatever their number."""
+    b = Builder()
+    long_t = b.add("long", btf.INT, 0, 8, struct.pack("<I", (1 << 24) | 64))
+    b.struct("mm_struct", 32, [("start_code", long_t, 0), ("exe_file", long_t, 64)])
+    b.struct("task_struct", 64, [("state", long_t, 0), ("mm", long_t, 8 * 16)])
+    path = tmp_path / "btf-once"
+    path.write_bytes(b.blob())
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path))
+    loads: list[str | None] = []
+    real_load = btf.load
+
+    def counting_load(where: str | None = None) -> btf.Btf:
+        loads.append(where)
+        return real_load(where)
+
+    monkeypatch.setattr(btf, "load", counting_load)
+    constants = [("PR_MM", btf.KernelMember("task_struct", "mm")),
+                 ("PR_START", btf.KernelMember("mm_struct", "start_code")),
+                 ("PR_EXE", btf.KernelMember("mm_struct", "exe_file"))]
+    assert btf.runtime_cflags(constants) == ["-DPR_EXE=8", "-DPR_MM=16", "-DPR_START=0"]
+    assert loads == [str(path)]
+    assert btf.runtime_cflags(constants[:1]) == ["-DPR_MM=16"]  # kept: no read at all
+    assert loads == [str(path)]

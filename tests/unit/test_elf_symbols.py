@@ -129,3 +129,21 @@ def test_entries_unpacked_per_class_and_byte_order(elfclass: int, little: bool) 
     got = [(s.name, s.value, s.size, s.type) for s in _unpack(data, strtab, elfclass, little)]
     assert got == [("f", 0x401000, 42, "STT_FUNC"), ("obj", 0x602000, 8, "STT_OBJECT"),
                    ("ifunc", 0x403000, 9, "STT_GNU_IFUNC")]
+
+
+def test_a_demangled_lookup_demangles_only_names_holding_the_function(cxx_binary: str
+                                                                      ) -> None:
+    """`shop::Cart::total` demangles the mangled names that hold `5total` (as the
+    Itanium ABI writes the identifier), not every C++ name of the file; an operator or
+    a template has no plain identifier and gets the whole file's index."""
+    from planrunner.elf import symbols
+
+    [hit] = lookup_symbol(cxx_binary, "shop::Cart::total")
+    narrowed = [index for (_, ident), index in symbols._DEMANGLED.items() if ident == "total"]
+    assert narrowed and all("5total" in mangled for mangled in narrowed[-1].names)
+    assert hit.name in narrowed[-1].names
+    assert symbols._source_name("shop::Cart::total(int) const") == "total"
+    assert symbols._source_name("plain_c") == "plain_c"
+    assert symbols._source_name("shop::Cart::operator==") is None
+    assert symbols._source_name("shop::Box<int>::get") == "get"
+    assert symbols._source_name("shop::make<int>") is None

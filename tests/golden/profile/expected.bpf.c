@@ -1,7 +1,29 @@
 /* planrunner plan: profile -- generated, do not edit */
-/* struct pt_regs only: <linux/sched.h> and <uapi/linux/ptrace.h> doubled clang's time */
+/* EFAULT (a stack the kernel could not walk), which <asm/ptrace.h> brought along */
+#include <uapi/asm-generic/errno-base.h>
+#if defined(__x86_64__) && !defined(_ASM_X86_PTRACE_H)
+/* struct pt_regs as arch/x86/include/asm/ptrace.h lays it out: the frame the kernel's
+   entry code saves, an ABI (ptrace's user_regs_struct; cs and ss are 8-byte unions
+   since FRED). That header costs ~30 ms of every compile (tests/e2e/test_pt_regs.py
+   checks these offsets against it). */
+struct pt_regs {
+    unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+    unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+/* struct bpf_perf_event_data as <uapi/linux/bpf_perf_event.h> lays it out (a UAPI; on
+   x86-64 its regs are a struct pt_regs). That header includes <linux/ptrace.h>, and
+   with it most of the kernel's headers: ~1.4 s of CPU of every compile of a plan with
+   perf events on an AMD EPYC (BENCHMARKS.md, issue 28 item 3; tests/e2e/test_pt_regs.py
+   checks the layout against it). */
+struct bpf_perf_event_data {
+    struct pt_regs regs;
+    __u64 sample_period;
+    __u64 addr;
+};
+#else
 #include <asm/ptrace.h>
 #include <uapi/linux/bpf_perf_event.h>
+#endif
 
 #ifndef PR_FILE_INODE_OFFSET
 #error "PR_FILE_INODE_OFFSET is the running kernel's: the loader defines it (-DPR_FILE_INODE_OFFSET=N)"
@@ -349,8 +371,9 @@ static __always_inline int pr_body_cpu(struct pr_args_cpu *a)
             pr_h2 = (pr_h2 ^ pr_uc2->regs[0]) * 0x100000001b3ULL;
             pr_h2 = (pr_h2 ^ pr_uc2->regs[1]) * 0x100000001b3ULL;
             pr_h2 = (pr_h2 ^ pr_uc2->regs[2]) * 0x100000001b3ULL;
+            __u32 pr_h2_len = *(volatile __u32 *)&pr_uc2->len;
             for (__u32 pr_i = 0; pr_i < 256; pr_i++) {
-                if (pr_i * 64 + 64 > pr_uc2->len)
+                if (pr_i * 64 + 64 > pr_h2_len)
                     break;
                 __u64 *pr_w = (__u64 *)(pr_uc2->data + pr_i * 64);
                 pr_h2 = (pr_h2 ^ pr_w[0]) * 0x100000001b3ULL;

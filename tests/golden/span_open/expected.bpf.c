@@ -434,8 +434,9 @@ static __always_inline int pr_body_leave(struct pr_args_leave *a)
                     pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_pr_span_block_c0->regs[0]) * 0x100000001b3ULL;
                     pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_pr_span_block_c0->regs[1]) * 0x100000001b3ULL;
                     pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_pr_span_block_c0->regs[2]) * 0x100000001b3ULL;
+                    __u32 pr_h_pr_span_block_c0_len = *(volatile __u32 *)&pr_pr_span_block_c0->len;
                     for (__u32 pr_i = 0; pr_i < 256; pr_i++) {
-                        if (pr_i * 64 + 64 > pr_pr_span_block_c0->len)
+                        if (pr_i * 64 + 64 > pr_h_pr_span_block_c0_len)
                             break;
                         __u64 *pr_w = (__u64 *)(pr_pr_span_block_c0->data + pr_i * 64);
                         pr_h_pr_span_block_c0 = (pr_h_pr_span_block_c0 ^ pr_w[0]) * 0x100000001b3ULL;

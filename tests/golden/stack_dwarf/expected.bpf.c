@@ -373,8 +373,9 @@ static __always_inline int pr_body_value(struct pr_args_value *a)
             pr_h0 = (pr_h0 ^ pr_uc0->regs[0]) * 0x100000001b3ULL;
             pr_h0 = (pr_h0 ^ pr_uc0->regs[1]) * 0x100000001b3ULL;
             pr_h0 = (pr_h0 ^ pr_uc0->regs[2]) * 0x100000001b3ULL;
+            __u32 pr_h0_len = *(volatile __u32 *)&pr_uc0->len;
             for (__u32 pr_i = 0; pr_i < 64; pr_i++) {
-                if (pr_i * 64 + 64 > pr_uc0->len)
+                if (pr_i * 64 + 64 > pr_h0_len)
                     break;
                 __u64 *pr_w = (__u64 *)(pr_uc0->data + pr_i * 64);
                 pr_h0 = (pr_h0 ^ pr_w[0]) * 0x100000001b3ULL;
