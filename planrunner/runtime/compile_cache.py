@@ -42,18 +42,13 @@ Safety:
   program, nor does a new target build (what of it the program reads, USDT operands and
   struct offsets, is in the C; attach offsets come from resolve, or from the run cache,
   planrunner/run_cache.py, which checks each target binary's identity first).
-- Entries live in $PLANRUNNER_CACHE_DIR, else $XDG_CACHE_HOME/planrunner/programs
-  (when that directory is the user's), else ~/.cache/planrunner/programs with ~ the
-  effective user's home (root's is /root, even under a sudo that kept $HOME);
-  directories 0700, files 0600, written to a temporary file and renamed. A directory
-  or file not owned by the user, or open to others, is not trusted (warning; the run
-  compiles).
+- Entries are files of the entry store both caches share (runtime/entry_store.py:
+  where, 0700/0600, this user's only, written whole, pruned).
 - Each file carries a magic, a format version and a SHA-256 of its body: a truncated,
   flipped or foreign entry is reported on stderr, removed and rebuilt by the compile.
 - A cached program the kernel refuses (map or program load) is dropped the same way.
 - `planrunner run --no-cache` neither reads nor writes it. The run cache
-  (planrunner/run_cache.py) keeps its entries in the same directory (`ProgramCache`'s
-  read_entry/write_entry: the same checks).
+  (planrunner/run_cache.py) keeps its entries in the same store.
 Set PLANRUNNER_CACHE_LOG=1 to see hits, misses and stores on stderr.
 
 Pure stdlib and raw bpf() syscalls (runtime/uprobe_links.py); no bcc.
@@ -66,24 +61,20 @@ import ctypes as ct
 import errno
 import json
 import os
-import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from planrunner import __version__
+from planrunner.runtime.entry_store import EntryStore, default_dir, seal, unseal
 from planrunner.runtime.progload import load_program
 from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.uprobe_links import bpf_syscall
-from planrunner.sha256 import sha256 as sha256  # run_cache hashes with it too
+from planrunner.sha256 import sha256
 
 FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
 MAGIC = b"PRCACHE\0"
-_HEADER = struct.Struct("<8sI32s")  # magic, format version, sha256 of the body
-MAX_ENTRIES = 128  # entries kept (programs and runs); the oldest (by last use) go first
-DIR_ENV = "PLANRUNNER_CACHE_DIR"
-LOG_ENV = "PLANRUNNER_CACHE_LOG"
 
 BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM = 0, 1, 2
 BPF_OBJ_PIN, BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 6, 7, 15
@@ -268,28 +259,6 @@ def encode(key: str, program: CompiledProgram) -> bytes:
     return seal(MAGIC, FORMAT_VERSION, body)
 
 
-def seal(magic: bytes, version: int, body: bytes) -> bytes:
-    """An entry: magic, format version and the body's SHA-256, then the body (both
-    cache levels' files)."""
-    return _HEADER.pack(magic, version, sha256(body).digest()) + body
-
-
-def unseal(blob: bytes, magic: bytes, version: int, what: str) -> bytes:
-    """The body of an entry sealed with `magic` and `version`; raises ValueError
-    saying what is wrong with it (`what`: the kind of entry, for that message)."""
-    if len(blob) < _HEADER.size:
-        raise ValueError("truncated header")
-    got_magic, got_version, digest = _HEADER.unpack_from(blob)
-    if got_magic != magic:
-        raise ValueError(f"not a planrunner {what}")
-    if got_version != version:
-        raise ValueError(f"format version {got_version}, expected {version}")
-    body = blob[_HEADER.size:]
-    if sha256(body).digest() != digest:
-        raise ValueError("checksum mismatch")
-    return body
-
-
 def decode(key: str, blob: bytes) -> CompiledProgram:
     """Raises ValueError saying what is wrong with the entry."""
     body = unseal(blob, MAGIC, FORMAT_VERSION, "cache entry")
@@ -313,154 +282,14 @@ def decode(key: str, blob: bytes) -> CompiledProgram:
         raise ValueError(f"malformed body: {exc}") from None
 
 
-# --- the directory --------------------------------------------------------------------
+# --- the cache -----------------------------------------------------------------------
 
-# Paths here are strings: pathlib (with urllib.parse and ipaddress) was ~3 ms of every
-# warm run's start.
-
-def _home() -> str:
-    """The effective user's home from the password database: under sudo, $HOME may
-    still be the invoking user's, and root must not write its cache there."""
-    import pwd
-
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_dir
-    except KeyError:
-        return os.path.expanduser("~")
-
-
-def default_dir() -> str:
-    env = os.environ.get(DIR_ENV)
-    if env:
-        return env
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = os.path.join(_home(), ".cache")
-    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is ignored
-        try:
-            mine = os.stat(xdg).st_uid == os.geteuid()
-        except OSError:
-            mine = False
-        if mine:  # another user's (sudo kept the variable): ours instead
-            base = xdg
-    return os.path.join(base, "planrunner", "programs")
-
-
-def _makedirs_private(path: str) -> None:
-    """mkdir -p with 0700 at every level created (os.makedirs gives the parents the
-    umask's mode); a umask can only narrow it."""
-    missing = []
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        missing.append(p)
-        p = os.path.dirname(p)
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            pass
-
-
-def _private(st: os.stat_result) -> bool:
-    return st.st_uid == os.geteuid() and not st.st_mode & 0o077
-
-
-class ProgramCache:
-    """Entries of one directory; every failure to read or write is a warning at most,
-    never an error of the run."""
-
-    def __init__(self, directory: str | os.PathLike[str], stderr: TextIO) -> None:
-        self.dir = os.fspath(directory)
-        self.stderr = stderr
-        self.log = os.environ.get(LOG_ENV, "") not in ("", "0")
-
-    def note(self, msg: str) -> None:
-        if self.log:
-            self.stderr.write(f"planrunner: cache: {msg}\n")
-
-    def warn(self, msg: str) -> None:
-        self.stderr.write(f"planrunner: warning: {msg}\n")
+class ProgramCache(EntryStore):
+    """Compiled programs, `KEY.bpf`, in the entry store both caches share
+    (runtime/entry_store.py: where, and which files are trusted)."""
 
     def path(self, key: str) -> str:
         return os.path.join(self.dir, f"{key}.bpf")
-
-    def _usable_dir(self, create: bool) -> bool:
-        try:
-            st = os.lstat(self.dir)
-        except FileNotFoundError:
-            if not create:
-                return False
-            try:
-                _makedirs_private(self.dir)
-                st = os.lstat(self.dir)
-            except OSError as exc:
-                self.warn(f"cannot create the program cache {self.dir}: {exc.strerror}")
-                return False
-        except OSError:
-            return False
-        if not stat.S_ISDIR(st.st_mode) or not _private(st):
-            self.warn(f"not using the program cache {self.dir}: it must be a directory "
-                      "of this user, closed to others (chmod 700)")
-            return False
-        return True
-
-    def read_entry(self, name: str) -> bytes | None:
-        """The bytes of entry `name` when it is a private file of this user in a private
-        directory; None when absent or not to be trusted (said on stderr)."""
-        path = os.path.join(self.dir, name)
-        if not self._usable_dir(create=False):
-            return None
-        try:  # the entry is opened in the directory checked, not one put there since
-            dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            if not _private(os.fstat(dfd)):
-                self.warn(f"not using the program cache {self.dir}: it must be a directory "
-                          "of this user, closed to others (chmod 700)")
-                return None
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            self.warn(f"cannot read the cache entry {path}: {exc.strerror}; compiling")
-            return None
-        finally:
-            os.close(dfd)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not _private(st):
-                self.warn(f"ignoring the cache entry {path}: not a private file of this "
-                          "user; compiling")
-                return None
-            with os.fdopen(fd, "rb", closefd=False) as fh:
-                blob = fh.read()
-        finally:
-            os.close(fd)
-        try:
-            os.utime(path)  # last use, for pruning
-        except OSError:
-            pass
-        return blob
-
-    def write_entry(self, name: str, data: bytes) -> None:
-        if not self._usable_dir(create=True):
-            return
-        import tempfile  # noqa: PLC0415 - cold runs only (warm ones skip its 1.6 ms import)
-
-        try:
-            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".part")  # 0600
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, os.path.join(self.dir, name))
-            except BaseException:
-                os.unlink(tmp)
-                raise
-        except OSError as exc:
-            self.warn(f"cannot write the program cache {self.dir}: {exc.strerror}")
-            return
-        self.note(f"stored {name[:16]} ({len(data)} bytes)")
-        self._prune()
 
     def get(self, key: str) -> CompiledProgram | None:
         blob = self.read_entry(f"{key}.bpf")
@@ -480,30 +309,6 @@ class ProgramCache:
 
     def discard(self, key: str, why: str) -> None:
         self.discard_entry(f"{key}.bpf", why)
-
-    def discard_entry(self, name: str, why: str) -> None:
-        self.warn(f"compiled-program cache entry {os.path.join(self.dir, name)} {why}; removed, "
-                  "compiling again")
-        self.remove_entry(name)
-
-    def remove_entry(self, name: str) -> None:
-        try:
-            os.unlink(os.path.join(self.dir, name))
-        except OSError:
-            pass
-
-    def _prune(self) -> None:
-        try:
-            entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(self.dir)
-                       if e.name.endswith((".bpf", ".run")) and not e.name.startswith(".")]
-        except OSError:
-            return
-        entries.sort()
-        for _mtime, path in entries[:max(0, len(entries) - MAX_ENTRIES)]:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
 
 def open_cache(stderr: TextIO, enabled: bool = True) -> ProgramCache | None:
