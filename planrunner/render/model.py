@@ -66,6 +66,7 @@ class ScopeFlag(IntFlag):
 
 # Where the registry of running planrunner processes is pinned (runtime_helpers.h).
 TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
+TRACERS_MAP = "pr_tracers"  # its C name (the first run creates it under this name)
 # the C macro holding the pin (templates/runtime_helpers.h); the loader moves it with -D
 TRACERS_PIN_MACRO = "PR_TRACERS_PIN"
 MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
@@ -237,7 +238,7 @@ class RenderedProgram:
     scope_cgroups_map: str = "pr_scope_cgroups"  # cgroup array, MAX_CGROUPS entries
     # Every planrunner on the machine: one array element of MAX_TRACERS init-namespace
     # tgids and their start times, pinned so that all runs share it.
-    tracers_map: str = "pr_tracers"
+    tracers_map: str = TRACERS_MAP
     tracers_pin: str = TRACERS_PIN
     # planrunner processes this run saw start, before they register: __u32 tgid ->
     # __u32 how (1: exec'd as planrunner), and the __u64 count of its entries

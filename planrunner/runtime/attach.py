@@ -8,7 +8,7 @@
 - `PerfUprobes`: uprobes as perf events through libbcc's C `bpf_attach_uprobe` with its
   full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares only
   six arguments, so every attach through it passes a garbage seventh (bcc#5236).
-- `Tracepoints`: tracepoints as perf events (runtime/perf_events.py, raw syscalls: what
+- `Tracepoints`: tracepoints as perf events (runtime/kernel/perf.py, raw syscalls: what
   libbcc's `bpf_attach_tracepoint` does).
 - `PerfEvents`: profile and interval probes as software cpu-clock perf events
   (libbcc's `bpf_attach_perf_event`), one per online CPU or one on CPU 0.
@@ -20,12 +20,14 @@ them (runtime/bcc_backend.py) and hands over the fd. With the kernel's reference
 counter, USDT semaphores are raised in every process that maps the binary, now or
 later, and dropped by the kernel when the probe goes, even if planrunner is killed.
 
-Uses libbcc.so.0 through ctypes and raw syscalls; never imports the bcc Python module.
+Uses libbcc.so.0 through ctypes (perf-event uprobes and sampling events) and
+runtime/kernel/ (links, tracepoints); never imports the bcc Python module.
 """
 
 from __future__ import annotations
 
 import ctypes as ct
+import errno
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,13 +38,10 @@ from planrunner.errors import BackendError, ResolveError
 from planrunner.probe_kinds import PERF_SITE, TRACEPOINT_SITE, UPROBE_SITE, site_kind
 from planrunner.render.model import RUN_OWN_SITES, AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
-from planrunner.runtime.perf_events import attach_tracepoint, close_event
-from planrunner.runtime.uprobe_links import (
-    BPF_TRACE_UPROBE_MULTI,
-    close_all,
-    create_link,
-    create_multi_link,
-)
+from planrunner.runtime.kernel.bpf import BPF_TRACE_UPROBE_MULTI, uprobe_multi_link
+from planrunner.runtime.kernel.perf import attach_tracepoint, close_event
+from planrunner.runtime.uprobe_links import close_all
+from planrunner.tracefs import event_id
 
 BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
 
@@ -145,11 +144,12 @@ class UprobeLinks:
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
         assert site.binary is not None
-        link, err = create_link(prog_fd, site.binary.path, site.file_offset,
-                                site.ref_ctr_offset if ref_ctr else 0,
-                                site_kind(site.kind).returns, pid)
-        if link < 0:
-            raise attach_error(site, err)
+        try:
+            link = uprobe_multi_link(prog_fd, site.binary.path, (site.file_offset,),
+                                     (site.ref_ctr_offset if ref_ctr else 0,), None,
+                                     site_kind(site.kind).returns, pid)
+        except OSError as exc:
+            raise attach_error(site, exc.errno or 0) from None
         self._links.append(link)
 
     def add(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
@@ -168,20 +168,22 @@ class UprobeLinks:
         batched, self._batched = self._batched, {}
         for (pid, ref_ctr), sites in batched.items():
             for group in link_groups(sites):
-                link, _err = create_multi_link(
-                    dispatcher_fd, group.path, [s.file_offset for s in group.sites],
-                    group.ref_ctr_offsets(ref_ctr), [s.slot for s in group.sites],
-                    group.retprobe, pid)
-                if link >= 0:
-                    self._links.append(link)
+                try:
+                    self._links.append(uprobe_multi_link(
+                        dispatcher_fd, group.path, [s.file_offset for s in group.sites],
+                        group.ref_ctr_offsets(ref_ctr), [s.slot for s in group.sites],
+                        group.retprobe, pid))
                     continue
+                except OSError:
+                    pass
                 for site, ref in zip(group.sites, group.ref_ctr_offsets(ref_ctr),
                                      strict=True):
-                    link, err = create_multi_link(dispatcher_fd, group.path,
-                                                  (site.file_offset,), (ref,), (site.slot,),
-                                                  group.retprobe, pid)
-                    if link < 0:
-                        raise attach_error(site, err)
+                    try:
+                        link = uprobe_multi_link(dispatcher_fd, group.path,
+                                                 (site.file_offset,), (ref,), (site.slot,),
+                                                 group.retprobe, pid)
+                    except OSError as exc:
+                        raise attach_error(site, exc.errno or 0) from None
                     self._links.append(link)
 
     def detach_all(self) -> None:
@@ -233,7 +235,7 @@ class _PerfEventFds:
 
 
 class Tracepoints:
-    """Tracepoints as perf events by raw syscalls (runtime/perf_events.py: every run
+    """Tracepoints as perf events by raw syscalls (runtime/kernel/perf.py: every run
     attaches one, and libbcc's dlopen would cost a warm run more than all else)."""
 
     prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "tracepoint"
@@ -247,9 +249,14 @@ class Tracepoints:
                ref_ctr: bool) -> None:
         # a tracepoint is system-wide: pids are filtered in the program
         # (ConfigSlot.SCOPE_TRACEPOINT)
-        pfd, err = attach_tracepoint(prog_fd, site.category, site.event)
-        if pfd < 0:
-            raise attach_error(site, err)
+        try:
+            tp_id = event_id(site.category, site.event)
+        except (OSError, ValueError) as exc:  # no such event (or an id that is no number)
+            raise attach_error(site, getattr(exc, "errno", None) or errno.ENOENT) from None
+        try:
+            pfd = attach_tracepoint(prog_fd, tp_id)
+        except OSError as exc:
+            raise attach_error(site, exc.errno or 0) from None
         (self._own if site in RUN_OWN_SITES else self._attached).append(pfd)
 
     def detach_probes(self) -> None:

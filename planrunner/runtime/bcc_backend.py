@@ -53,9 +53,17 @@ from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
+from planrunner.runtime.kernel.bpf import (
+    BPF_F_SLEEPABLE,
+    BPF_PROG_TYPE_KPROBE,
+    BPF_PROG_TYPE_PERF_EVENT,
+    BPF_PROG_TYPE_TRACEPOINT,
+    ProgLoadError,
+    map_update_elem,
+    prog_load,
+)
 from planrunner.runtime.map_batch import MapRef
 from planrunner.runtime.map_types import UnknownType
-from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
 from planrunner.runtime.registry_pin import pin_cflags, tracers_pin
 from planrunner.runtime.ringbuf import RingReader, ordered_host
 from planrunner.runtime.scope import cgroup_key
@@ -68,8 +76,8 @@ if TYPE_CHECKING:
 MAX_BATCH = 65536
 # a strategy's `prog_kind` as the program type it is loaded with (bcc's BPF.KPROBE,
 # TRACEPOINT and PERF_EVENT, spelled here so a cached load needs no bcc)
-_PROG_TYPES = {"kprobe": cc.BPF_PROG_TYPE_KPROBE, "tracepoint": cc.BPF_PROG_TYPE_TRACEPOINT,
-               "perf_event": cc.BPF_PROG_TYPE_PERF_EVENT}
+_PROG_TYPES = {"kprobe": BPF_PROG_TYPE_KPROBE, "tracepoint": BPF_PROG_TYPE_TRACEPOINT,
+               "perf_event": BPF_PROG_TYPE_PERF_EVENT}
 BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
 # bcc compiles with -g (its BTF is made from the debug info) and puts our cflags after
 # its own, so this one wins. LLVM's debug-info pass costs the square of the functions
@@ -549,10 +557,7 @@ class BccBackend:
 
         check_machine()
         if self._registry is None:
-            from planrunner.runtime.bpf_lib import SyscallLib
-
-            # libbcc's calls by raw syscall: a cached program's run never imports bcc
-            self._registry = TracerRegistry(SyscallLib(), pin)
+            self._registry = TracerRegistry(pin)
         return self._registry.register(tgid, start)
 
     # --- attach / detach ------------------------------------------------------------
@@ -590,12 +595,12 @@ class BccBackend:
         name = self._loaded().uprobe_sites_map
         map_fd = (self.bpf.loaded.map_fd(name) if isinstance(self.bpf, _CachedBPF)
                   else self.bpf[name].map_fd)
-        ret, err = cc.update_elem(int(map_fd), struct.pack("I", site.slot),
-                                  struct.pack("I", prog_fd))
-        if ret < 0:
+        try:
+            map_update_elem(int(map_fd), struct.pack("I", site.slot), struct.pack("I", prog_fd))
+        except OSError as exc:
             raise BackendError(f"could not attach probe '{site.probe}' at {where(site)}: "
                                f"the kernel refused its program in slot {site.slot} of "
-                               f"{name}: {os.strerror(err)}")
+                               f"{name}: {exc.strerror}") from None
 
     def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
         self._loaded()
@@ -645,7 +650,7 @@ class BccBackend:
     def _load_sleepable(self, site: AttachSite | AttachSet, prog_type: int,
                         attach_type: int) -> int:
         """Load `site`'s function BPF_F_SLEEPABLE from the instructions bcc compiled
-        (runtime/progload.py says why not through bcc's load_func)."""
+        (runtime/kernel/bpf.py says why not through bcc's load_func)."""
         fd = self._sleepable.get(site.fn_name)
         if fd is not None:
             return fd
@@ -653,15 +658,16 @@ class BccBackend:
         start = lib.bpf_function_start(module, name)
         if not start:
             raise BackendError(f"bcc compiled no function {site.fn_name}")
-        fd, err, log = load_program(start, lib.bpf_function_size(module, name),
-                                    lib.bpf_module_license(module), prog_type,
-                                    BPF_F_SLEEPABLE, attach_type, site.fn_name)
-        if fd < 0:
-            said = (f"the verifier said: {log.strip()}",) if log else ()
+        try:
+            fd = prog_load(start, lib.bpf_function_size(module, name),
+                           lib.bpf_module_license(module), prog_type,
+                           BPF_F_SLEEPABLE, attach_type, site.fn_name)
+        except ProgLoadError as exc:
+            said = (f"the verifier said: {exc.log.strip()}",) if exc.log else ()
             raise BackendError(
-                f"could not load probe '{site.probe}' sleepable: {os.strerror(err)}",
+                f"could not load probe '{site.probe}' sleepable: {exc.strerror}",
                 hints=(*said, "PLANRUNNER_SLEEPABLE=0 loads no program sleepable (strings "
-                       "the kernel cannot read are then re-read from user space)"))
+                       "the kernel cannot read are then re-read from user space)")) from None
         self._sleepable[site.fn_name] = fd
         return fd
 

@@ -51,14 +51,13 @@ Safety:
   (planrunner/run_cache.py) keeps its entries in the same store.
 Set PLANRUNNER_CACHE_LOG=1 to see hits, misses and stores on stderr.
 
-Pure stdlib and raw bpf() syscalls (runtime/uprobe_links.py); no bcc.
+Pure stdlib and raw bpf() syscalls (runtime/kernel/bpf.py); no bcc.
 """
 
 from __future__ import annotations
 
 import binascii
 import ctypes as ct
-import errno
 import json
 import os
 import struct
@@ -68,27 +67,18 @@ from typing import Any, TextIO
 
 from planrunner import __version__
 from planrunner.runtime.entry_store import EntryStore, default_dir, seal, unseal
-from planrunner.runtime.progload import load_program
+from planrunner.runtime.kernel import bpf as kernel
 from planrunner.runtime.ringbuf import possible_cpus
-from planrunner.runtime.uprobe_links import bpf_syscall
 from planrunner.sha256 import sha256
 
 FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
 MAGIC = b"PRCACHE\0"
 
-BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM = 0, 1, 2
-BPF_OBJ_PIN, BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 6, 7, 15
-PERCPU_MAP_TYPES = frozenset({5, 6, 10, 21})  # percpu hash, array, lru hash, cgroup
 BPF_LD_IMM64 = 0x18  # BPF_LD | BPF_DW | BPF_IMM: two instruction slots
 BPF_PSEUDO_MAP_FD = 1
-BPF_BTF_LOAD = 18
 # local storage the kernel creates only with BTF of an int key: created with
 # storage_btf(); the runtime never reads it (per-task scratch of sleepable probes)
-BPF_MAP_TYPE_TASK_STORAGE = 29
-BTF_MAP_TYPES = frozenset({BPF_MAP_TYPE_TASK_STORAGE})
-BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_PERF_EVENT = 2, 5, 7
-# map-in-map types need an inner map fd at creation: never cached
-_UNSUPPORTED_MAP_TYPES = frozenset({12, 13})
+BTF_MAP_TYPES = frozenset({kernel.BPF_MAP_TYPE_TASK_STORAGE})
 _INSN = struct.Struct("<BBhi")
 
 
@@ -317,22 +307,6 @@ def open_cache(stderr: TextIO, enabled: bool = True) -> ProgramCache | None:
 
 # --- loading without bcc ----------------------------------------------------------------
 
-class _MapCreate(ct.Structure):
-    """union bpf_attr for BPF_MAP_CREATE, up to btf_value_type_id (the rest stays zero)."""
-
-    _fields_ = [("map_type", ct.c_uint32), ("key_size", ct.c_uint32),
-                ("value_size", ct.c_uint32), ("max_entries", ct.c_uint32),
-                ("map_flags", ct.c_uint32), ("inner_map_fd", ct.c_uint32),
-                ("numa_node", ct.c_uint32), ("map_name", ct.c_char * 16),
-                ("map_ifindex", ct.c_uint32), ("btf_fd", ct.c_uint32),
-                ("btf_key_type_id", ct.c_uint32), ("btf_value_type_id", ct.c_uint32)]
-
-
-class _BtfLoad(ct.Structure):
-    _fields_ = [("btf", ct.c_uint64), ("btf_log_buf", ct.c_uint64), ("btf_size", ct.c_uint32),
-                ("btf_log_size", ct.c_uint32), ("btf_log_level", ct.c_uint32)]
-
-
 def storage_btf(value_size: int) -> bytes:
     """The smallest BTF a task-storage map's creation accepts: [1] int (the key the
     kernel requires), [2] char, [3] char[value_size] (the value: only its size matters
@@ -348,134 +322,57 @@ def storage_btf(value_size: int) -> bytes:
     return header + types + strings
 
 
-def _load_btf(blob: bytes) -> int:
-    buf = ct.create_string_buffer(blob, len(blob))
-    fd, err = bpf_syscall(BPF_BTF_LOAD, _BtfLoad(btf=ct.addressof(buf), btf_size=len(blob)))
-    if fd < 0:
-        raise CacheLoadError(f"BTF for a map: {os.strerror(err)}", err)
-    return fd
-
-
-class MapElem(ct.Structure):
-    _fields_ = [("map_fd", ct.c_uint32), ("_pad", ct.c_uint32), ("key", ct.c_uint64),
-                ("value", ct.c_uint64), ("flags", ct.c_uint64)]
-
-
-def update_elem(map_fd: int, key: bytes, value: bytes) -> tuple[int, int]:
-    """BPF_MAP_UPDATE_ELEM of `key` to `value` in map `map_fd`: (0, 0) or (-1, errno)."""
-    kbuf, vbuf = ct.create_string_buffer(key, len(key)), \
-        ct.create_string_buffer(value, len(value))
-    return bpf_syscall(BPF_MAP_UPDATE_ELEM, MapElem(map_fd=map_fd, key=ct.addressof(kbuf),
-                                                    value=ct.addressof(vbuf)))
-
-
-class _InfoByFd(ct.Structure):
-    _fields_ = [("bpf_fd", ct.c_uint32), ("info_len", ct.c_uint32), ("info", ct.c_uint64)]
-
-
-class _MapInfo(ct.Structure):
-    """struct bpf_map_info, the fields planrunner reads."""
-
-    _fields_ = [("type", ct.c_uint32), ("id", ct.c_uint32), ("key_size", ct.c_uint32),
-                ("value_size", ct.c_uint32), ("max_entries", ct.c_uint32),
-                ("map_flags", ct.c_uint32), ("name", ct.c_char * 16),
-                ("_rest", ct.c_uint8 * 64)]
-
-
-def _info(fd: int) -> _MapInfo:
-    """The kernel's bpf_map_info of map fd `fd`; Uncacheable when it will not say."""
-    info = _MapInfo()
-    attr = _InfoByFd(bpf_fd=fd, info_len=ct.sizeof(info), info=ct.addressof(info))
-    ret, err = bpf_syscall(BPF_OBJ_GET_INFO_BY_FD, attr)
-    if ret < 0:
-        raise Uncacheable(f"map info of fd {fd}: {os.strerror(err)}")
-    return info
-
-
-def map_id(fd: int) -> int:
-    return int(_info(fd).id)
+def map_info(fd: int) -> tuple[int, int, int, int, int]:
+    """(type, key_size, value_size, max_entries, flags) of a map, as the kernel has it;
+    Uncacheable when it will not say."""
+    try:
+        info = kernel.map_info(fd)
+    except OSError as exc:
+        raise Uncacheable(f"map info of fd {fd}: {exc.strerror}") from None
+    return info.map_type, info.key_size, info.value_size, info.max_entries, info.flags
 
 
 def same_map(fd: int, pin: str) -> bool:
     """Map fd `fd` is the map pinned at `pin`."""
-    pinned, _err = obj_get(pin)
-    if pinned < 0:
+    try:
+        pinned = kernel.obj_get(pin)
+    except OSError:
         return False
     try:
-        return map_id(pinned) == map_id(fd)
+        return kernel.map_info(pinned).id == kernel.map_info(fd).id
+    except OSError as exc:
+        raise Uncacheable(f"map info: {exc.strerror}") from None
     finally:
         os.close(pinned)
 
 
-def map_info(fd: int) -> tuple[int, int, int, int, int]:
-    """(type, key_size, value_size, max_entries, flags) of a map, as the kernel has it."""
-    info = _info(fd)
-    return info.type, info.key_size, info.value_size, info.max_entries, info.map_flags
-
-
-def _obj_name(name: str) -> bytes:
-    # what bcc/libbpf pass: at most 15 bytes of [A-Za-z0-9_.]
-    return "".join(c for c in name if c.isalnum() or c in "_.").encode()[:15]
-
-
 def create_map(m: MapDef) -> int:
-    if m.map_type in _UNSUPPORTED_MAP_TYPES:
+    """A new map as `m` defines it (task storage with its minimal BTF)."""
+    if m.map_type in kernel.MAP_IN_MAP_TYPES:
         raise CacheLoadError(f"map {m.name}: type {m.map_type} needs an inner map")
-    attr = _MapCreate(map_type=m.map_type, key_size=m.key_size, value_size=m.value_size,
-                      max_entries=m.max_entries, map_flags=m.flags,
-                      map_name=_obj_name(m.name))
-    btf_fd = -1
-    if m.map_type in BTF_MAP_TYPES:
-        btf_fd = _load_btf(storage_btf(m.value_size))
-        attr.btf_fd, attr.btf_key_type_id, attr.btf_value_type_id = btf_fd, 1, 3
+    btf_fd = 0
     try:
-        fd, err = _create(attr)
+        if m.map_type in BTF_MAP_TYPES:
+            btf_fd = kernel.btf_load(storage_btf(m.value_size))
+            return kernel.map_create(m.map_type, m.key_size, m.value_size, m.max_entries,
+                                     m.flags, m.name, btf_fd, 1, 3)
+        return kernel.map_create(m.map_type, m.key_size, m.value_size, m.max_entries,
+                                 m.flags, m.name)
+    except OSError as exc:
+        what = "BTF for a map" if m.map_type in BTF_MAP_TYPES and not btf_fd else \
+            f"map {m.name}"
+        raise CacheLoadError(f"{what}: {exc.strerror}", exc.errno or 0) from None
     finally:
-        if btf_fd >= 0:  # the map holds its own reference
+        if btf_fd > 0:  # the map holds its own reference
             os.close(btf_fd)
-    if fd < 0:
-        raise CacheLoadError(f"map {m.name}: {os.strerror(err)}", err)
-    return fd
-
-
-def _create(attr: _MapCreate) -> tuple[int, int]:
-    fd, err = bpf_syscall(BPF_MAP_CREATE, attr)
-    if fd < 0 and err == errno.EPERM:
-        # before memcg accounting (5.11) maps count against RLIMIT_MEMLOCK: as bcc does
-        import resource  # noqa: PLC0415 - that old kernel only
-
-        try:
-            resource.setrlimit(resource.RLIMIT_MEMLOCK,
-                               (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-            fd, err = bpf_syscall(BPF_MAP_CREATE, attr)
-        except (ValueError, OSError):
-            pass
-    return fd, err
-
-
-class _ObjGet(ct.Structure):
-    """union bpf_attr for BPF_OBJ_PIN / BPF_OBJ_GET."""
-
-    _fields_ = [("pathname", ct.c_uint64), ("bpf_fd", ct.c_uint32),
-                ("file_flags", ct.c_uint32)]
-
-
-def obj_get(path: str) -> tuple[int, int]:
-    """(fd, 0) of the object pinned at `path`, or (-1, errno)."""
-    buf = ct.create_string_buffer(os.fsencode(path))
-    return bpf_syscall(BPF_OBJ_GET, _ObjGet(pathname=ct.addressof(buf)))
-
-
-def obj_pin(fd: int, path: str) -> tuple[int, int]:
-    buf = ct.create_string_buffer(os.fsencode(path))
-    return bpf_syscall(BPF_OBJ_PIN, _ObjGet(pathname=ct.addressof(buf), bpf_fd=fd))
 
 
 def _open_pinned(m: MapDef) -> int:
     """The map pinned at m.pin, checked to be the map the program was compiled for."""
-    fd, err = obj_get(m.pin)
-    if fd < 0:
-        raise CacheLoadError(f"map {m.name}: cannot open {m.pin}: {os.strerror(err)}")
+    try:
+        fd = kernel.obj_get(m.pin)
+    except OSError as exc:
+        raise CacheLoadError(f"map {m.name}: cannot open {m.pin}: {exc.strerror}") from None
     try:
         found = map_info(fd)
     except Uncacheable as exc:
@@ -519,13 +416,15 @@ class LoadedProgram:
             raise CacheLoadError(f"no function {name} in the cached program")
         code = relocate(func, self.map_fds)
         insns = ct.create_string_buffer(code, len(code))
-        fd, err, log = load_program(ct.addressof(insns), len(code),
-                                    self.program.license.encode(), prog_type, prog_flags,
-                                    attach_type if attach_type is not None else 0, name,
-                                    kern_version=self.program.kern_version)
-        if fd < 0:
-            tail = log.strip().splitlines()[-3:]
-            raise CacheLoadError(f"function {name}: {os.strerror(err)}: " + " / ".join(tail))
+        try:
+            fd = kernel.prog_load(ct.addressof(insns), len(code),
+                                  self.program.license.encode(), prog_type, prog_flags,
+                                  attach_type if attach_type is not None else 0, name,
+                                  kern_version=self.program.kern_version)
+        except kernel.ProgLoadError as exc:
+            tail = exc.log.strip().splitlines()[-3:]
+            raise CacheLoadError(f"function {name}: {exc.strerror}: " + " / ".join(tail)) \
+                from None
         self.prog_fds[name] = fd
         return fd
 
@@ -534,9 +433,10 @@ class LoadedProgram:
         if len(key) != m.key_size or len(value) != m.value_size:
             raise ValueError(f"map {name}: key/value of {len(key)}/{len(value)} bytes, "
                              f"expected {m.key_size}/{m.value_size}")
-        ret, err = update_elem(self.map_fd(name), key, value)
-        if ret < 0:
-            raise OSError(err, f"update of map {name}: {os.strerror(err)}")
+        try:
+            kernel.map_update_elem(self.map_fd(name), key, value)
+        except OSError as exc:
+            raise OSError(exc.errno, f"update of map {name}: {exc.strerror}") from None
 
     def lookup_u64s(self, name: str, key: bytes) -> list[int] | None:
         """The value at `key` as u64s (one per possible CPU for a per-CPU map of u64
@@ -544,18 +444,16 @@ class LoadedProgram:
         m = self.map_def(name)
         if len(key) != m.key_size:
             raise ValueError(f"map {name}: key of {len(key)} bytes, expected {m.key_size}")
-        per_cpu = m.map_type in PERCPU_MAP_TYPES
+        per_cpu = m.map_type in kernel.PERCPU_MAP_TYPES
         width = (m.value_size + 7) // 8 * 8 if per_cpu else m.value_size
         size = width * (possible_cpus() if per_cpu else 1)
-        kbuf, vbuf = ct.create_string_buffer(key, len(key)), ct.create_string_buffer(size)
-        attr = MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
-                        value=ct.addressof(vbuf))
-        ret, err = bpf_syscall(BPF_MAP_LOOKUP_ELEM, attr)
-        if ret < 0:
-            if err == errno.ENOENT:
-                return None
-            raise OSError(err, f"lookup in map {name}: {os.strerror(err)}")
-        return [v for (v,) in struct.iter_unpack("Q", vbuf.raw[:size - size % 8])]
+        try:
+            value = kernel.map_lookup_elem(self.map_fd(name), key, size)
+        except OSError as exc:
+            raise OSError(exc.errno, f"lookup in map {name}: {exc.strerror}") from None
+        if value is None:
+            return None
+        return [v for (v,) in struct.iter_unpack("Q", value[:size - size % 8])]
 
     def close(self) -> None:
         fds: list[Any] = [*self.prog_fds.values(), *self.map_fds]

@@ -16,8 +16,8 @@ from planrunner.render.model import RenderedProgram
 from planrunner.runtime import attach, features
 from planrunner.runtime.bcc_backend import BccBackend
 from planrunner.runtime.features import KernelFeatures
+from planrunner.runtime.kernel.bpf import BPF_TRACE_UPROBE_MULTI
 from planrunner.runtime.semaphores import semaphore_mode
-from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI
 
 
 @pytest.fixture
@@ -117,18 +117,18 @@ def _sites(sleepable: bool) -> RenderedProgram:
 def test_sleepable_programs_compile_and_load_only_where_both_allow(
         monkeypatch: pytest.MonkeyPatch, kernel: bool, site: bool, defined: bool) -> None:
     from planrunner.runtime import bcc_backend
-    from planrunner.runtime.progload import BPF_F_SLEEPABLE
+    from planrunner.runtime.kernel.bpf import BPF_F_SLEEPABLE
 
     monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
     monkeypatch.setattr(bcc_backend, "import_bcc", lambda: _FakeBcc)
     loads: list[tuple[int, int, int]] = []
 
-    def load_program(insns: int, size: int, license_: bytes, prog_type: int, flags: int,
-                     attach_type: int, name: str) -> tuple[int, int, str]:
+    def prog_load(insns: int, size: int, license_: bytes, prog_type: int, flags: int,
+                  attach_type: int, name: str) -> int:
         loads.append((prog_type, flags, attach_type))
-        return 42, 0, ""
+        return 42
 
-    monkeypatch.setattr(bcc_backend, "load_program", load_program)
+    monkeypatch.setattr(bcc_backend, "prog_load", prog_load)
     backend = BccBackend(KernelFeatures(True, True, True, sleepable=kernel))
     program = _sites(site)
     backend.load(program)
