@@ -6,7 +6,6 @@ and each event's fields with their C types (parsed from `events/CAT/EVENT/format
     read_format(root, category, event) -> EventFormat
     parse_format(text)                -> EventFormat
     has_kprobes(root)                 -> bool
-    event_id(category, event)         -> int (the event's id: a perf event's config)
 
 tracefs is looked for at /sys/kernel/tracing, then /sys/kernel/debug/tracing, then at
 any `tracefs` mount point in /proc/mounts (and `tracing/` under a debugfs mount). A
@@ -17,12 +16,9 @@ resolve/sites.py has its own copy of the format parsing today; it can use this m
 
 from __future__ import annotations
 
-import errno
-import os
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from functools import cache
 
 from planrunner import inputs
 
@@ -77,27 +73,6 @@ def find_root(mounts: str = "/proc/mounts", candidates: tuple[str, ...] = CANDID
             if inputs.isdir(f"{root}/events"):
                 return root
     return None
-
-
-@cache
-def _root_once() -> str | None:
-    return find_root()
-
-
-def event_id(category: str, event: str, root: str | None = None) -> int:
-    """The event's id in tracefs (the config of its perf event, runtime/kernel/perf.py);
-    OSError when there is none. `root`: where tracefs is (None: /sys/kernel/tracing,
-    else found once)."""
-    if root is None:
-        try:  # where tracefs is mounted nearly everywhere, before reading /proc/mounts
-            return event_id(category, event, CANDIDATES[0])
-        except OSError:
-            pass
-        root = _root_once()
-        if root is None:
-            raise OSError(errno.ENOENT, "tracefs is not mounted")
-    with open(os.path.join(root, "events", category, event, "id"), encoding="ascii") as fh:
-        return int(fh.read())
 
 
 def matches(pattern: str | None, category: str, event: str) -> bool:

@@ -41,9 +41,9 @@ from planrunner.runtime.features import KernelFeatures
 from planrunner.runtime.kernel.bpf import BPF_TRACE_UPROBE_MULTI, uprobe_multi_link
 from planrunner.runtime.kernel.perf import attach_tracepoint, close_event
 from planrunner.runtime.uprobe_links import close_all
-from planrunner.tracefs import event_id
 
 BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
+DEFAULT_TRACEFS = "/sys/kernel/tracing"
 
 
 class AttachStrategy(Protocol):
@@ -84,6 +84,32 @@ class _Libbcc:
 @cache
 def _libbcc() -> _Libbcc:
     return _Libbcc()
+
+
+@cache
+def _tracefs() -> str | None:
+    from planrunner.tracefs import find_root  # noqa: PLC0415 - rarely: not at the default
+
+    return find_root()
+
+
+def tracepoint_id(category: str, event: str) -> int:
+    """The event's id in tracefs (its perf event's config); OSError when there is none.
+    Read where tracefs is mounted nearly everywhere first: planrunner/tracefs.py (and
+    its /proc/mounts) is imported only when it is not there."""
+    try:
+        return _read_id(DEFAULT_TRACEFS, category, event)
+    except OSError:
+        pass
+    root = _tracefs()
+    if root is None:
+        raise OSError(errno.ENOENT, "tracefs is not mounted")
+    return _read_id(root, category, event)
+
+
+def _read_id(root: str, category: str, event: str) -> int:
+    with open(os.path.join(root, "events", category, event, "id"), encoding="ascii") as fh:
+        return int(fh.read())
 
 
 def where(site: AttachSite) -> str:
@@ -250,7 +276,7 @@ class Tracepoints:
         # a tracepoint is system-wide: pids are filtered in the program
         # (ConfigSlot.SCOPE_TRACEPOINT)
         try:
-            tp_id = event_id(site.category, site.event)
+            tp_id = tracepoint_id(site.category, site.event)
         except (OSError, ValueError) as exc:  # no such event (or an id that is no number)
             raise attach_error(site, getattr(exc, "errno", None) or errno.ENOENT) from None
         try:

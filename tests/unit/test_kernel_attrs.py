@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from planrunner import tracefs
+from planrunner.runtime import attach
 from planrunner.runtime.kernel import bpf, perf
 
 
@@ -76,13 +76,20 @@ def test_the_side_band_attr_asks_for_mapping_records_on_the_monotonic_clock() ->
     assert struct.unpack_from("<i", attr, 92)[0] == perf.CLOCK_MONOTONIC  # clockid
 
 
-def test_a_missing_tracefs_event_is_an_oserror(tmp_path: Path) -> None:
+def test_a_missing_tracefs_event_is_an_oserror(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attach, "DEFAULT_TRACEFS", str(tmp_path / "none"))
+    monkeypatch.setattr(attach, "_tracefs", lambda: str(tmp_path))
     with pytest.raises(OSError) as caught:
-        tracefs.event_id("nosuch", "event", str(tmp_path))
+        attach.tracepoint_id("nosuch", "event")
     assert caught.value.errno == errno.ENOENT
     (tmp_path / "events" / "cat" / "ev").mkdir(parents=True)
     (tmp_path / "events" / "cat" / "ev" / "id").write_text("417\n")
-    assert tracefs.event_id("cat", "ev", str(tmp_path)) == 417
+    assert attach.tracepoint_id("cat", "ev") == 417
+    monkeypatch.setattr(attach, "_tracefs", lambda: None)  # not mounted anywhere
+    with pytest.raises(OSError) as caught:
+        attach.tracepoint_id("cat", "ev")
+    assert caught.value.errno == errno.ENOENT
 
 
 def test_a_refused_call_is_an_oserror_with_the_kernels_errno() -> None:
