@@ -28,7 +28,7 @@ BENCHMARKS.md "Issue 17 (round two)"): the backend's load of the bench plan fall
 - A pinned map (BPF_TABLE_PINNED: the registry of planrunner runs, runtime/tracers.py)
   is stored as its pin and opened there (BPF_OBJ_GET) by a cached load, as bcc does,
   checked to be the same kind of map; never created, so that every run shares it.
-- Functions loaded BPF_F_SLEEPABLE (runtime/progload.py) are loaded with that flag
+- Functions loaded BPF_F_SLEEPABLE (runtime/kernel/bpf.py) are loaded with that flag
   from the cache too, and the key names them.
 - Only programs whose ld_imm64 are plain map fds (BPF_PSEUDO_MAP_FD) are stored; one
   with anything else (map values of global data, BTF ids), or with a map the cached
