@@ -16,10 +16,11 @@ PKG = Path(__file__).resolve().parents[2] / "planrunner"
 KERNEL = PKG / "runtime" / "kernel"
 
 # the calls only runtime/kernel/ makes
-RAW_CALLS = frozenset({"syscall", "perf_event_open", "ioctl"})
+RAW_CALLS = frozenset({"syscall", "syscall_status", "perf_event_open", "ioctl"})
 # its raw entry points: the rest of planrunner calls its typed functions
-RAW_IMPORTS = {"planrunner.runtime.kernel": frozenset({"syscall", "LIBC", "fail"}),
-               "planrunner.runtime.kernel.bpf": frozenset({"bpf"})}
+RAW_IMPORTS = {"planrunner.runtime.kernel": frozenset({"LIBC", "fail"}),
+               "planrunner.runtime.kernel.bpf": frozenset({"bpf", "_bpf_unless"})}
+RAW_BPF = frozenset({"bpf", "_bpf_unless"})  # kernel.bpf's untyped calls, by attribute
 # members of union bpf_attr and struct perf_event_attr that no other structure has
 ATTR_FIELDS = frozenset({
     "map_fd", "prog_fd", "target_fd", "bpf_fd", "btf_fd", "inner_map_fd", "map_type",
@@ -70,6 +71,9 @@ def violations(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and _name(node.func) in RAW_CALLS:
             found.append((node.lineno, f"calls {_name(node.func)}()"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in RAW_BPF:
+            found.append((node.lineno, f"calls .{node.func.attr}()"))
         elif isinstance(node, ast.Attribute) and node.attr in RAW_CALLS:
             found.append((node.lineno, f"reaches .{node.attr}"))
         elif isinstance(node, ast.Name) and node.id == "perf_event_open":
@@ -122,6 +126,8 @@ PLANTED = [
     "from planrunner.runtime.kernel import syscall\nsyscall('bpf', 0)",
     "from planrunner.runtime.kernel import syscall as s\ns('bpf', 0)",
     "from planrunner.runtime.kernel.bpf import bpf\nbpf(0, None)",
+    "from planrunner.runtime.kernel import bpf as k\nk.bpf(0, None)",
+    "from planrunner.runtime import kernel\nkernel.syscall_status('bpf', 0)",
     "def perf_event_open(attr): ...\nperf_event_open(b'')",
     "NR = {'perf_event_open': 298}",
     "import fcntl\nfcntl.ioctl(3, 0x2400)",

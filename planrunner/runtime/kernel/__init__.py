@@ -45,10 +45,17 @@ def fail(err: int) -> OSError:
 
 def syscall(name: str, *args: object) -> int:
     """syscall(2) `name` with `args` (ctypes values): its result, or OSError."""
+    ret, err = syscall_status(name, *args)
+    if ret < 0:
+        raise fail(err)
+    return ret
+
+
+def syscall_status(name: str, *args: object) -> tuple[int, int]:
+    """(result, 0) or (-1, errno): for the calls whose failure is a result a caller
+    expects every time (the end of a map read), so that no exception is made for it."""
     nr = _number(name)
     if nr is None:
-        raise fail(errno.ENOSYS)
+        return -1, errno.ENOSYS
     ret = int(LIBC.syscall(nr, *args))
-    if ret < 0:
-        raise fail(ct.get_errno())
-    return ret
+    return (ret, 0) if ret >= 0 else (-1, ct.get_errno() or errno.EIO)

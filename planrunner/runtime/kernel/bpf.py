@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from planrunner.runtime.kernel import fail, syscall
+from planrunner.runtime.kernel import fail, syscall, syscall_status
 
 # commands
 BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM = 0, 1, 2, 3
@@ -55,6 +55,18 @@ LOG_SIZE = 1 << 22  # the verifier's log on a failed load, for the error message
 def bpf(cmd: int, attr: ct.Structure) -> int:
     """bpf(cmd, &attr, sizeof attr): the fd or 0 it returns; OSError otherwise."""
     return syscall("bpf", cmd, ct.byref(attr), ct.sizeof(attr))
+
+
+def _bpf_unless(absent: int, cmd: int, attr: ct.Structure) -> bool:
+    """bpf(cmd, &attr, sizeof attr): True when it succeeded, False when it failed with
+    `absent` (an outcome the caller expects: no exception is made for it each time);
+    OSError otherwise."""
+    ret, err = syscall_status("bpf", cmd, ct.byref(attr), ct.sizeof(attr))
+    if ret >= 0:
+        return True
+    if err == absent:
+        return False
+    raise fail(err)
 
 
 # --- maps ---------------------------------------------------------------------------
@@ -180,12 +192,9 @@ def map_lookup_elem(fd: int, key: bytes, value_size: int) -> bytes | None:
     """The `value_size` bytes at `key` (a per-CPU map: every possible CPU's slot, each
     rounded up to 8 bytes; the caller sizes it); None when the key is absent."""
     kbuf, vbuf = ct.create_string_buffer(key, len(key)), ct.create_string_buffer(value_size)
-    try:
-        bpf(BPF_MAP_LOOKUP_ELEM,
-            ElemAttr(map_fd=fd, key=ct.addressof(kbuf), value=ct.addressof(vbuf)))
-    except FileNotFoundError:  # ENOENT
-        return None
-    return vbuf.raw
+    found = _bpf_unless(errno.ENOENT, BPF_MAP_LOOKUP_ELEM,
+                        ElemAttr(map_fd=fd, key=ct.addressof(kbuf), value=ct.addressof(vbuf)))
+    return vbuf.raw if found else None
 
 
 def map_update_elem(fd: int, key: bytes, value: bytes, flags: int = 0) -> None:
@@ -205,12 +214,10 @@ def map_get_next_key(fd: int, key: bytes | None, key_size: int) -> bytes | None:
     """The key after `key` (None: the first); None after the last."""
     kbuf = ct.create_string_buffer(key, key_size) if key is not None else None
     nxt = ct.create_string_buffer(key_size)
-    try:
-        bpf(BPF_MAP_GET_NEXT_KEY, ElemAttr(map_fd=fd, key=ct.addressof(kbuf) if kbuf else 0,
-                                           value=ct.addressof(nxt)))
-    except FileNotFoundError:  # ENOENT
-        return None
-    return nxt.raw
+    found = _bpf_unless(errno.ENOENT, BPF_MAP_GET_NEXT_KEY,
+                        ElemAttr(map_fd=fd, key=ct.addressof(kbuf) if kbuf else 0,
+                                 value=ct.addressof(nxt)))
+    return nxt.raw if found else None
 
 
 class BatchAttr(ct.Structure):
@@ -236,11 +243,10 @@ def map_lookup_batch(fd: int, keys: Buffer, values: Buffer, count: int,
     attr = BatchAttr(in_batch=ct.addressof(in_batch) if in_batch is not None else 0,
                      out_batch=ct.addressof(out_batch), keys=ct.addressof(keys),
                      values=ct.addressof(values), count=count, map_fd=fd)
-    try:
-        bpf(BPF_MAP_LOOKUP_AND_DELETE_BATCH if delete else BPF_MAP_LOOKUP_BATCH, attr)
-    except FileNotFoundError:  # ENOENT: these were the last
-        return int(attr.count), False
-    return int(attr.count), True
+    # ENOENT: these were the last (every read ends so)
+    more = _bpf_unless(errno.ENOENT,
+                       BPF_MAP_LOOKUP_AND_DELETE_BATCH if delete else BPF_MAP_LOOKUP_BATCH, attr)
+    return int(attr.count), more
 
 
 # --- programs -----------------------------------------------------------------------
