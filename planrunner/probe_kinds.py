@@ -2,7 +2,8 @@
 
 A plan probe has one `Kind` (its key in `probes:`: usdt, uprobe, uretprobe,
 tracepoint, profile, interval, span); each place it fires is a site of one `SiteKind`
-(uprobe, uretprobe, tracepoint, perf). A descriptor says what differs per kind as data;
+(uprobe, uretprobe, tracepoint, perf; raw_tracepoint for the run's own programs only).
+A descriptor says what differs per kind as data;
 what a stage does per kind is a table of that stage keyed by the descriptor
 (plan/build_probes.py `PARSERS`, resolve/locate.py `LOCATORS`, resolve/__init__.py
 `SITE_MAKERS`, render/names.py `THUNK_SUFFIXES`, render/thunks.py `THUNK_SHAPES` and
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 KindName = Literal["usdt", "uprobe", "uretprobe", "tracepoint", "profile", "interval", "span"]
-SiteKindName = Literal["uprobe", "uretprobe", "tracepoint", "perf"]
+SiteKindName = Literal["uprobe", "uretprobe", "tracepoint", "perf", "raw_tracepoint"]
 
 
 # eq=False: a descriptor is its own identity (hashed by id, as a table key)
@@ -39,6 +40,9 @@ class SiteKind:
     returns: bool  # fires on the function's return (a uprobe_multi link's return flag)
     timer: bool  # a cpu-clock perf event (`sample_hz` or `sample_period_ns`)
     strategy: str  # the attach strategy (runtime/attach.py STRATEGIES) that attaches it
+    # a plan probe's sites may be of this kind (its thunks: render/thunks.py); else only
+    # the run's own programs are (render/model.py RUN_OWN_SITES)
+    plan: bool = True
 
 
 UPROBE_SITE = SiteKind("uprobe", in_binary=True, returns=False, timer=False,
@@ -49,7 +53,14 @@ TRACEPOINT_SITE = SiteKind("tracepoint", in_binary=False, returns=False, timer=F
                            strategy="tracepoints")
 PERF_SITE = SiteKind("perf", in_binary=False, returns=False, timer=True,
                      strategy="perf_events")
-SITE_KINDS = (UPROBE_SITE, URETPROBE_SITE, TRACEPOINT_SITE, PERF_SITE)
+# The run's own programs on sched_process_exit and _exec: a raw tracepoint's close does
+# not wait for a grace period as a tracepoint perf event's does (0.1 ms against 40-70
+# ms, one after another: BENCHMARKS.md, "Stop under a flood"). Its context holds the
+# event's TP_PROTO arguments, not the format's fields: no plan probe is one.
+RAW_TRACEPOINT_SITE = SiteKind("raw_tracepoint", in_binary=False, returns=False,
+                               timer=False, strategy="raw_tracepoints", plan=False)
+SITE_KINDS = (UPROBE_SITE, URETPROBE_SITE, TRACEPOINT_SITE, PERF_SITE, RAW_TRACEPOINT_SITE)
+PLAN_SITE_KINDS = tuple(s for s in SITE_KINDS if s.plan)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -1,24 +1,11 @@
 /* The record path every plan program shares (included verbatim by program.bpf.c.j2,
    after the ring buffer map, PR_RINGBUF_BYTES and PR_WAKEUP_SHARE, and after
    runtime_helpers.h's pr_config): loss counters, batched wakeups and the
-   record header. Coupled with render/layout.py: struct pr_hdr must match HEADER_FORMAT. */
-/* Per-CPU counters (render/model.py Counter): [0] records lost (ring buffer full),
-   [1] aggregation keys dropped (map full), [2] bytes submitted since the last forced
-   wakeup, [3] span begins that replaced an open begin of their key, [4] nested span
-   begins deeper than settings.span_depth (not timed), [5] stacks not captured, [6] ends
-   of nested spans with `match` that matched no open begin, [7] open begins such an end
-   dropped (their end never came); [8] not a counter: this CPU's wakeup threshold in
-   bytes, 0 until its first record. */
-#define PR_LOST_RINGBUF 0
-#define PR_LOST_MAPFULL 1
-#define PR_SUBMITS 2
-#define PR_SPAN_REPLACED 3
-#define PR_SPAN_OVERFLOW 4
-#define PR_STACK_LOST 5
-#define PR_SPAN_UNMATCHED 6
-#define PR_SPAN_DROPPED 7
-#define PR_WAKE_AT 8
-BPF_PERCPU_ARRAY(pr_counters, __u64, 9);
+   record header (struct pr_hdr, generated from render/contracts.py PR_HDR). */
+/* Per-CPU counters (render/contracts.py Counter: PR_LOST_RINGBUF, PR_LOST_MAPFULL,
+   PR_SUBMITS...), then one slot more, PR_WAKE_AT, not a counter: this CPU's wakeup
+   threshold in bytes, 0 until its first record. */
+BPF_PERCPU_ARRAY(pr_counters, __u64, PR_COUNTER_SLOTS);
 
 static __always_inline void pr_count_n(__u32 which, __u64 by)
 {
@@ -66,17 +53,6 @@ static __always_inline __u64 pr_wakeup_flags(__u64 size)
     *n = 0;
     return BPF_RB_FORCE_WAKEUP;
 }
-
-/* No uid: no view shows one, and reading it cost a helper call per event. */
-struct pr_hdr {
-    __u64 ts;
-    __u32 output;
-    __u32 pid;
-    __u32 tid;
-    __u32 spare;
-    char comm[16];
-};
-_Static_assert(sizeof(struct pr_hdr) == 40, "pr_hdr layout (render/layout.py)");
 
 static __always_inline void pr_fill_hdr(struct pr_hdr *h, __u32 output, __u64 id, __u64 ts)
 {

@@ -1,10 +1,9 @@
 /* Helpers every plan program uses (included verbatim by program.bpf.c.j2).
    The string readers are compiled only when the program defines their PR_USE_ macro
    (render/program.py does, for what its statements call): clang pays for unused ones.
-   Coupled with render/layout.py: STR_NULL/STR_OK/STR_TRUNCATED status values. */
-#define PR_STR_NULL 0
-#define PR_STR_OK 1
-#define PR_STR_TRUNCATED 2
+   The constants and structs it shares with the Python (PR_STR_*, PR_CFG_*, PR_SCOPE_*,
+   PR_BORN_*, struct pr_tracer_table, pr_comm, pr_cgroup...) come before it, generated
+   from render/contracts.py: none is defined here. */
 
 /* The user-memory readers, called by helper number. bcc rewrites every call spelled
    bpf_probe_read_user(_str) after looking the helper up in /proc/kallsyms, afresh for
@@ -51,7 +50,7 @@ static __always_inline long pr_user_str_f(void *dst, __u32 cap, const void *src)
 #define pr_user_bytes_f bpf_probe_read_user
 #endif
 
-/* Filled by the runtime after loading (render/model.py ConfigSlot; runtime/scope.py).
+/* Filled by the runtime after loading (render/contracts.py ConfigSlot; runtime/scope.py).
    [PR_CFG_SCOPE_UPROBE] and [PR_CFG_SCOPE_TRACEPOINT]: the scope filters (PR_SCOPE_*
    bits) each kind of thunk applies here; one --pid alone is 0 for uprobes, which the
    kernel filters at attach. [PR_CFG_SELF]: planrunner's own process, whose events are
@@ -63,64 +62,34 @@ static __always_inline long pr_user_str_f(void *dst, __u32 cap, const void *src)
    watermark (record_helpers.h). [PR_CFG_COMMAND]: the -c command (a pid of SELF's
    namespace) while it is still a copy of planrunner, between its fork and its exec:
    skipped like SELF, set to 0 by pr_on_exec when the exec has succeeded. */
-#define PR_CFG_SCOPE_UPROBE 0
-#define PR_CFG_SELF 1
-#define PR_CFG_SCOPE_TRACEPOINT 2
-#define PR_CFG_NS_DEV 3
-#define PR_CFG_NS_INO 4
-#define PR_CFG_CGROUPS 5
-#define PR_CFG_NR_CPUS 6
-#define PR_CFG_COMMAND 7
-BPF_ARRAY(pr_config, __u32, 8);
+BPF_ARRAY(pr_config, __u32, PR_CFG_SLOTS);
 
-#define PR_SCOPE_PIDS 1
-#define PR_SCOPE_COMM 2
-#define PR_SCOPE_CGROUP 4
-/* a key of pr_scope_pids that is a pid of planrunner's namespace, not an init one
-   (pids stay below 2^22) */
-#define PR_NS_KEY 0x80000000u
-#define PR_SCOPE_GIVEN 1 /* pr_scope_pids values: a --pid or the -c command */
-#define PR_SCOPE_CHILD 2 /* a descendant added by pr_scope_fork */
-#define PR_MAX_CGROUPS 8
+/* PR_SCOPE_PIDS, _COMM, _CGROUP: the filters a scope slot turns on. pr_scope_pids maps
+   a tgid, or a pid of planrunner's namespace ORed with PR_NS_KEY, to PR_SCOPE_GIVEN (a
+   --pid or the -c command) or PR_SCOPE_CHILD (a descendant added by pr_scope_fork). */
 #define PR_CLONE_THREAD 0x00010000
 
 /* Every planrunner process on the machine (init-namespace tgids; 0: a free slot), shared
    by all runs through the pin: two system-wide runs must not trace each other. Each
    run adds itself before compiling (runtime/tracers.py); pr_on_exit removes it. One
-   array element scanned in registers: a hash lookup per event cost 14 ns more. */
-#define PR_MAX_TRACERS 16
-struct pr_tracer_table {
-    __u32 tgid[PR_MAX_TRACERS];
-    __u64 start[PR_MAX_TRACERS]; /* for user space: a pid reused is not the tracer */
-};
-/* the loader moves it (-DPR_TRACERS_PIN) when another user squatted the default */
-#ifndef PR_TRACERS_PIN
-#define PR_TRACERS_PIN "/sys/fs/bpf/planrunner_tracers"
-#endif
+   array element scanned in registers: a hash lookup per event cost 14 ns more. The
+   loader moves the pin (-DPR_TRACERS_PIN) when another user squatted the default. */
 BPF_TABLE_PINNED("array", __u32, struct pr_tracer_table, pr_tracers, 1, PR_TRACERS_PIN);
 /* planrunner processes that began while this run was attached and have not yet
    registered in pr_tracers (they do once their Python runs, too late for the
    interpreter's own start): tgid -> PR_BORN_*. pr_born_n counts the entries, so that
-   pr_skip looks the hash up only while there is one. */
-#define PR_BORN_EXEC 1 /* exec'd as planrunner (pr_on_exec) */
-#define PR_BORN_FORK 2 /* forked by a planrunner process: one until it execs */
+   pr_skip looks the hash up only while there is one. PR_BORN_EXEC: exec'd as
+   planrunner (pr_on_exec); PR_BORN_FORK: forked by a planrunner process, until it execs. */
 BPF_HASH(pr_born, __u32, __u32, 1024);
 BPF_ARRAY(pr_born_n, __u64, 1);
 /* tid -> 1: the execve it is in names planrunner in its argv (pr_on_execve) */
 BPF_HASH(pr_exec_argv, __u32, __u32, 1024);
 /* --pid values, the -c command and, with --follow-children, their descendants */
 BPF_HASH(pr_scope_pids, __u32, __u32, 16384);
-struct pr_comm {
-    char c[16];
-};
 BPF_HASH(pr_scope_comms, struct pr_comm, __u32, 64);
 /* --cgroup directories as (cgroup id, depth below the v2 root): the task is in one, or
    below it, when its ancestor at that depth is that cgroup. Not a BPF_CGROUP_ARRAY:
    sleepable programs (runtime/progload.py) may not use one. */
-struct pr_cgroup {
-    __u64 id;
-    __u64 level;
-};
 BPF_ARRAY(pr_scope_cgroups, struct pr_cgroup, PR_MAX_CGROUPS);
 static u64 (*pr_ancestor_cgroup_id)(int level) =
     (void *)BPF_FUNC_get_current_ancestor_cgroup_id;
@@ -345,16 +314,13 @@ int pr_on_execveat(struct pr_execveat *args)
    always). The -c command is the command from now on (PR_CFG_COMMAND cleared); a
    process that starts planrunner (its comm, the script's name, is "planrunner", or a
    python's argv said so) is skipped from here on, long before it registers itself; a
-   fork of planrunner that runs another program is no longer one. Coupled with the
-   format: old_pid, the tid that called execve, at offset 16. */
-struct pr_exec {
-    __u64 pr_common;
-    __u32 filename_loc;
-    __s32 pid;
-    __s32 old_pid;
-};
-
-int pr_on_exec(struct pr_exec *args)
+   fork of planrunner that runs another program is no longer one. `old`: old_pid, the
+   tid that called execve. Two entries (render/model.py OWN_RAW_VARIANTS): a raw
+   tracepoint, whose close at the stop waits for no grace period, and the tracepoint
+   perf event, used when the plan has a tracepoint on the same event (then ours runs
+   first, in attach order, as the plan's expects; a raw one's place among the event's
+   probes depends on what else is attached). */
+static __always_inline int pr_exec_seen(__u32 old)
 {
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     __u32 slot = PR_CFG_COMMAND;
@@ -364,7 +330,6 @@ int pr_on_exec(struct pr_exec *args)
         if ((ino ? pr_ns_tgid(ino) : tgid) == *command)
             *command = 0;
     }
-    __u32 old = args->old_pid;
     int named = pr_exec_argv.lookup(&old) != 0;
     if (named)
         pr_exec_argv.delete(&old);
@@ -380,11 +345,31 @@ int pr_on_exec(struct pr_exec *args)
     return 0;
 }
 
+/* TP_PROTO(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) */
+int pr_on_exec_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+    return pr_exec_seen((__u32)ctx->args[1]);
+}
+
+/* The format: old_pid at offset 16. */
+struct pr_exec {
+    __u64 pr_common;
+    __u32 filename_loc;
+    __s32 pid;
+    __s32 old_pid;
+};
+
+int pr_on_exec(struct pr_exec *args)
+{
+    return pr_exec_seen(args->old_pid);
+}
+
 /* At every process exit (attached always): a planrunner leaves the registry only now,
    since its interpreter runs until then (the run that ends while no other is attached
    leaves a dead entry, which the next run's registration removes); a descendant added
-   by --follow-children leaves the scope (its pid may be reused). */
-int pr_on_exit(void *ctx)
+   by --follow-children leaves the scope (its pid may be reused). Two entries, as for
+   exec (above); neither reads its context. */
+static __always_inline int pr_exit_seen(void)
 {
     __u64 id = bpf_get_current_pid_tgid();
     __u32 tgid = id >> 32;
@@ -403,6 +388,16 @@ int pr_on_exit(void *ctx)
     if (how && *how == PR_SCOPE_CHILD)
         pr_scope_pids.delete(&tgid);
     return 0;
+}
+
+int pr_on_exit(void *ctx)
+{
+    return pr_exit_seen();
+}
+
+int pr_on_exit_raw(void *ctx)
+{
+    return pr_exit_seen();
 }
 
 /* The string readers below also store in *len the bytes the string takes in buf, its

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from planrunner.render.contracts import c_block
+
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 SHARED = ("runtime_helpers.h", "expr_helpers.h", "record_helpers.h")
 # Included only by programs that call one of its functions (render/program.py).
@@ -17,8 +19,16 @@ def marker(name: str) -> str:
     return f"/* templates/{name}: included verbatim */\n"
 
 
+# The generated block of render/contracts.py, shown as one line like the headers.
+CONTRACTS_MARKER = "/* render/contracts.py: generated */\n"
+
+
 def to_golden(c_source: str) -> str:
-    """Rendered C with each shared header replaced by its marker line."""
+    """Rendered C with each shared header, and the contracts block, replaced by its
+    marker line."""
+    block = c_block()
+    assert block in c_source, "the contracts block is no longer rendered"
+    c_source = c_source.replace(block, CONTRACTS_MARKER)
     for name in SHARED:
         if name in OPTIONAL and OPTIONAL[name] not in c_source:
             continue
@@ -29,7 +39,9 @@ def to_golden(c_source: str) -> str:
 
 
 def from_golden(text: str) -> str:
-    """A golden with its marker lines replaced by the headers again: the C bcc compiles."""
+    """A golden with its marker lines replaced by the headers (and the contracts block)
+    again: the C bcc compiles."""
+    text = text.replace(CONTRACTS_MARKER, c_block())
     for name in SHARED:
         text = text.replace(marker(name), (TEMPLATES / name).read_text())
     return text

@@ -40,7 +40,7 @@ def check_pprof(program: RenderedProgram, path: str | None, outputs: Sequence[st
         agg = aggs.get(name)
         if agg is None:
             continue
-        stacked = any(t.startswith(("ustack:", "ucopy:", "kstack:")) for _, t in agg.key_fields)
+        stacked = any(f.stack for f in agg.key.fields)
         if agg.kind != "count" or not stacked:
             what = (f"is a `{agg.kind}`" if agg.kind != "count"
                     else "is not keyed by a stack (no ustack or kstack in `by`)")

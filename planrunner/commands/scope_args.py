@@ -18,8 +18,6 @@ from planrunner.errors import UsageError
 if TYPE_CHECKING:
     from planrunner.runtime.scope import Scope
 
-COMM_MAX = 15  # TASK_COMM_LEN - 1: the kernel keeps this much of a command name
-MAX_CGROUPS = 8  # render/model.py MAX_CGROUPS (the BPF cgroup array's size)
 MOUNTS = "/proc/self/mounts"
 
 
@@ -54,9 +52,13 @@ def check_scope(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[str, .
     comms = tuple(dict.fromkeys(getattr(args, "comm", None) or ()))
     cgroups = tuple(dict.fromkeys(getattr(args, "cgroup", None) or ()))
     follow = bool(getattr(args, "follow_children", False))
-    if len(cgroups) > MAX_CGROUPS:
-        raise UsageError(f"at most {MAX_CGROUPS} --cgroup directories, not {len(cgroups)}",
-                         hints=("give their common parent: its descendants are included",))
+    if cgroups:  # render/contracts.py only then: a validate without --cgroup skips it
+        from planrunner.render.contracts import MAX_CGROUPS
+
+        if len(cgroups) > MAX_CGROUPS:
+            raise UsageError(f"at most {MAX_CGROUPS} --cgroup directories, not "
+                             f"{len(cgroups)}", hints=(
+                                 "give their common parent: its descendants are included",))
     if follow and not pids and not getattr(args, "command", None):
         raise UsageError("--follow-children needs -c or --pid: whose children?")
     return pids, comms, cgroups, follow
@@ -74,10 +76,13 @@ def comm_arg(text: str) -> str:
     raw = text.encode()
     if not raw:
         raise argparse.ArgumentTypeError("an empty command name matches nothing")
-    if len(raw) > COMM_MAX:
-        short = raw[:COMM_MAX].decode(errors="ignore")
+    from planrunner.render.contracts import COMM_LEN
+
+    most = COMM_LEN - 1  # without the NUL: the kernel keeps this much of a command name
+    if len(raw) > most:
+        short = raw[:most].decode(errors="ignore")
         raise argparse.ArgumentTypeError(
-            f"'{text}' is longer than {COMM_MAX} bytes, the most the kernel keeps of a "
+            f"'{text}' is longer than {most} bytes, the most the kernel keeps of a "
             f"command name, so no thread has it: use --comm '{short}'")
     return text
 

@@ -167,7 +167,7 @@ def help_text(agg: AggregateOutput, plan: str, description: str,
     """One line: what is measured, where it comes from, then the plan's description
     (`output`: the output's name in its plan, when it differs from `agg.name`)."""
     what = "events" if agg.kind == "count" else f"{agg.kind} of {agg.value_label}"
-    keys = [k for k, _ in agg.key_fields]
+    keys = list(agg.key.names)
     by = f" by {', '.join(keys)}" if keys else ""
     head = f"{what} at probe {agg.probe}{by} (plan {plan}, output {output or agg.name})"
     desc = " ".join(description.split())
@@ -181,5 +181,5 @@ def family_of(agg: AggregateOutput, plan: str, description: str,
     own = output or agg.name
     return Family(output=agg.name, kind=agg.kind, name=metric_base(plan, own),
                   mtype=metric_type(agg.kind),
-                  labels=tuple(label_name(k) for k, _ in agg.key_fields),
+                  labels=tuple(label_name(k) for k in agg.key.names),
                   help=help_text(agg, plan, description, output))

@@ -5,10 +5,12 @@ Contract with runtime/aggregates.py (which reads the maps):
 
 - Map `pr_agg_<index>`: BPF_PERCPU_HASH (no contention between CPUs; the reader sums or
   combines the per-CPU values) from `struct pr_agg_<index>_key` to the value below, with
-  `settings.map_size` entries. Key members are `k0, k1, ...` in `by` order: integers and
+  `settings.map_size` entries. The key is a render/layout.py KeyLayout (`key_layout`),
+  which the reader unpacks with: members `k0, k1, ...` in `by` order, integers and
   bools as __s64/__u64, strings as `char[size rounded up to 8]` holding the string up to
-  its NUL and zeros after it; histograms add `__u64 slot` (the bucket index), so their
-  map holds one entry per (key, bucket). Without `by` the key is `__u64 pr_none = 0`.
+  its NUL and zeros after it, stacks and symbols followed by their tgid (`kI_pid`);
+  histograms add `__u64 slot` (the bucket index), so their map holds one entry per
+  (key, bucket). Without `by` the key is `__u64 pr_none = 0`.
   The key is zeroed first (on the stack, or in the probe's per-CPU scratch when it holds
   a string), so padding or stale bytes never split a key.
 - Values: count `__u64`; sum `__s64` (`__u64` when the value is uint64); min/max
@@ -34,6 +36,7 @@ from planrunner.expr.types import INT64, UINT64, BoolType, IntType, StackType, S
 from planrunner.records import lhist_bucket_count
 from planrunner.render.bodies import Body, condition, stack_copied, symbol_notice
 from planrunner.render.expr_c import c_int_literal, lower
+from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.render.model import AggregateOutput
 from planrunner.render.pyframes import frames_kept
 from planrunner.render.stacks import UCOPY_MAP, ustack_copy_lines, ustack_hash_lines
@@ -48,41 +51,35 @@ MEMSET_CHUNK = 512
 _HIST = ("hist", "lhist")
 
 
-def _round8(n: int) -> int:
-    return (n + 7) & ~7
+def key_layout(by: tuple[CheckedField, ...], body: Body | None = None,
+               slot: bool = False) -> KeyLayout:
+    """The key of an aggregation by `by` (render/layout.py KeyField per field, in
+    order); `slot`: a histogram's. Stacks (render/stacks.py) are a kernel stack id, a
+    user stack id (frame pointers) or the hash of a copied user stack, unwound as the
+    body's stack (or the begin's, for a captured one) says."""
+    return KeyLayout(tuple(_key_field(f, body) for f in by), slot)
 
 
-def key_fields(by: tuple[CheckedField, ...], body: Body | None = None
-               ) -> tuple[tuple[str, str], ...]:
-    """(record key, "int" | "uint" | "bool" | "str:N" | stack) per `by` field, in order.
-    Stacks (render/stacks.py): "kstack:N" (a kernel stack id), "ustack:N" (a user stack
-    id, frame pointers) or "ucopy:N:MODE" (the hash of a copied user stack, unwound with
-    MODE); N is the frames kept; "usym" a code address (`usym(...)`). A user stack's or
-    symbol's key also holds the tgid (`kI_pid`): the reader names it in that process."""
-    out = []
-    for f in by:
-        typ = f.expr.type
-        if isinstance(typ, StackType):
-            captured = _captured(f.expr, body)
-            if typ.kind == "kernel":
-                out.append((f.key, f"kstack:{typ.limit}"))
-            elif (captured is not None and body is not None
-                  and captured in body.copied_captures):
-                out.append((f.key, f"ucopy:{typ.limit}:{body.copied_captures[captured]}"))
-            elif body is not None and stack_copied(f.expr, body.stack):
-                out.append((f.key, f"ucopy:{typ.limit}:{body.stack.unwind}"))
-            else:
-                out.append((f.key, f"ustack:{typ.limit}"))
-        elif isinstance(typ, SymType):
-            out.append((f.key, "usym"))
-        elif isinstance(typ, StrType):
-            out.append((f.key, f"str:{typ.size}"))
-        elif isinstance(typ, BoolType):
-            out.append((f.key, "bool"))
-        else:
-            assert isinstance(typ, IntType)
-            out.append((f.key, "int" if typ.signed else "uint"))
-    return tuple(out)
+def _key_field(f: CheckedField, body: Body | None) -> KeyField:
+    typ = f.expr.type
+    if isinstance(typ, StackType):
+        captured = _captured(f.expr, body)
+        if typ.kind == "kernel":
+            return KeyField(f.key, "kstack", limit=typ.limit)
+        if captured is not None and body is not None and captured in body.copied_captures:
+            return KeyField(f.key, "ucopy", limit=typ.limit,
+                            unwind=body.copied_captures[captured])
+        if body is not None and stack_copied(f.expr, body.stack):
+            return KeyField(f.key, "ucopy", limit=typ.limit, unwind=body.stack.unwind)
+        return KeyField(f.key, "ustack", limit=typ.limit)
+    if isinstance(typ, SymType):
+        return KeyField(f.key, "usym")
+    if isinstance(typ, StrType):
+        return KeyField(f.key, "str", size=typ.size)
+    if isinstance(typ, BoolType):
+        return KeyField(f.key, "bool")
+    assert isinstance(typ, IntType)
+    return KeyField(f.key, "int" if typ.signed else "uint")
 
 
 def _captured(texpr: TExpr, body: Body | None) -> CaptureRef | None:
@@ -90,26 +87,6 @@ def _captured(texpr: TExpr, body: Body | None) -> CaptureRef | None:
     if body is None or not isinstance(texpr, TRef) or not isinstance(texpr.ref, CaptureRef):
         return None
     return texpr.ref
-
-
-def _key_members(fields: tuple[tuple[str, str], ...], hist: bool) -> list[tuple[str, int]]:
-    """C member declarations of the key struct with their sizes."""
-    members = []
-    for i, (_key, kind) in enumerate(fields):
-        if kind.startswith("str:"):
-            size = _round8(int(kind[4:]))
-            members.append((f"char k{i}[{size}];", size))
-        elif kind.startswith("kstack:"):
-            members.append((f"__s64 k{i};", 8))
-        elif kind.startswith(("ustack:", "ucopy:")):
-            members += [(f"__s64 k{i};", 8), (f"__u64 k{i}_pid;", 8)]
-        elif kind == "usym":
-            members += [(f"__u64 k{i};", 8), (f"__u64 k{i}_pid;", 8)]
-        else:
-            members.append((f"{'__s64' if kind == 'int' else '__u64'} k{i};", 8))
-    if hist:
-        members.append(("__u64 slot;", 8))
-    return members or [("__u64 pr_none;", 8)]
 
 
 def value_signed(out: ResolvedOutput) -> bool:
@@ -157,9 +134,10 @@ def lhist_slot_lines(var: str, slot: str, lo: int, hi: int, step: int,
             f"    {slot} = {n + 1};", "else", f"    {inside}"]
 
 
-def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_struct: str,
-               size: int, body: Body, index: int) -> list[str]:
-    strings = any(kind.startswith("str:") for _, kind in fields)
+def _key_lines(out: ResolvedOutput, layout: KeyLayout, key_struct: str, body: Body,
+               index: int) -> list[str]:
+    size = layout.size
+    strings = any(f.kind == "str" for f in layout.fields)
     if strings or size > STACK_KEY_MAX:
         member = f"agg{index}_key"
         body.member(f"struct {key_struct} {member};")
@@ -172,40 +150,41 @@ def _key_lines(out: ResolvedOutput, fields: tuple[tuple[str, str], ...], key_str
             lines.append(f"__builtin_memset({dst}, 0, {n});")
     else:
         lines = [f"struct {key_struct} pr_kv = {{}};", f"struct {key_struct} *pr_k = &pr_kv;"]
-    for i, (f, (_key, kind)) in enumerate(zip(out.by, fields, strict=True)):
+    for i, (f, field) in enumerate(zip(out.by, layout.fields, strict=True)):
+        k = f"pr_k->{layout.member(i)}"
         captured = _captured(f.expr, body)
-        if captured is not None and kind.startswith(("ucopy:", "ustack:")):
+        if captured is not None and field.kind in ("ucopy", "ustack"):
             # a begin's user stack: its id or hash, and its process, kept with the span
             held = body.captures[captured]
-            lines += [f"pr_k->k{i} = {held};", f"pr_k->k{i}_pid = {held}_pid;"]
+            lines += [f"{k} = {held};", f"{k}_pid = {held}_pid;"]
             continue
-        if kind.startswith("ucopy:"):
-            lines += _ucopy_key_lines(i, index, body)
+        if field.kind == "ucopy":
+            lines += _ucopy_key_lines(i, k, index, body)
             continue
         low = lower(f.expr, body)
         lines.extend(low.prelude)
-        if kind.startswith("str:"):
+        if field.kind == "str":
             # _str: copy up to the NUL only; stale bytes after it in a reused buffer
             # would otherwise make equal strings different keys.
-            lines.append(f"bpf_probe_read_kernel_str(pr_k->k{i}, {kind[4:]}, {low.c});")
-        elif kind.startswith(("kstack:", "ustack:")):
-            lines += [f"pr_k->k{i} = {low.c};", f"if (pr_k->k{i} < 0 && pr_k->k{i} != -EFAULT)",
+            lines.append(f"bpf_probe_read_kernel_str({k}, {field.size}, {low.c});")
+        elif field.kind in ("kstack", "ustack"):
+            lines += [f"{k} = {low.c};", f"if ({k} < 0 && {k} != -EFAULT)",
                       "    pr_count(PR_STACK_LOST);  /* -EFAULT: no such stack here */"]
-            if kind.startswith("ustack:"):
-                lines.append(f"pr_k->k{i}_pid = pr_id >> 32;")
-        elif kind == "usym":
-            lines += [f"pr_k->k{i} = {low.c};", f"pr_k->k{i}_pid = pr_id >> 32;"]
+            if field.with_pid:
+                lines.append(f"{k}_pid = pr_id >> 32;")
+        elif field.kind == "usym":
+            lines += [f"{k} = {low.c};", f"{k}_pid = pr_id >> 32;"]
         else:
-            ctype = "__s64" if kind == "int" else "__u64"
-            lines.append(f"pr_k->k{i} = ({ctype})({low.c});")
+            ctype = "__s64" if field.kind == "int" else "__u64"
+            lines.append(f"{k} = ({ctype})({low.c});")
     return lines
 
 
-def _ucopy_key_lines(i: int, index: int, body: Body) -> list[str]:
-    """Key member k<i> = the hash of this event's copied user stack; the copy goes into
-    pr_ucopies once per hash (the reader drains it every turn)."""
+def _ucopy_key_lines(i: int, k: str, index: int, body: Body) -> list[str]:
+    """Key member `k` (field i's) = the hash of this event's copied user stack; the copy
+    goes into pr_ucopies once per hash (the reader drains it every turn)."""
     lines = ucopy_hash_lines(body, f"agg{index}_uc{i}", f"pr_uc{i}", f"pr_h{i}")
-    return lines + [f"pr_k->k{i} = (__s64)pr_h{i};", f"pr_k->k{i}_pid = pr_id >> 32;"]
+    return lines + [f"{k} = (__s64)pr_h{i};", f"{k}_pid = pr_id >> 32;"]
 
 
 def ucopy_hash_lines(body: Body, tag: str, ptr: str, hashed: str) -> list[str]:
@@ -249,9 +228,7 @@ def aggregate_block(out: ResolvedOutput, body: Body, map_size: int, closing: boo
     kind, index = spec.kind, spec.index
     map_name, lost_map = f"pr_agg_{index}", f"pr_agg_{index}_lost"
     key_struct = f"{map_name}_key"
-    fields = key_fields(out.by, body)
-    members = _key_members(fields, kind in _HIST)
-    size = sum(s for _, s in members)
+    layout = key_layout(out.by, body, slot=kind in _HIST)
     signed = value_signed(out)
     ctype = "__s64" if signed else "__u64"
     val_decl, vtype = _value_decl(kind, ctype, f"{map_name}_val")
@@ -262,7 +239,7 @@ def aggregate_block(out: ResolvedOutput, body: Body, map_size: int, closing: boo
 
     # aligned(8): clang expands the zeroing memset with 8-byte stores (it inlines at
     # most 128 stores; a char-only struct would get 1-byte ones).
-    decls = ["struct " + key_struct + " {\n" + "".join(f"    {m}\n" for m, _ in members)
+    decls = ["struct " + key_struct + " {\n" + "".join(f"    {m}\n" for m in layout.c_members)
              + "} __attribute__((aligned(8)));"]
     if val_decl:
         decls.append(val_decl)
@@ -278,7 +255,7 @@ def aggregate_block(out: ResolvedOutput, body: Body, map_size: int, closing: boo
 
     lines = [f"/* output {index}: {kind} */", *condition(out.where, body),
              *symbol_notice([f.expr for f in out.by], body)]
-    lines += _key_lines(out, fields, key_struct, size, body, index)
+    lines += _key_lines(out, layout, key_struct, body, index)
     if out.value is not None:
         low = lower(out.value, body)
         lines.extend(low.prelude)
@@ -307,7 +284,7 @@ def aggregate_block(out: ResolvedOutput, body: Body, map_size: int, closing: boo
     else:
         lines += _init_lines(kind, vtype, val_decl, map_name, lost_map)
     agg = AggregateOutput(
-        name=spec.name, probe=spec.probe, kind=kind, map_name=map_name, key_fields=fields,
+        name=spec.name, probe=spec.probe, kind=kind, map_name=map_name, key=layout,
         value_label=value_label(out), unit=out.value_unit, every_ns=spec.every_ns,
         top=spec.top, lhist=lhist, map_size=map_size,
         value_signed=signed, lost_map=lost_map, gauge=spec.open)

@@ -8,41 +8,26 @@ functions, counter slots) is carried here as data, chosen by render/.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum, IntFlag
 from typing import TYPE_CHECKING, NamedTuple
 
 from planrunner.probe_kinds import SiteKindName, site_kind
-from planrunner.render.layout import RecordLayout
+
+# The constants the C shares (render/contracts.py), named here too for the runtime
+from planrunner.render.contracts import BORN_EXEC as BORN_EXEC
+from planrunner.render.contracts import MAX_CGROUPS as MAX_CGROUPS
+from planrunner.render.contracts import MAX_TRACERS as MAX_TRACERS
+from planrunner.render.contracts import SCOPE_GIVEN as SCOPE_GIVEN
+from planrunner.render.contracts import SCOPE_NS_KEY as SCOPE_NS_KEY
+from planrunner.render.contracts import TRACERS_MAP as TRACERS_MAP
+from planrunner.render.contracts import TRACERS_PIN as TRACERS_PIN
+from planrunner.render.contracts import TRACERS_PIN_MACRO as TRACERS_PIN_MACRO
+from planrunner.render.contracts import ConfigSlot as ConfigSlot
+from planrunner.render.contracts import Counter as Counter
+from planrunner.render.contracts import ScopeFlag as ScopeFlag
+from planrunner.render.layout import KeyLayout, RecordLayout
 
 if TYPE_CHECKING:  # a warm run reads the model without the BTF reader: only the loader
     from planrunner.elf.btf import KernelMember  # of a program that needs it imports it
-
-
-class Counter(IntEnum):
-    """Slots of the per-CPU counter array (`RenderedProgram.counters_map`)."""
-
-    LOST_RINGBUF = 0  # print records the full ring buffer refused
-    LOST_MAPFULL = 1  # aggregation updates a full map refused
-    SUBMITS = 2  # bytes submitted since this CPU's last forced wakeup (not a loss)
-    SPAN_REPLACED = 3  # span begins that replaced an open begin of their key
-    SPAN_OVERFLOW = 4  # nested span begins past settings.span_depth (not timed)
-    STACK_LOST = 5  # stacks not captured (stack map collision or full, copy map full)
-    SPAN_UNMATCHED = 6  # ends of nested spans with `match:` that matched no open begin
-    SPAN_DROPPED = 7  # open begins above the one such an end matched (end never came)
-
-
-class ConfigSlot(IntEnum):
-    """Slots of the config array (`RenderedProgram.config_map`), set after loading
-    (templates/runtime_helpers.h PR_CFG_*)."""
-
-    SCOPE_UPROBE = 0  # ScopeFlag bits uprobe/USDT thunks check (one --pid: at attach)
-    SELF = 1  # planrunner's own tgid (in its pid namespace), whose events are dropped
-    SCOPE_TRACEPOINT = 2  # ScopeFlag bits tracepoint thunks check
-    NS_DEV = 3  # planrunner's pid namespace (kernel dev_t of nsfs) when not the init one
-    NS_INO = 4  # its inode; 0: planrunner runs in the init pid namespace
-    CGROUPS = 5  # entries of the cgroup array in use
-    NR_CPUS = 6  # possible CPUs: scales the ring buffer's wakeup watermark
-    COMMAND = 7  # the -c command until its exec (pr_on_exec clears it): still planrunner
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,25 +41,6 @@ class FileIdentity:
     mtime_ns: int
 
 
-class ScopeFlag(IntFlag):
-    """Filters a config SCOPE_* slot turns on (PR_SCOPE_*): AND across, OR within."""
-
-    PIDS = 1  # the tgid is in `scope_pids_map`
-    COMM = 2  # the thread's comm is in `scope_comms_map`
-    CGROUP = 4  # the task is under a cgroup of `scope_cgroups_map`
-
-
-# Where the registry of running planrunner processes is pinned (runtime_helpers.h).
-TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
-TRACERS_MAP = "pr_tracers"  # its C name (the first run creates it under this name)
-# the C macro holding the pin (templates/runtime_helpers.h); the loader moves it with -D
-TRACERS_PIN_MACRO = "PR_TRACERS_PIN"
-MAX_TRACERS = 16  # PR_MAX_TRACERS: planrunner runs at once that exclude each other
-# Values of `scope_pids_map` and its key bit for pids of planrunner's own pid namespace.
-SCOPE_GIVEN = 1
-BORN_EXEC = 1  # PR_BORN_EXEC: a value of `born_map`, a process that exec'd planrunner
-SCOPE_NS_KEY = 0x80000000
-MAX_CGROUPS = 8  # PR_MAX_CGROUPS
 @dataclass(frozen=True, slots=True)
 class TargetFile:
     """A binary a uprobe attaches to."""
@@ -163,7 +129,7 @@ class AggregateOutput:
     probe: str
     kind: str  # count sum min max avg hist lhist
     map_name: str
-    key_fields: tuple[tuple[str, str], ...]  # (record key, "int"|"uint"|"bool"|"str:N")
+    key: KeyLayout  # the map's key: its fields in `by` order (render/layout.py)
     value_label: str
     unit: str | None
     every_ns: int | None
@@ -230,7 +196,7 @@ class RenderedProgram:
     # Maps the runtime reads or fills, by their C names.
     events_map: str = "pr_events"  # the ring buffer of print records
     # per-CPU __u64 array indexed by Counter, then one slot more: each CPU's wakeup
-    # threshold (templates/record_helpers.h PR_WAKE_AT), not a counter
+    # threshold (render/contracts.py WAKE_AT), not a counter
     counters_map: str = "pr_counters"
     config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
     scope_pids_map: str = "pr_scope_pids"  # __u32 tgid -> __u32 SCOPE_GIVEN or child
@@ -313,10 +279,26 @@ PLANRUNNER_SITES = (
     AttachSite("tracepoint", "pr_on_exec", "(planrunner)", 0, category="sched",
                event="sched_process_exec"),
 )
+EXEC_SITE = PLANRUNNER_SITES[-1]
+# The exit and exec programs as raw tracepoints (probe_kinds.RAW_TRACEPOINT_SITE): a
+# tracepoint perf event's close at the stop waits for a grace period, 40-70 ms each and
+# one after another, a raw tracepoint's does not (0.1 ms). Used unless the plan has a
+# tracepoint on the same event (runtime/scope.py own_sites: runtime_helpers.h says why).
+# Fork and the syscalls keep perf events: their raw arguments are a task pointer or
+# every syscall's registers.
+OWN_RAW_VARIANTS = {
+    EXIT_SITE: AttachSite("raw_tracepoint", "pr_on_exit_raw", "(planrunner)", 0,
+                          category="sched", event="sched_process_exit"),
+    EXEC_SITE: AttachSite("raw_tracepoint", "pr_on_exec_raw", "(planrunner)", 0,
+                          category="sched", event="sched_process_exec"),
+}
 # --follow-children: forked children of the scope's processes join it.
 FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
                        category="task", event="task_newtask")
 # The run's own programs above: they record no event, so a stop reads the ring's tail
 # without waiting for them to go (each tracepoint's close waits for a grace period, and
 # the kernel closes tracepoints one at a time: runtime/session.py).
-RUN_OWN_SITES = frozenset({EXIT_SITE, *PLANRUNNER_SITES, FORK_SITE})
+RUN_OWN_SITES = frozenset({EXIT_SITE, *PLANRUNNER_SITES, FORK_SITE,
+                           *OWN_RAW_VARIANTS.values()})
+# The sites whose attach may fail with a warning (runtime/session.py)
+WATCH_SITES = frozenset({*PLANRUNNER_SITES, OWN_RAW_VARIANTS[EXEC_SITE]})

@@ -30,6 +30,7 @@ from planrunner.render.bodies import (
     slot_member,
     string_reads,
 )
+from planrunner.render.contracts import c_block
 from planrunner.render.environment import render_template
 from planrunner.render.model import (
     AggregateOutput,
@@ -450,6 +451,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         python_helpers=python,
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
         plan_only=plan_only,
+        contracts=c_block(),
         func_names=len(func_names),
         func_size=FUNC_SIZE,
         uprobe_slots=uprobe_slots,

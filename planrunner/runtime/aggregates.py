@@ -30,7 +30,9 @@ interval (from the per-output counter; the session prints the total on stderr). 
 counts each such update in the program's LOST_MAPFULL counter too: while that is 0, no
 per-output counter is read (a stop of 3000 outputs would read 3000 maps of zeros).
 
-Stacks: a stack key member is an id or a hash (render/aggregates.py key_fields), turned
+Keys are unpacked from their bytes by the map's KeyLayout (render/layout.py), which
+render/aggregates.py made and declared the C struct from: no member is read by name.
+Stacks: a stack key member is an id or a hash (render/aggregates.py key_layout), turned
 into a `Stack` by runtime/stacks.py (user stacks with the process of the hidden `_pid`
 member, cut to the key's frames); rows whose keys are equal after that (one stack
 in two processes, two copies that unwind alike) are merged. A `usym` key member is an
@@ -47,7 +49,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from planrunner.output.base import View
 from planrunner.records import (
@@ -60,6 +62,7 @@ from planrunner.records import (
     log2_buckets,
     top_rows,
 )
+from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.render.model import AggregateOutput, AggTable, Counter, RenderedProgram
 from planrunner.runtime.backend import MapSource
 from planrunner.runtime.cmdlines import Cmdlines
@@ -75,41 +78,44 @@ def _wrap(value: int, signed: bool) -> int:
     return value - (1 << 64) if signed and value >> 63 else value
 
 
-def decode_key(key: Any, fields: tuple[tuple[str, str], ...],
-               stacks: StackResolver | None = None,
-               program: RenderedProgram | None = None) -> tuple[tuple[str, object], ...]:
-    """The `by` values of a ctypes key struct, named and in order."""
+def decode_key(key: Any, layout: KeyLayout, stacks: StackResolver | None = None,
+               program: RenderedProgram | None = None) -> RowKey:
+    """The `by` values of a key (a ctypes struct or its bytes), named and in order."""
+    return _named(layout, layout.unpacker()(bytes(key))[0], stacks, program)
+
+
+def _named(layout: KeyLayout, values: tuple[tuple[object, int], ...],
+           stacks: StackResolver | None, program: RenderedProgram | None) -> RowKey:
+    """The `by` values of a key unpacked by its layout, named and in order."""
     out: list[tuple[str, object]] = []
-    for i, (name, kind) in enumerate(fields):
-        raw = getattr(key, f"k{i}")
-        if kind.startswith(("kstack:", "ustack:", "ucopy:")):
-            out.append((name, _stack(key, i, kind, stacks, program)))
-        elif kind == "usym":  # an address of the key's process
+    for field, (raw, pid) in zip(layout.fields, values, strict=True):
+        if field.stack:
+            out.append((field.key, _stack(field, int(cast(int, raw)), pid, stacks, program)))
+        elif field.kind == "usym":  # an address of the key's process
             resolver = stacks or StackResolver(None)
-            out.append((name, resolver.user_symbol(int(getattr(key, f"k{i}_pid")),
-                                                   int(raw))))
-        elif kind.startswith("str:"):
-            data = bytes(raw) if not isinstance(raw, bytes) else raw
-            out.append((name, data.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")))
-        elif kind == "bool":
-            out.append((name, bool(raw)))
+            out.append((field.key, resolver.user_symbol(pid, int(cast(int, raw)))))
+        elif field.kind == "str":
+            data = cast(bytes, raw)
+            out.append((field.key,
+                        data.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")))
+        elif field.kind == "bool":
+            out.append((field.key, bool(raw)))
         else:
-            out.append((name, int(raw)))
+            out.append((field.key, int(cast(int, raw))))
     return tuple(out)
 
 
-def _stack(key: Any, i: int, kind: str, stacks: StackResolver | None,
+def _stack(field: KeyField, raw: int, pid: int, stacks: StackResolver | None,
            program: RenderedProgram | None) -> object:
     resolver = stacks or StackResolver(None)
     maps = program.stack_maps if program else None
-    parts = kind.split(":")
-    limit, raw = int(parts[1]), int(getattr(key, f"k{i}"))
-    if parts[0] == "kstack":
-        return resolver.kernel(maps.kernel[0] if maps and maps.kernel else "", raw, limit)
-    pid = int(getattr(key, f"k{i}_pid"))
-    if parts[0] == "ustack":
-        return resolver.user_ids(maps.user[0] if maps and maps.user else "", pid, raw, limit)
-    return resolver.user_hash(raw, limit, parts[2])
+    if field.kind == "kstack":
+        return resolver.kernel(maps.kernel[0] if maps and maps.kernel else "", raw,
+                               field.limit)
+    if field.kind == "ustack":
+        return resolver.user_ids(maps.user[0] if maps and maps.user else "", pid, raw,
+                                 field.limit)
+    return resolver.user_hash(raw, field.limit, field.unwind)
 
 
 def _cpu_values(value: Any) -> list[Any]:
@@ -126,6 +132,7 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]],
     """AggRows from (key, per-CPU value) pairs of one map (not yet sorted or cut); keys
     equal once decoded (stacks) are one row."""
     kind = agg.kind
+    unpack = agg.key.unpacker()
     if kind in ("hist", "lhist"):
         buckets: dict[RowKey, dict[int, int]] = defaultdict(dict)
         sums: dict[RowKey, int] = defaultdict(int)
@@ -133,9 +140,10 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]],
             cpus = _cpu_values(value)
             total = sum(int(c.n) for c in cpus)
             if total:
-                k = decode_key(key, agg.key_fields, stacks, program)
+                values, slot = unpack(bytes(key))
+                k = _named(agg.key, values, stacks, program)
                 slots = buckets[k]
-                slots[int(key.slot)] = slots.get(int(key.slot), 0) + total
+                slots[slot] = slots.get(slot, 0) + total
                 sums[k] += sum(int(c.sum) for c in cpus)
         signed = agg.value_signed
         if kind == "hist":
@@ -146,7 +154,7 @@ def build_rows(agg: AggregateOutput, items: Iterable[tuple[Any, Any]],
                 for k, c in buckets.items()]
     merged: dict[tuple[tuple[str, object], ...], list[Any]] = {}
     for key, value in items:
-        merged.setdefault(decode_key(key, agg.key_fields, stacks, program),
+        merged.setdefault(_named(agg.key, unpack(bytes(key))[0], stacks, program),
                           []).extend(_cpu_values(value))
     rows = []
     for k, cpus in merged.items():
@@ -219,10 +227,9 @@ class AggregateReader:
         self._lost_seen: dict[str, int] = {}
         self._any_lost = False  # LOST_MAPFULL seen above 0 (it only grows)
         self._expire_due = monotonic() + 1.0
-        # how the copied stacks of aggregation keys are unwound ("ucopy:N:MODE")
-        self._copy_modes = sorted({kind.split(":")[2] for agg in program.aggregates
-                                   for _k, kind in agg.key_fields
-                                   if kind.startswith("ucopy:")})
+        # how the copied stacks of aggregation keys are unwound
+        self._copy_modes = sorted({f.unwind for agg in program.aggregates
+                                   for f in agg.key.fields if f.kind == "ucopy"})
         self._order = _emit_order(program)
         for agg in program.aggregates:
             self._interval_start[agg.name] = now
@@ -299,7 +306,7 @@ class AggregateReader:
         rows = top_rows(build_rows(agg, items, self.stacks, self.program), agg.kind, agg.top)
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
-            key_fields=tuple(k for k, _ in agg.key_fields), interval_start=start,
+            key_fields=agg.key.names, interval_start=start,
             interval_end=end, rows=rows, dropped=self._dropped(agg))
 
     # --- SnapshotSource (records.py) ------------------------------------------------
@@ -319,7 +326,7 @@ class AggregateReader:
                 rows = tuple(build_rows(agg, items, self.stacks, self.program))
         return AggSnapshot(
             output=agg.name, kind=agg.kind, value_label=agg.value_label, unit=agg.unit,
-            key_fields=tuple(k for k, _ in agg.key_fields), interval_start=self._start,
+            key_fields=agg.key.names, interval_start=self._start,
             interval_end=self.clock(), rows=rows, dropped=self._lost_total(agg))
 
     def events_lost(self) -> int:

@@ -10,12 +10,14 @@
   six arguments, so every attach through it passes a garbage seventh (bcc#5236).
 - `Tracepoints`: tracepoints as perf events (runtime/kernel/perf.py, raw syscalls: what
   libbcc's `bpf_attach_tracepoint` does).
+- `RawTracepoints`: the run's own exit and exec programs as raw tracepoints
+  (BPF_RAW_TRACEPOINT_OPEN): closing one does not wait for a grace period.
 - `PerfEvents`: profile and interval probes as software cpu-clock perf events
   (libbcc's `bpf_attach_perf_event`), one per online CPU or one on CPU 0.
 
 Which uprobe strategy a session uses is chosen once, from KernelFeatures
 (`uprobe_strategy`), before the first site: a strategy never switches mid-way. Each
-says how its programs must be loaded (`prog_kind`, `attach_type`); the backend loads
+says how its programs must be loaded (`prog_type`, `attach_type`); the backend loads
 them (runtime/bcc_backend.py) and hands over the fd. With the kernel's reference
 counter, USDT semaphores are raised in every process that maps the binary, now or
 later, and dropped by the kernel when the probe goes, even if planrunner is killed.
@@ -32,13 +34,27 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal, Protocol
+from typing import Protocol
 
 from planrunner.errors import BackendError, ResolveError
-from planrunner.probe_kinds import PERF_SITE, TRACEPOINT_SITE, UPROBE_SITE, site_kind
+from planrunner.probe_kinds import (
+    PERF_SITE,
+    RAW_TRACEPOINT_SITE,
+    TRACEPOINT_SITE,
+    UPROBE_SITE,
+    site_kind,
+)
 from planrunner.render.model import RUN_OWN_SITES, AttachSite, TargetFile
 from planrunner.runtime.features import KernelFeatures
-from planrunner.runtime.kernel.bpf import BPF_TRACE_UPROBE_MULTI, uprobe_multi_link
+from planrunner.runtime.kernel.bpf import (
+    BPF_PROG_TYPE_KPROBE,
+    BPF_PROG_TYPE_PERF_EVENT,
+    BPF_PROG_TYPE_RAW_TRACEPOINT,
+    BPF_PROG_TYPE_TRACEPOINT,
+    BPF_TRACE_UPROBE_MULTI,
+    raw_tracepoint_open,
+    uprobe_multi_link,
+)
 from planrunner.runtime.kernel.perf import attach_tracepoint, close_event
 from planrunner.runtime.uprobe_links import close_all
 
@@ -47,7 +63,7 @@ DEFAULT_TRACEFS = "/sys/kernel/tracing"
 
 
 class AttachStrategy(Protocol):
-    prog_kind: Literal["kprobe", "tracepoint", "perf_event"]  # the program type to load
+    prog_type: int  # the program type to load (BPF_PROG_TYPE_*)
     attach_type: int | None  # the expected attach type to load with (None: default)
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
@@ -160,7 +176,7 @@ class UprobeLinks:
     a run of thousands of sites at once. Any other site (a sleepable thunk: it cannot
     be tail-called) gets a link of its own at `attach`."""
 
-    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "kprobe"
+    prog_type: int = BPF_PROG_TYPE_KPROBE
     attach_type: int | None = BPF_TRACE_UPROBE_MULTI
 
     def __init__(self) -> None:
@@ -219,7 +235,7 @@ class UprobeLinks:
 
 
 class PerfUprobes:
-    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "kprobe"
+    prog_type: int = BPF_PROG_TYPE_KPROBE
     attach_type: int | None = None
 
     def __init__(self) -> None:
@@ -264,7 +280,7 @@ class Tracepoints:
     """Tracepoints as perf events by raw syscalls (runtime/kernel/perf.py: every run
     attaches one, and libbcc's dlopen would cost a warm run more than all else)."""
 
-    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "tracepoint"
+    prog_type: int = BPF_PROG_TYPE_TRACEPOINT
     attach_type: int | None = None
 
     def __init__(self) -> None:
@@ -297,6 +313,33 @@ class Tracepoints:
         close_all(fds, close=close_event)
 
 
+class RawTracepoints:
+    """The run's own programs on kernel events as raw tracepoints (their context: the
+    event's TP_PROTO arguments). All are the run's own (render/model.py RUN_OWN_SITES):
+    they stay until `detach_all`."""
+
+    prog_type: int = BPF_PROG_TYPE_RAW_TRACEPOINT
+    attach_type: int | None = None
+
+    def __init__(self) -> None:
+        self._own: list[int] = []
+
+    def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
+               ref_ctr: bool) -> None:
+        try:
+            fd = raw_tracepoint_open(prog_fd, site.event)
+        except OSError as exc:
+            raise attach_error(site, exc.errno or 0) from None
+        self._own.append(fd)
+
+    def detach_probes(self) -> None:
+        """None of the plan's: nothing to do."""
+
+    def detach_all(self) -> None:
+        fds, self._own = self._own, []
+        close_all(fds)
+
+
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
 
 
@@ -315,7 +358,7 @@ class PerfEvents(_PerfEventFds):
     """profile: a cpu-clock event at `sample_hz` on every online CPU; interval: one on
     CPU 0 every `sample_period_ns` (cpu-clock counts nanoseconds)."""
 
-    prog_kind: Literal["kprobe", "tracepoint", "perf_event"] = "perf_event"
+    prog_type: int = BPF_PROG_TYPE_PERF_EVENT
     attach_type: int | None = None
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
@@ -403,10 +446,15 @@ def _perf_events(features: KernelFeatures) -> AttachStrategy:
     return PerfEvents()
 
 
+def _raw_tracepoints(features: KernelFeatures) -> AttachStrategy:
+    return RawTracepoints()
+
+
 # The strategy of each name a SiteKind gives (probe_kinds.py `SiteKind.strategy`), made
 # once per backend from the kernel's features: the sites of a kind share it.
 STRATEGIES: dict[str, Callable[[KernelFeatures], AttachStrategy]] = {
     UPROBE_SITE.strategy: uprobe_strategy,  # uprobes and uretprobes: one link per file
     TRACEPOINT_SITE.strategy: _tracepoints,
     PERF_SITE.strategy: _perf_events,
+    RAW_TRACEPOINT_SITE.strategy: _raw_tracepoints,
 }

@@ -29,7 +29,12 @@ from collections.abc import Sequence
 from planrunner.errors import BackendError
 from planrunner.probe_kinds import site_kind
 from planrunner.render.model import AttachSet
-from planrunner.runtime.kernel.bpf import BPF_TRACE_UPROBE_MULTI, ENOTSUPP, uprobe_multi_link
+from planrunner.runtime.kernel.bpf import (
+    BPF_PROG_TYPE_KPROBE,
+    BPF_TRACE_UPROBE_MULTI,
+    ENOTSUPP,
+    uprobe_multi_link,
+)
 from planrunner.runtime.uprobe_links import close_all
 
 # What the kernel says of an offset it cannot probe: try the others without it.
@@ -49,7 +54,7 @@ class UprobeSets:
     """Sets as uprobe_multi links: loaded as kprobe programs for that attach type.
     `attach` returns (function, why) of the offsets the kernel would not take."""
 
-    prog_kind = "kprobe"
+    prog_type = BPF_PROG_TYPE_KPROBE
     attach_type: int | None = BPF_TRACE_UPROBE_MULTI
 
     def __init__(self) -> None:

@@ -1,18 +1,21 @@
 """The bcc backend (runtime/backend.py's Backend): the only module that imports bcc.
 
-Compiles the rendered C with bcc, loads each site's function for its attach strategy
-(runtime/attach.py, chosen once from KernelFeatures), reads the ring buffer (mmapped
-by runtime/ringbuf.py where the kernel allows, else bcc's callback), maps and counters.
-bcc objects are `Any` here and nowhere else.
+One load path. bcc only compiles: the rendered C becomes a program image
+(runtime/compile_cache.py's CompiledProgram: map definitions, each function's
+instructions and where they name a map), in the compile worker (runtime/compile_worker.py)
+or, where there is none, in this process (`compile_program`). Every image, fresh or from
+the compiled-program cache, is loaded by planrunner's own bpf() calls
+(compile_cache.LoadedProgram), so a cold run and a warm one load, attach and read the
+same way, and a warm run never imports bcc. `_capture` is the bcc side of making an
+image.
 
-A program compiled before is loaded from the compiled-program cache
-(runtime/compile_cache.py) without clang and without importing bcc: `_CachedBPF` stands
-where bcc's BPF object would. `_capture` is the bcc side of storing one.
-
-Maps are read (aggregations, counters, stacks: at every interval and at the stop) by
-their fds with raw bpf() calls (runtime/map_batch.py), each fd looked up once by name
-after the load (`_maps`): no bcc table is made or asked once tracing has begun, and a
-cached program's run never imports bcc.
+Each site's function is loaded for its attach strategy (runtime/attach.py, chosen once
+from KernelFeatures). Print records are read from the mmapped ring buffer
+(runtime/ringbuf.py) where the CPU orders memory strongly enough, else through libbpf's
+consumer (runtime/ring_libbpf.py). Maps (aggregations, counters, stacks: at every
+interval and at the stop) are read by their fds with raw bpf() calls
+(runtime/map_batch.py), each fd known from the load. bcc objects are `Any` here and
+nowhere else.
 
 Imports render/model.py, errors.py and runtime/ modules; nothing of plan/ or resolve/.
 """
@@ -20,17 +23,16 @@ Imports render/model.py, errors.py and runtime/ modules; nothing of plan/ or res
 from __future__ import annotations
 
 import ctypes as ct
-import json
 import os
 import struct
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.probe_kinds import UPROBE_SITE, site_kind
+from planrunner.render.contracts import PR_CGROUP, PR_COMM, U32, U64
 from planrunner.render.model import (
     BORN_EXEC,
     SCOPE_GIVEN,
@@ -45,6 +47,7 @@ from planrunner.runtime import map_batch
 from planrunner.runtime.attach import (
     STRATEGIES,
     AttachStrategy,
+    RawTracepoints,
     Tracepoints,
     UprobeLinks,
     where,
@@ -53,18 +56,11 @@ from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
-from planrunner.runtime.kernel.bpf import (
-    BPF_F_SLEEPABLE,
-    BPF_PROG_TYPE_KPROBE,
-    BPF_PROG_TYPE_PERF_EVENT,
-    BPF_PROG_TYPE_TRACEPOINT,
-    ProgLoadError,
-    map_update_elem,
-    prog_load,
-)
+from planrunner.runtime.kernel.bpf import BPF_F_SLEEPABLE, map_update_elem
 from planrunner.runtime.map_batch import MapRef
 from planrunner.runtime.map_types import UnknownType
 from planrunner.runtime.registry_pin import pin_cflags, tracers_pin
+from planrunner.runtime.ring_libbpf import LibbpfRing, wants_libbpf
 from planrunner.runtime.ringbuf import RingReader, ordered_host
 from planrunner.runtime.scope import cgroup_key
 
@@ -74,10 +70,6 @@ if TYPE_CHECKING:
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
 MAX_BATCH = 65536
-# a strategy's `prog_kind` as the program type it is loaded with (bcc's BPF.KPROBE,
-# TRACEPOINT and PERF_EVENT, spelled here so a cached load needs no bcc)
-_PROG_TYPES = {"kprobe": BPF_PROG_TYPE_KPROBE, "tracepoint": BPF_PROG_TYPE_TRACEPOINT,
-               "perf_event": BPF_PROG_TYPE_PERF_EVENT}
 BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
 # bcc compiles with -g (its BTF is made from the debug info) and puts our cflags after
 # its own, so this one wins. LLVM's debug-info pass costs the square of the functions
@@ -137,8 +129,10 @@ def compile_bcc(c_source: str, cflags: Sequence[str]) -> Any:
 
 def compile_program(c_source: str, cflags: Sequence[str],
                     pins: dict[str, str]) -> cc.CompiledProgram:
-    """`c_source` compiled by bcc, in the cache's form (runtime/compile_worker.py's
-    job). Raises CompileFailed, or cc.Uncacheable when that form cannot hold it."""
+    """`c_source` compiled by bcc, as a program image (in the compile worker, or here
+    where there is none); bcc's module and its maps are dropped at once: the image is
+    loaded as every program is. Raises CompileFailed, or cc.Uncacheable when an image
+    cannot hold it."""
     bpf = compile_bcc(c_source, cflags)
     try:
         return _capture(bpf, pins)
@@ -160,23 +154,11 @@ def check_machine() -> None:
 
 
 def _cpu_sum(value: Any) -> int:
-    """A per-CPU value (a ctypes array) summed over the CPUs; a scalar as it is."""
+    """A per-CPU value (a list of ints) summed over the CPUs; a scalar as it is."""
     try:
         return sum(int(v) for v in value)
     except TypeError:
         return int(value)
-
-
-def _loads_for_links(bcc: Any) -> bool:
-    """This bcc can load a program for uprobe_multi links (`load_func(attach_type=)`);
-    an older one cannot, and its uprobes go through perf events like a kernel without
-    links."""
-    import inspect  # noqa: PLC0415 - with bcc only: a cached run imports neither
-
-    try:
-        return "attach_type" in inspect.signature(bcc.BPF.load_func).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 class _ModuleLib:
@@ -225,8 +207,8 @@ def _capture(bpf: Any, pins: dict[str, str]) -> cc.CompiledProgram:
             raise cc.Uncacheable(f"table {i} has no map")
         # the definition as the kernel has it, whatever bcc's bookkeeping says
         mtype, ksize, vsize, entries, flags = cc.map_info(fd)
-        # a cached run could not read it back, or create it
-        if mtype not in _TABLE_CLASSES and mtype not in cc.BTF_MAP_TYPES:
+        # a type our loader cannot create or runtime/map_batch.py cannot read
+        if mtype not in _LOADABLE_MAP_TYPES:
             raise cc.Uncacheable(f"map {name} has type {mtype}")
         maps.append(cc.MapDef(name, mtype, ksize, vsize, entries, flags,
                               (lib.bpf_table_key_desc_id(mod, i) or b"").decode(),
@@ -247,63 +229,10 @@ def _capture(bpf: Any, pins: dict[str, str]) -> cc.CompiledProgram:
                               int(lib.bpf_module_kern_version(mod)), tuple(maps), tuple(funcs))
 
 
-# bcc.table class for each map type (bcc's own Table() asks the module, which a cached
-# program has not got)
-_TABLE_CLASSES = {1: "HashTable", 2: "Array", 3: "ProgArray", 4: "PerfEventArray",
-                  5: "PerCpuHash", 6: "PerCpuArray", 7: "StackTrace", 8: "CgroupArray",
-                  9: "LruHash", 10: "LruPerCpuHash", 11: "LpmTrie", 27: "RingBuf"}
-_NAMED_TABLES = {"PerfEventArray", "RingBuf"}
-
-
-class _Func:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-
-class _CachedBPF:
-    """Where bcc's BPF object stands, for a program loaded from the cache: the maps
-    and functions of runtime/compile_cache.LoadedProgram, and bcc's table objects over
-    them on demand (a run reads its maps by fd, runtime/map_batch.py: only tests ask
-    for these, to compare the two reads)."""
-
-    module = None  # bcc's table classes ask libbcc about it: NULL answers -1, overwritten
-
-    def __init__(self, loaded: cc.LoadedProgram) -> None:
-        self.loaded = loaded
-        self.tables: dict[str, Any] = {}
-
-    def load_func(self, name: str, prog_type: int, attach_type: int = -1,
-                  prog_flags: int = 0) -> _Func:
-        return _Func(self.loaded.load_func(name, prog_type,
-                                           None if attach_type == -1 else attach_type,
-                                           prog_flags))
-
-    def __getitem__(self, name: str) -> Any:
-        table = self.tables.get(name)
-        if table is None:
-            table = self.tables[name] = self._table(name)
-        return table
-
-    def _table(self, name: str) -> Any:
-        bcc = import_bcc()  # only now
-        m = self.loaded.map_def(name)
-        cls_name = _TABLE_CLASSES.get(m.map_type)
-        if cls_name is None:
-            raise BackendError(f"map {name}: type {m.map_type} is not readable from a "
-                               "cached program", hints=("run with --no-cache",))
-        decode = bcc.BPF._decode_table_type
-        key = decode(json.loads(m.key_desc)) if m.key_desc else ct.c_int
-        leaf = decode(json.loads(m.leaf_desc)) if m.leaf_desc else ct.c_int
-        cls = getattr(bcc.table, cls_name)
-        args = (self, self.loaded.program.map_index(name), self.loaded.map_fd(name),
-                key, leaf)
-        table = cls(*args, name.encode()) if cls_name in _NAMED_TABLES else cls(*args)
-        table.ttype, table.flags, table.max_entries = m.map_type, m.flags, m.max_entries
-        return table
-
-    def cleanup(self) -> None:
-        self.tables.clear()
-        self.loaded.close()
+# The map types an image may hold: hash, array, prog array, perf event array, per-CPU
+# hash and array, stack trace, cgroup array, LRU hash and per-CPU hash, LPM trie, ring
+# buffer, and the task-storage maps created with BTF (compile_cache.BTF_MAP_TYPES).
+_LOADABLE_MAP_TYPES = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 27}) | cc.BTF_MAP_TYPES
 
 
 class Compiler(Protocol):
@@ -329,189 +258,158 @@ class BccBackend:
     def __init__(self, features: KernelFeatures | None = None,
                  cache: cc.ProgramCache | None = None,
                  worker: Compiler | None = None) -> None:
-        self._features = self._given_features = features
+        self._features = features
         self._cache = cache  # None: compile every time (--no-cache, tests)
         self._worker = worker  # compiles a program the cache has not got, where it can
         self._closed = False
         self.from_cache = False
-        self.bpf: Any = None
+        self.loaded: cc.LoadedProgram | None = None
         self.program: RenderedProgram | None = None
-        self._bcc: Any = None
         self._strategies: dict[str, AttachStrategy] = {}  # by SiteKind.strategy
         self._sets: UprobeSets | None = None
-        self._reader: RingReader | None = None
-        self._on_record: Any = None  # keeps bcc's ctypes callback alive
-        self._sleepable: dict[str, int] = {}  # fn name -> fd we loaded (bcc did not)
-        self.pending: list[bytes] = []
+        self._reader: RingReader | LibbpfRing | None = None
         self._registry: TracerRegistry | None = None  # this run's entry in it
         self._maps: dict[str, MapRef] = {}  # every map of the loaded program, by name
 
     @property
     def features(self) -> KernelFeatures:
         if self._features is None:
-            found = detect()
-            # a cached program is loaded by our own syscall, whatever bcc can do
-            if found.uprobe_multi and not isinstance(self.bpf, _CachedBPF) and \
-                    not _loads_for_links(import_bcc()):
-                found = replace(found, uprobe_multi=False)
-            self._features = found
+            self._features = detect()
         return self._features
-
-    def _kernel(self) -> KernelFeatures:
-        """What the kernel can do, without asking bcc (which `features` imports)."""
-        return self._given_features or detect()
 
     def load(self, program: RenderedProgram) -> None:
         self._load(program)
-        if program.func_names and self.bpf is not None:
+        if program.func_names:
             self._fill_func_names(program)
-        if program.data_params and self.bpf is not None:  # before any probe can fire
+        if program.data_params:  # before any probe can fire
             self.update_map(program.params_map, struct.pack("I", 0), program.param_values)
 
     def _fill_func_names(self, program: RenderedProgram) -> None:
         """`func`'s name table (RenderedProgram.func_names), each NUL-terminated."""
         size = program.func_size
-        values = [name.encode()[:size - 1].ljust(size, b"\0") for name in program.func_names]
-        if isinstance(self.bpf, _CachedBPF):
-            for i, value in enumerate(values):
-                self.bpf.loaded.update(program.func_map, struct.pack("i", i), value)
-            return
-        table = self.bpf[program.func_map]
-        for i, value in enumerate(values):
-            leaf = table.Leaf()
-            ct.memmove(ct.addressof(leaf), value, size)
-            table[ct.c_int(i)] = leaf
+        for i, name in enumerate(program.func_names):
+            self.update_map(program.func_map, struct.pack("i", i),
+                            name.encode()[:size - 1].ljust(size, b"\0"))
 
     def _load(self, program: RenderedProgram) -> None:
+        """The program's image from the cache, else compiled (by the worker, else
+        here), loaded by our own calls. An image from the cache that the kernel refuses
+        is dropped and compiled again; a fresh one that it refuses is an error."""
         check_machine()
         pin = tracers_pin(default=program.tracers_pin)  # bcc pins pr_tracers there
         self.program = program
-        cflags = compile_flags(program, pin, self._kernel().sleepable)
-        pins = {program.tracers_map: pin}
-        # bcc's ring callback needs bcc: loaded by our own calls only where the ring is
-        # mmapped
-        raw = self._kernel().ringbuf_mmap and ordered_host()
-        key = self._load_cached(program, cflags) if raw else None
+        cflags = compile_flags(program, pin, self.features.sleepable)
+        key, cached = self._cached(program, cflags)
+        if cached is not None:
+            refused = self._load_image(program, cached)
+            if refused is None:
+                self.from_cache = True
+                self._close_worker()  # started in case the cache had not got it
+                return
+            if self._cache is not None and key is not None:
+                self._cache.discard(key, f"was refused ({refused.diagnostics[0].message})")
+        compiled = self._compile(program.c_source, cflags, {program.tracers_map: pin})
+        refused = self._load_image(program, compiled)
+        if refused is not None:
+            raise refused
+        if self._cache is not None and key is not None:
+            self._cache.put(key, compiled)
+
+    def _cached(self, program: RenderedProgram,
+                cflags: list[str]) -> tuple[str | None, cc.CompiledProgram | None]:
+        """The cache's key for `program` (None: no cache) and its image there, if any."""
+        if self._cache is None:
+            return None, None
+        sleepable = [site.fn_name for site in program.sites
+                     if site.sleepable and self.features.sleepable] + [
+            s.fn_name for s in program.sets if s.sleepable and self.features.sleepable]
+        key = cc.cache_key(program.c_source, cflags, sleepable=sleepable)
+        return key, self._cache.get(key)
+
+    def _compile(self, c_source: str, cflags: list[str],
+                 pins: dict[str, str]) -> cc.CompiledProgram:
+        """`c_source` as an image: by the compile worker where there is one, else (or
+        when it could not give one back) by bcc in this process."""
         worker = self._worker
-        if self.bpf is not None:
-            if worker is not None:  # started in case the cache had not got the program
-                self._close_worker()
-            return
-        if raw and worker is not None:
+        if worker is not None:
             worker_pid = worker.pid
-            compiled = worker.compile(program.c_source, cflags, pins)  # it has ended
+            compiled = worker.compile(c_source, cflags, pins)  # it has ended
             self._forget(worker_pid)
             if self._closed:  # the session stopped waiting for this load
                 raise BackendError("the backend was closed while compiling")
-            # refused: compiled again below, where bcc prints the verifier's log
-            if compiled is not None and self._load_compiled(program, compiled) is None:
+            if compiled is not None:
                 if self._cache is not None:
                     self._cache.note("compiled by the compile worker")
-                    if key is not None:
-                        self._cache.put(key, compiled)
-                return
+                return compiled
             if self._cache is not None:  # compiled again here, as without the worker
-                self._cache.note(worker.why or "the compile worker's program was refused")
-        elif worker is not None:
-            self._close_worker()
-        self._bcc = import_bcc()
-        self.bpf = compile_bcc(program.c_source, cflags)
-        if self._cache is not None and key is not None:
-            try:
-                self._cache.put(key, _capture(self.bpf, pins))
-            except cc.Uncacheable as exc:
-                self._cache.note(f"not stored: {exc}")
-
-    def _load_cached(self, program: RenderedProgram, cflags: list[str]) -> str | None:
-        """Load `program` from the cache when it holds it (self.bpf set); the key to
-        store it under otherwise (None: no cache)."""
-        cache_ = self._cache
-        if cache_ is None:
-            return None
-        sleepable = [site.fn_name for site in program.sites
-                     if site.sleepable and self._kernel().sleepable] + [
-            s.fn_name for s in program.sets if s.sleepable and self._kernel().sleepable]
-        key = cc.cache_key(program.c_source, cflags, sleepable=sleepable)
-        compiled = cache_.get(key)
-        if compiled is None:
-            return key
-        refused = self._load_compiled(program, compiled)
-        if refused is None:
-            self.from_cache = True
-        else:
-            cache_.discard(key, f"was refused ({refused})")
-        return key
-
-    def _load_compiled(self, program: RenderedProgram,
-                       compiled: cc.CompiledProgram) -> Exception | None:
-        """Load a program compiled before (cached, or by the compile worker) with our own
-        bpf() calls (self.bpf set); what the kernel said when it refused (nothing kept)."""
-        loaded: cc.LoadedProgram | None = None
+                self._cache.note(worker.why or "the compile worker gave no program back")
         try:
-            loaded = cc.LoadedProgram(compiled)
-            self.bpf = _CachedBPF(loaded)
-            # every function now, so that a refusal still falls back to the compile
+            return compile_program(c_source, cflags, pins)
+        except cc.Uncacheable as exc:
+            raise BackendError(f"bcc compiled a program planrunner cannot load: {exc}",
+                               hints=("this is a planrunner bug: `planrunner render` "
+                                      "shows the C; please report it with the plan",)
+                               ) from None
+
+    def _load_image(self, program: RenderedProgram,
+                    compiled: cc.CompiledProgram) -> BackendError | None:
+        """Create the maps of `compiled` and load every function of `program` now
+        (self.loaded set); the error, with the verifier's words, when the kernel refuses
+        one (then nothing is kept)."""
+        try:
+            self.loaded = cc.LoadedProgram(compiled)
             for site in program.sites:
                 self._load_func(site, self._strategy(site))
             for probes in program.sets:
                 self._load_func(probes, self._set_strategy(probes))
             if program.uprobe_dispatcher and isinstance(self._uprobes, UprobeLinks):
                 self._load_func(self._dispatcher_site(), self._uprobes)
-        except (cc.CacheLoadError, KeyError) as exc:
-            if loaded is not None:
-                loaded.close()
-            self.bpf = None
+        except (BackendError, cc.CacheLoadError, KeyError) as exc:
+            if self.loaded is not None:
+                self.loaded.close()
+            self.loaded = None
             self._strategies = {}
             self._sets = None
-            self._features = self._given_features  # asked again, bcc's abilities included
-            return exc
+            if isinstance(exc, BackendError):
+                return exc
+            return BackendError(f"could not load the BPF program: {exc}")
         return None
 
-    def _loaded(self) -> RenderedProgram:
-        if self.program is None or self.bpf is None:
+    def _program(self) -> cc.LoadedProgram:
+        if self.program is None or self.loaded is None:
             raise BackendError("the BPF program is not loaded")
+        return self.loaded
+
+    def _loaded(self) -> RenderedProgram:
+        self._program()
+        assert self.program is not None
         return self.program
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
-        name = self._loaded().config_map
-        if isinstance(self.bpf, _CachedBPF):  # without importing bcc
-            self.bpf.loaded.update(name, struct.pack("i", int(slot)), struct.pack("I", value))
-            return
-        config = self.bpf[name]
-        config[ct.c_int(int(slot))] = ct.c_uint32(value)
+        self.update_map(self._loaded().config_map, U32.pack(slot), U32.pack(value))
 
     def fill_scope(self, pids: Sequence[int], comms: Sequence[bytes],
                    cgroups: Sequence[str]) -> None:
+        """The scope maps, packed as render/contracts.py lays them out for the C (__u32
+        pids, struct pr_comm, struct pr_cgroup)."""
         program = self._loaded()
-        if isinstance(self.bpf, _CachedBPF):
-            self._fill_scope_raw(program, self.bpf.loaded, pids, comms, cgroups)
-            return
-        table = self.bpf[program.scope_pids_map]
         for pid in pids:
-            table[ct.c_uint32(pid)] = ct.c_uint32(SCOPE_GIVEN)
-        table = self.bpf[program.scope_comms_map]
-        for comm in comms:
-            key = table.Key()
-            key.c = comm
-            table[key] = ct.c_uint32(1)
-        table = self.bpf[program.scope_cgroups_map]
+            self.update_map(program.scope_pids_map, U32.pack(pid), U32.pack(SCOPE_GIVEN))
+        for comm in comms:  # NUL-terminated: the struct's bytes after the name are 0
+            self.update_map(program.scope_comms_map, PR_COMM.pack(comm[:PR_COMM.size - 1]),
+                            U32.pack(1))
         for i, path in enumerate(cgroups):
             try:
                 cgroup_id, level = cgroup_key(path)
             except OSError as exc:
                 raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
-            value = table.Leaf()
-            value.id, value.level = cgroup_id, level
-            table[ct.c_int(i)] = value
+            self.update_map(program.scope_cgroups_map, U32.pack(i),
+                            PR_CGROUP.pack(cgroup_id, level))
 
     def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
-        self._loaded()
+        loaded = self._program()
         try:
-            if isinstance(self.bpf, _CachedBPF):
-                self.bpf.loaded.update(map_name, key, value)
-                return
-            table = self.bpf[map_name]
-            table[table.Key.from_buffer_copy(key)] = table.Leaf.from_buffer_copy(value)
+            loaded.update(map_name, key, value)
         except (KeyError, ValueError, OSError) as exc:
             raise BackendError(f"cannot write map {map_name}: {exc}") from None
 
@@ -519,38 +417,9 @@ class BccBackend:
         program = self._loaded()
         if not tgids:
             return
-        count = struct.pack("Q", len(tgids))
-        if isinstance(self.bpf, _CachedBPF):
-            for tgid in tgids:
-                self.bpf.loaded.update(program.born_map, struct.pack("I", tgid),
-                                       struct.pack("I", BORN_EXEC))
-            self.bpf.loaded.update(program.born_count_map, struct.pack("I", 0), count)
-            return
-        table = self.bpf[program.born_map]
         for tgid in tgids:
-            table[ct.c_uint32(tgid)] = ct.c_uint32(BORN_EXEC)
-        self.bpf[program.born_count_map][ct.c_int(0)] = ct.c_uint64(len(tgids))
-
-    @staticmethod
-    def _fill_scope_raw(program: RenderedProgram, loaded: cc.LoadedProgram,
-                        pids: Sequence[int], comms: Sequence[bytes],
-                        cgroups: Sequence[str]) -> None:
-        """fill_scope for a cached program, without bcc's tables: the same bytes,
-        packed as runtime_helpers.h lays them out (__u32 pids, struct pr_comm,
-        struct pr_cgroup { __u64 id; __u64 level; })."""
-        for pid in pids:
-            loaded.update(program.scope_pids_map, struct.pack("I", pid),
-                          struct.pack("I", SCOPE_GIVEN))
-        for comm in comms:
-            loaded.update(program.scope_comms_map, struct.pack("16s", comm[:15]),
-                          struct.pack("I", 1))
-        for i, path in enumerate(cgroups):
-            try:
-                cgroup_id, level = cgroup_key(path)
-            except OSError as exc:
-                raise BackendError(f"cannot use cgroup {path}: {exc.strerror}") from None
-            loaded.update(program.scope_cgroups_map, struct.pack("i", i),
-                          struct.pack("QQ", cgroup_id, level))
+            self.update_map(program.born_map, U32.pack(tgid), U32.pack(BORN_EXEC))
+        self.update_map(program.born_count_map, U32.pack(0), U64.pack(len(tgids)))
 
     def register_tracer(self, pin: str, tgid: int, start: int) -> bool:
         from planrunner.runtime.tracers import TracerRegistry
@@ -593,10 +462,9 @@ class BccBackend:
     def _fill_slot(self, site: AttachSite, prog_fd: int) -> None:
         """Put `site`'s thunk in its slot of the dispatcher's prog array."""
         name = self._loaded().uprobe_sites_map
-        map_fd = (self.bpf.loaded.map_fd(name) if isinstance(self.bpf, _CachedBPF)
-                  else self.bpf[name].map_fd)
         try:
-            map_update_elem(int(map_fd), struct.pack("I", site.slot), struct.pack("I", prog_fd))
+            map_update_elem(self._program().map_fd(name), struct.pack("I", site.slot),
+                            struct.pack("I", prog_fd))
         except OSError as exc:
             raise BackendError(f"could not attach probe '{site.probe}' at {where(site)}: "
                                f"the kernel refused its program in slot {site.slot} of "
@@ -628,48 +496,20 @@ class BccBackend:
 
     def _load_func(self, site: AttachSite | AttachSet,
                    strategy: AttachStrategy | UprobeSets) -> int:
-        prog_type = _PROG_TYPES[strategy.prog_kind]
-        if site.sleepable and self.features.sleepable:
-            if isinstance(self.bpf, _CachedBPF):  # the same flags as the compiled path
-                return int(self.bpf.load_func(site.fn_name, prog_type,
-                                              strategy.attach_type or 0,
-                                              BPF_F_SLEEPABLE).fd)
-            return self._load_sleepable(site, prog_type, strategy.attach_type or 0)
+        """`site`'s function loaded for `strategy` (once: later calls give its fd)."""
+        sleepable = site.sleepable and self.features.sleepable
         try:
-            if strategy.attach_type is None:
-                return int(self.bpf.load_func(site.fn_name, prog_type).fd)
-            return int(self.bpf.load_func(site.fn_name, prog_type,
-                                          attach_type=strategy.attach_type).fd)
-        except Exception as exc:  # bcc raises a bare Exception, its log already printed
-            if isinstance(exc, BackendError):
-                raise
-            reason = str(exc).rsplit(": ", 1)[-1]  # "Failed to load BPF program b'f': why"
-            raise BackendError(f"could not load probe '{site.probe}': {reason}",
-                               hints=("the kernel verifier's log is printed above",)) from None
-
-    def _load_sleepable(self, site: AttachSite | AttachSet, prog_type: int,
-                        attach_type: int) -> int:
-        """Load `site`'s function BPF_F_SLEEPABLE from the instructions bcc compiled
-        (runtime/kernel/bpf.py says why not through bcc's load_func)."""
-        fd = self._sleepable.get(site.fn_name)
-        if fd is not None:
-            return fd
-        lib, module, name = self._bcc.lib, self.bpf.module, site.fn_name.encode()
-        start = lib.bpf_function_start(module, name)
-        if not start:
-            raise BackendError(f"bcc compiled no function {site.fn_name}")
-        try:
-            fd = prog_load(start, lib.bpf_function_size(module, name),
-                           lib.bpf_module_license(module), prog_type,
-                           BPF_F_SLEEPABLE, attach_type, site.fn_name)
-        except ProgLoadError as exc:
-            said = (f"the verifier said: {exc.log.strip()}",) if exc.log else ()
-            raise BackendError(
-                f"could not load probe '{site.probe}' sleepable: {exc.strerror}",
-                hints=(*said, "PLANRUNNER_SLEEPABLE=0 loads no program sleepable (strings "
-                       "the kernel cannot read are then re-read from user space)")) from None
-        self._sleepable[site.fn_name] = fd
-        return fd
+            return self._program().load_func(site.fn_name, strategy.prog_type,
+                                             strategy.attach_type,
+                                             BPF_F_SLEEPABLE if sleepable else 0)
+        except cc.CacheLoadError as exc:
+            hints = [f"the verifier said: {line}" for line in exc.log_tail]
+            if sleepable:
+                hints.append("PLANRUNNER_SLEEPABLE=0 loads no program sleepable (strings "
+                             "the kernel cannot read are then re-read from user space)")
+            how = " sleepable" if sleepable else ""
+            raise BackendError(f"could not load probe '{site.probe}'{how}: {exc.reason}",
+                               hints=tuple(hints)) from None
 
     def detach(self) -> None:
         """Every strategy's probes at once: each close waits for a grace period, and
@@ -688,7 +528,7 @@ class BccBackend:
 
         def detach_one(strategy: AttachStrategy | UprobeSets) -> None:
             try:
-                if probes_only and isinstance(strategy, Tracepoints):
+                if probes_only and isinstance(strategy, Tracepoints | RawTracepoints):
                     strategy.detach_probes()
                 else:
                     strategy.detach_all()
@@ -725,14 +565,12 @@ class BccBackend:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        while self._sleepable:  # after detach: no link holds them any more
-            os.close(self._sleepable.popitem()[1])
         if self._registry is not None:
             self._registry.close()
             self._registry = None
-        if self.bpf is not None:
-            self.bpf.cleanup()
-            self.bpf = None
+        if self.loaded is not None:  # after detach: no link holds its programs any more
+            self.loaded.close()
+            self.loaded = None
 
     def __enter__(self) -> BccBackend:
         return self
@@ -745,61 +583,46 @@ class BccBackend:
     def open_ring(self) -> None:
         """Read print records by mapping the ring buffer (runtime/ringbuf.py) where the
         kernel allows it and the CPU orders memory strongly enough (x86-64), else through
-        bcc's per-record callback (libbpf's consumer, with its memory barriers)."""
+        libbpf's consumer (runtime/ring_libbpf.py, with its memory barriers)."""
+        loaded = self._program()
         name = self._loaded().events_map
-        if isinstance(self.bpf, _CachedBPF):  # loaded only where _load_cached allows it
-            self._reader = RingReader(self.bpf.loaded.map_fd(name),
-                                      self.bpf.loaded.map_def(name).max_entries)
-            return
-        table = self.bpf[name]
-        if self.features.ringbuf_mmap and ordered_host():
+        fd = loaded.map_fd(name)
+        if self.features.ringbuf_mmap and ordered_host() and not wants_libbpf():
             try:
-                self._reader = RingReader(table.map_fd, table.max_entries)
+                self._reader = RingReader(fd, loaded.map_def(name).max_entries)
                 return
-            except (OSError, ValueError):  # this map refused: the callback still works
+            except (OSError, ValueError):  # this map refused: libbpf's reader still works
                 self._reader = None
-        pending = self.pending
-        string_at = ct.string_at
+        self._reader = LibbpfRing(fd)
 
-        def on_record(_ctx: Any, data: Any, size: int) -> int:
-            pending.append(string_at(data, size))
-            return 0
-
-        self._on_record = on_record
-        table.open_ring_buffer(on_record)
+    def _ring(self) -> RingReader | LibbpfRing:
+        if self._reader is None:
+            raise BackendError("the ring buffer is not open")
+        return self._reader
 
     def read_ring(self, timeout_ms: int) -> list[bytes]:
         """Records waiting in the ring buffer (at most MAX_BATCH); when there are none,
         wait up to timeout_ms for a wakeup first (records are submitted without a wakeup
         most of the time, so a timeout still drains)."""
-        reader = self._reader
-        if reader is not None:
+        reader = self._ring()
+        batch = reader.read(MAX_BATCH)
+        if not batch and timeout_ms > 0:
+            reader.wait(timeout_ms)
             batch = reader.read(MAX_BATCH)
-            if not batch and timeout_ms > 0:
-                reader.wait(timeout_ms)
-                batch = reader.read(MAX_BATCH)
-            return batch
-        self.bpf.ring_buffer_poll(timeout_ms)
-        self.bpf.ring_buffer_consume()
-        batch, self.pending[:] = list(self.pending), []
         return batch
 
     def discard_ring(self) -> int:
-        if self._reader is not None:
-            return self._reader.discard()
-        self.bpf.ring_buffer_consume()  # bcc's callback copies them: cheap beside printing
-        count = len(self.pending)
-        self.pending[:] = []
-        return count
+        return self._ring().discard()
 
     # --- maps (runtime/map_batch.py: by fd, raw bpf() calls) ------------------------
 
     def _map_refs(self) -> dict[str, MapRef]:
-        """Every map of the loaded program by name, looked up once (finish_attach)."""
+        """Every map of the loaded program by name, made once (finish_attach)."""
         if not self._maps:
-            self._loaded()
-            self._maps = (_cached_map_refs(self.bpf.loaded) if isinstance(self.bpf, _CachedBPF)
-                          else _bcc_map_refs(self.bpf))
+            loaded = self._program()
+            self._maps = {m.name: MapRef(m.name, fd, m.map_type, m.key_size, m.value_size,
+                                         m.max_entries, m.key_desc, m.leaf_desc)
+                          for m, fd in zip(loaded.program.maps, loaded.map_fds, strict=True)}
         return self._maps
 
     def _ref(self, name: str) -> MapRef:
@@ -868,31 +691,3 @@ class BccBackend:
         for pid in pids:
             map_batch.delete(ref, pid.to_bytes(ref.key_size, "little"))
 
-
-def _cached_map_refs(loaded: cc.LoadedProgram) -> dict[str, MapRef]:
-    """The maps of a program loaded from the cache, by name."""
-    return {m.name: MapRef(m.name, fd, m.map_type, m.key_size, m.value_size,
-                           m.max_entries, m.key_desc, m.leaf_desc)
-            for m, fd in zip(loaded.program.maps, loaded.map_fds, strict=True)}
-
-
-def _bcc_map_refs(bpf: Any) -> dict[str, MapRef]:
-    """The maps bcc created for its module, by name: one walk of its tables (a name
-    lookup through bcc walks them all, each time), the definitions as the kernel has
-    them."""
-    lib: Any = _module_lib()
-    mod = bpf.module
-    refs = {}
-    for i in range(lib.bpf_num_tables(mod)):
-        fd = lib.bpf_table_fd_id(mod, i)
-        name = (lib.bpf_table_name(mod, i) or b"").decode()
-        if fd < 0 or not name:
-            continue
-        try:
-            mtype, ksize, vsize, entries, _flags = cc.map_info(fd)
-        except cc.Uncacheable:  # the kernel will not say: the map cannot be read either
-            continue
-        refs[name] = MapRef(name, fd, mtype, ksize, vsize, entries,
-                            (lib.bpf_table_key_desc_id(mod, i) or b"").decode(),
-                            (lib.bpf_table_leaf_desc_id(mod, i) or b"").decode())
-    return refs

@@ -16,9 +16,9 @@ BENCHMARKS.md "Issue 17 (round two)"): the backend's load of the bench plan fall
   caching clang's ELF would mean running clang ourselves on bcc's rewritten C.
 - Loading through libbcc (`bcc_func_load`) would still need `import bcc`, i.e. dlopen
   of libbcc.so with libclang-cpp and libLLVM: 60-120 ms, more than bpftrace's whole
-  launch -> attached (~40 ms). Raw syscalls cost a few ms in all. bcc is imported only
-  later, if ever: runtime/bcc_backend.py builds bcc table objects over the cached maps'
-  fds when an aggregation is first read, after "Tracing".
+  launch -> attached (~40 ms). Raw syscalls cost a few ms in all, so every program is
+  loaded this way (`LoadedProgram`), the one just compiled too: runtime/bcc_backend.py
+  has one load path, and a warm run never imports bcc.
 - Maps are created without BTF, but for task storage (the scratch of sleepable probes),
   which the kernel creates only with BTF of an int key: `storage_btf` is that, with a
   value of the map's size. bcc attaches BTF to other maps for pretty printing only; no
@@ -87,11 +87,16 @@ class Uncacheable(Exception):
 
 
 class CacheLoadError(Exception):
-    """The kernel refused a cached map or program; the entry is dropped and rebuilt."""
+    """The kernel refused a map or function of a program image: `reason` is what it
+    said, `log_tail` the verifier's last lines for a function. An image from the cache
+    is then dropped and compiled again."""
 
-    def __init__(self, msg: str, errno_: int = 0) -> None:
+    def __init__(self, msg: str, errno_: int = 0, reason: str = "",
+                 log_tail: tuple[str, ...] = ()) -> None:
         super().__init__(msg)
         self.errno = errno_
+        self.reason = reason or msg
+        self.log_tail = log_tail
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +390,8 @@ def _open_pinned(m: MapDef) -> int:
 
 
 class LoadedProgram:
-    """A cached program's maps, created now, and its functions, loaded on demand."""
+    """A program image's maps, created now (a pinned one opened), and its functions,
+    loaded on demand: how every program is loaded, fresh from the compiler or cached."""
 
     def __init__(self, program: CompiledProgram) -> None:
         self.program = program
@@ -413,7 +419,7 @@ class LoadedProgram:
             return self.prog_fds[name]
         func = self._funcs.get(name)
         if func is None:
-            raise CacheLoadError(f"no function {name} in the cached program")
+            raise CacheLoadError(f"no function {name} in the compiled program")
         code = relocate(func, self.map_fds)
         insns = ct.create_string_buffer(code, len(code))
         try:
@@ -422,9 +428,9 @@ class LoadedProgram:
                                   attach_type if attach_type is not None else 0, name,
                                   kern_version=self.program.kern_version)
         except kernel.ProgLoadError as exc:
-            tail = exc.log.strip().splitlines()[-3:]
-            raise CacheLoadError(f"function {name}: {exc.strerror}: " + " / ".join(tail)) \
-                from None
+            tail = tuple(exc.log.strip().splitlines()[-3:])
+            raise CacheLoadError(f"function {name}: {exc.strerror}: " + " / ".join(tail),
+                                 exc.errno or 0, exc.strerror or "", tail) from None
         self.prog_fds[name] = fd
         return fd
 

@@ -21,12 +21,14 @@ from typing import cast
 
 from planrunner.clock import wall_offset_ns
 from planrunner.records import Record
+from planrunner.render.contracts import PR_HDR
 from planrunner.render.layout import STR_NULL, STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import NEWPID_OUTPUT, PrintOutput, StackMaps
 from planrunner.runtime.stacks import StackResolver
 
-_OUTPUT_ID = struct.Struct("<I")
-_PID = struct.Struct("<I")  # struct pr_hdr's pid, at offset 12
+# struct pr_hdr's output and pid members, read alone (render/contracts.py PR_HDR)
+_OUTPUT_ID, _OUTPUT_AT = struct.Struct(PR_HDR.member_format("output")), PR_HDR.offset("output")
+_PID, _PID_AT = struct.Struct(PR_HDR.member_format("pid")), PR_HDR.offset("pid")
 _CACHE_MAX = 4096
 
 
@@ -133,12 +135,12 @@ class Decoder:
                       if len(self._by_id) == 1 and not self.stack_maps.seen else None)
 
     def decode(self, raw: bytes) -> Record | None:
-        (output_id,) = _OUTPUT_ID.unpack_from(raw, 8)
+        (output_id,) = _OUTPUT_ID.unpack_from(raw, _OUTPUT_AT)
         fn = self._by_id.get(output_id)
         return fn(raw) if fn else None
 
     def _new_process(self, raw: bytes) -> None:
-        self.stacks.announced(_PID.unpack_from(raw, 12)[0])
+        self.stacks.announced(_PID.unpack_from(raw, _PID_AT)[0])
 
     def decode_batch(self, batch: Sequence[bytes]) -> list[Record]:
         only = self._only
@@ -146,10 +148,10 @@ class Decoder:
             # (set only without stack announcements: then no decoder answers None)
             return cast(list[Record], list(map(only, batch)))
         by_id = self._by_id
-        unpack_id = _OUTPUT_ID.unpack_from
+        unpack_id, at = _OUTPUT_ID.unpack_from, _OUTPUT_AT
         out = []
         for raw in batch:
-            fn = by_id.get(unpack_id(raw, 8)[0])
+            fn = by_id.get(unpack_id(raw, at)[0])
             if fn is not None and (rec := fn(raw)) is not None:
                 out.append(rec)
         return out

@@ -25,14 +25,15 @@ import os
 import stat
 
 from planrunner.errors import BackendError, BackendUnavailable
-from planrunner.render.model import MAX_TRACERS, TRACERS_PIN, TRACERS_PIN_MACRO
+from planrunner.render.contracts import TRACER_TABLE
+from planrunner.render.model import TRACERS_PIN, TRACERS_PIN_MACRO
 
 BPF_FS = os.path.dirname(TRACERS_PIN)  # /sys/fs/bpf
 PRIVATE_DIR = "planrunner"  # under BPF_FS: root's own, mode 0700
 PRIVATE_NAME = "tracers"
 BPF_MAP_TYPE_ARRAY = 2
-# The registry's map: one element of struct pr_tracer_table (u32 tgid[], u64 start[])
-REGISTRY_MAP = (BPF_MAP_TYPE_ARRAY, 4, 12 * MAX_TRACERS, 1)
+# The registry's map: one element of struct pr_tracer_table (render/contracts.py)
+REGISTRY_MAP = (BPF_MAP_TYPE_ARRAY, 4, TRACER_TABLE.size, 1)
 
 
 def tracers_pin(base: str = BPF_FS, default: str = TRACERS_PIN) -> str:

@@ -22,9 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from planrunner.elf.procmaps import start_time
+from planrunner.render.contracts import COMM_LEN
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
+    OWN_RAW_VARIANTS,
     PLANRUNNER_SITES,
     SCOPE_NS_KEY,
     AttachSite,
@@ -36,7 +38,6 @@ from planrunner.runtime.backend import Backend
 from planrunner.runtime.registry_pin import tracers_pin
 
 PROC_PID_INIT_INO = 0xEFFFFFFC  # include/linux/proc_ns.h: the init pid namespace
-COMM_LEN = 16  # TASK_COMM_LEN, with its NUL
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +141,17 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
     if namespace is None:  # (the map holds init-namespace tgids: ours are those then)
         backend.skip_processes(starting_planrunners(me))
-    extra = [EXIT_SITE, *PLANRUNNER_SITES]
-    return [*extra, FORK_SITE] if scope.follow_children else extra
+    return own_sites(program, scope.follow_children)
+
+
+def own_sites(program: RenderedProgram, follow_children: bool) -> list[AttachSite]:
+    """The run's own programs to attach: the exit and exec ones as raw tracepoints
+    unless the plan has a tracepoint on the same event (render/model.py
+    OWN_RAW_VARIANTS)."""
+    extra = [EXIT_SITE, *PLANRUNNER_SITES, *((FORK_SITE,) if follow_children else ())]
+    plan_events = {(site.category, site.event) for site in program.sites}
+    return [site if (site.category, site.event) in plan_events
+            else OWN_RAW_VARIANTS.get(site, site) for site in extra]
 
 
 def starting_planrunners(me: int, proc: str = "/proc") -> list[int]:

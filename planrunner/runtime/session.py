@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from planrunner.elf.procmaps import stat_fields
 from planrunner.errors import BackendError
 from planrunner.render.model import (
-    PLANRUNNER_SITES,
+    WATCH_SITES,
     AttachSite,
     ConfigSlot,
     Counter,
@@ -704,7 +704,7 @@ def _attach(backend: Backend, program: RenderedProgram, scope: Scope,
         try:
             backend.attach(extra, None, False)
         except BackendError as exc:
-            if extra not in PLANRUNNER_SITES:
+            if extra not in WATCH_SITES:
                 raise
             # a kernel without syscall tracepoints: planrunner processes are still
             # skipped once registered

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from planrunner.errors import BackendError
-from planrunner.render.model import MAX_TRACERS, TRACERS_MAP
+from planrunner.render.contracts import MAX_TRACERS, TRACER_TABLE, TRACERS_MAP
 from planrunner.runtime.kernel.bpf import (
     BPF_MAP_TYPE_ARRAY,
     map_create,
@@ -49,9 +49,9 @@ LOCK = "/run/planrunner/tracers.lock"
 
 
 class TracerTable(ct.Structure):
-    """struct pr_tracer_table (runtime_helpers.h)."""
+    """struct pr_tracer_table, laid out as render/contracts.py defines it for the C."""
 
-    _fields_ = [("tgid", ct.c_uint32 * MAX_TRACERS), ("start", ct.c_uint64 * MAX_TRACERS)]
+    _fields_ = TRACER_TABLE.ctypes_fields()
 
 
 class TracerRegistry:

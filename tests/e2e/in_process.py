@@ -1,8 +1,8 @@
 """`python -m tests.e2e.in_process ARGS...`: planrunner's CLI (`ARGS` as for
 `python -m planrunner`) with no compile worker and no program cache, so that bcc
-compiles the program in the run's own process and loads its functions (bcc's
-load_func): the path a run takes when the worker cannot help. Test code: production
-has no hook.
+compiles the program in the run's own process (then loaded as every program is, by
+compile_cache.LoadedProgram): the path a run takes when the worker cannot help. Test
+code: production has no hook.
 """
 
 from __future__ import annotations

@@ -13,13 +13,7 @@ import sys
 import time
 
 from planrunner.cli import run_and_exit
-from planrunner.render.model import (
-    EXIT_SITE,
-    FORK_SITE,
-    PLANRUNNER_SITES,
-    AttachSite,
-    RenderedProgram,
-)
+from planrunner.render.model import RUN_OWN_SITES, AttachSite, RenderedProgram
 from planrunner.runtime import bcc_backend
 
 
@@ -36,8 +30,7 @@ class SlowBackend(bcc_backend.BccBackend):
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         super().attach(site, pid, ref_ctr)
-        own = {EXIT_SITE.fn_name, FORK_SITE.fn_name, *(s.fn_name for s in PLANRUNNER_SITES)}
-        if site.fn_name in own:  # the run's own, no site
+        if site in RUN_OWN_SITES:  # the run's own, no site
             return
         self.attached += 1
         sys.stderr.write(f"test-hook: attached {self.attached}\n")

@@ -1,10 +1,10 @@
 """`python -m tests.e2e.stop_guard [--in-process] ARGS...`: planrunner's CLI (`ARGS` as
 for `python -m planrunner`) with a guard armed when the stop begins (the backend's first
 `detach`): from then on any use of bcc's table API (a `BPF[name]` lookup, a table's
-reads, a cached program's bcc tables) writes a GUARD line on stderr and raises, and an
-import of bcc after that point is reported at exit the same way. With `--in-process`
-bcc compiles and loads the program in the run's own process (tests/e2e/in_process.py),
-bcc's tables made at load time still alive. Test code: production has no hook.
+reads) writes a GUARD line on stderr and raises, and an import of bcc after that point
+is reported at exit the same way. With `--in-process` bcc compiles the program in the
+run's own process (tests/e2e/in_process.py), so bcc is imported and its table classes
+could be reached. Test code: production has no hook.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ def arm() -> None:
         return
     _armed["on"] = True
     _armed["bcc_before"] = "bcc" in sys.modules
-    _patch(bcc_backend._CachedBPF, "__getitem__", "table over a cached map")
     bcc = sys.modules.get("bcc")
     if bcc is not None:
         _patch(bcc.BPF, "__getitem__", "BPF[name]")

@@ -48,11 +48,17 @@ def _links_kernel() -> None:
 
 
 def bpf_links(pid: int) -> int:
-    """The bpf_link fds process `pid` holds."""
+    """The uprobe links process `pid` holds (the run's own exit and exec programs are
+    raw_tracepoint links: not counted)."""
     count = 0
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            count += os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:bpf_link"
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf_link":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as fh:
+                info = fh.read()
+            count += "\nlink_type:\tuprobe_multi\n" in info or \
+                "\nlink_type:\turetprobe_multi\n" in info
         except OSError:  # closed since the listing
             pass
     return count

@@ -130,18 +130,21 @@ def test_no_cache_neither_reads_nor_writes(tmp_path, fixtures_built, cache_dir):
     assert again == out
 
 
-def test_counters_config_and_totals_read_without_bcc_agree_with_bcc_tables(
+def test_counters_config_and_totals_read_by_fd_agree_with_what_was_written(
         tmp_path, fixtures_built, cache_dir):
-    """A cached program's counters, config and per-CPU totals are read and written by
-    raw syscalls (no bcc import before or after "Tracing"): the same values bcc's
-    table objects see over the same maps."""
-    import ctypes as ct
+    """A program's counters, config and per-CPU totals are read and written by raw
+    syscalls, cold and warm alike (one load path): per-CPU values written into the maps
+    by fd with BPF_MAP_UPDATE_ELEM, as the kernel lays them out (8 bytes a possible CPU),
+    read back summed; config read back as the program reads it."""
     import io
+    import struct
 
     from planrunner.pipeline import compile_plan
     from planrunner.render.model import ConfigSlot, Counter
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import open_cache
+    from planrunner.runtime.kernel import bpf
+    from planrunner.runtime.ringbuf import possible_cpus
 
     plan, _command = _cases(tmp_path, fixtures_built)[0]
     _p, _r, program = compile_plan(plan, {})
@@ -151,17 +154,18 @@ def test_counters_config_and_totals_read_without_bcc_agree_with_bcc_tables(
     with BccBackend(cache=open_cache(io.StringIO())) as warm:
         warm.load(program)
         assert warm.from_cache
+        loaded = warm.loaded
         warm.set_config(ConfigSlot.SELF, 4242)
-        counters = warm.bpf[program.counters_map]  # bcc's table over the cached map
-        config = warm.bpf[program.config_map]
-        assert config[ct.c_int(int(ConfigSlot.SELF))].value == 4242
-        per_cpu = [7 * (i + 1) for i in range(len(counters.Leaf()))]
-        counters[ct.c_int(int(Counter.SPAN_REPLACED))] = counters.Leaf(*per_cpu)
+        assert warm.map_value(program.config_map,
+                              struct.pack("i", int(ConfigSlot.SELF))) == struct.pack("I", 4242)
+        per_cpu = [7 * (i + 1) for i in range(possible_cpus())]
+        values = struct.pack(f"{len(per_cpu)}Q", *per_cpu)
+        bpf.map_update_elem(loaded.map_fd(program.counters_map),
+                            struct.pack("i", int(Counter.SPAN_REPLACED)), values)
         assert warm.counter(Counter.SPAN_REPLACED) == sum(per_cpu)
         assert warm.counter(Counter.LOST_RINGBUF) == 0
         lost_map = program.aggregates[0].lost_map
-        lost = warm.bpf[lost_map]
-        lost[ct.c_int(0)] = lost.Leaf(*per_cpu)
+        bpf.map_update_elem(loaded.map_fd(lost_map), struct.pack("i", 0), values)
         assert warm.map_total(lost_map) == sum(per_cpu)
 
 
@@ -287,11 +291,13 @@ def test_a_cached_program_shares_the_pinned_tracer_registry(tmp_path, fixtures_b
     _p, _r, program = compile_plan(plan, {})
     with BccBackend(cache=open_cache_quiet()) as cold:
         cold.load(program)
+        assert cold.loaded is not None  # compiled now, loaded as a cached one is
+        assert cc.same_map(cold.loaded.map_fd(program.tracers_map), program.tracers_pin)
     with BccBackend(cache=cc.open_cache(io.StringIO())) as warm:
         warm.load(program)
-        assert warm.from_cache
-        assert warm.bpf.loaded.map_def(program.tracers_map).pin == program.tracers_pin
-        assert cc.same_map(warm.bpf.loaded.map_fd(program.tracers_map), program.tracers_pin)
+        assert warm.from_cache and warm.loaded is not None
+        assert warm.loaded.map_def(program.tracers_map).pin == program.tracers_pin
+        assert cc.same_map(warm.loaded.map_fd(program.tracers_map), program.tracers_pin)
 
 
 def open_cache_quiet():  # noqa: ANN201 - a helper of the test above

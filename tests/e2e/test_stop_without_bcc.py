@@ -116,28 +116,31 @@ def test_a_run_whose_probes_all_stayed_silent_says_so_in_one_line(
 
 def test_the_guard_refuses_bccs_tables_and_the_backend_reads_without_them(
         tmp_path: Path, fixtures_built: Path) -> None:
-    """The guard can fail: armed here over a program bcc loaded, a bcc table read
-    raises, while the backend's own reads (by fd) still answer."""
+    """The guard can fail: armed here, a read through bcc's table API (over a module
+    bcc compiled in this process, as the in-process compile does) raises, while the
+    backend's own reads (by fd) still answer."""
     from planrunner.pipeline import compile_plan
     from planrunner.render.model import Counter
-    from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.bcc_backend import BccBackend, compile_bcc
     from tests.e2e import stop_guard
 
     _p, _r, program = compile_plan(counted_plan(tmp_path, fixtures_built / BINARY, 2), {})
     with BccBackend(cache=None) as backend:
-        backend.load(program)
+        backend.load(program)  # compiled in this process: bcc is imported
         backend.finish_attach()  # looks every map's fd up, as after attaching
-        assert backend.bpf[program.counters_map] is not None
+        bpf = compile_bcc("BPF_ARRAY(pr_guarded, u64, 1);", [])
+        assert bpf[b"pr_guarded"] is not None
         stop_guard.arm()
         try:
             with pytest.raises(AssertionError, match="used after the stop began"):
-                backend.bpf[program.counters_map]
+                bpf[b"pr_guarded"]
             agg = program.aggregates[0]
             assert backend.read_map(agg.map_name, delete=False) == []
             assert backend.counter(Counter.LOST_MAPFULL) == 0
             assert backend.map_total(agg.lost_map) == 0
         finally:
             stop_guard.disarm()
+            bpf.cleanup()
     assert "bcc" in sys.modules
 
 

@@ -10,6 +10,7 @@ import ctypes as ct
 import pytest
 
 from planrunner.records import AggSnapshot, Bucket, Stack
+from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.render.model import AggregateOutput, Counter, RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader, build_rows, decode_key
 from planrunner.runtime.backend import MapItems
@@ -27,6 +28,10 @@ class HistKey(ct.Structure):
     _fields_ = [("k0", ct.c_int64), ("slot", ct.c_uint64)]
 
 
+class SlotKey(ct.Structure):  # a histogram's without `by`
+    _fields_ = [("slot", ct.c_uint64)]
+
+
 class NoKey(ct.Structure):
     _fields_ = [("pr_none", ct.c_uint64)]
 
@@ -39,11 +44,12 @@ class Avg(ct.Structure):  # also the value of a histogram's (key, slot)
     _fields_ = [("n", ct.c_uint64), ("sum", ct.c_int64)]
 
 
-FIELDS = (("id", "int"), ("name", "str:16"), ("flag", "bool"))
+FIELDS = KeyLayout((KeyField("id", "int"), KeyField("name", "str", size=16),
+                    KeyField("flag", "bool")))
 
 
 def agg(kind: str, **kw) -> AggregateOutput:  # type: ignore[no-untyped-def]
-    base = dict(name="o", probe="p", kind=kind, map_name="pr_agg_0", key_fields=FIELDS,
+    base = dict(name="o", probe="p", kind=kind, map_name="pr_agg_0", key=FIELDS,
                 value_label="arg1", unit=None, every_ns=None, top=None, lhist=None,
                 map_size=100, lost_map="pr_agg_0_lost")
     base.update(kw)
@@ -92,7 +98,7 @@ def test_avg_carries_count_and_the_mean() -> None:
 
 
 def test_hist_rows_gather_slots_per_key_into_dense_buckets() -> None:
-    a = agg("hist", key_fields=(("id", "int"),))
+    a = agg("hist", key=KeyLayout((KeyField("id", "int"),), slot=True))
     items = [(HistKey(7, 3), per_cpu(Avg, Avg(1, 5), Avg(1, 6))),
              (HistKey(7, 1), per_cpu(Avg, Avg(0, 0), Avg(5, 5))),
              (HistKey(8, 0), per_cpu(Avg, Avg(1, 0), Avg(0, 0)))]
@@ -104,9 +110,9 @@ def test_hist_rows_gather_slots_per_key_into_dense_buckets() -> None:
 
 
 def test_lhist_rows_have_every_bucket_with_open_ends() -> None:
-    a = agg("lhist", key_fields=(), lhist=(0, 20, 10))
-    items = [(HistKey(0, 0), per_cpu(Avg, Avg(2, -7), Avg(0, 0))),
-             (HistKey(0, 3), per_cpu(Avg, Avg(1, 20), Avg(1, 25)))]
+    a = agg("lhist", key=KeyLayout(slot=True), lhist=(0, 20, 10))
+    items = [(SlotKey(0), per_cpu(Avg, Avg(2, -7), Avg(0, 0))),
+             (SlotKey(3), per_cpu(Avg, Avg(1, 20), Avg(1, 25)))]
     (row,) = build_rows(a, items)
     assert (row.key, row.sum) == ((), 38)
     assert row.buckets == (Bucket(None, 0, 2), Bucket(0, 10, 0), Bucket(10, 20, 0),
@@ -196,7 +202,7 @@ def _lost(n: int) -> Table:
 
 
 def test_intervals_print_and_reset_with_their_bounds() -> None:
-    a = agg("count", key_fields=(), every_ns=1_000_000_000)
+    a = agg("count", key=KeyLayout(), every_ns=1_000_000_000)
     counts = Table()
     reader, clock = _reader([a], {"pr_agg_0": counts, "pr_agg_0_lost": _lost(0)})
     view = View()
@@ -217,7 +223,7 @@ def test_intervals_print_and_reset_with_their_bounds() -> None:
 
 
 def test_without_every_one_cumulative_snapshot_at_finish_with_top_and_dropped() -> None:
-    a = agg("count", key_fields=(("id", "int"),), top=2)
+    a = agg("count", key=KeyLayout((KeyField("id", "int"),)), top=2)
     rows = [(HistKey(k, 0), per_cpu(ct.c_uint64, k, 0)) for k in (1, 5, 3)]
 
     class K(ct.Structure):
@@ -238,7 +244,7 @@ def test_without_every_one_cumulative_snapshot_at_finish_with_top_and_dropped() 
 
 
 def test_dropped_is_per_interval() -> None:
-    a = agg("count", key_fields=(), every_ns=1_000_000_000)
+    a = agg("count", key=KeyLayout(), every_ns=1_000_000_000)
     lost = _lost(4)
     reader, clock = _reader([a], {"pr_agg_0": Table(), "pr_agg_0_lost": lost})
     view = View()
@@ -253,7 +259,7 @@ def test_dropped_is_per_interval() -> None:
 
 @pytest.mark.parametrize("late", [0.0, 2.5])
 def test_a_stalled_loop_does_not_print_a_burst_of_empty_intervals(late: float) -> None:
-    a = agg("count", key_fields=(), every_ns=1_000_000_000)
+    a = agg("count", key=KeyLayout(), every_ns=1_000_000_000)
     reader, clock = _reader([a], {"pr_agg_0": Table(), "pr_agg_0_lost": _lost(0)})
     view = View()
     clock.t += 1.0 + late
@@ -265,7 +271,7 @@ def test_a_stalled_loop_does_not_print_a_burst_of_empty_intervals(late: float) -
 def test_the_run_interval_starts_when_tracing_began_not_when_the_reader_was_built() -> None:
     # the reader is built once tracing runs (its modules load after "Tracing"): events of
     # that gap belong to the first interval, which starts when tracing began
-    a = agg("count", key_fields=())
+    a = agg("count", key=KeyLayout())
     clock = Clock()
     program = RenderedProgram("", (), (), (a,), "plan")
     table = Table([(NoKey(0), per_cpu(ct.c_uint64, 1, 0))])
@@ -300,7 +306,7 @@ class AslrStacks(StackResolver):
                               Frame(base + 0x1190, "main", 0x20, "/bin/fx")))
 
 
-STACK_FIELDS = (("ustack", "ustack:64"),)
+STACK_FIELDS = KeyLayout((KeyField("ustack", "ustack", limit=64),))
 
 
 @pytest.mark.parametrize("kind", ["count", "sum", "min", "max", "avg"])
@@ -314,7 +320,7 @@ def test_one_stack_in_three_processes_is_one_row(kind: str) -> None:
              "max": lambda i: per_cpu(MinMax, MinMax(1, 5 + i), MinMax(0, 0)),
              "avg": lambda i: per_cpu(Avg, Avg(i, 10 * i), Avg(0, 0))}[kind]
     items = [(StackKey(100 + i, 4000 + i), value(i)) for i in (1, 2, 3)]
-    (row,) = build_rows(agg(kind, key_fields=STACK_FIELDS), items, AslrStacks())
+    (row,) = build_rows(agg(kind, key=STACK_FIELDS), items, AslrStacks())
     assert [f.symbol for f in row.key[0][1].frames] == ["inner", "main"]  # type: ignore[attr-defined]
     expected = {"count": ("count", 9), "sum": ("sum", 63), "min": ("min", 2),
                 "max": ("max", 8), "avg": ("avg", 10.0)}[kind]
@@ -324,7 +330,7 @@ def test_one_stack_in_three_processes_is_one_row(kind: str) -> None:
 
 
 def test_one_stack_in_two_processes_is_one_histogram_bucket_wise() -> None:
-    a = agg("hist", key_fields=STACK_FIELDS)
+    a = agg("hist", key=KeyLayout(STACK_FIELDS.fields, slot=True))
     items = [(StackHistKey(1, 10, 1), per_cpu(Avg, Avg(2, 2), Avg(0, 0))),
              (StackHistKey(2, 20, 1), per_cpu(Avg, Avg(1, 1), Avg(0, 0))),
              (StackHistKey(2, 20, 3), per_cpu(Avg, Avg(1, 5), Avg(0, 0)))]
@@ -350,7 +356,7 @@ def test_open_outputs_wrap_per_cpu_shares_and_hide_keys_back_to_zero() -> None:
 
 
 def test_open_outputs_print_every_interval_without_reset() -> None:
-    a = agg("count", key_fields=(), every_ns=1_000_000_000, gauge=True)
+    a = agg("count", key=KeyLayout(), every_ns=1_000_000_000, gauge=True)
     counts = Table()
     reader, clock = _reader([a], {"pr_agg_0": counts, "pr_agg_0_lost": _lost(0)})
     view = View()

@@ -16,6 +16,7 @@ import pytest
 from planrunner.pipeline import compile_plan
 from planrunner.records import lhist_bucket_index, log2_bucket_index
 from planrunner.render.aggregates import lhist_slot_lines, log2_slot_lines
+from planrunner.render.layout import KeyField, KeyLayout
 
 ROOT = Path(__file__).resolve().parents[2]
 AGG = "tests/fixtures/elf/bin/agg"
@@ -105,7 +106,8 @@ def test_models_carry_what_the_reader_needs(tmp_path, monkeypatch) -> None:
     count, lhist = program.aggregates
     assert (count.name, count.kind, count.map_name, count.lost_map) == \
         ("c", "count", "pr_agg_0", "pr_agg_0_lost")
-    assert count.key_fields == (("arg1", "int"), ("comm", "str:16"), ("big", "bool"))
+    assert count.key == KeyLayout((KeyField("arg1", "int"), KeyField("comm", "str", size=16),
+                                 KeyField("big", "bool")))
     assert (count.every_ns, count.top, count.map_size, count.value_label) == \
         (2_000_000_000, 3, 77, "count")
     assert (lhist.lhist, lhist.value_label, lhist.value_signed) == ((0, 10, 5), "arg1", True)

@@ -16,7 +16,6 @@ from planrunner.runtime import compile_cache as cc
 from planrunner.runtime import entry_store
 from planrunner.runtime.bcc_backend import BccBackend
 from planrunner.runtime.features import KernelFeatures
-from planrunner.runtime.ringbuf import possible_cpus
 
 INSN = struct.Struct("<BBhi")
 
@@ -247,46 +246,7 @@ def test_a_backend_without_a_cache_never_looks(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(cc, "cache_key", boom)
     backend = BccBackend(KernelFeatures(True, True, True, True), cache=None)
     from planrunner.render.model import RenderedProgram
-    assert backend._load_cached(RenderedProgram("", (), (), (), "plan"), []) is None
-
-
-def test_cached_tables_are_bccs_own_classes_with_the_cached_definition() -> None:
-    """Over a cached program, bcc's table classes are built from the cached map
-    definition (bcc's Table() would ask a module the cached program has not got)."""
-    pytest.importorskip("bcc")
-    import ctypes as ct
-
-    from planrunner.runtime.bcc_backend import _CachedBPF
-
-    maps = (cc.MapDef("pr_counters", 6, 4, 8, 5, 0, '"int"', '"unsigned long long"'),
-            cc.MapDef("pr_agg_0", 5, 8, 8, 10240, 0,
-                      '["k", [["a", "unsigned long long"]], "struct"]', '"unsigned long long"'),
-            cc.MapDef("pr_odd", 25, 4, 4, 1, 0, '"int"', '"int"'))
-
-    class Loaded:
-        program = cc.CompiledProgram("GPL", 0, maps, ())
-
-        def map_def(self, name: str) -> cc.MapDef:
-            return maps[self.program.map_index(name)]
-
-        def map_fd(self, name: str) -> int:
-            return 100 + self.program.map_index(name)
-
-    bpf = _CachedBPF(Loaded())  # type: ignore[arg-type]
-    counters = bpf["pr_counters"]
-    assert type(counters).__name__ == "PerCpuArray"
-    assert (counters.map_fd, counters.ttype, counters.max_entries, len(counters)) == \
-        (100, 6, 5, 5)
-    assert counters.sLeaf is ct.c_ulonglong and len(counters.Leaf()) == possible_cpus()
-    assert bpf["pr_counters"] is counters  # built once
-    agg = bpf["pr_agg_0"]
-    assert type(agg).__name__ == "PerCpuHash" and agg.map_fd == 101
-    assert [f[0] for f in agg.Key._fields_] == ["a"]
-    from planrunner.errors import BackendError
-    with pytest.raises(BackendError, match="not readable"):  # never stored (_capture)
-        bpf["pr_odd"]
-    with pytest.raises(KeyError):
-        bpf["nope"]
+    assert backend._cached(RenderedProgram("", (), (), (), "plan"), []) == (None, None)
 
 
 def test_the_key_distinguishes_functions_loaded_sleepable() -> None:

@@ -126,7 +126,8 @@ def test_the_sources_were_found() -> None:
 
 FORBIDDEN_FOR_RUNTIME = tuple(f"planrunner.{p}" for p in (
     "plan", "resolve", "expr", "prometheus", "otlp", "commands", "pipeline", "cli", "usdt"))
-RENDER_ALLOWED = ("planrunner.render.model", "planrunner.render.layout")
+RENDER_ALLOWED = ("planrunner.render.model", "planrunner.render.layout",
+                  "planrunner.render.contracts")
 
 
 def runtime_violations(module: str, names: list[str]) -> list[str]:

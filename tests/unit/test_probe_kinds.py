@@ -39,8 +39,6 @@ WORDS = frozenset(pk.KIND_NAMES) | {s.name for s in pk.SITE_KINDS}
 NOT_KINDS = {
     # PLANRUNNER_ATTACH=perf: attach uprobes as perf events (a strategy, not a kind)
     ("planrunner.runtime.features", "perf"),
-    # a strategy's BPF program type (BPF_PROG_TYPE_TRACEPOINT), not the probe kind
-    ("planrunner.runtime.bcc_backend", "tracepoint"),
 }
 
 
@@ -174,9 +172,9 @@ WITH_SITES = {k for k in pk.KINDS if not k.pairs}
     ("commands/validate.py SUMMARIES", SUMMARIES, set(pk.KINDS)),
     ("resolve/locate.py LOCATORS", LOCATORS, WITH_SITES),
     ("resolve/__init__.py SITE_MAKERS", SITE_MAKERS, WITH_SITES),
-    ("render/names.py THUNK_SUFFIXES", THUNK_SUFFIXES, set(pk.SITE_KINDS)),
-    ("render/thunks.py THUNK_SHAPES", THUNK_SHAPES, set(pk.SITE_KINDS)),
-    ("render/thunks.py THUNK_READS", THUNK_READS, set(pk.SITE_KINDS)),
+    ("render/names.py THUNK_SUFFIXES", THUNK_SUFFIXES, set(pk.PLAN_SITE_KINDS)),
+    ("render/thunks.py THUNK_SHAPES", THUNK_SHAPES, set(pk.PLAN_SITE_KINDS)),
+    ("render/thunks.py THUNK_READS", THUNK_READS, set(pk.PLAN_SITE_KINDS)),
     ("runtime/attach.py STRATEGIES", STRATEGIES, {s.strategy for s in pk.SITE_KINDS}),
 ])
 def test_every_table_has_a_row_per_kind(name: str, table: Mapping[object, object],
@@ -193,7 +191,7 @@ def test_a_missing_row_is_found() -> None:
 def test_a_kind_has_sites_unless_it_pairs_others() -> None:
     for k in pk.KINDS:
         assert (k.site is None) == k.pairs, k.name
-        assert k.site is None or k.site in pk.SITE_KINDS, k.name
+        assert k.site is None or k.site in pk.PLAN_SITE_KINDS, k.name
 
 
 def test_lookups_give_the_descriptors() -> None:
@@ -229,3 +227,33 @@ def test_a_kind_the_schema_lacks_is_found() -> None:
 def test_the_models_literals_are_the_table_names() -> None:
     assert get_args(ProbeKind) == pk.KIND_NAMES
     assert get_args(pk.SiteKindName) == tuple(s.name for s in pk.SITE_KINDS)
+
+
+# --- the run's own programs: raw tracepoints unless the plan shares their event ---------
+
+def test_own_exit_and_exec_are_raw_tracepoints_unless_the_plan_has_their_event() -> None:
+    """A raw tracepoint's close waits for no grace period; but where the plan has a
+    tracepoint on the same event, ours stays a perf event so that it runs first."""
+    from planrunner.render.model import (
+        EXEC_SITE,
+        EXIT_SITE,
+        FORK_SITE,
+        OWN_RAW_VARIANTS,
+        AttachSite,
+        RenderedProgram,
+    )
+    from planrunner.runtime.scope import own_sites
+
+    def program(*events: tuple[str, str]) -> RenderedProgram:
+        sites = tuple(AttachSite("tracepoint", f"pr_t_{i}", "t", 0, category=c, event=e)
+                      for i, (c, e) in enumerate(events))
+        return RenderedProgram("", sites, (), (), "p")
+
+    plain = own_sites(program(), follow_children=False)
+    assert OWN_RAW_VARIANTS[EXIT_SITE] in plain and OWN_RAW_VARIANTS[EXEC_SITE] in plain
+    assert EXIT_SITE not in plain and EXEC_SITE not in plain and FORK_SITE not in plain
+    assert {pk.site_kind(s.kind) for s in OWN_RAW_VARIANTS.values()} == \
+        {pk.RAW_TRACEPOINT_SITE}
+    shared = own_sites(program(("sched", "sched_process_exec")), follow_children=True)
+    assert EXEC_SITE in shared and OWN_RAW_VARIANTS[EXIT_SITE] in shared
+    assert FORK_SITE in shared and len(shared) == len(plain) + 1

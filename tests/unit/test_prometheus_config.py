@@ -17,6 +17,7 @@ from planrunner.cli import main
 from planrunner.errors import BackendError, PlanSemanticError, UsageError
 from planrunner.prometheus.config import exporter_config, parse_address
 from planrunner.prometheus.exporter import serve
+from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.render.model import AggregateOutput, RenderedProgram
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,8 +69,8 @@ def test_cli_reports_a_bad_address_before_compiling(monkeypatch: pytest.MonkeyPa
     assert "--prometheus '9435': no port (did you mean :9435?)" in err.getvalue()
 
 
-def _agg(name: str, kind: str, keys: tuple[tuple[str, str], ...] = ()) -> AggregateOutput:
-    return AggregateOutput(name=name, probe="p", kind=kind, map_name="m", key_fields=keys,
+def _agg(name: str, kind: str, keys: tuple[KeyField, ...] = ()) -> AggregateOutput:
+    return AggregateOutput(name=name, probe="p", kind=kind, map_name="m", key=KeyLayout(keys),
                            value_label="v", unit=None, every_ns=None, top=None, lhist=None,
                            map_size=8)
 
@@ -80,7 +81,8 @@ def _program(*aggs: AggregateOutput) -> RenderedProgram:
 
 def test_exporter_config_names_every_output() -> None:
     config = exporter_config(("127.0.0.1", 9435), "my-plan", "What it does.", _program(
-        _agg("0", "count", (("file", "str:64"), ("func", "str:64"))), _agg("lat", "hist")))
+        _agg("0", "count", (KeyField("file", "str", size=64), KeyField("func", "str", size=64))),
+        _agg("lat", "hist")))
     assert [(f.name, f.mtype, f.labels) for f in config.families] == [
         ("planrunner_my_plan_0", "counter", ("file", "func")),
         ("planrunner_my_plan_lat", "histogram", ())]

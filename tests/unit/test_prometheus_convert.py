@@ -20,6 +20,7 @@ from planrunner.records import (
     log2_bucket_index,
     log2_buckets,
 )
+from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.render.model import AggregateOutput
 
 
@@ -64,17 +65,17 @@ def test_lhist_le_counts_exactly_the_values_at_or_below(values: list[int], lo: i
     _le_counts_match(values, lhist_buckets(counts, lo, hi, step))
 
 
-def _agg(name: str, kind: str, keys: tuple[tuple[str, str], ...] = (),
+def _agg(name: str, kind: str, keys: tuple[KeyField, ...] = (),
          value: str = "v") -> AggregateOutput:
     return AggregateOutput(name=name, probe="value", kind=kind, map_name="m",
-                           key_fields=keys, value_label=value if kind != "count" else "count",
+                           key=KeyLayout(keys), value_label=value if kind != "count" else "count",
                            unit=None, every_ns=None, top=None,
                            lhist=(0, 10, 5) if kind == "lhist" else None, map_size=64)
 
 
 def _snap(agg: AggregateOutput, rows: tuple[AggRow, ...]) -> AggSnapshot:
     return AggSnapshot(agg.name, agg.kind, agg.value_label, None,
-                       tuple(k for k, _ in agg.key_fields), None, 0.0, rows)
+                       agg.key.names, None, 0.0, rows)
 
 
 def _exposition(*pairs: tuple[Family, AggSnapshot]) -> str:
@@ -88,9 +89,9 @@ def _exposition(*pairs: tuple[Family, AggSnapshot]) -> str:
 
 
 def test_counter_gauge_and_histogram_text() -> None:
-    count = _agg("calls", "count", (("func", "str:16"), ("ok", "bool")))
+    count = _agg("calls", "count", (KeyField("func", "str", size=16), KeyField("ok", "bool")))
     avg = _agg("mean", "avg")
-    hist = _agg("lat", "hist", (("comm", "str:16"),), value="latency_ns")
+    hist = _agg("lat", "hist", (KeyField("comm", "str", size=16),), value="latency_ns")
     text = _exposition(
         (family_of(count, "py-app", "Calls.\n  By function."),
          _snap(count, (AggRow((("func", 'a"b'), ("ok", True)), count=12),
@@ -136,7 +137,7 @@ def test_negative_lhist_bounds_keep_sum_and_count() -> None:
 
 
 def test_sum_min_max_and_an_output_named_total() -> None:
-    outs = [_agg("total", "sum"), _agg("lo", "min", (("k", "int"),)), _agg("hi", "max")]
+    outs = [_agg("total", "sum"), _agg("lo", "min", (KeyField("k", "int"),)), _agg("hi", "max")]
     snaps = [(AggRow((), sum=500500),), (AggRow((("k", -3),), min=-9),), (AggRow((), max=7),)]
     text = _exposition(*((family_of(a, "p", ""), _snap(a, r))
                          for a, r in zip(outs, snaps, strict=True)))

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,42 +172,45 @@ def test_consumer_position_is_one_store_seen_from_another_process(
 # --- where the direct reader is used (issue 15 item 9) ------------------------------------
 
 
-class _Table:
-    """The events map as bcc hands it over: the direct reader or the callback."""
+class _Loaded:
+    """The loaded program as open_ring sees it: the events map's fd and size."""
 
-    map_fd = 3
-    max_entries = 1 << 16
+    def map_fd(self, name: str) -> int:
+        assert name == "pr_events"
+        return 3
 
-    def __init__(self) -> None:
-        self.callback: object = None
-
-    def open_ring_buffer(self, callback: object) -> None:
-        self.callback = callback
+    def map_def(self, name: str) -> Any:
+        return type("Def", (), {"max_entries": 1 << 16})()
 
 
-@pytest.mark.parametrize("machine,direct", [("x86_64", True), ("aarch64", False),
-                                            ("riscv64", False), ("ppc64le", False)])
+@pytest.mark.parametrize("machine,env,direct", [
+    ("x86_64", "", True), ("x86_64", "libbpf", False), ("aarch64", "", False),
+    ("riscv64", "", False), ("ppc64le", "", False)])
 def test_the_direct_reader_only_where_plain_loads_are_acquires(
-        machine: str, direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+        machine: str, env: str, direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Python has no fences: on a weakly ordered CPU the consumer could read a sample
-    before its length, or free space still being copied. There bcc's consumer (libbpf,
-    with smp_load_acquire/smp_store_release) reads the ring."""
+    before its length, or free space still being copied. There libbpf's consumer (with
+    smp_load_acquire/smp_store_release) reads the ring; PLANRUNNER_RING=libbpf asks for
+    it anywhere."""
     from planrunner.render.model import RenderedProgram
     from planrunner.runtime import bcc_backend, ringbuf
     from planrunner.runtime.features import KernelFeatures
 
-    opened: list[tuple[int, int]] = []
+    opened: list[tuple[str, int]] = []
     monkeypatch.setattr(ringbuf, "_machine", lambda: machine)
-    monkeypatch.setattr(bcc_backend, "RingReader", lambda fd, size: opened.append((fd, size))
-                        or "reader")
+    monkeypatch.setenv("PLANRUNNER_RING", env)
+    monkeypatch.setattr(bcc_backend, "RingReader",
+                        lambda fd, size: opened.append(("mmap", fd)) or "reader")
+    monkeypatch.setattr(bcc_backend, "LibbpfRing",
+                        lambda fd: opened.append(("libbpf", fd)) or "libbpf")
     backend = bcc_backend.BccBackend(KernelFeatures(True, True, True, True))
-    table = _Table()
-    backend.bpf = {"pr_events": table}
+    backend.loaded = _Loaded()  # type: ignore[assignment]
     backend.program = RenderedProgram("", (), (), (), "p")
     backend.open_ring()
-    assert (opened == [(3, 1 << 16)]) is direct
-    assert (table.callback is None) is direct
-    assert ringbuf.ordered_host() is direct
+    assert opened == [("mmap" if direct else "libbpf", 3)]
+    assert (ringbuf.ordered_host() and not env) is direct
+    backend._reader = None
+    backend.loaded = None
 
 
 @pytest.mark.parametrize("text,count", [("0\n", 1), ("0-1\n", 2), ("0-127\n", 128),

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from planrunner.errors import BackendUnavailable
+from planrunner.errors import BackendError, BackendUnavailable
 from planrunner.render.model import RenderedProgram
 from planrunner.runtime import attach, features
 from planrunner.runtime.bcc_backend import BccBackend
@@ -76,32 +77,21 @@ def test_bcc_backend_checks_the_machine_only_when_loading(
         backend.load(RenderedProgram("", (), (), (), "plan"))
 
 
-class _FakeLib:
-    def bpf_function_start(self, module: object, name: bytes) -> int:
-        return 0x1000
+class _FakeImage:
+    """What BccBackend.load touches of a loaded image: each function's load."""
 
-    def bpf_function_size(self, module: object, name: bytes) -> int:
-        return 64
+    loads: list[tuple[str, int, int | None, int]] = []
 
-    def bpf_module_license(self, module: object) -> bytes:
-        return b"GPL"
+    def __init__(self, compiled: object) -> None:
+        self.compiled = compiled
 
+    def load_func(self, name: str, prog_type: int, attach_type: int | None = None,
+                  prog_flags: int = 0) -> int:
+        _FakeImage.loads.append((name, prog_type, attach_type, prog_flags))
+        return 42
 
-class _FakeBcc:
-    """What BccBackend.load and _load_func touch of bcc: compile flags and functions."""
-
-    lib = _FakeLib()
-    cflags: list[str] = []
-
-    class BPF:
-        KPROBE, TRACEPOINT = 2, 5
-
-        def __init__(self, text: bytes, cflags: list[str]) -> None:
-            _FakeBcc.cflags = cflags
-            self.module = object()
-
-        def load_func(self, name: bytes, prog_type: int, attach_type: int = -1) -> object:
-            raise AssertionError("a sleepable program never goes through load_func")
+    def close(self) -> None:
+        pass
 
 
 def _sites(sleepable: bool) -> RenderedProgram:
@@ -116,26 +106,76 @@ def _sites(sleepable: bool) -> RenderedProgram:
     (True, True, True), (False, True, False), (True, False, False)])
 def test_sleepable_programs_compile_and_load_only_where_both_allow(
         monkeypatch: pytest.MonkeyPatch, kernel: bool, site: bool, defined: bool) -> None:
+    """Compiled with PR_SLEEPABLE and loaded BPF_F_SLEEPABLE (for a uprobe_multi link)
+    only where the kernel and the site both allow it."""
     from planrunner.runtime import bcc_backend
-    from planrunner.runtime.kernel.bpf import BPF_F_SLEEPABLE
+    from planrunner.runtime import compile_cache as cc
+    from planrunner.runtime.kernel.bpf import BPF_F_SLEEPABLE, BPF_PROG_TYPE_KPROBE
 
+    cflags: list[list[str]] = []
     monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
-    monkeypatch.setattr(bcc_backend, "import_bcc", lambda: _FakeBcc)
-    loads: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(bcc_backend, "compile_program",
+                        lambda c, flags, pins: cflags.append(list(flags)) or "image")
+    monkeypatch.setattr(cc, "LoadedProgram", _FakeImage)
+    _FakeImage.loads = []
+    backend = BccBackend(KernelFeatures(True, True, True, sleepable=kernel))
+    backend.load(_sites(site))
+    assert ("-DPR_SLEEPABLE" in cflags[0]) is defined
+    flags = BPF_F_SLEEPABLE if defined else 0
+    assert _FakeImage.loads == [("pr_p_0", BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI,
+                                 flags)]
+    backend.loaded = None
 
-    def prog_load(insns: int, size: int, license_: bytes, prog_type: int, flags: int,
-                  attach_type: int, name: str) -> int:
-        loads.append((prog_type, flags, attach_type))
+
+class _RefusingImage(_FakeImage):
+    """An image whose function the kernel refuses, with the verifier's last words."""
+
+    def load_func(self, name: str, prog_type: int, attach_type: int | None = None,
+                  prog_flags: int = 0) -> int:
+        from planrunner.runtime import compile_cache as cc
+
+        _FakeImage.loads.append((name, prog_type, attach_type, prog_flags))
+        if self.compiled == "cached":
+            raise cc.CacheLoadError("refused", 13, "Permission denied", ("old image",))
+        if self.compiled == "fresh-bad":
+            raise cc.CacheLoadError("refused", 13, "Permission denied",
+                                    ("R1 invalid mem access 'scalar'",))
         return 42
 
-    monkeypatch.setattr(bcc_backend, "prog_load", prog_load)
-    backend = BccBackend(KernelFeatures(True, True, True, sleepable=kernel))
-    program = _sites(site)
-    backend.load(program)
-    assert ("-DPR_SLEEPABLE" in _FakeBcc.cflags) is defined
-    if defined:
-        links = attach.UprobeLinks()
-        assert backend._load_func(program.sites[0], links) == 42
-        assert loads == [(_FakeBcc.BPF.KPROBE, BPF_F_SLEEPABLE, BPF_TRACE_UPROBE_MULTI)]
-        backend._sleepable.clear()  # not a real fd
-    backend.bpf = None
+
+@pytest.mark.parametrize("fresh", ["fresh-good", "fresh-bad"])
+def test_a_refused_cached_image_is_compiled_again_and_a_refused_fresh_one_says_why(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh: str) -> None:
+    """One load path: a cached image the kernel refuses is dropped and compiled again;
+    a freshly compiled one it refuses is an error naming the probe, with the verifier's
+    words (nothing is compiled a second time)."""
+    import io
+
+    from planrunner.runtime import bcc_backend
+    from planrunner.runtime import compile_cache as cc
+
+    compiles: list[str] = []
+    cache = cc.ProgramCache(tmp_path, io.StringIO())
+    monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
+    monkeypatch.setattr(cache, "get", lambda key: "cached")
+    monkeypatch.setattr(cache, "put", lambda key, image: compiles.append(f"put {image}"))
+    monkeypatch.setattr(cache, "discard", lambda key, why: compiles.append(f"drop {why}"))
+    monkeypatch.setattr(bcc_backend, "compile_program",
+                        lambda c, flags, pins: compiles.append("compile") or fresh)
+    monkeypatch.setattr(cc, "LoadedProgram", _RefusingImage)
+    _FakeImage.loads = []
+    backend = BccBackend(KernelFeatures(True, True, True, sleepable=False), cache=cache)
+    if fresh == "fresh-good":
+        backend.load(_sites(False))
+        assert compiles == ["drop was refused (could not load probe 'p': Permission "
+                            "denied)", "compile", "put fresh-good"]
+        assert backend.loaded is not None and not backend.from_cache
+        backend.loaded = None
+        return
+    with pytest.raises(BackendError) as refused:
+        backend.load(_sites(False))
+    said = refused.value.diagnostics[0]
+    assert said.message == "could not load probe 'p': Permission denied"
+    assert said.hints == ("the verifier said: R1 invalid mem access 'scalar'",)
+    assert compiles[1:] == ["compile"]  # once, and nothing stored
+    assert backend.loaded is None

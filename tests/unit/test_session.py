@@ -21,7 +21,7 @@ import pytest
 from planrunner.errors import BackendError, ResolveError
 from planrunner.output.base import LiveView
 from planrunner.records import AggSnapshot, SnapshotSource
-from planrunner.render.layout import LayoutField, RecordLayout
+from planrunner.render.layout import KeyLayout, LayoutField, RecordLayout
 from planrunner.render.model import (
     EXIT_SITE,
     FORK_SITE,
@@ -404,7 +404,7 @@ def lost(n: int) -> list[tuple[object, object]]:
 
 
 EVERY = AggregateOutput(name="calls", probe="hit", kind="count", map_name="pr_agg_0",
-                        key_fields=(), value_label="count", unit=None,
+                        key=KeyLayout(), value_label="count", unit=None,
                         every_ns=100_000_000, top=None, lhist=None, map_size=10,
                         lost_map="pr_agg_0_lost")
 
@@ -431,7 +431,7 @@ def test_every_prints_and_resets_each_interval_then_the_partial_last_one() -> No
 
 def test_without_every_one_cumulative_snapshot_at_the_end() -> None:
     once = AggregateOutput(name="calls", probe="hit", kind="count", map_name="pr_agg_0",
-                           key_fields=(), value_label="count", unit=None, every_ns=None,
+                           key=KeyLayout(), value_label="count", unit=None, every_ns=None,
                            top=None, lhist=None, map_size=10)
     turns = [Turn(maps={"pr_agg_0": counts(1, 1)}), Turn(maps={"pr_agg_0": counts(2, 3)})]
     backend = FakeBackend(turns=turns, clock=FakeClock())

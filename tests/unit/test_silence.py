@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from planrunner.records import AggRow, AggSnapshot
+from planrunner.render.layout import KeyLayout
 from planrunner.render.model import AggregateOutput, AttachSite, RenderedProgram, TargetFile
 from planrunner.runtime.child import Child
 from planrunner.runtime.late_libraries import file_key
@@ -35,7 +36,7 @@ GATE = "CPython fires python:function__entry only while a profile or trace hook 
 
 def _agg(name: str, probe: str) -> AggregateOutput:
     return AggregateOutput(name=name, probe=probe, kind="count", map_name=f"pr_{name}",
-                           key_fields=(), value_label="count", unit=None, every_ns=None,
+                           key=KeyLayout(), value_label="count", unit=None, every_ns=None,
                            top=None, lhist=None, map_size=10, lost_map=f"pr_{name}_lost")
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from planrunner.errors import PlanError
 from planrunner.pipeline import compile_plan
+from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.tracefs import find_root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,9 +89,9 @@ def test_open_outputs_are_gauges_in_the_program_model(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(HEAD + LEAKS)
     program = compile_plan(str(path), {})[2]
-    kinds = {a.name: (a.kind, a.gauge, a.key_fields) for a in program.aggregates}
-    assert kinds == {"bytes": ("sum", True, (("ustack", "ucopy:64:auto"),)),
-                     "blocks": ("count", True, (("ustack", "ucopy:64:auto"),))}
+    kinds = {a.name: (a.kind, a.gauge, a.key) for a in program.aggregates}
+    copied = KeyLayout((KeyField("ustack", "ucopy", limit=64, unwind="auto"),))
+    assert kinds == {"bytes": ("sum", True, copied), "blocks": ("count", True, copied)}
 
 
 def test_a_key_per_side_that_does_not_fit_its_probe_is_located(tmp_path: Path) -> None:

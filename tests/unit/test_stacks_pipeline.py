@@ -17,7 +17,7 @@ from planrunner.output import make_view
 from planrunner.output.folded import snapshot_lines
 from planrunner.plan import load_plan
 from planrunner.records import AggRow, AggSnapshot, PrintSchema, Stack
-from planrunner.render.layout import LayoutField
+from planrunner.render.layout import KeyField, KeyLayout, LayoutField
 from planrunner.render.model import AggregateOutput, RenderedProgram, StackMaps
 from planrunner.render.stacks import ustack_copy_lines
 from planrunner.runtime.aggregates import build_rows
@@ -173,7 +173,8 @@ def test_rows_equal_once_symbolized_are_merged() -> None:
         def user_ids(self, m: str, pid: int, sid: int, limit: int) -> Stack:
             return Stack("user", tuple(F[:limit]))
 
-    agg = AggregateOutput("o", "p", "count", "pr_agg_0", (("ustack", "ustack:1"),),
+    agg = AggregateOutput("o", "p", "count", "pr_agg_0",
+                          KeyLayout((KeyField("ustack", "ustack", limit=1),)),
                           "count", None, None, None, None, 10)
     prog = RenderedProgram("", (), (), (agg,), "t",
                            stack_maps=StackMaps(user=("pr_ustacks", 64)))

@@ -18,6 +18,7 @@ from planrunner.output.clock import Clock as TextClock
 from planrunner.output.destination import open_view
 from planrunner.plan import load_plan
 from planrunner.records import AggRow, TableRow, TableSnapshot, join_rows
+from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.render.model import AggregateOutput, AggTable, RenderedProgram
 from planrunner.runtime.aggregates import AggregateReader
 from planrunner.runtime.cmdlines import Cmdlines, read_cmdline
@@ -179,7 +180,7 @@ class PidKey(ct.Structure):
 
 def count_agg(name: str, index: int, table: str | None = "stat") -> AggregateOutput:
     return AggregateOutput(name=name, probe="p", kind="count", map_name=f"pr_agg_{index}",
-                           key_fields=(("pid", "int"),), value_label="count", unit=None,
+                           key=KeyLayout((KeyField("pid", "int"),)), value_label="count", unit=None,
                            every_ns=None, top=None, lhist=None, map_size=100,
                            lost_map=f"pr_agg_{index}_lost", table=table)
 

@@ -21,9 +21,10 @@ from planrunner.expr.types import SymType
 from planrunner.output import make_view
 from planrunner.plan import load_plan
 from planrunner.records import AggRow, AggSnapshot, PrintSchema, UserSymbol
-from planrunner.render.aggregates import key_fields
+from planrunner.render.aggregates import key_layout
 from planrunner.render.bodies import Body, layout_for
 from planrunner.render.expr_c import lower
+from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.resolve.model import ArgSlot, CheckedField
 from planrunner.runtime.stacks import StackResolver
 from tests.unit.test_expr_check import BASE, SCOPE
@@ -131,7 +132,7 @@ def test_the_record_field_and_key_hold_the_address() -> None:
     layout = layout_for(0, [("start", t)])
     assert [(f.key, f.kind, f.c_members) for f in layout.fields] == [
         ("start", "usym", ("__u64 f0;",))]
-    assert key_fields((CheckedField("start", t, BASE),)) == (("start", "usym"),)
+    assert key_layout((CheckedField("start", t, BASE),)) == KeyLayout((KeyField("start", "usym"),))
 
 
 def _address_of_getpid() -> int:

@@ -6,6 +6,7 @@ structure (the fields up to the last one set; the kernel reads the rest as zero)
     map_get_next_key, map_lookup_batch                      map contents
     prog_load                                               programs (ProgLoadError: the log)
     uprobe_multi_link                                       BPF_LINK_CREATE, uprobe_multi
+    raw_tracepoint_open                                     BPF_RAW_TRACEPOINT_OPEN
 
 Why raw: bcc 0.26's `load_func` passes no program flags (no BPF_F_SLEEPABLE) and
 cannot load a cached program's instructions; bcc's tables walk every map on a name
@@ -30,6 +31,7 @@ BPF_MAP_GET_NEXT_KEY, BPF_PROG_LOAD, BPF_OBJ_PIN, BPF_OBJ_GET = 4, 5, 6, 7
 BPF_OBJ_GET_INFO_BY_FD = 15
 BPF_BTF_LOAD = 18
 BPF_MAP_LOOKUP_BATCH, BPF_MAP_LOOKUP_AND_DELETE_BATCH = 24, 25
+BPF_RAW_TRACEPOINT_OPEN = 17
 BPF_LINK_CREATE = 28
 
 # map types
@@ -44,6 +46,7 @@ MAP_IN_MAP_TYPES = frozenset({12, 13})  # array and hash of maps: need an inner 
 
 # program types, attach types and flags
 BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_PERF_EVENT = 2, 5, 7
+BPF_PROG_TYPE_RAW_TRACEPOINT = 17
 BPF_TRACE_UPROBE_MULTI = 48
 BPF_F_UPROBE_MULTI_RETURN = 1
 BPF_F_SLEEPABLE = 1 << 4
@@ -337,3 +340,17 @@ def uprobe_multi_link(prog_fd: int, path: str, offsets: Sequence[int],
                                multi_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0,
                                pid=pid or 0)
     return bpf(BPF_LINK_CREATE, attr)
+
+
+class RawTracepointOpenAttr(ct.Structure):
+    """BPF_RAW_TRACEPOINT_OPEN."""
+
+    _fields_ = [("name", ct.c_uint64), ("prog_fd", ct.c_uint32), ("_pad", ct.c_uint32)]
+
+
+def raw_tracepoint_open(prog_fd: int, event: str) -> int:
+    """Attach `prog_fd` (a BPF_PROG_TYPE_RAW_TRACEPOINT program) to kernel event `event`
+    (its name alone: sched_process_exit): the fd, attached until it is closed."""
+    name = ct.create_string_buffer(event.encode())
+    return bpf(BPF_RAW_TRACEPOINT_OPEN,
+               RawTracepointOpenAttr(name=ct.addressof(name), prog_fd=prog_fd))

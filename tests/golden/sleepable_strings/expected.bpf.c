@@ -16,6 +16,8 @@ struct pt_regs {
 
 #define PR_USE_READ_STR
 #define PR_USE_READ_LSTR
+/* render/contracts.py: generated */
+
 /* templates/runtime_helpers.h: included verbatim */
 
 

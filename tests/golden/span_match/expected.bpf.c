@@ -14,6 +14,8 @@ struct pt_regs {
 #include <asm/ptrace.h>
 #endif
 
+/* render/contracts.py: generated */
+
 /* templates/runtime_helpers.h: included verbatim */
 
 /* templates/expr_helpers.h: included verbatim */

@@ -35,6 +35,8 @@ struct pt_regs {
 #ifndef PR_TASK_MM_OFFSET
 #error "PR_TASK_MM_OFFSET is the running kernel's: the loader defines it (-DPR_TASK_MM_OFFSET=N)"
 #endif
+/* render/contracts.py: generated */
+
 /* templates/runtime_helpers.h: included verbatim */
 
 

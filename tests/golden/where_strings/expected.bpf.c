@@ -15,6 +15,8 @@ struct pt_regs {
 #endif
 
 #define PR_USE_READ_STR
+/* render/contracts.py: generated */
+
 /* templates/runtime_helpers.h: included verbatim */
 
 /* templates/expr_helpers.h: included verbatim */
