@@ -167,7 +167,7 @@ class Converter:
             self.plans[p.name] = PrintPlan(
                 p.name, kind, attrs, _place(keys, latency), _place(keys, depth),
                 _place(keys, key) if key in keys[len(ROW_HEAD):] else TID, row_maker(p),
-                SpanWriter(p.name, kind, attrs) if flat else None)
+                SpanWriter(p.name, kind, attrs, _place(keys, latency)) if flat else None)
         self.lhist = {a.name: a.lhist for a in aggregates if a.lhist is not None}
         self.every = {a.name: a.every_ns for a in aggregates}
         self.started_ns = started_ns if started_ns is not None else time.time_ns()

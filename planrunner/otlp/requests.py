@@ -21,7 +21,7 @@ from planrunner.otlp.attributes import key_values
 from planrunner.otlp.config import OtlpConfig
 from planrunner.otlp.convert import SCOPE, FlatSpans, LogItem, SpanItem
 from planrunner.otlp.resource import base_attributes, process_attributes
-from planrunner.otlp.wire import PID, TS
+from planrunner.otlp.wire import PID
 
 SCOPE.version = __version__
 MAX_PROCESSES = 4096  # resources kept; a run over more processes builds them again
@@ -78,26 +78,25 @@ def batches(spans: Sequence[SpanItem | FlatSpans], size: int
 
 
 def traces_request(resources: ResourceCache, spans: Sequence[SpanItem | FlatSpans]) -> bytes:
-    """The spans, written in place into one request (no message built and copied)."""
+    """The spans in one request: nested ones written in place, flat ones merged as their
+    writer serialized them (span_writer.py)."""
     req = ExportTraceServiceRequest()
-    outs: dict[int, Any] = {}
+    scopes: dict[int, Any] = {}
 
-    def spans_of(pid: int) -> Any:
-        rs = req.resource_spans.add()
-        rs.resource.CopyFrom(resources.of(pid))
-        ss = rs.scope_spans.add()
-        ss.scope.CopyFrom(SCOPE)
-        out = outs[pid] = ss.spans
-        return out
+    def scope_of(pid: int) -> Any:
+        ss = scopes.get(pid)
+        if ss is None:
+            rs = req.resource_spans.add()
+            rs.resource.CopyFrom(resources.of(pid))
+            ss = scopes[pid] = rs.scope_spans.add()
+            ss.scope.CopyFrom(SCOPE)
+        return ss
 
     for item in spans:
         if isinstance(item, FlatSpans):
-            _write_flat(item, outs, spans_of)
+            _write_flat(item, scope_of)
             continue
-        out = outs.get(item.pid)
-        if out is None:
-            out = spans_of(item.pid)
-        span = out.add()
+        span = scope_of(item.pid).spans.add()
         span.trace_id = item.trace_id
         span.span_id = item.span_id
         if item.parent:
@@ -112,32 +111,24 @@ def traces_request(resources: ResourceCache, spans: Sequence[SpanItem | FlatSpan
     return data
 
 
-def _write_flat(flat: FlatSpans, outs: dict[int, Any], spans_of: Callable[[int], Any]
-                ) -> None:
-    """The hot loop: each span's ids and times set in place, the rest by its writer."""
-    plan = flat.plan
-    lat = plan.latency
-    assert plan.writer is not None
-    fill = plan.writer.fill
-    offset, ids = flat.offset, flat.ids
-    last = None
-    out: Any = None
-    j = 0
-    for row in flat.rows:
-        pid = row[PID]
-        if pid != last:
-            out = outs.get(pid)
-            if out is None:
-                out = spans_of(pid)
-            last = pid
-        span = out.add()
-        span.span_id = ids[j:j + 8]
-        span.trace_id = ids[j + 8:j + 24]
-        j += 24
-        end = row[TS] + offset
-        span.start_time_unix_nano = end - int(row[lat] or 0)
-        span.end_time_unix_nano = end
-        fill(span, row)
+def _write_flat(flat: FlatSpans, scope_of: Callable[[int], Any]) -> None:
+    """Each process's rows, serialized by the output's writer as one ScopeSpans, merged
+    into that process's (concatenated messages are their merge: the spans append)."""
+    writer = flat.plan.writer
+    assert writer is not None
+    rows = flat.rows
+    pid = rows[0][PID] if rows else 0
+    groups: dict[int, Sequence[tuple[Any, ...]]] = {pid: rows}
+    if not all(row[PID] == pid for row in rows):
+        by_pid: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+        for row in rows:
+            by_pid[row[PID]].append(row)
+        groups = dict(by_pid)
+    at = 0
+    for pid, part in groups.items():
+        ids = flat.ids[24 * at:24 * (at + len(part))]  # random: any of the batch's will do
+        at += len(part)
+        scope_of(pid).MergeFromString(writer.write(part, flat.offset, ids))
 
 
 def logs_request(resources: ResourceCache, logs: Sequence[LogItem]) -> bytes:

@@ -4,7 +4,7 @@ The session's thread only appends record batches and snapshots to a bounded queu
 (`offer`, O(1)); past QUEUE_MAX records what comes is dropped and counted. A feeder
 thread turns the records into rows (wire.py: tuples, pickled, ~0.2 us a record) and
 writes them to the exporter process (exporter.py), which converts, serializes and
-sends them: the ~20 calls into protobuf a span costs run on another CPU, not in the
+sends them: what protobuf costs a span (~3.5 us here) runs on another CPU, not in the
 interpreter the reader needs. What the exporter reports the receiver took is counted;
 whatever was offered and not confirmed by the end is lost, and counted.
 
@@ -121,7 +121,8 @@ class Sender:
         self._handled_event = threading.Event()
         self._lock = threading.Lock()  # the reporters' counts
         self._outputs = frozenset(p.name for p in program.prints)
-        self._rows = {p.name: wire.row_maker(p) for p in program.prints}
+        self._row = {p.name: wire.row_maker(p) for p in program.prints}
+        self._rows = {p.name: wire.rows_maker(p) for p in program.prints}
         # the spans of a nested output build trees per process: one exporter each
         self._by_pid = frozenset(p.name for p in program.prints
                                  if p.span is not None and p.span.nested)
@@ -313,8 +314,8 @@ class Sender:
             for rec in records:
                 groups.setdefault(rec["output"], []).append(rec)
         for key, recs in groups.items():
-            make = self._rows[key]
             if key in self._by_pid and len(live) > 1:
+                make = self._row[key]
                 parts: dict[int, list[tuple[Any, ...]]] = {}
                 for rec in recs:
                     parts.setdefault(rec["pid"] % len(live), []).append(make(rec))
@@ -322,7 +323,7 @@ class Sender:
                     self._send(live, live[i], ("rows", key, rows))
             else:
                 self._next = (self._next + 1) % len(live)
-                self._send(live, live[self._next], ("rows", key, list(map(make, recs))))
+                self._send(live, live[self._next], ("rows", key, self._rows[key](recs)))
 
     def _rest(self) -> None:
         """The reader hands old records: the ring is filling. The exporters use the CPU

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pickle
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import IO, Any
@@ -81,6 +81,25 @@ def row_maker(out: PrintOutput) -> Callable[[Record], tuple[Any, ...]]:
         return values
 
     return row
+
+
+def rows_maker(out: PrintOutput) -> Callable[[Sequence[Record]], list[tuple[Any, ...]]]:
+    """records -> rows for the output `out`, a batch at a time: one itemgetter mapped
+    over the batch (~0.1 us a record, half what a call of row_maker's costs); a batch
+    with a record without some field, or an output with object values, goes record by
+    record."""
+    one = row_maker(out)
+    if any(f.kind in _OBJECT_KINDS for f in out.layout.fields):
+        return lambda records: list(map(one, records))
+    get = itemgetter(*row_keys(out))  # (at least ROW_HEAD's 3 keys: tuples)
+
+    def rows(records: Sequence[Record]) -> list[tuple[Any, ...]]:
+        try:
+            return list(map(get, records))
+        except KeyError:
+            return list(map(one, records))
+
+    return rows
 
 
 def write(fh: IO[bytes], message: object) -> None:

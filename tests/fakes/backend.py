@@ -26,9 +26,7 @@ from typing import Any
 
 from planrunner.render.layout import STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import (
-    EXIT_SITE,
-    FORK_SITE,
-    PLANRUNNER_SITES,
+    RUN_OWN_SITES,
     AttachSet,
     AttachSite,
     ConfigSlot,
@@ -38,8 +36,7 @@ from planrunner.render.model import (
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures
 
-HELPER_FUNCTIONS = {EXIT_SITE.fn_name, FORK_SITE.fn_name,
-                    *(s.fn_name for s in PLANRUNNER_SITES)}
+HELPER_FUNCTIONS = {site.fn_name for site in RUN_OWN_SITES}
 ALL_FEATURES = KernelFeatures(uprobe_multi=True, ringbuf_mmap=True, ref_ctr=True,
                               sleepable=True)
 

@@ -177,6 +177,57 @@ def test_flat_span_attributes_stay_right_past_the_value_caches() -> None:
         assert span.name == "q" and span.end_time_unix_nano == 1_000 + i
 
 
+def test_flat_spans_of_many_combinations_and_processes_keep_their_own_values(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """span_writer.py keeps a template per combination of repeating values: past
+    TEMPLATES_MAX the field with the most values goes in place; a NULL among the in-place
+    values leaves that attribute out; a batch of several processes splits by process."""
+    monkeypatch.setattr("planrunner.otlp.span_writer.TEMPLATES_MAX", 5)
+    monkeypatch.setattr("planrunner.otlp.span_writer.CACHE_MAX", 8)
+    shape = SpanShape("latency_ns", "", False)
+    conv = Converter([_print("q", ("a", "b", "uniq", "latency_ns"), shape)], [],
+                     _Clock(offset=0))
+    n = 300
+    recs = [_rec("q", 1_000 + i, pid=20 + i % 3, tid=i % 2, a=i % 4, b=f"b{i % 3}",
+                 uniq=None if i % 7 == 0 else (f"u{i}" if i % 2 else i), latency_ns=i)
+            for i in range(n)]
+    plan = conv.plans["q"]
+    conv.add_rows(plan, [plan.row(r) for r in recs])  # one batch, three processes
+    spans = _sent(conv)[0]
+    assert len(spans) == n
+    writer = plan.writer
+    assert writer is not None and writer.in_place  # the caches did not hold them all
+    seen = set()
+    for pid, span in spans:
+        i = span.end_time_unix_nano - 1_000
+        assert pid == 20 + i % 3 and span.start_time_unix_nano == 1_000
+        want: dict[str, object] = {"a": i % 4, "b": f"b{i % 3}", "thread.id": i % 2}
+        if i % 7:
+            want["uniq"] = f"u{i}" if i % 2 else i
+        assert attrs(span.attributes) == want, i
+        assert len(span.attributes) == len(want) and span.name == "q"
+        seen.add(i)
+    assert seen == set(range(n))
+    assert len({s.span_id for _, s in spans}) == n
+
+
+def test_rows_of_a_batch_as_record_by_record() -> None:
+    """wire.rows_maker maps one itemgetter over a batch; a record without some field
+    (None there) and object values (their text) go through row_maker, as before."""
+    from planrunner.otlp.wire import row_maker, rows_maker
+
+    out = _print("q", ("id", "path"))
+    recs = [_rec("q", 5, id=1, path="/a"), _rec("q", 6, id=2, path="/b")]
+    assert rows_maker(out)(recs) == [(5, 10, 11, 1, "/a"), (6, 10, 11, 2, "/b")]
+    recs.append(_rec("q", 7, id=3))  # no path
+    assert rows_maker(out)(recs) == [row_maker(out)(r) for r in recs]
+    assert rows_maker(out)(recs)[2] == (7, 10, 11, 3, None)
+    stacks = PrintOutput("s", "s", RecordLayout(0, "pr_rec_0", (
+        LayoutField("id", "int", "f0"), LayoutField("frames", "stack", "f1"))), None)
+    got = rows_maker(stacks)([_rec("s", 8, id=4, frames=["main", "f"])])
+    assert got == [(8, 10, 11, 4, "main,f")]
+
+
 def test_print_of_a_plain_probe_is_a_log_record() -> None:
     conv = Converter([_print("flow", ("level", "name"))], [], _Clock(offset=100))
     conv.add(_rec("flow", 50, level=3, name=None))

@@ -231,3 +231,38 @@ def test_two_exporters_send_each_span_once_and_keep_each_tree_whole() -> None:
     assert counts.orphaned == 0
     text = err.getvalue()
     assert text.count("retrying") == 1 and text.count("answers again") == 1, text
+
+
+def test_rows_are_handled_only_once_their_request_was_taken() -> None:
+    """The exporter builds the next batch while a sending thread waits for the receiver
+    (at most IN_FLIGHT requests built and not taken); what it reports keeps the order
+    the run counts by: a batch's rows are "handled" after the receiver took them."""
+    from planrunner.otlp import wire
+    from planrunner.otlp.exporter import serve
+    from planrunner.otlp.wire import rows_maker
+
+    program = _program()
+    out = program.prints[0]
+    stdin = io.BytesIO()
+    with http_receiver(delay=0.05) as (url, got):
+        wire.write(stdin, wire.Setup(otlp_config(url, "plan", {}), program.prints, (),
+                                     time.time_ns(), 100))
+        for first in range(0, 500, 100):
+            wire.write(stdin, ("rows", "request", rows_maker(out)(_records(first, 100))))
+        wire.write(stdin, ("close", 30.0))
+        stdin.seek(0)
+        reports = io.BytesIO()
+        assert serve(stdin, reports, 10_000) == 0
+    reports.seek(0)
+    said = []
+    while (msg := wire.read(reports)) is not None:
+        said.append(msg)
+    assert said[0] == ("ready",) and said[-1][0] == "cpu"
+    sent = handled = 0
+    for msg in said:
+        if msg[0] == "sent":
+            sent += msg[1]
+        elif msg[0] == "handled":
+            handled += msg[1]
+            assert handled <= sent, said  # never before the receiver took them
+    assert sent == handled == len(got.spans) == 500

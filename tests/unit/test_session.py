@@ -23,9 +23,7 @@ from planrunner.output.base import LiveView
 from planrunner.records import AggSnapshot, SnapshotSource
 from planrunner.render.layout import KeyLayout, LayoutField, RecordLayout
 from planrunner.render.model import (
-    EXIT_SITE,
     FORK_SITE,
-    PLANRUNNER_SITES,
     AggregateOutput,
     AttachSite,
     ConfigSlot,
@@ -37,7 +35,7 @@ from planrunner.render.model import (
     TargetFile,
 )
 from planrunner.runtime import session as session_mod
-from planrunner.runtime.scope import Scope
+from planrunner.runtime.scope import Scope, own_sites
 from planrunner.runtime.session import POLL_MS, RunOptions, Session, StopReason, run_session
 from tests.fakes.backend import HELPER_FUNCTIONS, FakeBackend, FakeClock, Turn, pack_record
 
@@ -288,7 +286,10 @@ def test_config_slots_and_distinct_sites() -> None:
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
     cpus = session_mod.possible_cpus()
     # registry upkeep, planrunner processes kept out before they register
-    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE, *PLANRUNNER_SITES]
+    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, False)
+    # the exit program a raw tracepoint; exec a perf event, as the plan has one there
+    assert [s.fn_name for s, _pid, _ref in backend.helpers] == [
+        "pr_on_exit_raw", "pr_on_fork", "pr_on_execve", "pr_on_execveat", "pr_on_exec"]
     # no --pid: no scope filter
     assert backend.config == {ConfigSlot.SELF: os.getpid(), ConfigSlot.NR_CPUS: cpus}
     assert "Tracing 3 probe sites in all processes." in err
@@ -328,9 +329,10 @@ def test_follow_children_attaches_the_fork_programs_first() -> None:
     me = os.getpid()
     backend = FakeBackend(clock=FakeClock())
     scope = Scope(pids=(me,), follow_children=True)
-    run(backend, RunOptions(duration_s=0.1, scope=scope), program(sites=(SITE,)))
-    assert [s for s, _pid, _ref in backend.helpers] == [EXIT_SITE, *PLANRUNNER_SITES,
-                                                        FORK_SITE]
+    prog = program(sites=(SITE,))
+    run(backend, RunOptions(duration_s=0.1, scope=scope), prog)
+    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, True)
+    assert backend.helpers[-1][0] == FORK_SITE
     assert {pid for _site, pid, _ref in backend.attached} == {None}  # children: any pid
     assert backend.config[ConfigSlot.SCOPE_UPROBE] == ScopeFlag.PIDS
 
@@ -753,7 +755,7 @@ def test_a_kernel_without_syscall_tracepoints_still_traces_and_says_what_is_miss
            "sys_enter_execve: " in err and "no such event)" in err
     assert [s.fn_name for s, _pid, _ref in backend.attached] == ["pr_fn_0"]
     # a helper the run cannot do without still ends it
-    backend = FakeBackend(helper_errors={"pr_on_exit": BackendError("no such event")},
+    backend = FakeBackend(helper_errors={"pr_on_exit_raw": BackendError("no such event")},
                           clock=FakeClock())
     with pytest.raises(BackendError, match="no such event"):
         run(backend, RunOptions(duration_s=0.1))
