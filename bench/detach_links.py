@@ -17,15 +17,8 @@ import time
 
 from elftools.elf.elffile import ELFFile
 
-from planrunner.runtime.progload import load_program
-from planrunner.runtime.uprobe_links import (
-    BPF_LINK_CREATE,
-    BPF_TRACE_UPROBE_MULTI,
-    _LinkCreate,
-    bpf_syscall,
-    close_all,
-    create_link,
-)
+from planrunner.runtime.kernel.bpf import BPF_TRACE_UPROBE_MULTI, prog_load, uprobe_multi_link
+from planrunner.runtime.uprobe_links import close_all
 
 POSTGRES = "/usr/lib/postgresql/15/bin/postgres"
 NOP = (ct.c_uint64 * 2)(0x00000000000000b7, 0x0000000000000095)  # r0 = 0; exit
@@ -47,21 +40,22 @@ def function_offsets(binary: str, n: int) -> list[int]:
 
 
 def nop_program(name: str) -> int:
-    fd, err, log = load_program(ct.addressof(NOP), ct.sizeof(NOP), b"GPL", 2, 0,
-                                BPF_TRACE_UPROBE_MULTI, name)
-    if fd < 0:
-        sys.exit(f"cannot load a program: {os.strerror(err)} {log}")
-    return fd
+    try:
+        return prog_load(ct.addressof(NOP), ct.sizeof(NOP), b"GPL", 2, 0,
+                         BPF_TRACE_UPROBE_MULTI, name)
+    except OSError as exc:
+        sys.exit(f"cannot load a program: {exc.strerror} {getattr(exc, 'log', '')}")
 
 
 def one_link_per_site(offsets: list[int], workers: int) -> float:
     progs, links = [], []
     for i, off in enumerate(offsets):
         progs.append(nop_program(f"p{i}"))
-        link, err = create_link(progs[-1], POSTGRES, off, 0, False, None)
-        if link < 0:
-            sys.exit(f"cannot attach at 0x{off:x}: {os.strerror(err)}")
-        links.append(link)
+        try:
+            links.append(uprobe_multi_link(progs[-1], POSTGRES, (off,), (0,), None, False,
+                                           None))
+        except OSError as exc:
+            sys.exit(f"cannot attach at 0x{off:x}: {exc.strerror}")
     start = time.monotonic()
     close_all(links, workers=workers)
     took = time.monotonic() - start
@@ -72,15 +66,11 @@ def one_link_per_site(offsets: list[int], workers: int) -> float:
 
 def one_link_for_all(offsets: list[int]) -> float:
     prog = nop_program("all")
-    path = ct.create_string_buffer(POSTGRES.encode())
-    offs = (ct.c_uint64 * len(offsets))(*offsets)
-    refs = (ct.c_uint64 * len(offsets))()
-    attr = _LinkCreate(prog_fd=prog, attach_type=BPF_TRACE_UPROBE_MULTI,
-                       path=ct.addressof(path), offsets=ct.addressof(offs),
-                       ref_ctr_offsets=ct.addressof(refs), cnt=len(offsets))
-    link, err = bpf_syscall(BPF_LINK_CREATE, attr)
-    if link < 0:
-        sys.exit(f"cannot attach: {os.strerror(err)}")
+    try:
+        link = uprobe_multi_link(prog, POSTGRES, offsets, [0] * len(offsets), None, False,
+                                 None)
+    except OSError as exc:
+        sys.exit(f"cannot attach: {exc.strerror}")
     start = time.monotonic()
     os.close(link)
     took = time.monotonic() - start

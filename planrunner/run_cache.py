@@ -34,7 +34,7 @@ Entries are pickles of the compile's result (RenderedProgram and what `run` show
 around it), in the same private directory and with the same header (magic, format,
 SHA-256 of the body) as the program cache's; a damaged entry is removed and rebuilt.
 Unpickling runs code only from modules planrunner imports, and the file is trusted as
-far as the directory is: 0700, 0600, this user's (compile_cache.ProgramCache checks).
+far as the directory is: 0700, 0600, this user's (runtime/entry_store.py checks).
 `run --no-cache` neither reads nor writes it.
 """
 
@@ -49,11 +49,12 @@ from typing import TYPE_CHECKING
 
 from planrunner import __version__
 from planrunner.inputs import Input, InputLog, changed
-from planrunner.runtime.compile_cache import seal, sha256, unseal
+from planrunner.runtime.entry_store import seal, unseal
+from planrunner.sha256 import sha256
 
 if TYPE_CHECKING:
     from planrunner.render.model import RenderedProgram
-    from planrunner.runtime.compile_cache import ProgramCache
+    from planrunner.runtime.entry_store import EntryStore
 
 FORMAT_VERSION = 3
 MAGIC = b"PRRUN\0\0\0"
@@ -116,7 +117,7 @@ def _digest(parts: Sequence[str | bytes]) -> str:
     return h.hexdigest()
 
 
-def read_value_params(cache: ProgramCache, key: str) -> ValueParams:
+def read_value_params(cache: EntryStore, key: str) -> ValueParams:
     blob = cache.read_entry(key + PARAMS_SUFFIX)
     if blob is None:
         return ()
@@ -133,7 +134,7 @@ def read_value_params(cache: ProgramCache, key: str) -> ValueParams:
         return ()
 
 
-def store_value_params(cache: ProgramCache, key: str, params: ValueParams) -> None:
+def store_value_params(cache: EntryStore, key: str, params: ValueParams) -> None:
     cache.write_entry(key + PARAMS_SUFFIX, seal(
         MAGIC, FORMAT_VERSION, pickle.dumps(params, protocol=pickle.HIGHEST_PROTOCOL)))
 
@@ -276,7 +277,7 @@ def decode(key: str, blob: bytes) -> tuple[tuple[Input, ...], CompiledRun]:
         raise ValueError(f"malformed body: {exc}") from None
 
 
-def lookup(cache: ProgramCache, key: str, pid: int | None = None) -> CompiledRun | None:
+def lookup(cache: EntryStore, key: str, pid: int | None = None) -> CompiledRun | None:
     """The entry under `key` when its inputs are unchanged; None otherwise (a stale
     entry is removed, a damaged one reported and removed). With `pid` (--pid), an entry
     compiled for another process is checked against this one's files (rebased)."""
@@ -319,7 +320,7 @@ def rebased(inputs: Sequence[Input], old: int, new: int) -> tuple[Input, ...]:
                  if not (kind == "content" and what == f"/proc/{old}/stat"))
 
 
-def store(cache: ProgramCache, key: str, log: InputLog, run: CompiledRun) -> None:
+def store(cache: EntryStore, key: str, log: InputLog, run: CompiledRun) -> None:
     try:
         data = encode(key, declared_inputs(log), run)
     except (Uncacheable, pickle.PicklingError, TypeError, AttributeError) as exc:

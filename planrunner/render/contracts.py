@@ -226,6 +226,7 @@ COMM_LEN = 16  # TASK_COMM_LEN, with its NUL
 # Where the registry of running planrunner processes is pinned by default, and the
 # macro holding the pin in the C (the loader moves it with -D: runtime/registry_pin.py).
 TRACERS_PIN = "/sys/fs/bpf/planrunner_tracers"
+TRACERS_MAP = "pr_tracers"  # its C name (the first run creates it under this name)
 TRACERS_PIN_MACRO = "PR_TRACERS_PIN"
 
 # Status word of a string field of a record (templates/runtime_helpers.h pr_read_str).

@@ -18,6 +18,7 @@ from planrunner.render.contracts import MAX_CGROUPS as MAX_CGROUPS
 from planrunner.render.contracts import MAX_TRACERS as MAX_TRACERS
 from planrunner.render.contracts import SCOPE_GIVEN as SCOPE_GIVEN
 from planrunner.render.contracts import SCOPE_NS_KEY as SCOPE_NS_KEY
+from planrunner.render.contracts import TRACERS_MAP as TRACERS_MAP
 from planrunner.render.contracts import TRACERS_PIN as TRACERS_PIN
 from planrunner.render.contracts import TRACERS_PIN_MACRO as TRACERS_PIN_MACRO
 from planrunner.render.contracts import ConfigSlot as ConfigSlot
@@ -203,7 +204,7 @@ class RenderedProgram:
     scope_cgroups_map: str = "pr_scope_cgroups"  # cgroup array, MAX_CGROUPS entries
     # Every planrunner on the machine: one array element of MAX_TRACERS init-namespace
     # tgids and their start times, pinned so that all runs share it.
-    tracers_map: str = "pr_tracers"
+    tracers_map: str = TRACERS_MAP
     tracers_pin: str = TRACERS_PIN
     # planrunner processes this run saw start, before they register: __u32 tgid ->
     # __u32 how (1: exec'd as planrunner), and the __u64 count of its entries

@@ -8,7 +8,7 @@
 - `PerfUprobes`: uprobes as perf events through libbcc's C `bpf_attach_uprobe` with its
   full prototype, including `ref_ctr_offset`: bcc 0.26's Python binding declares only
   six arguments, so every attach through it passes a garbage seventh (bcc#5236).
-- `Tracepoints`: tracepoints as perf events (runtime/perf_events.py, raw syscalls: what
+- `Tracepoints`: tracepoints as perf events (runtime/kernel/perf.py, raw syscalls: what
   libbcc's `bpf_attach_tracepoint` does).
 - `RawTracepoints`: the run's own exit and exec programs as raw tracepoints
   (BPF_RAW_TRACEPOINT_OPEN): closing one does not wait for a grace period.
@@ -22,12 +22,14 @@ them (runtime/bcc_backend.py) and hands over the fd. With the kernel's reference
 counter, USDT semaphores are raised in every process that maps the binary, now or
 later, and dropped by the kernel when the probe goes, even if planrunner is killed.
 
-Uses libbcc.so.0 through ctypes and raw syscalls; never imports the bcc Python module.
+Uses libbcc.so.0 through ctypes (perf-event uprobes and sampling events) and
+runtime/kernel/ (links, tracepoints); never imports the bcc Python module.
 """
 
 from __future__ import annotations
 
 import ctypes as ct
+import errno
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -43,23 +45,21 @@ from planrunner.probe_kinds import (
     site_kind,
 )
 from planrunner.render.model import RUN_OWN_SITES, AttachSite, TargetFile
-from planrunner.runtime.compile_cache import (
+from planrunner.runtime.features import KernelFeatures
+from planrunner.runtime.kernel.bpf import (
     BPF_PROG_TYPE_KPROBE,
     BPF_PROG_TYPE_PERF_EVENT,
     BPF_PROG_TYPE_RAW_TRACEPOINT,
     BPF_PROG_TYPE_TRACEPOINT,
-)
-from planrunner.runtime.features import KernelFeatures
-from planrunner.runtime.perf_events import attach_tracepoint, close_event
-from planrunner.runtime.uprobe_links import (
     BPF_TRACE_UPROBE_MULTI,
-    close_all,
-    create_link,
-    create_multi_link,
     raw_tracepoint_open,
+    uprobe_multi_link,
 )
+from planrunner.runtime.kernel.perf import attach_tracepoint, close_event
+from planrunner.runtime.uprobe_links import close_all
 
 BPF_PROBE_ENTRY, BPF_PROBE_RETURN = 0, 1
+DEFAULT_TRACEFS = "/sys/kernel/tracing"
 
 
 class AttachStrategy(Protocol):
@@ -100,6 +100,32 @@ class _Libbcc:
 @cache
 def _libbcc() -> _Libbcc:
     return _Libbcc()
+
+
+@cache
+def _tracefs() -> str | None:
+    from planrunner.tracefs import find_root  # noqa: PLC0415 - rarely: not at the default
+
+    return find_root()
+
+
+def tracepoint_id(category: str, event: str) -> int:
+    """The event's id in tracefs (its perf event's config); OSError when there is none.
+    Read where tracefs is mounted nearly everywhere first: planrunner/tracefs.py (and
+    its /proc/mounts) is imported only when it is not there."""
+    try:
+        return _read_id(DEFAULT_TRACEFS, category, event)
+    except OSError:
+        pass
+    root = _tracefs()
+    if root is None:
+        raise OSError(errno.ENOENT, "tracefs is not mounted")
+    return _read_id(root, category, event)
+
+
+def _read_id(root: str, category: str, event: str) -> int:
+    with open(os.path.join(root, "events", category, event, "id"), encoding="ascii") as fh:
+        return int(fh.read())
 
 
 def where(site: AttachSite) -> str:
@@ -160,11 +186,12 @@ class UprobeLinks:
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
         assert site.binary is not None
-        link, err = create_link(prog_fd, site.binary.path, site.file_offset,
-                                site.ref_ctr_offset if ref_ctr else 0,
-                                site_kind(site.kind).returns, pid)
-        if link < 0:
-            raise attach_error(site, err)
+        try:
+            link = uprobe_multi_link(prog_fd, site.binary.path, (site.file_offset,),
+                                     (site.ref_ctr_offset if ref_ctr else 0,), None,
+                                     site_kind(site.kind).returns, pid)
+        except OSError as exc:
+            raise attach_error(site, exc.errno or 0) from None
         self._links.append(link)
 
     def add(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
@@ -183,20 +210,22 @@ class UprobeLinks:
         batched, self._batched = self._batched, {}
         for (pid, ref_ctr), sites in batched.items():
             for group in link_groups(sites):
-                link, _err = create_multi_link(
-                    dispatcher_fd, group.path, [s.file_offset for s in group.sites],
-                    group.ref_ctr_offsets(ref_ctr), [s.slot for s in group.sites],
-                    group.retprobe, pid)
-                if link >= 0:
-                    self._links.append(link)
+                try:
+                    self._links.append(uprobe_multi_link(
+                        dispatcher_fd, group.path, [s.file_offset for s in group.sites],
+                        group.ref_ctr_offsets(ref_ctr), [s.slot for s in group.sites],
+                        group.retprobe, pid))
                     continue
+                except OSError:
+                    pass
                 for site, ref in zip(group.sites, group.ref_ctr_offsets(ref_ctr),
                                      strict=True):
-                    link, err = create_multi_link(dispatcher_fd, group.path,
-                                                  (site.file_offset,), (ref,), (site.slot,),
-                                                  group.retprobe, pid)
-                    if link < 0:
-                        raise attach_error(site, err)
+                    try:
+                        link = uprobe_multi_link(dispatcher_fd, group.path,
+                                                 (site.file_offset,), (ref,), (site.slot,),
+                                                 group.retprobe, pid)
+                    except OSError as exc:
+                        raise attach_error(site, exc.errno or 0) from None
                     self._links.append(link)
 
     def detach_all(self) -> None:
@@ -248,7 +277,7 @@ class _PerfEventFds:
 
 
 class Tracepoints:
-    """Tracepoints as perf events by raw syscalls (runtime/perf_events.py: every run
+    """Tracepoints as perf events by raw syscalls (runtime/kernel/perf.py: every run
     attaches one, and libbcc's dlopen would cost a warm run more than all else)."""
 
     prog_type: int = BPF_PROG_TYPE_TRACEPOINT
@@ -262,9 +291,14 @@ class Tracepoints:
                ref_ctr: bool) -> None:
         # a tracepoint is system-wide: pids are filtered in the program
         # (ConfigSlot.SCOPE_TRACEPOINT)
-        pfd, err = attach_tracepoint(prog_fd, site.category, site.event)
-        if pfd < 0:
-            raise attach_error(site, err)
+        try:
+            tp_id = tracepoint_id(site.category, site.event)
+        except (OSError, ValueError) as exc:  # no such event (or an id that is no number)
+            raise attach_error(site, getattr(exc, "errno", None) or errno.ENOENT) from None
+        try:
+            pfd = attach_tracepoint(prog_fd, tp_id)
+        except OSError as exc:
+            raise attach_error(site, exc.errno or 0) from None
         (self._own if site in RUN_OWN_SITES else self._attached).append(pfd)
 
     def detach_probes(self) -> None:
@@ -292,9 +326,10 @@ class RawTracepoints:
 
     def attach(self, prog_fd: int, site: AttachSite, pid: int | None,
                ref_ctr: bool) -> None:
-        fd, err = raw_tracepoint_open(prog_fd, site.event)
-        if fd < 0:
-            raise attach_error(site, err)
+        try:
+            fd = raw_tracepoint_open(prog_fd, site.event)
+        except OSError as exc:
+            raise attach_error(site, exc.errno or 0) from None
         self._own.append(fd)
 
     def detach_probes(self) -> None:

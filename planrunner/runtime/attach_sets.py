@@ -29,12 +29,15 @@ from collections.abc import Sequence
 from planrunner.errors import BackendError
 from planrunner.probe_kinds import site_kind
 from planrunner.render.model import AttachSet
-from planrunner.runtime.compile_cache import BPF_PROG_TYPE_KPROBE
-from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, close_all, create_multi_link
+from planrunner.runtime.kernel.bpf import (
+    BPF_PROG_TYPE_KPROBE,
+    BPF_TRACE_UPROBE_MULTI,
+    ENOTSUPP,
+    uprobe_multi_link,
+)
+from planrunner.runtime.uprobe_links import close_all
 
 # What the kernel says of an offset it cannot probe: try the others without it.
-# (ENOTSUPP, 524, is the kernel's own: Python's errno has no name for it.)
-ENOTSUPP = 524
 _REFUSED_ONE = frozenset({ENOTSUPP, errno.EINVAL, errno.EILSEQ})
 
 
@@ -80,12 +83,13 @@ class UprobeSets:
     def _link(self, prog_fd: int, s: AttachSet, pid: int | None,
               which: Sequence[int]) -> int:
         """Attach the offsets `which` as one link; 0, or the kernel's errno."""
-        link, err = create_multi_link(prog_fd, s.binary.path,
-                                      [s.file_offsets[i] for i in which], [0] * len(which),
-                                      [s.cookies[i] for i in which],
-                                      site_kind(s.kind).returns, pid)
-        if link < 0:
-            return err or errno.EINVAL
+        try:
+            link = uprobe_multi_link(prog_fd, s.binary.path,
+                                     [s.file_offsets[i] for i in which], [0] * len(which),
+                                     [s.cookies[i] for i in which],
+                                     site_kind(s.kind).returns, pid)
+        except OSError as exc:
+            return exc.errno or errno.EINVAL
         self._links.append(link)
         return 0
 

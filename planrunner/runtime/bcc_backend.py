@@ -56,9 +56,9 @@ from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
+from planrunner.runtime.kernel.bpf import BPF_F_SLEEPABLE, map_update_elem
 from planrunner.runtime.map_batch import MapRef
 from planrunner.runtime.map_types import UnknownType
-from planrunner.runtime.progload import BPF_F_SLEEPABLE
 from planrunner.runtime.registry_pin import pin_cflags, tracers_pin
 from planrunner.runtime.ring_libbpf import LibbpfRing, wants_libbpf
 from planrunner.runtime.ringbuf import RingReader, ordered_host
@@ -426,10 +426,7 @@ class BccBackend:
 
         check_machine()
         if self._registry is None:
-            from planrunner.runtime.bpf_lib import SyscallLib
-
-            # libbcc's calls by raw syscall: a cached program's run never imports bcc
-            self._registry = TracerRegistry(SyscallLib(), pin)
+            self._registry = TracerRegistry(pin)
         return self._registry.register(tgid, start)
 
     # --- attach / detach ------------------------------------------------------------
@@ -465,12 +462,13 @@ class BccBackend:
     def _fill_slot(self, site: AttachSite, prog_fd: int) -> None:
         """Put `site`'s thunk in its slot of the dispatcher's prog array."""
         name = self._loaded().uprobe_sites_map
-        ret, err = cc.update_elem(self._program().map_fd(name), struct.pack("I", site.slot),
-                                  struct.pack("I", prog_fd))
-        if ret < 0:
+        try:
+            map_update_elem(self._program().map_fd(name), struct.pack("I", site.slot),
+                            struct.pack("I", prog_fd))
+        except OSError as exc:
             raise BackendError(f"could not attach probe '{site.probe}' at {where(site)}: "
                                f"the kernel refused its program in slot {site.slot} of "
-                               f"{name}: {os.strerror(err)}")
+                               f"{name}: {exc.strerror}") from None
 
     def attach_set(self, probes: AttachSet, pid: int | None) -> list[tuple[str, str]]:
         self._loaded()

@@ -28,7 +28,7 @@ BENCHMARKS.md "Issue 17 (round two)"): the backend's load of the bench plan fall
 - A pinned map (BPF_TABLE_PINNED: the registry of planrunner runs, runtime/tracers.py)
   is stored as its pin and opened there (BPF_OBJ_GET) by a cached load, as bcc does,
   checked to be the same kind of map; never created, so that every run shares it.
-- Functions loaded BPF_F_SLEEPABLE (runtime/progload.py) are loaded with that flag
+- Functions loaded BPF_F_SLEEPABLE (runtime/kernel/bpf.py) are loaded with that flag
   from the cache too, and the key names them.
 - Only programs whose ld_imm64 are plain map fds (BPF_PSEUDO_MAP_FD) are stored; one
   with anything else (map values of global data, BTF ids), or with a map the cached
@@ -42,63 +42,43 @@ Safety:
   program, nor does a new target build (what of it the program reads, USDT operands and
   struct offsets, is in the C; attach offsets come from resolve, or from the run cache,
   planrunner/run_cache.py, which checks each target binary's identity first).
-- Entries live in $PLANRUNNER_CACHE_DIR, else $XDG_CACHE_HOME/planrunner/programs
-  (when that directory is the user's), else ~/.cache/planrunner/programs with ~ the
-  effective user's home (root's is /root, even under a sudo that kept $HOME);
-  directories 0700, files 0600, written to a temporary file and renamed. A directory
-  or file not owned by the user, or open to others, is not trusted (warning; the run
-  compiles).
+- Entries are files of the entry store both caches share (runtime/entry_store.py:
+  where, 0700/0600, this user's only, written whole, pruned).
 - Each file carries a magic, a format version and a SHA-256 of its body: a truncated,
   flipped or foreign entry is reported on stderr, removed and rebuilt by the compile.
 - A cached program the kernel refuses (map or program load) is dropped the same way.
 - `planrunner run --no-cache` neither reads nor writes it. The run cache
-  (planrunner/run_cache.py) keeps its entries in the same directory (`ProgramCache`'s
-  read_entry/write_entry: the same checks).
+  (planrunner/run_cache.py) keeps its entries in the same store.
 Set PLANRUNNER_CACHE_LOG=1 to see hits, misses and stores on stderr.
 
-Pure stdlib and raw bpf() syscalls (runtime/uprobe_links.py); no bcc.
+Pure stdlib and raw bpf() syscalls (runtime/kernel/bpf.py); no bcc.
 """
 
 from __future__ import annotations
 
 import binascii
 import ctypes as ct
-import errno
 import json
 import os
-import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from planrunner import __version__
-from planrunner.runtime.progload import load_program
+from planrunner.runtime.entry_store import EntryStore, default_dir, seal, unseal
+from planrunner.runtime.kernel import bpf as kernel
 from planrunner.runtime.ringbuf import possible_cpus
-from planrunner.runtime.uprobe_links import bpf_syscall
-from planrunner.sha256 import sha256 as sha256  # run_cache hashes with it too
+from planrunner.sha256 import sha256
 
 FORMAT_VERSION = 2  # 2: maps may be pinned (MapDef.pin)
 MAGIC = b"PRCACHE\0"
-_HEADER = struct.Struct("<8sI32s")  # magic, format version, sha256 of the body
-MAX_ENTRIES = 128  # entries kept (programs and runs); the oldest (by last use) go first
-DIR_ENV = "PLANRUNNER_CACHE_DIR"
-LOG_ENV = "PLANRUNNER_CACHE_LOG"
 
-BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM = 0, 1, 2
-BPF_OBJ_PIN, BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 6, 7, 15
-PERCPU_MAP_TYPES = frozenset({5, 6, 10, 21})  # percpu hash, array, lru hash, cgroup
 BPF_LD_IMM64 = 0x18  # BPF_LD | BPF_DW | BPF_IMM: two instruction slots
 BPF_PSEUDO_MAP_FD = 1
-BPF_BTF_LOAD = 18
 # local storage the kernel creates only with BTF of an int key: created with
 # storage_btf(); the runtime never reads it (per-task scratch of sleepable probes)
-BPF_MAP_TYPE_TASK_STORAGE = 29
-BTF_MAP_TYPES = frozenset({BPF_MAP_TYPE_TASK_STORAGE})
-BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_PERF_EVENT = 2, 5, 7
-BPF_PROG_TYPE_RAW_TRACEPOINT = 17
-# map-in-map types need an inner map fd at creation: never cached
-_UNSUPPORTED_MAP_TYPES = frozenset({12, 13})
+BTF_MAP_TYPES = frozenset({kernel.BPF_MAP_TYPE_TASK_STORAGE})
 _INSN = struct.Struct("<BBhi")
 
 
@@ -274,28 +254,6 @@ def encode(key: str, program: CompiledProgram) -> bytes:
     return seal(MAGIC, FORMAT_VERSION, body)
 
 
-def seal(magic: bytes, version: int, body: bytes) -> bytes:
-    """An entry: magic, format version and the body's SHA-256, then the body (both
-    cache levels' files)."""
-    return _HEADER.pack(magic, version, sha256(body).digest()) + body
-
-
-def unseal(blob: bytes, magic: bytes, version: int, what: str) -> bytes:
-    """The body of an entry sealed with `magic` and `version`; raises ValueError
-    saying what is wrong with it (`what`: the kind of entry, for that message)."""
-    if len(blob) < _HEADER.size:
-        raise ValueError("truncated header")
-    got_magic, got_version, digest = _HEADER.unpack_from(blob)
-    if got_magic != magic:
-        raise ValueError(f"not a planrunner {what}")
-    if got_version != version:
-        raise ValueError(f"format version {got_version}, expected {version}")
-    body = blob[_HEADER.size:]
-    if sha256(body).digest() != digest:
-        raise ValueError("checksum mismatch")
-    return body
-
-
 def decode(key: str, blob: bytes) -> CompiledProgram:
     """Raises ValueError saying what is wrong with the entry."""
     body = unseal(blob, MAGIC, FORMAT_VERSION, "cache entry")
@@ -319,154 +277,14 @@ def decode(key: str, blob: bytes) -> CompiledProgram:
         raise ValueError(f"malformed body: {exc}") from None
 
 
-# --- the directory --------------------------------------------------------------------
+# --- the cache -----------------------------------------------------------------------
 
-# Paths here are strings: pathlib (with urllib.parse and ipaddress) was ~3 ms of every
-# warm run's start.
-
-def _home() -> str:
-    """The effective user's home from the password database: under sudo, $HOME may
-    still be the invoking user's, and root must not write its cache there."""
-    import pwd
-
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_dir
-    except KeyError:
-        return os.path.expanduser("~")
-
-
-def default_dir() -> str:
-    env = os.environ.get(DIR_ENV)
-    if env:
-        return env
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = os.path.join(_home(), ".cache")
-    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is ignored
-        try:
-            mine = os.stat(xdg).st_uid == os.geteuid()
-        except OSError:
-            mine = False
-        if mine:  # another user's (sudo kept the variable): ours instead
-            base = xdg
-    return os.path.join(base, "planrunner", "programs")
-
-
-def _makedirs_private(path: str) -> None:
-    """mkdir -p with 0700 at every level created (os.makedirs gives the parents the
-    umask's mode); a umask can only narrow it."""
-    missing = []
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        missing.append(p)
-        p = os.path.dirname(p)
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            pass
-
-
-def _private(st: os.stat_result) -> bool:
-    return st.st_uid == os.geteuid() and not st.st_mode & 0o077
-
-
-class ProgramCache:
-    """Entries of one directory; every failure to read or write is a warning at most,
-    never an error of the run."""
-
-    def __init__(self, directory: str | os.PathLike[str], stderr: TextIO) -> None:
-        self.dir = os.fspath(directory)
-        self.stderr = stderr
-        self.log = os.environ.get(LOG_ENV, "") not in ("", "0")
-
-    def note(self, msg: str) -> None:
-        if self.log:
-            self.stderr.write(f"planrunner: cache: {msg}\n")
-
-    def warn(self, msg: str) -> None:
-        self.stderr.write(f"planrunner: warning: {msg}\n")
+class ProgramCache(EntryStore):
+    """Compiled programs, `KEY.bpf`, in the entry store both caches share
+    (runtime/entry_store.py: where, and which files are trusted)."""
 
     def path(self, key: str) -> str:
         return os.path.join(self.dir, f"{key}.bpf")
-
-    def _usable_dir(self, create: bool) -> bool:
-        try:
-            st = os.lstat(self.dir)
-        except FileNotFoundError:
-            if not create:
-                return False
-            try:
-                _makedirs_private(self.dir)
-                st = os.lstat(self.dir)
-            except OSError as exc:
-                self.warn(f"cannot create the program cache {self.dir}: {exc.strerror}")
-                return False
-        except OSError:
-            return False
-        if not stat.S_ISDIR(st.st_mode) or not _private(st):
-            self.warn(f"not using the program cache {self.dir}: it must be a directory "
-                      "of this user, closed to others (chmod 700)")
-            return False
-        return True
-
-    def read_entry(self, name: str) -> bytes | None:
-        """The bytes of entry `name` when it is a private file of this user in a private
-        directory; None when absent or not to be trusted (said on stderr)."""
-        path = os.path.join(self.dir, name)
-        if not self._usable_dir(create=False):
-            return None
-        try:  # the entry is opened in the directory checked, not one put there since
-            dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            if not _private(os.fstat(dfd)):
-                self.warn(f"not using the program cache {self.dir}: it must be a directory "
-                          "of this user, closed to others (chmod 700)")
-                return None
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            self.warn(f"cannot read the cache entry {path}: {exc.strerror}; compiling")
-            return None
-        finally:
-            os.close(dfd)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not _private(st):
-                self.warn(f"ignoring the cache entry {path}: not a private file of this "
-                          "user; compiling")
-                return None
-            with os.fdopen(fd, "rb", closefd=False) as fh:
-                blob = fh.read()
-        finally:
-            os.close(fd)
-        try:
-            os.utime(path)  # last use, for pruning
-        except OSError:
-            pass
-        return blob
-
-    def write_entry(self, name: str, data: bytes) -> None:
-        if not self._usable_dir(create=True):
-            return
-        import tempfile  # noqa: PLC0415 - cold runs only (warm ones skip its 1.6 ms import)
-
-        try:
-            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".part")  # 0600
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, os.path.join(self.dir, name))
-            except BaseException:
-                os.unlink(tmp)
-                raise
-        except OSError as exc:
-            self.warn(f"cannot write the program cache {self.dir}: {exc.strerror}")
-            return
-        self.note(f"stored {name[:16]} ({len(data)} bytes)")
-        self._prune()
 
     def get(self, key: str) -> CompiledProgram | None:
         blob = self.read_entry(f"{key}.bpf")
@@ -487,52 +305,12 @@ class ProgramCache:
     def discard(self, key: str, why: str) -> None:
         self.discard_entry(f"{key}.bpf", why)
 
-    def discard_entry(self, name: str, why: str) -> None:
-        self.warn(f"compiled-program cache entry {os.path.join(self.dir, name)} {why}; removed, "
-                  "compiling again")
-        self.remove_entry(name)
-
-    def remove_entry(self, name: str) -> None:
-        try:
-            os.unlink(os.path.join(self.dir, name))
-        except OSError:
-            pass
-
-    def _prune(self) -> None:
-        try:
-            entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(self.dir)
-                       if e.name.endswith((".bpf", ".run")) and not e.name.startswith(".")]
-        except OSError:
-            return
-        entries.sort()
-        for _mtime, path in entries[:max(0, len(entries) - MAX_ENTRIES)]:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-
 
 def open_cache(stderr: TextIO, enabled: bool = True) -> ProgramCache | None:
     return ProgramCache(default_dir(), stderr) if enabled else None
 
 
 # --- loading without bcc ----------------------------------------------------------------
-
-class _MapCreate(ct.Structure):
-    """union bpf_attr for BPF_MAP_CREATE, up to btf_value_type_id (the rest stays zero)."""
-
-    _fields_ = [("map_type", ct.c_uint32), ("key_size", ct.c_uint32),
-                ("value_size", ct.c_uint32), ("max_entries", ct.c_uint32),
-                ("map_flags", ct.c_uint32), ("inner_map_fd", ct.c_uint32),
-                ("numa_node", ct.c_uint32), ("map_name", ct.c_char * 16),
-                ("map_ifindex", ct.c_uint32), ("btf_fd", ct.c_uint32),
-                ("btf_key_type_id", ct.c_uint32), ("btf_value_type_id", ct.c_uint32)]
-
-
-class _BtfLoad(ct.Structure):
-    _fields_ = [("btf", ct.c_uint64), ("btf_log_buf", ct.c_uint64), ("btf_size", ct.c_uint32),
-                ("btf_log_size", ct.c_uint32), ("btf_log_level", ct.c_uint32)]
-
 
 def storage_btf(value_size: int) -> bytes:
     """The smallest BTF a task-storage map's creation accepts: [1] int (the key the
@@ -549,134 +327,57 @@ def storage_btf(value_size: int) -> bytes:
     return header + types + strings
 
 
-def _load_btf(blob: bytes) -> int:
-    buf = ct.create_string_buffer(blob, len(blob))
-    fd, err = bpf_syscall(BPF_BTF_LOAD, _BtfLoad(btf=ct.addressof(buf), btf_size=len(blob)))
-    if fd < 0:
-        raise CacheLoadError(f"BTF for a map: {os.strerror(err)}", err)
-    return fd
-
-
-class MapElem(ct.Structure):
-    _fields_ = [("map_fd", ct.c_uint32), ("_pad", ct.c_uint32), ("key", ct.c_uint64),
-                ("value", ct.c_uint64), ("flags", ct.c_uint64)]
-
-
-def update_elem(map_fd: int, key: bytes, value: bytes) -> tuple[int, int]:
-    """BPF_MAP_UPDATE_ELEM of `key` to `value` in map `map_fd`: (0, 0) or (-1, errno)."""
-    kbuf, vbuf = ct.create_string_buffer(key, len(key)), \
-        ct.create_string_buffer(value, len(value))
-    return bpf_syscall(BPF_MAP_UPDATE_ELEM, MapElem(map_fd=map_fd, key=ct.addressof(kbuf),
-                                                    value=ct.addressof(vbuf)))
-
-
-class _InfoByFd(ct.Structure):
-    _fields_ = [("bpf_fd", ct.c_uint32), ("info_len", ct.c_uint32), ("info", ct.c_uint64)]
-
-
-class _MapInfo(ct.Structure):
-    """struct bpf_map_info, the fields planrunner reads."""
-
-    _fields_ = [("type", ct.c_uint32), ("id", ct.c_uint32), ("key_size", ct.c_uint32),
-                ("value_size", ct.c_uint32), ("max_entries", ct.c_uint32),
-                ("map_flags", ct.c_uint32), ("name", ct.c_char * 16),
-                ("_rest", ct.c_uint8 * 64)]
-
-
-def _info(fd: int) -> _MapInfo:
-    """The kernel's bpf_map_info of map fd `fd`; Uncacheable when it will not say."""
-    info = _MapInfo()
-    attr = _InfoByFd(bpf_fd=fd, info_len=ct.sizeof(info), info=ct.addressof(info))
-    ret, err = bpf_syscall(BPF_OBJ_GET_INFO_BY_FD, attr)
-    if ret < 0:
-        raise Uncacheable(f"map info of fd {fd}: {os.strerror(err)}")
-    return info
-
-
-def map_id(fd: int) -> int:
-    return int(_info(fd).id)
+def map_info(fd: int) -> tuple[int, int, int, int, int]:
+    """(type, key_size, value_size, max_entries, flags) of a map, as the kernel has it;
+    Uncacheable when it will not say."""
+    try:
+        info = kernel.map_info(fd)
+    except OSError as exc:
+        raise Uncacheable(f"map info of fd {fd}: {exc.strerror}") from None
+    return info.map_type, info.key_size, info.value_size, info.max_entries, info.flags
 
 
 def same_map(fd: int, pin: str) -> bool:
     """Map fd `fd` is the map pinned at `pin`."""
-    pinned, _err = obj_get(pin)
-    if pinned < 0:
+    try:
+        pinned = kernel.obj_get(pin)
+    except OSError:
         return False
     try:
-        return map_id(pinned) == map_id(fd)
+        return kernel.map_info(pinned).id == kernel.map_info(fd).id
+    except OSError as exc:
+        raise Uncacheable(f"map info: {exc.strerror}") from None
     finally:
         os.close(pinned)
 
 
-def map_info(fd: int) -> tuple[int, int, int, int, int]:
-    """(type, key_size, value_size, max_entries, flags) of a map, as the kernel has it."""
-    info = _info(fd)
-    return info.type, info.key_size, info.value_size, info.max_entries, info.map_flags
-
-
-def _obj_name(name: str) -> bytes:
-    # what bcc/libbpf pass: at most 15 bytes of [A-Za-z0-9_.]
-    return "".join(c for c in name if c.isalnum() or c in "_.").encode()[:15]
-
-
 def create_map(m: MapDef) -> int:
-    if m.map_type in _UNSUPPORTED_MAP_TYPES:
+    """A new map as `m` defines it (task storage with its minimal BTF)."""
+    if m.map_type in kernel.MAP_IN_MAP_TYPES:
         raise CacheLoadError(f"map {m.name}: type {m.map_type} needs an inner map")
-    attr = _MapCreate(map_type=m.map_type, key_size=m.key_size, value_size=m.value_size,
-                      max_entries=m.max_entries, map_flags=m.flags,
-                      map_name=_obj_name(m.name))
-    btf_fd = -1
-    if m.map_type in BTF_MAP_TYPES:
-        btf_fd = _load_btf(storage_btf(m.value_size))
-        attr.btf_fd, attr.btf_key_type_id, attr.btf_value_type_id = btf_fd, 1, 3
+    btf_fd = 0
     try:
-        fd, err = _create(attr)
+        if m.map_type in BTF_MAP_TYPES:
+            btf_fd = kernel.btf_load(storage_btf(m.value_size))
+            return kernel.map_create(m.map_type, m.key_size, m.value_size, m.max_entries,
+                                     m.flags, m.name, btf_fd, 1, 3)
+        return kernel.map_create(m.map_type, m.key_size, m.value_size, m.max_entries,
+                                 m.flags, m.name)
+    except OSError as exc:
+        what = "BTF for a map" if m.map_type in BTF_MAP_TYPES and not btf_fd else \
+            f"map {m.name}"
+        raise CacheLoadError(f"{what}: {exc.strerror}", exc.errno or 0) from None
     finally:
-        if btf_fd >= 0:  # the map holds its own reference
+        if btf_fd > 0:  # the map holds its own reference
             os.close(btf_fd)
-    if fd < 0:
-        raise CacheLoadError(f"map {m.name}: {os.strerror(err)}", err)
-    return fd
-
-
-def _create(attr: _MapCreate) -> tuple[int, int]:
-    fd, err = bpf_syscall(BPF_MAP_CREATE, attr)
-    if fd < 0 and err == errno.EPERM:
-        # before memcg accounting (5.11) maps count against RLIMIT_MEMLOCK: as bcc does
-        import resource  # noqa: PLC0415 - that old kernel only
-
-        try:
-            resource.setrlimit(resource.RLIMIT_MEMLOCK,
-                               (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-            fd, err = bpf_syscall(BPF_MAP_CREATE, attr)
-        except (ValueError, OSError):
-            pass
-    return fd, err
-
-
-class _ObjGet(ct.Structure):
-    """union bpf_attr for BPF_OBJ_PIN / BPF_OBJ_GET."""
-
-    _fields_ = [("pathname", ct.c_uint64), ("bpf_fd", ct.c_uint32),
-                ("file_flags", ct.c_uint32)]
-
-
-def obj_get(path: str) -> tuple[int, int]:
-    """(fd, 0) of the object pinned at `path`, or (-1, errno)."""
-    buf = ct.create_string_buffer(os.fsencode(path))
-    return bpf_syscall(BPF_OBJ_GET, _ObjGet(pathname=ct.addressof(buf)))
-
-
-def obj_pin(fd: int, path: str) -> tuple[int, int]:
-    buf = ct.create_string_buffer(os.fsencode(path))
-    return bpf_syscall(BPF_OBJ_PIN, _ObjGet(pathname=ct.addressof(buf), bpf_fd=fd))
 
 
 def _open_pinned(m: MapDef) -> int:
     """The map pinned at m.pin, checked to be the map the program was compiled for."""
-    fd, err = obj_get(m.pin)
-    if fd < 0:
-        raise CacheLoadError(f"map {m.name}: cannot open {m.pin}: {os.strerror(err)}")
+    try:
+        fd = kernel.obj_get(m.pin)
+    except OSError as exc:
+        raise CacheLoadError(f"map {m.name}: cannot open {m.pin}: {exc.strerror}") from None
     try:
         found = map_info(fd)
     except Uncacheable as exc:
@@ -721,14 +422,15 @@ class LoadedProgram:
             raise CacheLoadError(f"no function {name} in the compiled program")
         code = relocate(func, self.map_fds)
         insns = ct.create_string_buffer(code, len(code))
-        fd, err, log = load_program(ct.addressof(insns), len(code),
-                                    self.program.license.encode(), prog_type, prog_flags,
-                                    attach_type if attach_type is not None else 0, name,
-                                    kern_version=self.program.kern_version)
-        if fd < 0:
-            tail = tuple(log.strip().splitlines()[-3:])
-            raise CacheLoadError(f"function {name}: {os.strerror(err)}: " + " / ".join(tail),
-                                 err, os.strerror(err), tail)
+        try:
+            fd = kernel.prog_load(ct.addressof(insns), len(code),
+                                  self.program.license.encode(), prog_type, prog_flags,
+                                  attach_type if attach_type is not None else 0, name,
+                                  kern_version=self.program.kern_version)
+        except kernel.ProgLoadError as exc:
+            tail = tuple(exc.log.strip().splitlines()[-3:])
+            raise CacheLoadError(f"function {name}: {exc.strerror}: " + " / ".join(tail),
+                                 exc.errno or 0, exc.strerror or "", tail) from None
         self.prog_fds[name] = fd
         return fd
 
@@ -737,9 +439,10 @@ class LoadedProgram:
         if len(key) != m.key_size or len(value) != m.value_size:
             raise ValueError(f"map {name}: key/value of {len(key)}/{len(value)} bytes, "
                              f"expected {m.key_size}/{m.value_size}")
-        ret, err = update_elem(self.map_fd(name), key, value)
-        if ret < 0:
-            raise OSError(err, f"update of map {name}: {os.strerror(err)}")
+        try:
+            kernel.map_update_elem(self.map_fd(name), key, value)
+        except OSError as exc:
+            raise OSError(exc.errno, f"update of map {name}: {exc.strerror}") from None
 
     def lookup_u64s(self, name: str, key: bytes) -> list[int] | None:
         """The value at `key` as u64s (one per possible CPU for a per-CPU map of u64
@@ -747,18 +450,16 @@ class LoadedProgram:
         m = self.map_def(name)
         if len(key) != m.key_size:
             raise ValueError(f"map {name}: key of {len(key)} bytes, expected {m.key_size}")
-        per_cpu = m.map_type in PERCPU_MAP_TYPES
+        per_cpu = m.map_type in kernel.PERCPU_MAP_TYPES
         width = (m.value_size + 7) // 8 * 8 if per_cpu else m.value_size
         size = width * (possible_cpus() if per_cpu else 1)
-        kbuf, vbuf = ct.create_string_buffer(key, len(key)), ct.create_string_buffer(size)
-        attr = MapElem(map_fd=self.map_fd(name), key=ct.addressof(kbuf),
-                        value=ct.addressof(vbuf))
-        ret, err = bpf_syscall(BPF_MAP_LOOKUP_ELEM, attr)
-        if ret < 0:
-            if err == errno.ENOENT:
-                return None
-            raise OSError(err, f"lookup in map {name}: {os.strerror(err)}")
-        return [v for (v,) in struct.iter_unpack("Q", vbuf.raw[:size - size % 8])]
+        try:
+            value = kernel.map_lookup_elem(self.map_fd(name), key, size)
+        except OSError as exc:
+            raise OSError(exc.errno, f"lookup in map {name}: {exc.strerror}") from None
+        if value is None:
+            return None
+        return [v for (v,) in struct.iter_unpack("Q", value[:size - size % 8])]
 
     def close(self) -> None:
         fds: list[Any] = [*self.prog_fds.values(), *self.map_fds]

@@ -21,8 +21,7 @@ everything but ref_ctr reads False; only the bcc backend asks, and it needs root
 Overrides for tests: PLANRUNNER_UPROBE_ATTACH=perf forces perf-event uprobes;
 PLANRUNNER_SLEEPABLE=0 forces non-sleepable programs (the re-read fallback).
 
-Imports only the stdlib, runtime/uprobe_links.py and runtime/progload.py (raw
-syscalls); no bcc.
+Imports only the stdlib and runtime/kernel/ (raw syscalls); no bcc.
 """
 
 from __future__ import annotations
@@ -34,15 +33,20 @@ import os
 from dataclasses import dataclass
 from functools import cache
 
-from planrunner.runtime.progload import BPF_F_SLEEPABLE, BPF_PROG_TYPE_KPROBE, load_program
-from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI, bpf_syscall, create_link
+from planrunner.runtime.kernel.bpf import (
+    BPF_F_SLEEPABLE,
+    BPF_MAP_TYPE_RINGBUF,
+    BPF_PROG_TYPE_KPROBE,
+    BPF_TRACE_UPROBE_MULTI,
+    map_create,
+    prog_load,
+    uprobe_multi_link,
+)
 
 REF_CTR_FORMAT = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset"
 ATTACH_ENV = "PLANRUNNER_UPROBE_ATTACH"
 SLEEPABLE_ENV = "PLANRUNNER_SLEEPABLE"
 
-BPF_MAP_CREATE = 0
-BPF_MAP_TYPE_RINGBUF = 27
 # r0 = 0; exit
 _NOP_PROGRAM = bytes.fromhex("b700000000000000" "9500000000000000")
 _MISSING_PATH = "/nonexistent/planrunner-feature-probe"
@@ -58,14 +62,6 @@ class KernelFeatures:
     sleepable: bool
 
 
-class _MapCreate(ct.Structure):
-    """union bpf_attr for BPF_MAP_CREATE, up to map_flags."""
-
-    _fields_ = [("map_type", ct.c_uint32), ("key_size", ct.c_uint32),
-                ("value_size", ct.c_uint32), ("max_entries", ct.c_uint32),
-                ("map_flags", ct.c_uint32)]
-
-
 def kernel_has_ref_ctr() -> bool:
     return os.path.exists(REF_CTR_FORMAT)
 
@@ -73,10 +69,12 @@ def kernel_has_ref_ctr() -> bool:
 def _load_nop(flags: int) -> int:
     """A do-nothing uprobe_multi program's fd, or -1."""
     insns = ct.create_string_buffer(_NOP_PROGRAM, len(_NOP_PROGRAM))
-    fd, _err, _log = load_program(ct.addressof(insns), len(_NOP_PROGRAM), b"GPL",
-                                  BPF_PROG_TYPE_KPROBE, flags, BPF_TRACE_UPROBE_MULTI,
-                                  "planrunner", log=False)
-    return fd
+    try:
+        return prog_load(ct.addressof(insns), len(_NOP_PROGRAM), b"GPL",
+                         BPF_PROG_TYPE_KPROBE, flags, BPF_TRACE_UPROBE_MULTI, "planrunner",
+                         log=False)
+    except OSError:
+        return -1
 
 
 def _has_uprobe_multi() -> bool:
@@ -84,11 +82,13 @@ def _has_uprobe_multi() -> bool:
     if prog < 0:
         return False
     try:
-        link, err = create_link(prog, _MISSING_PATH, 0, 0, retprobe=False, pid=None)
-        if link >= 0:  # cannot happen for a missing file; never leave it open
-            os.close(link)
-            return True
-        return err == errno.ENOENT
+        link = uprobe_multi_link(prog, _MISSING_PATH, (0,), (0,), None, retprobe=False,
+                                 pid=None)
+    except OSError as exc:
+        return exc.errno == errno.ENOENT
+    else:  # cannot happen for a missing file; never leave it open
+        os.close(link)
+        return True
     finally:
         os.close(prog)
 
@@ -103,9 +103,9 @@ def _has_sleepable() -> bool:
 
 def _has_ringbuf_mmap() -> bool:
     page = mmap.PAGESIZE
-    fd, _err = bpf_syscall(BPF_MAP_CREATE, _MapCreate(map_type=BPF_MAP_TYPE_RINGBUF,
-                                                      max_entries=page))
-    if fd < 0:
+    try:
+        fd = map_create(BPF_MAP_TYPE_RINGBUF, 0, 0, page)
+    except OSError:
         return False
     try:
         # the same two mappings RingReader makes

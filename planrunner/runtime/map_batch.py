@@ -12,7 +12,8 @@ map and nothing else.
 Layouts: the kernel copies `count` keys, then `count` values, back to back; a per-CPU
 map's value is one slot per possible CPU, each round_up(value_size, 8) bytes
 (`value_width`). `typed` turns what was read into ctypes keys and values
-(runtime/map_types.py), as runtime/aggregates.py reads them. No bcc here.
+(runtime/map_types.py), as runtime/aggregates.py reads them. The calls themselves are
+runtime/kernel/bpf.py's. No bcc here.
 """
 
 from __future__ import annotations
@@ -25,35 +26,27 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-# MapElem: union bpf_attr for BPF_MAP_*_ELEM, and BPF_MAP_GET_NEXT_KEY (`value`: the
-# next key's buffer)
-from planrunner.runtime.compile_cache import PERCPU_MAP_TYPES
-from planrunner.runtime.compile_cache import MapElem as ElemAttr
+from planrunner.runtime.kernel.bpf import (
+    ARRAY_MAP_TYPES,
+    ENOTSUPP,
+    PERCPU_MAP_TYPES,
+    map_delete_elem,
+    map_get_next_key,
+    map_lookup_batch,
+    map_lookup_elem,
+    map_update_elem,
+)
 from planrunner.runtime.map_types import decode_desc, per_cpu_slot
 from planrunner.runtime.ringbuf import possible_cpus as _read_possible
-from planrunner.runtime.uprobe_links import bpf_syscall
 
-BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM = 1, 2, 3
-BPF_MAP_GET_NEXT_KEY = 4
-BPF_MAP_LOOKUP_BATCH, BPF_MAP_LOOKUP_AND_DELETE_BATCH = 24, 25
-ENOTSUPP = 524  # the kernel's own "not supported" (not in errno), which bpf() leaks
 # what a kernel says of a batch it has not got for this map (or at all)
 _NO_BATCH = frozenset({errno.EINVAL, errno.EOPNOTSUPP, ENOTSUPP, errno.ENOSYS})
-ARRAY_MAP_TYPES = frozenset({2, 6})  # entries cannot be deleted: zeroed instead
+# (ARRAY_MAP_TYPES: entries cannot be deleted, so they are zeroed instead)
 # Entries per batch call to begin with (doubled when a hash bucket holds more), fewer
 # when they are big: a drain of stack copies (~16 KiB each) every turn would otherwise
 # clear megabytes of buffer for a few entries.
 FIRST_CHUNK = 256
 CHUNK_BYTES = 256 * 1024
-
-
-class BatchAttr(ct.Structure):
-    """union bpf_attr's `batch` member (BPF_MAP_*_BATCH)."""
-
-    _fields_ = [("in_batch", ct.c_uint64), ("out_batch", ct.c_uint64),
-                ("keys", ct.c_uint64), ("values", ct.c_uint64),
-                ("count", ct.c_uint32), ("map_fd", ct.c_uint32),
-                ("elem_flags", ct.c_uint64), ("flags", ct.c_uint64)]
 
 
 @cache
@@ -113,7 +106,6 @@ def first_chunk(ref: MapRef, width: int) -> int:
 
 def _batched(ref: MapRef, width: int, delete: bool) -> Entries | None:
     """The batch read; None when the kernel has no batch for this map."""
-    cmd = BPF_MAP_LOOKUP_AND_DELETE_BATCH if delete else BPF_MAP_LOOKUP_BATCH
     chunk = first_chunk(ref, width)
     token = max(ref.key_size, 8)  # a hash map's position is a u32 bucket, an array's a key
     in_buf, out_buf = ct.create_string_buffer(token), ct.create_string_buffer(token)
@@ -122,25 +114,24 @@ def _batched(ref: MapRef, width: int, delete: bool) -> Entries | None:
     keys, values, count = [], [], 0
     first = True
     while True:
-        attr = BatchAttr(in_batch=0 if first else ct.addressof(in_buf),
-                         out_batch=ct.addressof(out_buf), keys=ct.addressof(keys_buf),
-                         values=ct.addressof(values_buf), count=chunk, map_fd=ref.fd)
-        ret, err = bpf_syscall(cmd, attr)
-        n = int(attr.count) if ret == 0 or err == errno.ENOENT else 0
-        if ret < 0 and err == errno.ENOSPC and n == 0:  # a bucket bigger than the chunk
-            chunk *= 2
-            keys_buf = ct.create_string_buffer(ref.key_size * chunk)
-            values_buf = ct.create_string_buffer(width * chunk)
-            continue
-        if ret < 0 and err != errno.ENOENT:
+        try:
+            n, more = map_lookup_batch(ref.fd, keys_buf, values_buf, chunk,
+                                       None if first else in_buf, out_buf, delete)
+        except OSError as exc:
+            err = exc.errno or errno.EIO
+            if err == errno.ENOSPC:  # a bucket bigger than the chunk
+                chunk *= 2
+                keys_buf = ct.create_string_buffer(ref.key_size * chunk)
+                values_buf = ct.create_string_buffer(width * chunk)
+                continue
             if first and err in _NO_BATCH:
                 return None
-            raise OSError(err, f"batch read of map {ref.name}: {os.strerror(err)}")
+            raise OSError(err, f"batch read of map {ref.name}: {os.strerror(err)}") from None
         if n:
             keys.append(keys_buf.raw[:n * ref.key_size])
             values.append(values_buf.raw[:n * width])
             count += n
-        if ret < 0:  # ENOENT: nothing after this chunk
+        if not more:  # ENOENT: nothing after this chunk
             return Entries(count, b"".join(keys), b"".join(values))
         ct.memmove(in_buf, out_buf, token)
         first = False
@@ -149,63 +140,58 @@ def _batched(ref: MapRef, width: int, delete: bool) -> Entries | None:
 def _key_by_key(ref: MapRef, width: int, delete: bool) -> Entries:
     """Every key first (a deletion while walking would restart a hash map's walk), then
     each value; a deleted array entry is zeroed (arrays keep every key)."""
-    found = []
-    key = ct.create_string_buffer(ref.key_size)
-    nxt = ct.create_string_buffer(ref.key_size)
-    at = 0  # NULL: the first key
+    found: list[bytes] = []
+    at: bytes | None = None  # the first key
     while True:
-        ret, err = bpf_syscall(BPF_MAP_GET_NEXT_KEY, ElemAttr(
-            map_fd=ref.fd, key=at, value=ct.addressof(nxt)))
-        if ret < 0:
-            if err == errno.ENOENT:
-                break
-            raise OSError(err, f"walk of map {ref.name}: {os.strerror(err)}")
-        found.append(nxt.raw)
-        ct.memmove(key, nxt, ref.key_size)
-        at = ct.addressof(key)
+        try:
+            nxt = map_get_next_key(ref.fd, at, ref.key_size)
+        except OSError as exc:
+            raise OSError(exc.errno, f"walk of map {ref.name}: {exc.strerror}") from None
+        if nxt is None:
+            break
+        found.append(nxt)
+        at = nxt
     keys, values = [], []
-    value = ct.create_string_buffer(width)
-    zero = ct.create_string_buffer(width)
+    zero = bytes(width)
     for raw in found:
-        kbuf = ct.create_string_buffer(raw, ref.key_size)
-        elem = ElemAttr(map_fd=ref.fd, key=ct.addressof(kbuf), value=ct.addressof(value))
-        ret, err = bpf_syscall(BPF_MAP_LOOKUP_ELEM, elem)
-        if ret < 0:
-            if err == errno.ENOENT:  # deleted since the walk
-                continue
-            raise OSError(err, f"lookup in map {ref.name}: {os.strerror(err)}")
+        value = _lookup(ref, raw, width)
+        if value is None:  # deleted since the walk
+            continue
         keys.append(raw)
-        values.append(value.raw)
+        values.append(value)
         if delete:
-            _delete(ref, kbuf, zero)
+            _delete(ref, raw, zero)
     return Entries(len(keys), b"".join(keys), b"".join(values))
 
 
-def _delete(ref: MapRef, kbuf: Any, zero: Any) -> None:
-    if ref.map_type in ARRAY_MAP_TYPES:
-        bpf_syscall(BPF_MAP_UPDATE_ELEM, ElemAttr(map_fd=ref.fd, key=ct.addressof(kbuf),
-                                                  value=ct.addressof(zero)))
-    else:
-        bpf_syscall(BPF_MAP_DELETE_ELEM, ElemAttr(map_fd=ref.fd, key=ct.addressof(kbuf)))
+def _delete(ref: MapRef, key: bytes, zero: bytes) -> None:
+    try:
+        if ref.map_type in ARRAY_MAP_TYPES:
+            map_update_elem(ref.fd, key, zero)
+        else:
+            map_delete_elem(ref.fd, key)
+    except OSError:  # gone meanwhile, or not ours to reset: read again next time
+        pass
+
+
+def _lookup(ref: MapRef, key: bytes, width: int) -> bytes | None:
+    try:
+        return map_lookup_elem(ref.fd, key, width)
+    except OSError as exc:
+        raise OSError(exc.errno, f"lookup in map {ref.name}: {exc.strerror}") from None
 
 
 def lookup(ref: MapRef, key: bytes) -> bytes | None:
     """The value (all CPUs' slots, for a per-CPU map) at `key`; None when absent."""
-    width = value_width(ref.value_size, ref.per_cpu, possible_cpus())
-    kbuf, vbuf = ct.create_string_buffer(key, len(key)), ct.create_string_buffer(width)
-    ret, err = bpf_syscall(BPF_MAP_LOOKUP_ELEM, ElemAttr(
-        map_fd=ref.fd, key=ct.addressof(kbuf), value=ct.addressof(vbuf)))
-    if ret < 0:
-        if err == errno.ENOENT:
-            return None
-        raise OSError(err, f"lookup in map {ref.name}: {os.strerror(err)}")
-    return vbuf.raw
+    return _lookup(ref, key, value_width(ref.value_size, ref.per_cpu, possible_cpus()))
 
 
 def delete(ref: MapRef, key: bytes) -> None:
     """Remove `key` (absent: nothing to do)."""
-    kbuf = ct.create_string_buffer(key, len(key))
-    bpf_syscall(BPF_MAP_DELETE_ELEM, ElemAttr(map_fd=ref.fd, key=ct.addressof(kbuf)))
+    try:
+        map_delete_elem(ref.fd, key)
+    except OSError:
+        pass
 
 
 def u64_total(values: bytes) -> int:

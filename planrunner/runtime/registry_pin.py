@@ -91,14 +91,15 @@ def foreign(path: str) -> str | None:
         return f"not a pinned BPF object (mode {st.st_mode:o}, owner uid {st.st_uid})"
     if st.st_uid != 0:
         return f"a BPF object pinned by uid {st.st_uid}"
-    from planrunner.runtime import compile_cache as cc  # noqa: PLC0415 - root, rarely
+    from planrunner.runtime.kernel import bpf  # noqa: PLC0415 - root, rarely
 
-    fd, err = cc.obj_get(path)
-    if fd < 0:
-        return f"not a BPF map ({os.strerror(err)})"
     try:
-        found = cc.map_info(fd)[:4]
-    except cc.Uncacheable:
+        fd = bpf.obj_get(path)
+    except OSError as exc:
+        return f"not a BPF map ({exc.strerror})"
+    try:
+        found = bpf.map_info(fd).shape
+    except OSError:
         return "a BPF object that is not a map"
     finally:
         os.close(fd)

@@ -9,18 +9,17 @@ time of any of its stacks, after it has exited, exec'd or unmapped a library, wi
 reading /proc afterwards (but once, as perf does, for the processes running when
 tracing begins, and again after the kernel dropped records: a full ring, PAGES).
 
-Raw perf_event_open(2) (runtime/perf_events.py) and mmap(2) through ctypes and the mmap
-module (bcc has no interface for side-band events). Opened only when a plan copies user
-stacks (dwarf, auto), before its command starts. Nothing here needs a wakeup: the reader
-drains the rings (`drain()`) after it has taken a batch of stack records and before it
-unwinds them, so every mapping a stack can depend on is already in a ring by then (the
-kernel writes the record in the mmap or exec syscall, before the process can run the
-code).
+Raw perf_event_open(2) (runtime/kernel/perf.py: the event and its attr) and mmap(2)
+through the mmap module (bcc has no interface for side-band events). Opened only when a
+plan copies user stacks (dwarf, auto), before its command starts. Nothing here needs a
+wakeup: the reader drains the rings (`drain()`) after it has taken a batch of stack
+records and before it unwinds them, so every mapping a stack can depend on is already
+in a ring by then (the kernel writes the record in the mmap or exec syscall, before the
+process can run the code).
 """
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import os
 import struct
@@ -30,24 +29,21 @@ from dataclasses import dataclass
 
 from planrunner.elf.procmaps import MappedObject, parse_maps
 from planrunner.runtime.attach import online_cpus
-from planrunner.runtime.perf_events import PERF_EVENT_IOC_ENABLE, control, open_event
+from planrunner.runtime.kernel.perf import (
+    PERF_EVENT_IOC_ENABLE,
+    mapping_records_attr,
+    open_event,
+    perf_ioctl,
+)
 from planrunner.stacks.timeline import PROT_EXEC, PROT_READ, PROT_WRITE, MapsTimeline, Mmap
 
-PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY = 1, 9
-PERF_SAMPLE_TID, PERF_SAMPLE_TIME = 1 << 1, 1 << 2
-CLOCK_MONOTONIC = 1
-# attr flag bits (linux/perf_event.h)
-ATTR_BITS = {"disabled": 0, "mmap": 8, "comm": 9, "task": 13, "sample_id_all": 18,
-             "mmap2": 23, "comm_exec": 24, "use_clockid": 25}
 # record types, and the exec mark of a COMM record
 MMAP2, LOST, COMM, EXIT, FORK = 10, 2, 3, 4, 7
 MISC_COMM_EXEC = 1 << 13
-ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: enough for clockid
 # after lost records, /proc is read again at most this often (all of it: costly)
 RESEED_NS = 1_000_000_000
 PAGES = 64  # ring data pages per CPU (256 KiB: thousands of records between two turns)
 
-_ATTR = struct.Struct("<IIQQQQQIIQQQQIiQIHH")
 _HDR = struct.Struct("<IHH")  # type, misc, size
 _MMAP2_BODY = struct.Struct("<IIQQQIIQQII")  # pid tid addr len pgoff maj min ino ino_gen prot flags
 _TASK = struct.Struct("<IIIIQ")  # pid ppid tid ptid time
@@ -57,13 +53,6 @@ _LOST = struct.Struct("<QQ")
 
 class TaskEventsError(OSError):
     pass
-
-
-def _attr() -> bytes:
-    flags = sum(1 << bit for bit in ATTR_BITS.values())
-    return _ATTR.pack(PERF_TYPE_SOFTWARE, ATTR_SIZE, PERF_COUNT_SW_DUMMY, 0,
-                      PERF_SAMPLE_TID | PERF_SAMPLE_TIME, 0, flags, 0, 0, 0, 0, 0, 0, 0,
-                      CLOCK_MONOTONIC, 0, 0, 0, 0)
 
 
 @dataclass
@@ -85,14 +74,15 @@ class TaskEvents:
         self._reseed_due = False  # records were lost: read the processes from /proc again
         self._reseed_after = 0  # not before (CLOCK_MONOTONIC ns)
         self._rings: list[_Ring] = []
-        attr = ctypes.create_string_buffer(_attr(), ATTR_SIZE)
+        attr = mapping_records_attr()
         page = mmap.PAGESIZE
         try:
             for cpu in online_cpus():
-                fd, err = open_event(attr, -1, cpu)
-                if fd < 0:
-                    raise TaskEventsError(err, f"perf_event_open (dummy, cpu {cpu}): "
-                                          f"{os.strerror(err)}")
+                try:
+                    fd = open_event(attr, -1, cpu)
+                except OSError as exc:
+                    raise TaskEventsError(exc.errno, f"perf_event_open (dummy, cpu {cpu}): "
+                                          f"{exc.strerror}") from None
                 try:
                     buf = mmap.mmap(fd, (1 + PAGES) * page, mmap.MAP_SHARED,
                                     mmap.PROT_READ | mmap.PROT_WRITE)
@@ -101,10 +91,11 @@ class TaskEvents:
                     raise
                 self._rings.append(_Ring(fd, buf, page, PAGES * page))
             for ring in self._rings:
-                err = control(ring.fd, PERF_EVENT_IOC_ENABLE)
-                if err:
-                    raise TaskEventsError(err, f"enabling the side-band event: "
-                                          f"{os.strerror(err)}")
+                try:
+                    perf_ioctl(ring.fd, PERF_EVENT_IOC_ENABLE)
+                except OSError as exc:
+                    raise TaskEventsError(exc.errno, "enabling the side-band event: "
+                                          f"{exc.strerror}") from None
         except BaseException:
             self.close()
             raise

@@ -17,9 +17,9 @@ A registering run frees the slots of runs that ended while none was attached, or
 pid now belongs to another process (start time). The BPF program opens the same pin
 (BPF_TABLE_PINNED in templates/runtime_helpers.h, same layout as here).
 
-Takes a handle with libbcc's map calls: runtime/bcc_backend.py passes
-runtime/bpf_lib.SyscallLib, the same calls by raw syscall, so that registering never
-imports bcc (a run whose program comes from the cache never does).
+The map is made, pinned, read and written by raw bpf() calls (runtime/kernel/bpf.py),
+so that registering never imports bcc (a run whose program comes from the cache never
+does).
 """
 
 from __future__ import annotations
@@ -30,14 +30,21 @@ import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from planrunner.errors import BackendError
-from planrunner.render.contracts import MAX_TRACERS, TRACER_TABLE
+from planrunner.render.contracts import MAX_TRACERS, TRACER_TABLE, TRACERS_MAP
+from planrunner.runtime.kernel.bpf import (
+    BPF_MAP_TYPE_ARRAY,
+    map_create,
+    map_lookup_elem,
+    map_update_elem,
+    obj_get,
+    obj_pin,
+)
 from planrunner.runtime.registry_pin import BPF_FS, ensure_bpffs, foreign
 from planrunner.runtime.scope import tracer_alive
 
-BPF_MAP_TYPE_ARRAY = 2
+_KEY = bytes(4)  # the array's one element: u32 0
 LOCK = "/run/planrunner/tracers.lock"
 
 
@@ -48,33 +55,29 @@ class TracerTable(ct.Structure):
 
 
 class TracerRegistry:
-    def __init__(self, lib: Any, pin: str, lock: str = LOCK) -> None:
-        lib.bcc_create_map.restype = ct.c_int
-        lib.bcc_create_map.argtypes = [ct.c_int, ct.c_char_p, ct.c_int, ct.c_int, ct.c_int,
-                                       ct.c_int]
-        lib.bpf_obj_pin.restype = ct.c_int
-        lib.bpf_obj_pin.argtypes = [ct.c_int, ct.c_char_p]
-        lib.bpf_obj_get.restype = ct.c_int
-        lib.bpf_obj_get.argtypes = [ct.c_char_p]
-        self._lib = lib
+    def __init__(self, pin: str, lock: str = LOCK) -> None:
         self._lock = lock
         self._fd = self._open(pin)
 
     def _open(self, pin: str) -> int:
         ensure_bpffs(BPF_FS)
         for _attempt in range(3):  # another run may pin it between our get and pin
-            fd = int(self._lib.bpf_obj_get(pin.encode()))
-            if fd >= 0:
-                return fd
-            fd = int(self._lib.bcc_create_map(BPF_MAP_TYPE_ARRAY, b"pr_tracers", 4,
-                                              ct.sizeof(TracerTable), 1, 0))
-            if fd < 0:
+            try:
+                return obj_get(pin)
+            except OSError:
+                pass
+            try:
+                fd = map_create(BPF_MAP_TYPE_ARRAY, 4, ct.sizeof(TracerTable), 1,
+                                name=TRACERS_MAP)
+            except OSError:
                 break
-            if self._lib.bpf_obj_pin(fd, pin.encode()) == 0:
+            try:
+                obj_pin(fd, pin)
                 return fd
-            err = ct.get_errno()
+            except OSError as exc:
+                err = exc.errno
             os.close(fd)
-            if err not in (0, errno.EEXIST):
+            if err != errno.EEXIST:
                 break
         found = foreign(pin)
         raise BackendError(f"cannot open or create the registry of planrunner runs {pin}"
@@ -83,12 +86,15 @@ class TracerRegistry:
                                   "run, safe to remove when no run is active",))
 
     def table(self) -> TracerTable:
-        table = TracerTable()
-        if self._lib.bpf_lookup_elem(self._fd, ct.byref(ct.c_uint32(0)),
-                                     ct.byref(table)) != 0:
+        try:
+            raw = map_lookup_elem(self._fd, _KEY, ct.sizeof(TracerTable))
+        except OSError as exc:
             raise BackendError("cannot read the registry of planrunner runs "
-                               f"({os.strerror(ct.get_errno())})")
-        return table
+                               f"({exc.strerror})") from None
+        if raw is None:  # an array always has its element
+            raise BackendError("cannot read the registry of planrunner runs "
+                               f"({os.strerror(errno.ENOENT)})")
+        return TracerTable.from_buffer_copy(raw)
 
     @contextmanager
     def _rewriting(self, what: str) -> Iterator[TracerTable]:
@@ -99,10 +105,11 @@ class TracerRegistry:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             table = self.table()
             yield table
-            if self._lib.bpf_update_elem(self._fd, ct.byref(ct.c_uint32(0)),
-                                         ct.byref(table), 0) != 0:
+            try:
+                map_update_elem(self._fd, _KEY, bytes(table))
+            except OSError as exc:
                 raise BackendError(f"cannot {what} the registry of planrunner runs "
-                                   f"({os.strerror(ct.get_errno())})")
+                                   f"({exc.strerror})") from None
 
     def register(self, tgid: int, start: int) -> bool:
         """Take a slot for `tgid`; False when every slot holds a live run (the table is

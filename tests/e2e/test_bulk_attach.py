@@ -30,7 +30,8 @@ from planrunner.runtime import features
 from planrunner.runtime.attach import UprobeLinks, distinct_sites
 from planrunner.runtime.bcc_backend import BccBackend
 from planrunner.runtime.compile_cache import ProgramCache
-from planrunner.runtime.uprobe_links import close_all, create_link
+from planrunner.runtime.kernel.bpf import uprobe_multi_link
+from planrunner.runtime.uprobe_links import close_all
 from tests.e2e.conftest import PLANRUNNER, ROOT, json_records, write_plan
 from tests.e2e.executor_helpers import semaphore_value, wait_for
 
@@ -189,9 +190,8 @@ def _one_site_links_closed(binary: Path, offsets: list[int]) -> float:
             prog = features._load_nop(0)
             assert prog >= 0
             progs.append(prog)
-            link, err = create_link(prog, str(binary), off, 0, retprobe=False, pid=None)
-            assert link >= 0, os.strerror(err)
-            links.append(link)
+            links.append(uprobe_multi_link(prog, str(binary), (off,), (0,), None,
+                                           retprobe=False, pid=None))
         start = time.monotonic()
         close_all(links)
         links = []

@@ -141,9 +141,9 @@ def test_counters_config_and_totals_read_by_fd_agree_with_what_was_written(
 
     from planrunner.pipeline import compile_plan
     from planrunner.render.model import ConfigSlot, Counter
-    from planrunner.runtime import compile_cache as cc
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import open_cache
+    from planrunner.runtime.kernel import bpf
     from planrunner.runtime.ringbuf import possible_cpus
 
     plan, _command = _cases(tmp_path, fixtures_built)[0]
@@ -160,14 +160,12 @@ def test_counters_config_and_totals_read_by_fd_agree_with_what_was_written(
                               struct.pack("i", int(ConfigSlot.SELF))) == struct.pack("I", 4242)
         per_cpu = [7 * (i + 1) for i in range(possible_cpus())]
         values = struct.pack(f"{len(per_cpu)}Q", *per_cpu)
-        ret, err = cc.update_elem(loaded.map_fd(program.counters_map),
-                                  struct.pack("i", int(Counter.SPAN_REPLACED)), values)
-        assert ret == 0, err
+        bpf.map_update_elem(loaded.map_fd(program.counters_map),
+                            struct.pack("i", int(Counter.SPAN_REPLACED)), values)
         assert warm.counter(Counter.SPAN_REPLACED) == sum(per_cpu)
         assert warm.counter(Counter.LOST_RINGBUF) == 0
         lost_map = program.aggregates[0].lost_map
-        ret, err = cc.update_elem(loaded.map_fd(lost_map), struct.pack("i", 0), values)
-        assert ret == 0, err
+        bpf.map_update_elem(loaded.map_fd(lost_map), struct.pack("i", 0), values)
         assert warm.map_total(lost_map) == sum(per_cpu)
 
 

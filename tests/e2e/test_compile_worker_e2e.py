@@ -146,7 +146,6 @@ def test_the_worker_leaves_the_tracer_registry_when_it_ends(tmp_path, fixtures_b
 
     from planrunner.pipeline import compile_plan
     from planrunner.runtime.bcc_backend import BccBackend
-    from planrunner.runtime.bpf_lib import SyscallLib
     from planrunner.runtime.compile_cache import open_cache
     from planrunner.runtime.scope import register_run
     from planrunner.runtime.tracers import TracerRegistry
@@ -156,7 +155,7 @@ def test_the_worker_leaves_the_tracer_registry_when_it_ends(tmp_path, fixtures_b
     worker = CompileWorker()
     worker.start()
     pid = worker.pid
-    registry = TracerRegistry(SyscallLib(), program.tracers_pin)
+    registry = TracerRegistry(program.tracers_pin)
     # only the worker: this (pytest's) process registered would stay registered as long
     # as it lives, and every later system-wide run would skip it
     try:

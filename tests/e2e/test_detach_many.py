@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from planrunner.runtime import features
-from planrunner.runtime.uprobe_links import close_all, create_link
+from planrunner.runtime.kernel.bpf import uprobe_multi_link
+from planrunner.runtime.uprobe_links import close_all
 
 SITES = 3000
 ROUND = 64  # the closers at once before: one round of grace periods
@@ -40,9 +41,8 @@ def _links(target: Path, n: int) -> tuple[list[int], list[int]]:
             prog = features._load_nop(0)
             assert prog >= 0
             progs.append(prog)
-            link, err = create_link(prog, str(target), i * 4, 0, retprobe=False, pid=None)
-            assert link >= 0, os.strerror(err)
-            links.append(link)
+            links.append(uprobe_multi_link(prog, str(target), (i * 4,), (0,), None,
+                                           retprobe=False, pid=None))
     except BaseException:
         for fd in links + progs:
             os.close(fd)

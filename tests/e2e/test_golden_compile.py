@@ -51,7 +51,7 @@ SLEEPABLE = [g for g in GOLDENS if "#ifdef PR_SLEEPABLE" in g.read_text()]
 def test_sleepable_golden_compiles_and_verifies(golden: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The same goldens as the loader compiles them on a kernel with sleepable uprobes:
-    with PR_SLEEPABLE, every uprobe thunk loaded BPF_F_SLEEPABLE (runtime/progload.py),
+    with PR_SLEEPABLE, every uprobe thunk loaded BPF_F_SLEEPABLE (runtime/kernel/bpf.py),
     but the uprobe dispatcher, which the runtime never loads sleepable (the verifier
     refuses a prog array to a sleepable program)."""
     import os
@@ -60,8 +60,12 @@ def test_sleepable_golden_compiles_and_verifies(golden: Path,
 
     from planrunner.render.program import UPROBE_DISPATCHER
     from planrunner.runtime.features import detect
-    from planrunner.runtime.progload import BPF_F_SLEEPABLE, load_program
-    from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI
+    from planrunner.runtime.kernel.bpf import (
+        BPF_F_SLEEPABLE,
+        BPF_TRACE_UPROBE_MULTI,
+        ProgLoadError,
+        prog_load,
+    )
 
     if not detect().sleepable:
         pytest.skip("this kernel has no sleepable uprobes")
@@ -73,12 +77,15 @@ def test_sleepable_golden_compiles_and_verifies(golden: Path,
     try:
         for fn in thunks:
             name = fn.encode()
-            fd, err, log = load_program(
-                lib.bpf_function_start(bpf.module, name),
-                lib.bpf_function_size(bpf.module, name), lib.bpf_module_license(bpf.module),
-                BPF.KPROBE, 0 if fn == UPROBE_DISPATCHER else BPF_F_SLEEPABLE,
-                BPF_TRACE_UPROBE_MULTI, fn)
-            assert fd >= 0, (fn, os.strerror(err), log)
+            try:
+                fd = prog_load(
+                    lib.bpf_function_start(bpf.module, name),
+                    lib.bpf_function_size(bpf.module, name),
+                    lib.bpf_module_license(bpf.module),
+                    BPF.KPROBE, 0 if fn == UPROBE_DISPATCHER else BPF_F_SLEEPABLE,
+                    BPF_TRACE_UPROBE_MULTI, fn)
+            except ProgLoadError as exc:
+                raise AssertionError((fn, exc.strerror, exc.log)) from None
             os.close(fd)
     finally:
         bpf.cleanup()

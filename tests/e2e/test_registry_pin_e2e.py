@@ -25,9 +25,9 @@ LEGACY = "/sys/fs/bpf/planrunner_tracers"
 PRIVATE = "/sys/fs/bpf/planrunner"
 NOBODY = 65534
 # a map of the registry's layout (one element of 192 bytes) pinned, then given away
-PIN_A_MAP = ("import os; from planrunner.runtime import compile_cache as cc; "
-             "fd = cc.create_map(cc.MapDef('squat', 2, 4, 192, 1, 0, '', '')); "
-             f"assert cc.obj_pin(fd, {LEGACY!r})[0] == 0; os.chown({LEGACY!r}, {NOBODY}, -1)")
+PIN_A_MAP = ("import os; from planrunner.runtime.kernel import bpf; "
+             "fd = bpf.map_create(2, 4, 192, 1, name='squat'); "
+             f"bpf.obj_pin(fd, {LEGACY!r}); os.chown({LEGACY!r}, {NOBODY}, -1)")
 PY = shlex.quote(PLANRUNNER[0])
 PLANTS = {
     "directory": f"mkdir {LEGACY} && chown {NOBODY} {LEGACY}",

@@ -331,12 +331,10 @@ def runs_pids_gone_after_one_more_run(plan: str, pids: set[int]) -> bool:
 
 def _registered() -> set[int]:
     """The tgids in the pinned registry of planrunner runs now."""
-    from bcc import libbcc
-
     from planrunner.render.model import TRACERS_PIN
     from planrunner.runtime.tracers import TracerRegistry
 
-    registry = TracerRegistry(libbcc.lib, TRACERS_PIN)
+    registry = TracerRegistry(TRACERS_PIN)
     try:
         return {pid for pid in registry.table().tgid if pid}
     finally:

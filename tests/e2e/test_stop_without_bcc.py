@@ -25,6 +25,7 @@ import pytest
 
 from planrunner.runtime import compile_cache as cc
 from planrunner.runtime import map_batch as mb
+from planrunner.runtime.kernel import bpf
 from tests.e2e.conftest import ROOT, json_records, write_plan
 from tests.e2e.executor_helpers import wait_for
 from tests.e2e.stop_guard import MARK
@@ -160,9 +161,7 @@ def _fill(ref: mb.MapRef, n: int) -> dict[int, list[int]]:
     want = {}
     for k in range(n):
         slots = [k * 1000 + c for c in range(CPUS if ref.per_cpu else 1)]
-        ret, err = cc.update_elem(ref.fd, struct.pack("I", k), struct.pack(f"{len(slots)}Q",
-                                                                           *slots))
-        assert ret == 0, os.strerror(err)
+        bpf.map_update_elem(ref.fd, struct.pack("I", k), struct.pack(f"{len(slots)}Q", *slots))
         want[k] = slots
     return want
 

@@ -13,6 +13,7 @@ import pytest
 
 from planrunner.cli import build_parser
 from planrunner.runtime import compile_cache as cc
+from planrunner.runtime import entry_store
 from planrunner.runtime.bcc_backend import BccBackend
 from planrunner.runtime.features import KernelFeatures
 
@@ -108,7 +109,7 @@ def test_round_trip_with_private_permissions(tmp_path: Path) -> None:
 
 def test_a_miss_is_none_and_the_log_says_so(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(cc.LOG_ENV, "1")
+    monkeypatch.setenv(entry_store.LOG_ENV, "1")
     c, err = cache(tmp_path)
     assert c.get("nope") is None
     c.put("k1", program())
@@ -188,7 +189,7 @@ def test_a_symlinked_entry_is_not_followed(tmp_path: Path) -> None:
 
 
 def test_old_entries_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cc, "MAX_ENTRIES", 2)
+    monkeypatch.setattr(entry_store, "MAX_ENTRIES", 2)
     c, _err = cache(tmp_path)
     for i, key in enumerate(("a", "b", "c")):
         c.put(key, program())
@@ -198,19 +199,19 @@ def test_old_entries_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_where_the_cache_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(cc.DIR_ENV, raising=False)
+    monkeypatch.delenv(entry_store.DIR_ENV, raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", "/home/someone-else")  # sudo may keep it: not used
     import pwd
     home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
-    assert Path(cc.default_dir()) == home / ".cache" / "planrunner" / "programs"
-    monkeypatch.setattr(cc, "_home", lambda: tmp_path)
-    assert Path(cc.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
+    assert Path(entry_store.default_dir()) == home / ".cache" / "planrunner" / "programs"
+    monkeypatch.setattr(entry_store, "_home", lambda: tmp_path)
+    assert Path(entry_store.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
     (tmp_path / "xdg").mkdir()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert Path(cc.default_dir()) == tmp_path / "xdg" / "planrunner" / "programs"
+    assert Path(entry_store.default_dir()) == tmp_path / "xdg" / "planrunner" / "programs"
     monkeypatch.setenv("XDG_CACHE_HOME", "relative")  # the spec says: ignore it
-    assert Path(cc.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
+    assert Path(entry_store.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     real_stat = os.stat
 
@@ -222,10 +223,10 @@ def test_where_the_cache_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         return st
 
     monkeypatch.setattr(os, "stat", other_owner)
-    assert Path(cc.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
+    assert Path(entry_store.default_dir()) == tmp_path / ".cache" / "planrunner" / "programs"
     monkeypatch.setattr(os, "stat", real_stat)
-    monkeypatch.setenv(cc.DIR_ENV, str(tmp_path / "mine"))
-    assert Path(cc.default_dir()) == tmp_path / "mine"
+    monkeypatch.setenv(entry_store.DIR_ENV, str(tmp_path / "mine"))
+    assert Path(entry_store.default_dir()) == tmp_path / "mine"
 
 
 # --- --no-cache -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""runtime/map_batch.py and runtime/map_types.py without the kernel: the bpf_attr
-layouts the syscalls take, how many bytes a value takes in a batch, and the decoding of
+"""runtime/map_batch.py and runtime/map_types.py without the kernel: how many bytes a
+value takes in a batch (the attrs: tests/unit/test_kernel_attrs.py), and the decoding of
 what a read returned into the ctypes keys and values runtime/aggregates.py reads.
 (The syscalls themselves, batch and key-by-key, against real maps:
 tests/e2e/test_stop_without_bcc.py.)"""
@@ -12,8 +12,6 @@ import struct
 import pytest
 
 from planrunner.runtime.map_batch import (
-    BatchAttr,
-    ElemAttr,
     Entries,
     MapRef,
     possible_cpus,
@@ -23,20 +21,6 @@ from planrunner.runtime.map_batch import (
 )
 from planrunner.runtime.map_types import UnknownType, decode_desc, per_cpu_slot
 from planrunner.runtime.ringbuf import possible_cpus as read_possible
-
-
-def test_batch_attr_is_the_kernels_layout() -> None:
-    # include/uapi/linux/bpf.h: union bpf_attr's `batch` member
-    offsets = {name: getattr(BatchAttr, name).offset for name, _ in BatchAttr._fields_}
-    assert offsets == {"in_batch": 0, "out_batch": 8, "keys": 16, "values": 24,
-                       "count": 32, "map_fd": 36, "elem_flags": 40, "flags": 48}
-    assert ct.sizeof(BatchAttr) == 56
-
-
-def test_elem_attr_is_the_kernels_layout() -> None:
-    offsets = {name: getattr(ElemAttr, name).offset for name, _ in ElemAttr._fields_}
-    assert (offsets["map_fd"], offsets["key"], offsets["value"], offsets["flags"]) == \
-        (0, 8, 16, 24)
 
 
 def test_per_cpu_values_take_an_aligned_slot_per_possible_cpu() -> None:

@@ -17,8 +17,8 @@ from planrunner.render.model import RenderedProgram
 from planrunner.runtime import attach, features
 from planrunner.runtime.bcc_backend import BccBackend
 from planrunner.runtime.features import KernelFeatures
+from planrunner.runtime.kernel.bpf import BPF_TRACE_UPROBE_MULTI
 from planrunner.runtime.semaphores import semaphore_mode
-from planrunner.runtime.uprobe_links import BPF_TRACE_UPROBE_MULTI
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_sleepable_programs_compile_and_load_only_where_both_allow(
     only where the kernel and the site both allow it."""
     from planrunner.runtime import bcc_backend
     from planrunner.runtime import compile_cache as cc
-    from planrunner.runtime.progload import BPF_F_SLEEPABLE
+    from planrunner.runtime.kernel.bpf import BPF_F_SLEEPABLE, BPF_PROG_TYPE_KPROBE
 
     cflags: list[list[str]] = []
     monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
@@ -122,7 +122,7 @@ def test_sleepable_programs_compile_and_load_only_where_both_allow(
     backend.load(_sites(site))
     assert ("-DPR_SLEEPABLE" in cflags[0]) is defined
     flags = BPF_F_SLEEPABLE if defined else 0
-    assert _FakeImage.loads == [("pr_p_0", cc.BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI,
+    assert _FakeImage.loads == [("pr_p_0", BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI,
                                  flags)]
     backend.loaded = None
 
