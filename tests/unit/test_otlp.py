@@ -413,7 +413,9 @@ def test_receiver_that_never_answers_delays_the_end_by_the_grace_only() -> None:
         t0 = time.monotonic()
         counts = sender.close(1.0)
         took = time.monotonic() - t0
-    assert took < 1.5, took
+    # the grace (1 s) and the exporter process's exit, far below the request's own
+    # timeout (exporter.REQUEST_TIMEOUT_S, 10 s), with room for a loaded machine
+    assert took < 3.0, took
     assert counts.lost_records == 10 and got.requests >= 1
 
 
