@@ -149,6 +149,59 @@ def test_a_file_replaced_on_disk_is_not_trusted(nofp: Path, tmp_path: Path) -> N
     assert frame.offset == dump.capture.regs.pc - mapping.bias  # module-relative address
 
 
+@needs_fixture
+def test_a_named_frame_is_reused_only_while_its_file_is_trusted(
+        nofp: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Symbolizer._named: the same address of the same mapping is named once; a file
+    replaced on disk (seen at the next trust check) names it no more."""
+    import planrunner.stacks.symbolize as symbolize
+
+    dump = load_dump(run_dump(nofp / "fx_stack", nofp / "named"))
+    pc = dump.capture.regs.pc
+    clock = [100.0]
+    monkeypatch.setattr(symbolize.time, "monotonic", lambda: clock[0])
+    files_same = [True]
+    monkeypatch.setattr(symbolize, "same_file", lambda _m: files_same[0])
+    sym = Symbolizer(debug_root=str(tmp_path))
+    first = sym.symbolize([pc], dump.modules)[0]
+    assert first.symbol == CHAIN[0]
+    assert sym.symbolize([pc], dump.modules)[0] is first  # from the cache
+    files_same[0] = False  # replaced on disk: not trusted once rechecked
+    assert sym.symbolize([pc], dump.modules)[0] is first  # within TRUST_S: as before
+    clock[0] += symbolize.TRUST_S + 0.5
+    replaced = sym.symbolize([pc], dump.modules)[0]
+    assert replaced.symbol is None and replaced.module == first.module
+    files_same[0] = True
+    clock[0] += symbolize.TRUST_S + 0.5
+    assert sym.symbolize([pc], dump.modules)[0] == first
+
+
+@needs_fixture
+def test_a_named_frame_is_not_reused_for_another_mapping(nofp: Path) -> None:
+    """The cache key holds the mapping: the same address in a module mapped elsewhere
+    (another process, a library unmapped and mapped again at another bias) is named
+    over that mapping."""
+    dump = load_dump(run_dump(nofp / "fx_stack", nofp / "moved"))
+    mapping = dump.modules.find(dump.capture.regs.pc)
+    assert mapping is not None and mapping.bias is not None
+    shift = 0x10000
+    moved = Mapping(mapping.start + shift, mapping.end + shift, mapping.file_offset,
+                    mapping.perms, mapping.path, mapping.dev, mapping.inode,
+                    mapping.build_id, mapping.bias + shift)
+
+    class Both:
+        def find(self, addr: int) -> Mapping | None:
+            return moved if moved.start <= addr < moved.end else mapping
+
+    sym = Symbolizer()
+    pc = dump.capture.regs.pc
+    here = sym.symbolize([pc], dump.modules)[0]
+    there = sym.symbolize([pc + shift], Both())[0]
+    assert (there.symbol, there.offset, there.mapping) == (here.symbol, here.offset, moved)
+    # the old address over the moved mapping's view: another place, named afresh
+    assert sym.symbolize([pc], Both())[0] == here
+
+
 # --- demangling ------------------------------------------------------------------------
 
 needs_cxxfilt = pytest.mark.skipif(shutil.which("c++filt") is None,
