@@ -316,3 +316,17 @@ def test_an_entry_point_inside_a_larger_function_does_not_hide_it() -> None:
     assert table.lookup(0x1200) == ("__memmove_avx", 0x1000)
     assert table.lookup(0x20FF) == ("unsized_asm", 0x2000)  # runs to the next symbol
     assert table.lookup(0x1400) is None and table.lookup(0x3004) is None
+
+
+@pytest.mark.parametrize("path", ["/usr/bin/python3.11", "/lib/x86_64-linux-gnu/libc.so.6",
+                                  "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"])
+def test_the_code_symbol_reader_gives_the_table_of_every_symbol(path: str) -> None:
+    """ModuleSymbols.load reads only code symbols (elf/symbols.read_function_symbols):
+    the table is the one every symbol of both tables gives."""
+    from planrunner.elf.symbols import find_symbols
+
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not on this machine")
+    every = ModuleSymbols.from_symbols([(1, list(find_symbols(path)))], ("symtab",))
+    table = ModuleSymbols.load(path, debug_root="/nonexistent")
+    assert len(table.starts) > 100 and table == every
