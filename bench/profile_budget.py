@@ -7,10 +7,11 @@ is printed and again just before SIGINT, so start-up and the exit's symbolizatio
 apart; the exit's time is reported too. (The BPF program's run time per sample, which
 the sampled tasks pay, is in BENCHMARKS.md's Python frames section: 6.2 us at 99 Hz.)
 
-    sudo .venv/bin/python bench/profile_budget.py [-d 30] [--rounds 3] [--tree DIR]
+    sudo .venv/bin/python bench/profile_budget.py [-d 30] [--rounds 3] [--tree DIR ...]
 
 (--tree: measure the planrunner package of another tree, e.g. a `git archive` of an
-older revision, by PYTHONPATH.)
+older revision, by PYTHONPATH; given twice or more, the trees take turns within every
+round, in alternating order, so that an A/B shares the machine's load.)
 """
 
 from __future__ import annotations
@@ -84,45 +85,53 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("-d", type=float, default=30, help="seconds traced per run")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tree", default=str(ROOT), help="the planrunner tree to measure")
+    ap.add_argument("--tree", action="append",
+                    help="a planrunner tree to measure (default: this one); given twice "
+                         "or more, the trees take turns in every round (an A/B in one run)")
     args = ap.parse_args()
-    env = {**os.environ, "PYTHONPATH": args.tree}
+    trees = args.tree or [str(ROOT)]
     work = Path(tempfile.mkdtemp(prefix="pr-budget-"))
     plans = {"99 Hz": str(ROOT / "plans" / "cpu-profile.yaml")}
     low = work / "cpu-profile-19.yaml"
     low.write_text((ROOT / "plans" / "cpu-profile.yaml").read_text()
                    .replace("profile: {hz: 99}", "profile: {hz: 19}"))
     plans["19 Hz"] = str(low)
-    compile_bytecode(args.tree, PY, plans["99 Hz"])
+    for tree in trees:
+        compile_bytecode(tree, PY, plans["99 Hz"])
     spins = [Child([sys.executable, "-c", SPIN], stdout=subprocess.DEVNULL)
              for _ in range(2)]
-    rows: dict[str, list[dict[str, float]]] = {k: [] for k in plans}
+    runs = [(tree, name) for name in plans for tree in trees]
+    rows: dict[tuple[str, str], list[dict[str, float]]] = {k: [] for k in runs}
     try:
-        for plan in plans.values():  # the caches, once
-            subprocess.run([PY, "-m", "planrunner", "run", plan, "-d", "1", "-o",
-                            os.devnull], cwd="/", capture_output=True, timeout=120, env=env)
+        for tree in trees:
+            env = {**os.environ, "PYTHONPATH": tree}
+            for plan in plans.values():  # the caches, once
+                subprocess.run([PY, "-m", "planrunner", "run", plan, "-d", "1", "-o",
+                                os.devnull], cwd="/", capture_output=True, timeout=120,
+                               env=env)
         for rnd in range(args.rounds):
-            for name in (list(plans) if rnd % 2 == 0 else list(plans)[::-1]):
-                r = one(plans[name], args.d, env)
-                print(f"[{rnd}] {name}: {r} load {os.getloadavg()[0]:.1f}", file=sys.stderr,
-                      flush=True)
+            for tree, name in (runs if rnd % 2 == 0 else runs[::-1]):
+                r = one(plans[name], args.d, {**os.environ, "PYTHONPATH": tree})
+                print(f"[{rnd}] {name} {tree}: {r} load {os.getloadavg()[0]:.1f}",
+                      file=sys.stderr, flush=True)
                 if r is not None:
-                    rows[name].append(r)
+                    rows[(tree, name)].append(r)
     finally:
         for s in spins:
             s.kill()
         cleanup()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; tree {args.tree}")
-    print(f"| rate | planrunner's process while tracing, % of one CPU, median (min..max) "
-          f"| second half only | exit (SIGINT -> end) s | runs of {args.d:g} s |")
-    print("|---|---|---|---|---|")
-    for name, rs in rows.items():
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"| rate | tree | planrunner's process while tracing, % of one CPU, median "
+          f"(min..max) | second half only | exit (SIGINT -> end) s | runs of {args.d:g} s |")
+    print("|---|---|---|---|---|---|")
+    for (tree, name), rs in rows.items():
         pct = [r["pct_of_one_cpu"] for r in rs]
         ex = [r["exit_s"] for r in rs]
         late = [r["pct_second_half"] for r in rs]
         if pct:
-            print(f"| {name} | {statistics.median(pct):.2f}% ({min(pct):.2f}..{max(pct):.2f}) "
+            print(f"| {name} | {tree} | {statistics.median(pct):.2f}% "
+                  f"({min(pct):.2f}..{max(pct):.2f}) "
                   f"| {statistics.median(late):.2f}% ({min(late):.2f}..{max(late):.2f}) "
                   f"| {statistics.median(ex):.2f} | {len(rs)} |")
     return 0
