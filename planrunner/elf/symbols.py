@@ -2,10 +2,12 @@
 tables; their entries are unpacked in bulk).
 
 `find_symbols(path)` -> every named symbol of both tables (deduplicated);
-`lookup_symbol(path, name)` -> the symbols called `name`. A name not found as written is
-tried against C++ demangled names (one batched `c++filt` call per file), either exactly
-(`ns::f(int)`) or without the parameter list (`ns::f`); a demangled match is accepted only
-when it names a single address, otherwise ResolveError lists the candidates.
+`lookup_symbol(path, name)` -> the symbols called `name`;
+`read_function_symbols(path)` -> the code symbols only, as tuples (stacks/symtab.py).
+A name not found as written is tried against C++ demangled names (one batched `c++filt`
+call per file), either exactly (`ns::f(int)`) or without the parameter list (`ns::f`); a
+demangled match is accepted only when it names a single address, otherwise ResolveError
+lists the candidates.
 Used for uprobes on functions and for rip-relative USDT operands (`sym(%rip)`).
 """
 

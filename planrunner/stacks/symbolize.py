@@ -11,6 +11,9 @@ not trusted: only its build-id debug file is read. Names are demangled in one ba
 per call (demangle.py). With `jit` (the process's perf map, perfmap.BoundPerfMap), an
 address in no file, or in a file without a symbol for it, is named from the map: a
 frame of kind "jit" in module `[jit]`, its offset from the JIT symbol's start.
+A named native frame is kept by (mapping, lookup address, address) and given again
+while the mapping's trust verdict is the one it was named with (a profile names the
+same return addresses sample after sample); a frame without a symbol is not kept.
 """
 
 from __future__ import annotations

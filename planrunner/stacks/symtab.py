@@ -1,7 +1,8 @@
 """The function symbols of one module, by link-time address.
 
 `ModuleSymbols.load(path, build_id, debug_root)` merges every source found:
-  1. the file's own `.symtab` and `.dynsym` (planrunner/elf/symbols.py's reader);
+  1. the file's own `.symtab` and `.dynsym` (planrunner/elf/symbols.py's reader of code
+     symbols, read_function_symbols: the names of data are never decoded);
   2. MiniDebugInfo: `.gnu_debugdata`, an xz-compressed ELF holding a `.symtab` of the
      functions `.dynsym` lacks (Fedora's scheme; Debian does not use it), decompressed
      with stdlib lzma and read by the same reader through a memfd;
