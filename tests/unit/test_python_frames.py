@@ -214,3 +214,19 @@ def test_a_python_frame_is_remembered_only_once_its_names_were_read() -> None:
     names[frame.code_key(43)] = CODE_NAMES.pack(b"other\0", b"/app/other.py\0")
     assert named(other) == ("other", "/app/other.py")
     assert named(cap) == ("spin", "/app/spin.py")
+
+
+def test_a_frame_parsed_again_from_the_same_bytes_is_the_same_frame() -> None:
+    """parse_section remembers each struct pr_pyframe's bytes: equal bytes give the frame
+    parsed first, a byte changed (another instruction) gives its own."""
+    def record(lasti: int) -> bytes:
+        return struct.pack("<IIQ4Q", 42, 0, 7, 0x401000, 0x7ffc0000, 0, 0) + \
+            struct.pack("<II", 1, FOUND) + PYFRAME.pack(0x7000, 0x7100, 0x7200, 0, lasti,
+                                                        5, ENTRY, 0)
+
+    first = parse_ustack_record(record(10), python=1).python
+    again = parse_ustack_record(memoryview(record(10)), python=1).python
+    other = parse_ustack_record(record(12), python=1).python
+    assert first is not None and again is not None and other is not None
+    assert again.frames[0] is first.frames[0]
+    assert other.frames[0] == RawPyFrame(0x7000, 0x7100, 0x7200, 0, 12, 5, True)
