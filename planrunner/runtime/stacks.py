@@ -78,6 +78,11 @@ if TYPE_CHECKING:
 MAX_FRAMES = 127
 CLEAN_STOPS = ("end", "depth")  # a walk that stops so at its first frame is not lost
 EFAULT = 14  # get_stackid: the event has no such stack (a kstack in user mode): empty
+UNNAMED = ("?", "?")  # a code object whose names are not in the codes map
+# (pid, raw Python frame) -> its Frame: a profile of deep Python code meets the same
+# frames (code object, instruction) in sample after sample; every input of the Frame
+# (names by code key, line by code, table and instruction) is in the key
+PYFRAMES_KEPT = 1 << 16
 
 
 class MapsFeed(Protocol):
@@ -119,6 +124,7 @@ class StackResolver:
         self.python = 0  # Python frames each copy of the copies map holds
         self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
         self._names: dict[bytes, tuple[str, str]] = {}  # code key -> names
+        self._pyframes: dict[tuple[int, RawPyFrame], Frame] = {}
         # called with each process BPF announces (runtime/python_bins.py)
         self.on_new_process: Callable[[int], None] | None = None
         self.lost = 0  # stacks that could not be shown (not captured, or no maps)
@@ -345,9 +351,18 @@ class StackResolver:
         if self._lines is None:
             self._lines = LineTables()
         assert capture.python is not None
-        python = [(python_frame(f, self._code_names(capture.pid, f),
-                                self._lines.line(capture.pid, f.code, f)), f.entry)
-                  for f in capture.python.frames]
+        pid, known = capture.pid, self._pyframes
+        python = []
+        for f in capture.python.frames:
+            frame = known.get((pid, f))
+            if frame is None:
+                names = self._code_names(pid, f)
+                frame = python_frame(f, names, self._lines.line(pid, f.code, f))
+                if names != UNNAMED:  # names evicted from the BPF map: asked again
+                    if len(known) >= PYFRAMES_KEPT:
+                        known.clear()
+                    known[(pid, f)] = frame
+            python.append((frame, f.entry))
         return merge(native, python)
 
     def _code_names(self, pid: int, frame: RawPyFrame) -> tuple[str, str]:
@@ -361,7 +376,7 @@ class StackResolver:
             value = (self.source.map_value(self.python_codes, key)
                      if self.source is not None and self.python_codes else None)
             if value is None:
-                return "?", "?"
+                return UNNAMED
             names = self._names[key] = code_names(value)
         return names
 

@@ -11,6 +11,9 @@ not trusted: only its build-id debug file is read. Names are demangled in one ba
 per call (demangle.py). With `jit` (the process's perf map, perfmap.BoundPerfMap), an
 address in no file, or in a file without a symbol for it, is named from the map: a
 frame of kind "jit" in module `[jit]`, its offset from the JIT symbol's start.
+A named native frame is kept by (mapping, lookup address, address) and given again
+while the mapping's trust verdict is the one it was named with (a profile names the
+same return addresses sample after sample); a frame without a symbol is not kept.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from planrunner.stacks.unwind import JitLookup, MappingLookup
 JIT_MODULE = "[jit]"
 
 TRUST_S = 1.0
+NAMED_KEPT = 1 << 17  # frames remembered by address (Symbolizer._named)
 
 
 class Symbolizer:
@@ -41,13 +45,28 @@ class Symbolizer:
         # mapping -> (same_file, when checked): asked per frame, a stat each (~7 us);
         # a file replaced under a running process is seen within TRUST_S
         self._trusted: dict[Mapping, tuple[bool, float]] = {}
+        # (mapping, lookup, addr) -> (frame as returned, the trust it was named with): a
+        # profile names the same return addresses sample after sample; an entry is used
+        # only while its mapping's trust verdict (checked as before) is unchanged
+        self._named: dict[tuple[Mapping, int, int], tuple[Frame, bool]] = {}
 
     def symbolize(self, addrs: Sequence[int], modules: MappingLookup,
                   first_is_pc: bool = True, jit: JitLookup | None = None) -> list[Frame]:
         frames: list[Frame] = []
+        fresh: list[tuple[int, tuple[Mapping, int, int], bool]] = []  # (index, key, trust)
+        named, now = self._named, time.monotonic()
         for i, addr in enumerate(addrs):
             lookup = addr if (i == 0 and first_is_pc) else addr - 1
-            frame = self._frame(addr, lookup, modules.find(lookup))
+            mapping = modules.find(lookup)
+            if mapping is not None:
+                trusted = self._trust(mapping, now)
+                key = (mapping, lookup, addr)
+                hit = named.get(key)
+                if hit is not None and hit[1] == trusted:
+                    frames.append(hit[0])
+                    continue
+                fresh.append((i, key, trusted))
+            frame = self._frame(addr, lookup, mapping)
             if frame.symbol is None and jit is not None:
                 frame = _jit_frame(addr, lookup, jit) or frame
             frames.append(frame)
@@ -56,16 +75,26 @@ class Symbolizer:
             if pretty:
                 frames = [replace(f, symbol=pretty.get(f.symbol, f.symbol))
                           if f.symbol and f.kind == "native" else f for f in frames]
+        if len(named) + len(fresh) > NAMED_KEPT:
+            named.clear()
+        for i, key, trusted in fresh:
+            if frames[i].kind == "native" and frames[i].symbol is not None:
+                # (a frame without a symbol may be named by a perf map that grows later)
+                named[key] = (frames[i], trusted)
         return frames
 
-    def table(self, mapping: Mapping) -> ModuleSymbols:
-        now = time.monotonic()
+    def _trust(self, mapping: Mapping, now: float) -> bool:
+        """Whether the file at the mapping's path is still the one mapped (rechecked
+        once TRUST_S has passed)."""
         known = self._trusted.get(mapping)
         if known is None or now - known[1] > TRUST_S:
             if len(self._trusted) >= 1 << 16:
                 self._trusted.clear()
             known = self._trusted[mapping] = (same_file(mapping), now)
-        trusted = known[0]
+        return known[0]
+
+    def table(self, mapping: Mapping) -> ModuleSymbols:
+        trusted = self._trust(mapping, time.monotonic())
         key: object = (("build-id", mapping.build_id) if mapping.build_id
                        else (mapping.path, mapping.dev, mapping.inode))
         if not trusted:

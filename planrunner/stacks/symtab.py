@@ -1,7 +1,8 @@
 """The function symbols of one module, by link-time address.
 
 `ModuleSymbols.load(path, build_id, debug_root)` merges every source found:
-  1. the file's own `.symtab` and `.dynsym` (planrunner/elf/symbols.py's reader);
+  1. the file's own `.symtab` and `.dynsym` (planrunner/elf/symbols.py's reader of code
+     symbols, read_function_symbols: the names of data are never decoded);
   2. MiniDebugInfo: `.gnu_debugdata`, an xz-compressed ELF holding a `.symtab` of the
      functions `.dynsym` lacks (Fedora's scheme; Debian does not use it), decompressed
      with stdlib lzma and read by the same reader through a memfd;
@@ -18,14 +19,17 @@ from __future__ import annotations
 import bisect
 import lzma
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from planrunner.elf.reader import sections
-from planrunner.elf.symbols import Symbol, find_symbols
+from planrunner.elf.symbols import FunctionEntry, Symbol, find_symbols, read_function_symbols
 from planrunner.errors import ResolveError
 
 DEBUG_ROOT = "/usr/lib/debug"
 _FUNC_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
+T = TypeVar("T")
 _NESTED = 4  # symbols looked back at for one that encloses the address
 
 
@@ -50,42 +54,48 @@ class ModuleSymbols:
     def load(cls, path: str | None, build_id: str | None = None,
              debug_root: str = DEBUG_ROOT) -> ModuleSymbols:
         """path None: only the build-id debug file (the mapped file is not trusted)."""
-        ranked: list[tuple[int, list[Symbol]]] = []
+        ranked: list[tuple[int, list[FunctionEntry]]] = []
         sources: list[str] = []
-        own = _safe(path) if path else []
-        if own:
+        own, named = _safe(path) if path else ([], False)
+        if named:
             ranked.append((1, own))
             sources.append("symtab")
-        mini = minidebuginfo_symbols(path) if path else []
-        if mini:
+        none: tuple[list[FunctionEntry], bool] = ([], False)
+        mini, named = _in_debugdata(path, _safe, none) if path else none
+        if named:
             ranked.append((2, mini))
             sources.append("gnu_debugdata")
         debug = debug_file(build_id, debug_root)
         if debug is not None:
-            syms = _safe(debug)
-            if syms:
+            syms, named = _safe(debug)
+            if named:
                 ranked.append((2, syms))
                 sources.append("build-id:" + debug)
-        return cls.from_symbols(ranked, tuple(sources))
+        return cls.from_entries(ranked, tuple(sources))
 
     @classmethod
     def from_symbols(cls, ranked: list[tuple[int, list[Symbol]]],
                      sources: tuple[str, ...] = ()) -> ModuleSymbols:
+        """From Symbol lists (any type: only code is kept), best rank first."""
+        return cls.from_entries(
+            [(rank, [(s.name, s.value, s.size, s.hidden) for s in syms
+                     if (s.type in _FUNC_TYPES or (s.type == "STT_NOTYPE" and s.size))
+                     and s.value])
+             for rank, syms in ranked], sources)
+
+    @classmethod
+    def from_entries(cls, ranked: list[tuple[int, list[FunctionEntry]]],
+                     sources: tuple[str, ...] = ()) -> ModuleSymbols:
+        """From code symbols (elf/symbols.read_function_symbols' tuples)."""
         best: dict[int, tuple[tuple[int, int, int, int], str, int]] = {}
         for rank, syms in ranked:
-            for s in syms:
-                if s.type not in _FUNC_TYPES and not (s.type == "STT_NOTYPE" and s.size):
-                    continue
-                if not s.value:
-                    continue
-                score = (-rank, int(s.hidden), len(s.name) - len(s.name.lstrip("_")),
-                         len(s.name))
-                have = best.get(s.value)
+            for name, value, size, hidden in syms:
+                have = best.get(value)
+                score = (-rank, int(hidden), len(name) - len(name.lstrip("_")), len(name))
                 if have is None or score < have[0]:
-                    size = max(s.size, have[2] if have else 0)
-                    best[s.value] = (score, s.name, size)
-                elif s.size > have[2]:
-                    best[s.value] = (have[0], have[1], s.size)
+                    best[value] = (score, name, max(size, have[2] if have else 0))
+                elif size > have[2]:
+                    best[value] = (have[0], have[1], size)
         starts = sorted(best)
         ends = []
         for i, start in enumerate(starts):
@@ -104,30 +114,43 @@ def debug_file(build_id: str | None, debug_root: str = DEBUG_ROOT) -> str | None
 
 def minidebuginfo_symbols(path: str) -> list[Symbol]:
     """The symbols of `path`'s `.gnu_debugdata` ([] when it has none or it is corrupt)."""
+    return _in_debugdata(path, _all_symbols, [])
+
+
+def _in_debugdata(path: str, read: Callable[[str], T], empty: T) -> T:
+    """`read` over the ELF file in `path`'s `.gnu_debugdata` (`empty` without one)."""
     try:
         sec = next((s for s in sections(path) if s.name == ".gnu_debugdata"), None)
     except ResolveError:
-        return []
+        return empty
     if sec is None or not sec.size:
-        return []
+        return empty
     try:
         with open(path, "rb") as fh:
             fh.seek(sec.offset)
             elf = lzma.decompress(fh.read(sec.size))
     except (OSError, lzma.LZMAError):
-        return []
+        return empty
     fd = os.memfd_create("gnu_debugdata", os.MFD_CLOEXEC)
     try:
         view = memoryview(elf)
         while view:
             view = view[os.write(fd, view):]
-        return _safe(f"/proc/self/fd/{fd}")
+        return read(f"/proc/self/fd/{fd}")
     finally:
         os.close(fd)
 
 
-def _safe(path: str) -> list[Symbol]:
+def _all_symbols(path: str) -> list[Symbol]:
     try:
         return list(find_symbols(path))
     except ResolveError:
         return []
+
+
+def _safe(path: str) -> tuple[list[FunctionEntry], bool]:
+    """The code symbols of `path`, and whether it has any symbol (the source counts)."""
+    try:
+        return read_function_symbols(path)
+    except ResolveError:
+        return [], False

@@ -177,3 +177,56 @@ def test_python_frames_are_read_by_default_and_a_plan_turns_them_off(tmp_path: P
     _, _, off = compile_plan(_plan(tmp_path, "{python: false}"), {})
     assert "pr_py_frames" not in off.c_source and "pr_pyframe" not in off.c_source
     assert off.python_bins_map == "" and off.stack_maps.python == 0
+
+
+def test_a_python_frame_is_remembered_only_once_its_names_were_read() -> None:
+    """runtime/stacks.py keeps each (pid, raw frame)'s Frame: a code object whose names
+    were not in the codes map ("?", evicted or not written yet) is asked again, and the
+    same raw frame in another process is named from that process's key."""
+    from planrunner.runtime.stacks import StackResolver
+
+    names: dict[bytes, bytes] = {}
+
+    class Codes:
+        def map_value(self, _map: str, key: bytes) -> bytes | None:
+            return names.get(key)
+
+    resolver = StackResolver(Codes())  # type: ignore[arg-type]
+    resolver.python_codes = "pr_pycode"
+    raw = PYFRAME.pack(0x7000, 0x7100, 0x7200, 0, -2, 5, ENTRY, 0)
+    record = struct.pack("<IIQ4Q", 42, 0, 7, 0x401000, 0x7ffc0000, 0, 0) + \
+        struct.pack("<II", 1, FOUND) + raw
+    cap = parse_ustack_record(record, python=1)
+    native = [_native("_PyEval_EvalFrameDefault")]
+
+    def named(capture: object) -> tuple[str | None, str]:
+        (frame,) = resolver._with_python(capture, native)  # type: ignore[arg-type]
+        return frame.symbol, frame.module
+
+    assert named(cap) == ("?", "?")
+    frame = cap.python.frames[0] if cap.python else None
+    assert frame is not None
+    names[frame.code_key(42)] = CODE_NAMES.pack(b"spin\0", b"/app/spin.py\0")
+    assert named(cap) == ("spin", "/app/spin.py")  # "?" was not kept
+    assert named(cap) == ("spin", "/app/spin.py")
+    other = parse_ustack_record(struct.pack("<IIQ4Q", 43, 0, 7, 0x401000, 0x7ffc0000, 0, 0)
+                                + struct.pack("<II", 1, FOUND) + raw, python=1)
+    names[frame.code_key(43)] = CODE_NAMES.pack(b"other\0", b"/app/other.py\0")
+    assert named(other) == ("other", "/app/other.py")
+    assert named(cap) == ("spin", "/app/spin.py")
+
+
+def test_a_frame_parsed_again_from_the_same_bytes_is_the_same_frame() -> None:
+    """parse_section remembers each struct pr_pyframe's bytes: equal bytes give the frame
+    parsed first, a byte changed (another instruction) gives its own."""
+    def record(lasti: int) -> bytes:
+        return struct.pack("<IIQ4Q", 42, 0, 7, 0x401000, 0x7ffc0000, 0, 0) + \
+            struct.pack("<II", 1, FOUND) + PYFRAME.pack(0x7000, 0x7100, 0x7200, 0, lasti,
+                                                        5, ENTRY, 0)
+
+    first = parse_ustack_record(record(10), python=1).python
+    again = parse_ustack_record(memoryview(record(10)), python=1).python
+    other = parse_ustack_record(record(12), python=1).python
+    assert first is not None and again is not None and other is not None
+    assert again.frames[0] is first.frames[0]
+    assert other.frames[0] == RawPyFrame(0x7000, 0x7100, 0x7200, 0, 12, 5, True)

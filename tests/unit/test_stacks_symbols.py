@@ -149,6 +149,59 @@ def test_a_file_replaced_on_disk_is_not_trusted(nofp: Path, tmp_path: Path) -> N
     assert frame.offset == dump.capture.regs.pc - mapping.bias  # module-relative address
 
 
+@needs_fixture
+def test_a_named_frame_is_reused_only_while_its_file_is_trusted(
+        nofp: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Symbolizer._named: the same address of the same mapping is named once; a file
+    replaced on disk (seen at the next trust check) names it no more."""
+    import planrunner.stacks.symbolize as symbolize
+
+    dump = load_dump(run_dump(nofp / "fx_stack", nofp / "named"))
+    pc = dump.capture.regs.pc
+    clock = [100.0]
+    monkeypatch.setattr(symbolize.time, "monotonic", lambda: clock[0])
+    files_same = [True]
+    monkeypatch.setattr(symbolize, "same_file", lambda _m: files_same[0])
+    sym = Symbolizer(debug_root=str(tmp_path))
+    first = sym.symbolize([pc], dump.modules)[0]
+    assert first.symbol == CHAIN[0]
+    assert sym.symbolize([pc], dump.modules)[0] is first  # from the cache
+    files_same[0] = False  # replaced on disk: not trusted once rechecked
+    assert sym.symbolize([pc], dump.modules)[0] is first  # within TRUST_S: as before
+    clock[0] += symbolize.TRUST_S + 0.5
+    replaced = sym.symbolize([pc], dump.modules)[0]
+    assert replaced.symbol is None and replaced.module == first.module
+    files_same[0] = True
+    clock[0] += symbolize.TRUST_S + 0.5
+    assert sym.symbolize([pc], dump.modules)[0] == first
+
+
+@needs_fixture
+def test_a_named_frame_is_not_reused_for_another_mapping(nofp: Path) -> None:
+    """The cache key holds the mapping: the same address in a module mapped elsewhere
+    (another process, a library unmapped and mapped again at another bias) is named
+    over that mapping."""
+    dump = load_dump(run_dump(nofp / "fx_stack", nofp / "moved"))
+    mapping = dump.modules.find(dump.capture.regs.pc)
+    assert mapping is not None and mapping.bias is not None
+    shift = 0x10000
+    moved = Mapping(mapping.start + shift, mapping.end + shift, mapping.file_offset,
+                    mapping.perms, mapping.path, mapping.dev, mapping.inode,
+                    mapping.build_id, mapping.bias + shift)
+
+    class Both:
+        def find(self, addr: int) -> Mapping | None:
+            return moved if moved.start <= addr < moved.end else mapping
+
+    sym = Symbolizer()
+    pc = dump.capture.regs.pc
+    here = sym.symbolize([pc], dump.modules)[0]
+    there = sym.symbolize([pc + shift], Both())[0]
+    assert (there.symbol, there.offset, there.mapping) == (here.symbol, here.offset, moved)
+    # the old address over the moved mapping's view: another place, named afresh
+    assert sym.symbolize([pc], Both())[0] == here
+
+
 # --- demangling ------------------------------------------------------------------------
 
 needs_cxxfilt = pytest.mark.skipif(shutil.which("c++filt") is None,
@@ -263,3 +316,17 @@ def test_an_entry_point_inside_a_larger_function_does_not_hide_it() -> None:
     assert table.lookup(0x1200) == ("__memmove_avx", 0x1000)
     assert table.lookup(0x20FF) == ("unsized_asm", 0x2000)  # runs to the next symbol
     assert table.lookup(0x1400) is None and table.lookup(0x3004) is None
+
+
+@pytest.mark.parametrize("path", ["/usr/bin/python3.11", "/lib/x86_64-linux-gnu/libc.so.6",
+                                  "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"])
+def test_the_code_symbol_reader_gives_the_table_of_every_symbol(path: str) -> None:
+    """ModuleSymbols.load reads only code symbols (elf/symbols.read_function_symbols):
+    the table is the one every symbol of both tables gives."""
+    from planrunner.elf.symbols import find_symbols
+
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not on this machine")
+    every = ModuleSymbols.from_symbols([(1, list(find_symbols(path)))], ("symtab",))
+    table = ModuleSymbols.load(path, debug_root="/nonexistent")
+    assert len(table.starts) > 100 and table == every
