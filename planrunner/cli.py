@@ -144,6 +144,10 @@ def run_and_exit(argv: list[str] | None = None) -> None:
         status = main(argv)
     except KeyboardInterrupt:  # while the cache or build_parser's imports are read, before
         status = 130           # main begins to catch it
+    except RuntimeError as exc:  # the same inside a class's creation, wrapped by Python
+        if not isinstance(exc.__cause__, KeyboardInterrupt):  # ("Error calling
+            raise                                           # __set_name__")
+        status = 130
     if any(t.name == "planrunner-load" and t.is_alive() for t in threading.enumerate()):
         _flush_std()
         os._exit(status)

@@ -224,3 +224,30 @@ def test_a_process_where_bcc_compiled_ends_at_once_after_its_exit_functions() ->
     assert "not found" in fast.stderr and fast.stderr == normal.stderr
     assert fast.stdout == "exit functions ran\n"
     assert normal.stdout == "exit functions ran\nfinalized\n"
+
+
+def test_a_ctrl_c_inside_a_class_creation_ends_with_130_and_no_traceback() -> None:
+    """Python wraps an exception raised while a class is made (a dataclass field's
+    __set_name__) in RuntimeError("Error calling __set_name__ ..."): a Ctrl-C landing
+    there while planrunner imports must still end with 130 and no traceback, as any
+    other early Ctrl-C does (test_stopping_startup caught it once in CI)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import planrunner.cli as cli\n"
+            "class Named:\n"
+            "    def __set_name__(self, owner, name): raise KeyboardInterrupt\n"
+            "def main(argv):\n"
+            "    class Made:\n"
+            "        field = Named()\n"
+            "cli.main = main\n"
+            "cli.run_and_exit(sys.argv[1:])\n")
+    done = subprocess.run([sys.executable, "-c", code, "--version"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    other = subprocess.run([sys.executable, "-c", code.replace("KeyboardInterrupt",
+                                                               "ValueError('x')")],
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 1 and "Error calling __set_name__" in other.stderr
