@@ -17,7 +17,9 @@ import os
 import re
 import struct
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from planrunner import inputs
 from planrunner.errors import ResolveError
@@ -150,7 +152,6 @@ def _read_symbols(path: str) -> tuple[Symbol, ...]:
     for mariadbd's 30k symbols, against ~15 ms here)."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
 
     seen: set[tuple[str, int]] = set()
     out: list[Symbol] = []
@@ -158,16 +159,8 @@ def _read_symbols(path: str) -> tuple[Symbol, ...]:
         with open(path, "rb") as fh:
             inputs.opened_fd(path, fh.fileno())
             elf = ELFFile(fh)
-            for table in _TABLES:
-                sec = elf.get_section_by_name(table)
-                if not isinstance(sec, SymbolTableSection):
-                    continue
-                strtab = elf.get_section(sec["sh_link"]).data()
-                versym = elf.get_section_by_name(".gnu.version") if table == ".dynsym" else None
-                hidden = _hidden_entries(versym.data() if versym is not None else b"",
-                                         elf.little_endian)
-                for sym in _unpack(sec.data(), strtab, elf.elfclass, elf.little_endian,
-                                   hidden):
+            for data, strtab, hidden in _symbol_tables(elf):
+                for sym in _unpack(data, strtab, elf.elfclass, elf.little_endian, hidden):
                     ident = (sym.name, sym.value)
                     if ident not in seen:
                         seen.add(ident)
@@ -175,6 +168,21 @@ def _read_symbols(path: str) -> tuple[Symbol, ...]:
     except (OSError, ELFError, struct.error) as exc:
         raise ResolveError(f"cannot read the symbols of {path}: {exc}") from None
     return tuple(out)
+
+
+def _symbol_tables(elf: Any) -> Iterator[tuple[bytes, bytes, frozenset[int]]]:
+    """Each symbol table of `elf` (_TABLES order): its raw entries, its string table and
+    the indexes of .dynsym entries of a non-default version."""
+    from elftools.elf.sections import SymbolTableSection
+
+    for table in _TABLES:
+        sec = elf.get_section_by_name(table)
+        if not isinstance(sec, SymbolTableSection):
+            continue
+        strtab = elf.get_section(sec["sh_link"]).data()
+        versym = elf.get_section_by_name(".gnu.version") if table == ".dynsym" else None
+        yield sec.data(), strtab, _hidden_entries(
+            versym.data() if versym is not None else b"", elf.little_endian)
 
 
 # Elf32_Sym / Elf64_Sym field order differs; both are unpacked to
@@ -231,7 +239,6 @@ def read_function_symbols(path: str) -> tuple[list[FunctionEntry], bool]:
     ResolveError."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
 
     seen: set[tuple[str, int]] = set()
     out: list[FunctionEntry] = []
@@ -243,15 +250,7 @@ def read_function_symbols(path: str) -> tuple[list[FunctionEntry], bool]:
             fmt, order = _SYM_FORMATS[elf.elfclass]
             entry = struct.Struct(("<" if elf.little_endian else ">") + fmt)
             i_name, i_value, i_size, i_info, i_shndx = order
-            for table in _TABLES:
-                sec = elf.get_section_by_name(table)
-                if not isinstance(sec, SymbolTableSection):
-                    continue
-                strtab = elf.get_section(sec["sh_link"]).data()
-                versym = elf.get_section_by_name(".gnu.version") if table == ".dynsym" else None
-                hidden = _hidden_entries(versym.data() if versym is not None else b"",
-                                         elf.little_endian)
-                data = sec.data()
+            for data, strtab, hidden in _symbol_tables(elf):
                 usable = len(data) - len(data) % entry.size
                 find = strtab.find
                 for index, rec in enumerate(entry.iter_unpack(memoryview(data)[:usable])):
