@@ -375,13 +375,14 @@ class BccBackend:
             return BackendError(f"could not load the BPF program: {exc}")
         return None
 
-    def _program(self) -> cc.LoadedProgram:
+    def _image(self) -> cc.LoadedProgram:
+        """The loaded program image (maps and functions); BackendError before `load`."""
         if self.program is None or self.loaded is None:
             raise BackendError("the BPF program is not loaded")
         return self.loaded
 
     def _loaded(self) -> RenderedProgram:
-        self._program()
+        self._image()
         assert self.program is not None
         return self.program
 
@@ -407,7 +408,7 @@ class BccBackend:
                             PR_CGROUP.pack(cgroup_id, level))
 
     def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
-        loaded = self._program()
+        loaded = self._image()
         try:
             loaded.update(map_name, key, value)
         except (KeyError, ValueError, OSError) as exc:
@@ -463,7 +464,7 @@ class BccBackend:
         """Put `site`'s thunk in its slot of the dispatcher's prog array."""
         name = self._loaded().uprobe_sites_map
         try:
-            map_update_elem(self._program().map_fd(name), struct.pack("I", site.slot),
+            map_update_elem(self._image().map_fd(name), struct.pack("I", site.slot),
                             struct.pack("I", prog_fd))
         except OSError as exc:
             raise BackendError(f"could not attach probe '{site.probe}' at {where(site)}: "
@@ -499,7 +500,7 @@ class BccBackend:
         """`site`'s function loaded for `strategy` (once: later calls give its fd)."""
         sleepable = site.sleepable and self.features.sleepable
         try:
-            return self._program().load_func(site.fn_name, strategy.prog_type,
+            return self._image().load_func(site.fn_name, strategy.prog_type,
                                              strategy.attach_type,
                                              BPF_F_SLEEPABLE if sleepable else 0)
         except cc.CacheLoadError as exc:
@@ -584,7 +585,7 @@ class BccBackend:
         """Read print records by mapping the ring buffer (runtime/ringbuf.py) where the
         kernel allows it and the CPU orders memory strongly enough (x86-64), else through
         libbpf's consumer (runtime/ring_libbpf.py, with its memory barriers)."""
-        loaded = self._program()
+        loaded = self._image()
         name = self._loaded().events_map
         fd = loaded.map_fd(name)
         if self.features.ringbuf_mmap and ordered_host() and not wants_libbpf():
@@ -619,7 +620,7 @@ class BccBackend:
     def _map_refs(self) -> dict[str, MapRef]:
         """Every map of the loaded program by name, made once (finish_attach)."""
         if not self._maps:
-            loaded = self._program()
+            loaded = self._image()
             self._maps = {m.name: MapRef(m.name, fd, m.map_type, m.key_size, m.value_size,
                                          m.max_entries, m.key_desc, m.leaf_desc)
                           for m, fd in zip(loaded.program.maps, loaded.map_fds, strict=True)}
