@@ -18,6 +18,9 @@ goes through one of the functions below, which does the real operation and, whil
                                               followed: a retargeted symlink is a miss)
     getenv(name)                              ("env", name): the value, or unset
     which(name)                               a tool found on PATH
+    cpu()                                     ("cpu", "/proc/cpuinfo"): the CPU's
+                                              vendor, model and feature flags (what an
+                                              IFUNC resolver reads), not its clock
     unkeyable(why)                            the compile used what cannot be named
                                               (it is then never stored)
 
@@ -170,10 +173,27 @@ def _which_now(name: str) -> str:
     return shutil.which(name) or ABSENT
 
 
+# The lines of /proc/cpuinfo's first processor that name the CPU and its features; the
+# others (MHz, bogomips, core ids) differ from read to read or CPU to CPU.
+_CPU_KEYS = (b"vendor_id", b"cpu family", b"model", b"model name", b"stepping", b"flags")
+
+
+def _cpu_now(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            first = fh.read(65536).split(b"\n\n", 1)[0]  # one processor's block
+    except OSError:
+        return ABSENT
+    lines = [line for line in first.splitlines()
+             if line.split(b":", 1)[0].strip() in _CPU_KEYS]
+    return _sha256(b"\n".join(lines))
+
+
 _CHECKS: dict[str, Callable[[str], str]] = {
     "stat": _stat_now, "content": _content_now, "dir": _listing_now,
     "realpath": os.path.realpath, "link": _readlink_now,
-    "env": lambda name: os.environ.get(name, UNSET), "which": _which_now}
+    "env": lambda name: os.environ.get(name, UNSET), "which": _which_now,
+    "cpu": _cpu_now}
 
 
 def changed(inputs: Sequence[Input]) -> str | None:
@@ -183,7 +203,8 @@ def changed(inputs: Sequence[Input]) -> str | None:
         if check is None:
             return f"unknown input kind {kind!r}"
         if check(what) != found:
-            return f"{what} changed" if kind != "env" else f"${what} changed"
+            return {"env": f"${what} changed", "cpu": "the CPU changed"}.get(
+                kind, f"{what} changed")
     return None
 
 
@@ -315,3 +336,10 @@ def which(name: str) -> str | None:
         if found:
             stat(found)
     return found
+
+
+def cpu() -> None:
+    """Note that what the compile found depends on this CPU (an IFUNC's choice): a cache
+    entry moved to another CPU model, as a VM migrated between hosts is, is a miss."""
+    if _log is not None:
+        _log.add("cpu", "/proc/cpuinfo", _cpu_now("/proc/cpuinfo"))

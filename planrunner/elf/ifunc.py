@@ -20,6 +20,7 @@ import ctypes
 import os
 from dataclasses import dataclass
 
+from planrunner import inputs
 from planrunner.elf.reader import open_binary
 from planrunner.elf.symbols import Symbol, find_symbols
 from planrunner.errors import ResolveError
@@ -39,6 +40,7 @@ class _DlInfo(ctypes.Structure):
 
 def resolve_ifunc(path: str, symbol: Symbol) -> IfuncTarget:
     """The implementation `symbol` (an STT_GNU_IFUNC of `path`) resolves to here."""
+    inputs.cpu()  # the resolver's choice is this CPU's: another CPU model, another answer
     try:
         lib = ctypes.CDLL(path, mode=os.RTLD_LAZY | os.RTLD_NOLOAD)
         address = ctypes.cast(getattr(lib, symbol.name), ctypes.c_void_p).value

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from planrunner import inputs
 from planrunner.cli import main
 from planrunner.elf.ifunc import resolve_ifunc
 from planrunner.elf.reader import vaddr_to_offset
@@ -60,6 +61,19 @@ def test_a_loaded_library_resolves_to_the_resolvers_pick(tmp_path):
     got = resolve_ifunc(lib, sym)
     assert (got.vaddr, got.name, got.size) == (fast.value, "twice_fast", fast.size)
     assert got.vaddr != sym.value
+
+
+def test_an_ifunc_resolution_is_keyed_by_this_cpu(tmp_path):
+    """The resolver's pick depends on the CPU: a run-cache entry that resolved an IFUNC
+    records the CPU, so a cache carried to another CPU model is a miss."""
+    lib = _build(tmp_path, "libifunc.so")
+    ctypes.CDLL(lib)
+    [sym] = lookup_symbol(lib, "twice")
+    with inputs.recording() as log:
+        resolve_ifunc(lib, sym)
+    [(kind, what, found)] = [i for i in log.inputs() if i[0] == "cpu"]
+    assert inputs.changed([(kind, what, found)]) is None
+    assert inputs.changed([(kind, what, "another cpu")]) == "the CPU changed"
 
 
 def test_glibc_strlen_resolves_to_the_code_this_process_calls():

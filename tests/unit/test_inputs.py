@@ -101,6 +101,22 @@ def test_the_first_observation_stands_and_a_second_that_differs_marks_the_log(
     assert log.inputs() == first and log.moved is not None and str(f) in log.moved
 
 
+def test_the_cpu_is_named_by_its_model_and_flags_not_its_clock(tmp_path: Path) -> None:
+    block = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+             "model name\t: AMD EPYC\nstepping\t: 1\ncpu MHz\t\t: {mhz}\n"
+             "flags\t\t: fpu sse2 {extra}\nbogomips\t: {mhz}\n\nprocessor\t: 1\n"
+             "cpu MHz\t\t: 1.0\n")
+    fake = tmp_path / "cpuinfo"
+
+    def seen(mhz: str, extra: str) -> str:
+        fake.write_text(block.format(mhz=mhz, extra=extra))
+        return inputs._cpu_now(str(fake))
+
+    assert seen("2994.1", "avx2") == seen("3100.7", "avx2")  # the clock moves
+    assert seen("2994.1", "avx2") != seen("2994.1", "avx512f")  # the features do not
+    assert inputs._cpu_now("/proc/cpuinfo") not in (inputs.ABSENT, seen("1", "x"))
+
+
 def test_an_unknown_kind_is_a_change() -> None:
     assert inputs.changed([("future-kind", "x", "y")]) is not None
 
