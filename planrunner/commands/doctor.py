@@ -28,8 +28,8 @@ class Check:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     p = subparsers.add_parser(name, help="check that this machine can run plans",
-                              description="Check root, bcc, kernel headers, tracefs, BTF "
-                                          "and uprobe semaphore support.")
+                              description="Check root, bcc, kernel headers, tracefs, BTF, "
+                                          "uprobe semaphore support and the ring buffer reader.")
     p.set_defaults(func=run)
 
 
@@ -101,5 +101,26 @@ def check_ref_ctr(path: str = "/sys/bus/event_source/devices/uprobe/format/ref_c
                  "a semaphore cannot be enabled system-wide")
 
 
+def check_ring_reader(machine: str | None = None, library: str | None = None) -> Check:
+    """Which reader takes the ring buffer's records here: planrunner's own (plain loads,
+    x86-64's store order) or libbpf's consumer, which must then load (ring_libbpf.py)."""
+    import ctypes  # here, not at the top: every command's startup imports this module
+
+    from planrunner.runtime.ring_libbpf import LIBRARY, wants_libbpf
+    from planrunner.runtime.ringbuf import ordered_host
+
+    if ordered_host(machine) and not wants_libbpf():
+        return Check("ring buffer reader", True, "planrunner's own (this CPU orders stores)")
+    try:
+        ctypes.CDLL(library or LIBRARY)
+    except OSError as exc:
+        return Check("ring buffer reader", False,
+                     f"records are read through libbpf here and {library or LIBRARY} did "
+                     f"not load ({exc}): install Debian's libbpfcc (python3-bpfcc depends "
+                     "on it)")
+    return Check("ring buffer reader", True, f"libbpf's consumer ({library or LIBRARY})")
+
+
 CHECKS: tuple[Callable[[], Check], ...] = (
-    check_root, check_bcc, check_kernel_headers, check_tracefs, check_btf, check_ref_ctr)
+    check_root, check_bcc, check_kernel_headers, check_tracefs, check_btf, check_ref_ctr,
+    check_ring_reader)

@@ -143,7 +143,7 @@ def test_doctor_lines_and_exit_code() -> None:
     results = [c() for c in doctor.CHECKS]
     code, out, _ = cli("doctor")
     lines = out.splitlines()
-    assert len(lines) == 6
+    assert len(lines) == len(doctor.CHECKS) == 7
     assert [ln.split()[0] for ln in lines] == ["OK" if r.ok else "MISSING" for r in results]
     assert code == (0 if all(r.ok for r in results) else 3)
     assert lines[0].split()[1] == "root" and (os.geteuid() == 0) == results[0].ok
@@ -167,6 +167,20 @@ def _tree(path: Path) -> Path:
     (path / "include/linux").mkdir(parents=True)
     (path / "include/linux/kconfig.h").write_text("")
     return path
+
+
+def test_doctor_names_the_ring_reader_and_needs_libbpf_only_where_it_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PLANRUNNER_RING", raising=False)
+    missing = str(tmp_path / "libnothing.so.0")
+    own = doctor.check_ring_reader("x86_64", missing)  # never loads the library there
+    assert own.ok and "own" in own.detail
+    weak = doctor.check_ring_reader("aarch64", missing)
+    assert not weak.ok and "libnothing.so.0" in weak.detail and "libbpfcc" in weak.detail
+    monkeypatch.setenv("PLANRUNNER_RING", "libbpf")
+    assert not doctor.check_ring_reader("x86_64", missing).ok
+    if doctor.check_ring_reader("aarch64").ok:  # the real library, where it is installed
+        assert "libbcc_bpf.so.0" in doctor.check_ring_reader("aarch64").detail
 
 
 def test_doctor_kernel_headers_where_bcc_looks(tmp_path: Path) -> None:
