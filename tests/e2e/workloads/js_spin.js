@@ -4,14 +4,14 @@
 // Both call work(), which the test keeps from being inlined (--no-turbo-inlining): a
 // sample in work is attributed to its caller only by walking the JIT frames.
 //
-// The calls come in rounds of a pseudo-random length: 3r calls of hotFunction, then r
-// of coldFunction (r from 16 to 80: tens of ms of each, several samples at 99 Hz). A
-// fixed cycle (hot, hot, hot, cold; 2.5 ms on an AMD EPYC) was 1/4.001 of the 99 Hz
-// sampling period: every sample fell at nearly the phase of the one before, so the
-// samples saw a run of hot or of cold calls for seconds and the sampled ratio swung
-// 1.4x-5.3x. A round holds its exact share of samples but for the one sample at each
-// end that may fall either side, and its random length keeps the ends from locking
-// onto the sampler's phase.
+// The calls come in rounds of a pseudo-random length: hotFunction for 3d of CPU time,
+// then coldFunction for d, d from 10 to 50 ms (several samples at 99 Hz). A fixed
+// cycle (hot, hot, hot, cold; 2.5 ms on an AMD EPYC) was 1/4.001 of the 99 Hz sampling
+// period: every sample fell at nearly the phase of the one before, so the samples saw
+// a run of hot or of cold calls for seconds and the sampled ratio swung 1.4x-5.3x. A
+// round holds its share of samples but for the one sample at each end that may fall
+// either side, and its random length keeps the ends from locking onto the sampler's
+// phase.
 "use strict";
 
 function work(n) {
@@ -51,13 +51,15 @@ let coldNs = 0;
 let sink = 0;
 const begin = cpuNs();
 while (cpuNs() - begin < seconds * 1e9) {
-  const r = 16 + Math.floor(nextRandom() * 65);
-  for (let k = 0; k < 3 * r; k++) {
+  const d = (10 + 40 * nextRandom()) * 1e6;
+  const hotEnd = hotNs + 3 * d;
+  const coldEnd = coldNs + d;
+  while (hotNs < hotEnd) {
     const t0 = cpuNs();
     sink += hotFunction(unit);
     hotNs += cpuNs() - t0;
   }
-  for (let k = 0; k < r; k++) {
+  while (coldNs < coldEnd) {
     const t1 = cpuNs();
     sink += coldFunction(unit);
     coldNs += cpuNs() - t1;
