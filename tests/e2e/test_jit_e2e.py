@@ -29,12 +29,15 @@ from tests.e2e.conftest import ROOT, run_planrunner, write_plan
 
 WORKLOADS = ROOT / "tests" / "e2e" / "workloads"
 NODE = "/usr/bin/node"
-# The share of hot among hot+cold samples: ~400 samples; the issue asks for the ratio
-# within 30% (3:1 -> 2.1..3.9). js_spin.js runs each function for tens of ms at a time,
-# in rounds of varying length (it says why: its old fixed 2.5 ms cycle locked onto the
-# 99 Hz sampler's phase and node's sampled ratio swung 1.4x-5.3x).
+# The share of hot among hot+cold samples; the issue asks for the ratio within 30%
+# (3:1 -> 2.1..3.9). js_spin.js runs each function for tens of ms at a time, in rounds
+# of varying length (it says why: its old fixed 2.5 ms cycle locked onto the 99 Hz
+# sampler's phase and node's sampled ratio swung 1.4x-5.3x). On a loaded machine node
+# is preempted at random and each sample is a draw (binomial): with 400 samples (4 CPU
+# s) the high bound (3.9; the ratio is convex in the share) is 2.1 standard deviations
+# away, failing ~1.7% of runs; with 800 (8 CPU s) 3.0, ~0.15%.
 RATIO_TOLERANCE = 0.30
-CPU_SECONDS = 4
+CPU_SECONDS = 8
 DWARF_PROFILE = """
 planrunner: 1
 stack: {unwind: dwarf}
