@@ -178,13 +178,14 @@ class StackResolver:
             self._symbolizer = Symbolizer()
         return self._symbolizer
 
-    def jit(self, pid: int) -> BoundPerfMap:
-        """The perf map of `pid` (JIT symbols), as the unwinder and symbolizer take it."""
+    def jit(self, pid: int, time_ns: int = 0) -> BoundPerfMap:
+        """The perf map of `pid` (JIT symbols), as the unwinder and symbolizer take it
+        for an event at `time_ns` (0: unknown): read up to at least that time."""
         if self._perf_maps is None:
             from planrunner.stacks.perfmap import PerfMaps
 
             self._perf_maps = PerfMaps()
-        return self._perf_maps.bind(pid)
+        return self._perf_maps.bind(pid, time_ns)
 
     # -- processes --------------------------------------------------------------------
 
@@ -260,7 +261,7 @@ class StackResolver:
         if process is None:
             return Stack("user", tuple(Frame(ip, None, ip, "") for ip in ips))
         return Stack("user", tuple(self.symbolizer.symbolize(ips, process,
-                                                             jit=self.jit(pid))))
+                                                             jit=self.jit(pid, time_ns))))
 
     # -- user symbols (usym) -------------------------------------------------------------
 
@@ -271,7 +272,7 @@ class StackResolver:
         process = self._process(pid, time_ns, (address,))
         if process is None:
             return UserSymbol(address, None, address, "")
-        frame = self.symbolizer.symbolize([address], process, jit=self.jit(pid))[0]
+        frame = self.symbolizer.symbolize([address], process, jit=self.jit(pid, time_ns))[0]
         return UserSymbol(address, frame.symbol, frame.offset, frame.module)
 
     # -- user stacks, copies (dwarf, auto) ----------------------------------------------
@@ -334,7 +335,7 @@ class StackResolver:
         """The frames, and whether the stack is lost (see the module docstring)."""
         from planrunner.stacks.unwind import unwind
 
-        jit = self.jit(capture.pid)
+        jit = self.jit(capture.pid, capture.time)
         result = unwind(capture, process, mode, limit, jit)
         lost = len(result.addrs) == 1 and result.stop not in CLEAN_STOPS
         frames = self.symbolizer.symbolize(result.addrs, process, jit=jit)

@@ -11,7 +11,11 @@ of the line, spaces included). `PerfMap` reads one process's file and answers
   mid-write) is left for the next read; a file rewritten from the start (`jcmd PID
   Compiler.perfmap` again: shorter, or other bytes where the last read ended) is read
   anew;
-- a region compiled again later (freed code reused) is named by its newest line;
+- a region compiled again later (freed code reused) is named by its newest line; a
+  lookup for an event (`find(addr, at_ns)`, CLOCK_MONOTONIC ns) that happened after the
+  last read began re-reads first, found or not: the line of code placed over freed code
+  since is read before the freed code's line can name it. A line appended between the
+  event and that read (the reader's latency, ~50 ms) still wins: the file has no times;
 - bounded: at most `MAX_BYTES` of the file and `MAX_LINES` lines are taken, lines
   longer than `MAX_LINE` are skipped (a name is cut at `MAX_NAME` bytes);
 - the file is opened through `/proc/PID/root/tmp/perf-NSPID.map` (NSPID: the pid in the
@@ -90,6 +94,7 @@ class PerfMap:
         self._recent_starts: list[int] = []
         self._pending: list[tuple[int, int, int, bytes]] = []
         self._read_at = -1e9
+        self._read_at_ns = 0  # time.monotonic_ns() when the last read began
         self._tail = b""  # the last bytes read: a file rewritten from the start differs
         self.reread()
 
@@ -109,7 +114,8 @@ class PerfMap:
 
     def reread(self) -> bool:
         """Read what was appended since the last read; True when lines were added."""
-        self._read_at = time.monotonic()
+        self._read_at_ns = time.monotonic_ns()
+        self._read_at = self._read_at_ns / 1e9
         if self.truncated or self._fh.closed:
             return False
         budget = MAX_BYTES - self.offset
@@ -168,8 +174,12 @@ class PerfMap:
         self._symbols, self._starts, self._recent, self._recent_starts = [], [], [], []
         self._pending.clear()
 
-    def find(self, addr: int) -> JitSymbol | None:
-        """The newest symbol covering `addr`, re-reading the file once when none does."""
+    def find(self, addr: int, at_ns: int = 0) -> JitSymbol | None:
+        """The newest symbol covering `addr`, re-reading the file once when none does;
+        `at_ns`: when the event ran at `addr` (0: unknown), newer than the last read
+        re-reads first (see the module docstring)."""
+        if at_ns > self._read_at_ns:
+            self.reread()
         hit = self._lookup(addr)
         if hit is None and time.monotonic() - self._read_at >= self.min_reread \
                 and self.reread():
@@ -271,12 +281,13 @@ class PerfMaps:
         self._bound()
         return pmap
 
-    def find(self, pid: int, addr: int) -> JitSymbol | None:
+    def find(self, pid: int, addr: int, at_ns: int = 0) -> JitSymbol | None:
         pmap = self.for_pid(pid)
-        return None if pmap is None else pmap.find(addr)
+        return None if pmap is None else pmap.find(addr, at_ns)
 
-    def bind(self, pid: int) -> BoundPerfMap:
-        return BoundPerfMap(self, pid)
+    def bind(self, pid: int, at_ns: int = 0) -> BoundPerfMap:
+        """`pid`'s map, for the lookups of one event at `at_ns` (0: unknown)."""
+        return BoundPerfMap(self, pid, at_ns)
 
     def close(self) -> None:
         for _, pmap, _ in self._maps.values():
@@ -313,6 +324,7 @@ class BoundPerfMap:
 
     maps: PerfMaps
     pid: int
+    at_ns: int = 0  # the event's CLOCK_MONOTONIC ns (0: unknown)
 
     def find(self, addr: int) -> JitSymbol | None:
-        return self.maps.find(self.pid, addr)
+        return self.maps.find(self.pid, addr, self.at_ns)

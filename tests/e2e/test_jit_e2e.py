@@ -3,7 +3,8 @@ program names its JIT-compiled functions and walks through their frames (frame
 pointers) back into native code, down to the entry point.
 
 - Node 20 (`--perf-basic-prof`): tests/e2e/workloads/js_spin.js's hotFunction and
-  coldFunction share the CPU 3:1, as the workload measures itself (process.cpuUsage);
+  coldFunction share the CPU 3:1 (in rounds of tens of ms each, of varying length), as
+  the workload measures itself (process.cpuUsage);
   the samples whose stack holds each are in that ratio (within 30%), in the default
   (`auto`) and the `dwarf` stack modes, and the stacks reach `_start`; its JIT frames
   are in pprof (a `[jit]` mapping), the flame graph and JSON (`"kind": "jit"`); in
@@ -28,10 +29,15 @@ from tests.e2e.conftest import ROOT, run_planrunner, write_plan
 
 WORKLOADS = ROOT / "tests" / "e2e" / "workloads"
 NODE = "/usr/bin/node"
-# The share of hot among hot+cold samples: ~400 samples; the issue asks for the ratio
-# within 30% (3:1 -> 2.1..3.9).
+# The share of hot among hot+cold samples; the issue asks for the ratio within 30%
+# (3:1 -> 2.1..3.9). js_spin.js runs each function for tens of ms at a time, in rounds
+# of varying length (it says why: its old fixed 2.5 ms cycle locked onto the 99 Hz
+# sampler's phase and node's sampled ratio swung 1.4x-5.3x). On a loaded machine node
+# is preempted at random and each sample is a draw (binomial): with 400 samples (4 CPU
+# s) the high bound (3.9; the ratio is convex in the share) is 2.1 standard deviations
+# away, failing ~1.7% of runs; with 800 (8 CPU s) 3.0, ~0.15%.
 RATIO_TOLERANCE = 0.30
-CPU_SECONDS = 4
+CPU_SECONDS = 8
 DWARF_PROFILE = """
 planrunner: 1
 stack: {unwind: dwarf}
@@ -71,24 +77,10 @@ def _samples_of(stacks: list[tuple[list[str], int]],
     return got
 
 
-# Node's sampled hot:cold ratio swings between 0.45x and 1.8x the workload's own on this
-# AMD machine (at 81982ba too, where it passed the 30% bound in session eight), in both
-# unwind modes: samples are given to the wrong one of the two functions, most likely
-# when V8 tiers them up and reuses code addresses between a sample and its naming. A
-# known defect (session nine's note on issue 28), until found the node tests check the
-# ratio within this factor: still far from an even split (1/3 of the ratio) or a
-# reversed one.
-NODE_RATIO_FACTOR = 2.5
-
-
-def _check_ratio(samples: dict[str, int], measured: float, total: int,
-                 factor: float | None = None) -> None:
+def _check_ratio(samples: dict[str, int], measured: float, total: int) -> None:
     assert samples["hot"] + samples["cold"] >= 0.5 * total, (samples, total)
     sampled = samples["hot"] / max(samples["cold"], 1)
-    if factor is None:
-        assert abs(sampled / measured - 1) <= RATIO_TOLERANCE, (sampled, measured, samples)
-    else:
-        assert 1 / factor <= sampled / measured <= factor, (sampled, measured, samples)
+    assert abs(sampled / measured - 1) <= RATIO_TOLERANCE, (sampled, measured, samples)
 
 
 @pytest.mark.parametrize("mode", ["auto", "dwarf"])
@@ -103,7 +95,7 @@ def test_node_profile_names_js_functions_in_their_cpu_ratio(mode: str,
     stacks = [(f, n) for f, n in _folded(res.stdout) if f[0] == "node"]
     total = sum(n for _, n in stacks)
     samples = _samples_of(stacks, {"hot": "hotFunction ", "cold": "coldFunction "})
-    _check_ratio(samples, said["hot_ns"] / said["cold_ns"], total, NODE_RATIO_FACTOR)
+    _check_ratio(samples, said["hot_ns"] / said["cold_ns"], total)
     # the walk goes through the JIT frames down to the entry point
     js = [(f, n) for f, n in stacks if any("js_spin.js" in x for x in f)]
     whole = sum(n for f, n in js if f[1] == "_start")

@@ -5,6 +5,7 @@ into CFI, and JIT frames in every format (text, JSON, folded, flame graph, pprof
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -57,6 +58,26 @@ def test_a_region_compiled_again_is_named_by_its_newest_line(tmp_path: Path) -> 
     assert pmap.find(0x1010) == JitSymbol(0x1000, 0x100, "new")
     assert pmap.find(0x1090) == JitSymbol(0x1080, 0x40, "newer")
     assert pmap.find(0x1150) == JitSymbol(0x1000, 0x200, "old")  # only the old covers it
+
+
+def test_code_placed_over_freed_code_names_the_events_after_its_line(
+        tmp_path: Path) -> None:
+    # a JIT frees code and places other code at its address: two lines cover it, the
+    # newest written before the event names it, though the freed code's line, read
+    # before, still covers it (no miss to make the file be read again)
+    path, pmap = _map(tmp_path, "1000 100 freed\n", min_reread=3600)
+    assert pmap.find(0x1010, time.monotonic_ns()) == JitSymbol(0x1000, 0x100, "freed")
+    with path.open("a") as fh:
+        fh.write("1000 80 placed-since\n")
+    event = time.monotonic_ns()
+    assert pmap.find(0x1010) == JitSymbol(0x1000, 0x100, "freed")  # no time: as last read
+    assert pmap.find(0x1010, event) == JitSymbol(0x1000, 0x80, "placed-since")
+    assert pmap.find(0x1090, event) == JitSymbol(0x1000, 0x100, "freed")  # past its end
+    with path.open("a") as fh:  # after the event and after the read it made
+        fh.write("1000 40 placed-later\n")
+    assert pmap.find(0x1010, event) == JitSymbol(0x1000, 0x80, "placed-since")
+    assert pmap.lines == 2  # one read for the event's lookups, not one per lookup
+    assert pmap.find(0x1010, time.monotonic_ns()) == JitSymbol(0x1000, 0x40, "placed-later")
 
 
 def test_an_address_not_found_rereads_what_the_jit_appended(tmp_path: Path) -> None:
@@ -145,6 +166,22 @@ def test_a_process_map_is_found_by_its_namespace_pid_and_kept_open(
     assert maps.bind(pid).find(0x1010) == JitSymbol(0x1000, 0x100, "a")
     path.unlink()  # still read through the open file (a process gone, its /tmp too)
     assert maps.find(pid, 0x1010) == JitSymbol(0x1000, 0x100, "a")
+    maps.close()
+
+
+def test_the_bound_map_of_an_event_is_read_up_to_its_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pid = os.getpid()
+    path = tmp_path / "perf.map"
+    path.write_text("1000 100 freed\n")
+    monkeypatch.setattr(perfmap, "perf_map_path", lambda p: str(path) if p == pid else None)
+    maps = PerfMaps(min_reread=3600)
+    assert maps.bind(pid).find(0x1010) == JitSymbol(0x1000, 0x100, "freed")
+    with path.open("a") as fh:
+        fh.write("1000 100 placed-since\n")
+    assert maps.bind(pid).find(0x1010) == JitSymbol(0x1000, 0x100, "freed")
+    assert maps.bind(pid, time.monotonic_ns()).find(0x1010) == \
+        JitSymbol(0x1000, 0x100, "placed-since")
     maps.close()
 
 
