@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -60,6 +61,17 @@ def build() -> int:
     return probe.sites[0].pc
 
 
+def loadable_c(program: Any) -> str:
+    """The rendered C as the run's loader compiles it: with the running kernel's
+    constants (struct offsets from BTF, `RuntimeConstant`) defined, which planrunner
+    passes as -D flags and bcc's BPF(text=...) in a bench loader would not get."""
+    from planrunner.elf.btf import runtime_cflags
+
+    flags = runtime_cflags(program.runtime_constants)
+    defines = "".join("#define {} {}\n".format(*f[2:].split("=", 1)) for f in flags)
+    return defines + str(program.c_source)
+
+
 def what_if_source(plan: str) -> tuple[str, str] | None:
     """planrunner's rendered C for the plan without the prologue's clock read, which a
     count does not use (None when the renderer already leaves it out)."""
@@ -69,7 +81,7 @@ def what_if_source(plan: str) -> tuple[str, str] | None:
     line = "__u64 pr_ts = bpf_ktime_get_ns();"
     if line not in program.c_source:
         return None
-    text = program.c_source.replace(line, "")
+    text = loadable_c(program).replace(line, "")
     if "pr_ts" in text:
         return None
     path = WORKLOAD.parent / "agg_count_no_ts.bpf.c"

@@ -58,7 +58,7 @@ def variants(plan: str) -> tuple[str, str, str]:
     from planrunner.pipeline import compile_plan
 
     program = compile_plan(plan, {})[2]
-    now = program.c_source
+    now = agg.loadable_c(program)
     start = now.index("static __always_inline int pr_skip(")
     end = now.index("\n}\n", start) + 3
     before = now[:start] + BEFORE + now[end:]

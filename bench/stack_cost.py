@@ -102,7 +102,7 @@ def fp_source(plan: Path) -> tuple[str, str] | None:
     program = compile_plan(str(plan), {})[2]
     if not program.sites:
         return None
-    return program.c_source, program.sites[0].fn_name
+    return A.loadable_c(program), program.sites[0].fn_name
 
 
 def counted(name: str, out: str) -> int | None:
