@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-# the section's bytes: the reader's own count, so that the layout and the parse agree
-from planrunner.stacks.python_frames import section_size as section_size
-
 if TYPE_CHECKING:  # a warm run imports this module but not the plan's (no yaml, no pathlib)
     from planrunner.plan.model import StackSpec
 
+PYFRAME_SIZE = 48  # sizeof(struct pr_pyframe)
 PYTHON_BINS_MAP = "pr_pybins"  # filled by runtime/python_bins.py
 PYTHON_CODES_MAP = "pr_pycode"  # code object -> its names, read by runtime/stacks.py
 # the kernel offsets pr_py_frames reads the executable's identity through (elf/btf.py)
@@ -40,6 +38,10 @@ KERNEL_MEMBERS = (  # (macro, struct, member path): render/program.py makes Runt
 def frames_kept(spec: StackSpec) -> int:
     """Python frames a copy of this probe holds (0: none, no section)."""
     return spec.python_frames if spec.python and spec.unwind != "fp" else 0
+
+
+def section_size(capacity: int) -> int:
+    return 8 + capacity * PYFRAME_SIZE if capacity else 0
 
 
 def program_capacity(specs: Iterable[StackSpec]) -> int:
