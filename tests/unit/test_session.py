@@ -24,6 +24,7 @@ from planrunner.records import AggSnapshot, SnapshotSource
 from planrunner.render.layout import KeyLayout, LayoutField, RecordLayout
 from planrunner.render.model import (
     FORK_SITE,
+    OWN_BTF_VARIANTS,
     AggregateOutput,
     AttachSite,
     ConfigSlot,
@@ -286,10 +287,11 @@ def test_config_slots_and_distinct_sites() -> None:
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
     cpus = session_mod.possible_cpus()
     # registry upkeep, planrunner processes kept out before they register
-    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, False)
-    # the exit program a raw tracepoint; exec a perf event, as the plan has one there
+    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, False, True)
+    # exit and fork raw tracepoints; exec a perf event, as the plan has one there, which
+    # reads the new program's argv itself (no execve programs)
     assert [s.fn_name for s, _pid, _ref in backend.helpers] == [
-        "pr_on_exit_raw", "pr_on_fork", "pr_on_execve", "pr_on_execveat", "pr_on_exec"]
+        "pr_on_exit_raw", "pr_on_fork_raw", "pr_on_exec_argv"]
     # no --pid: no scope filter
     assert backend.config == {ConfigSlot.SELF: os.getpid(), ConfigSlot.NR_CPUS: cpus}
     assert "Tracing 3 probe sites in all processes." in err
@@ -331,8 +333,8 @@ def test_follow_children_attaches_the_fork_programs_first() -> None:
     scope = Scope(pids=(me,), follow_children=True)
     prog = program(sites=(SITE,))
     run(backend, RunOptions(duration_s=0.1, scope=scope), prog)
-    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, True)
-    assert backend.helpers[-1][0] == FORK_SITE
+    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, True, True)
+    assert backend.helpers[-1][0] == OWN_BTF_VARIANTS[FORK_SITE][1]
     assert {pid for _site, pid, _ref in backend.attached} == {None}  # children: any pid
     assert backend.config[ConfigSlot.SCOPE_UPROBE] == ScopeFlag.PIDS
 
@@ -748,12 +750,19 @@ def test_a_kernel_without_syscall_tracepoints_still_traces_and_says_what_is_miss
     from planrunner.errors import BackendError
 
     backend = FakeBackend(helper_errors={"pr_on_execve": BackendError("no such event")},
-                          clock=FakeClock())
+                          clock=FakeClock(), btf=False)
     status, _view, err = run(backend, RunOptions(duration_s=0.1))
     assert status == 0
     assert "warning: cannot watch for planrunner processes starting (syscalls:" \
            "sys_enter_execve: " in err and "no such event)" in err
     assert [s.fn_name for s, _pid, _ref in backend.attached] == ["pr_fn_0"]
+    # with the kernel's offsets the exec program reads argv: a raw tracepoint refused
+    backend = FakeBackend(helper_errors={
+        "pr_on_exec_argv_raw": BackendError("no such event")}, clock=FakeClock())
+    status, _view, err = run(backend, RunOptions(duration_s=0.1))
+    assert status == 0
+    assert "warning: cannot watch for planrunner processes starting (sched:" \
+           "sched_process_exec: " in err
     # a helper the run cannot do without still ends it
     backend = FakeBackend(helper_errors={"pr_on_exit_raw": BackendError("no such event")},
                           clock=FakeClock())
