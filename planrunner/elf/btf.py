@@ -65,6 +65,8 @@ class BtfError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Btf:
+    """A parsed BTF blob: its bytes, where its strings are and where each type is."""
+
     data: bytes
     strings_at: int  # offset of the string section in `data`
     strings_end: int
