@@ -72,6 +72,7 @@ from planrunner.timing import mark
 if TYPE_CHECKING:  # imported where used: what only reads and prints loads after attaching
     from planrunner.output.base import LiveView, View
     from planrunner.records import AggSnapshot, TableSnapshot
+    from planrunner.runtime.decode import Decoder
     from planrunner.runtime.python_bins import PythonBinaries
     from planrunner.runtime.stacks import StackResolver
     from planrunner.runtime.task_events import TaskEvents
@@ -86,7 +87,9 @@ OUTPUT_GRACE_S = 1.0
 # After Ctrl-C (SIGTERM, SIGHUP) or --duration, how long the ring's tail is read and
 # printed, from the request (the signal, the deadline): a full ring under a flood takes
 # ~0.3 s to print; past this the rest is released unread and counted as lost (issue 28:
-# a stop ends <= 0.2 s after it).
+# a stop ends <= 0.2 s after it). A batch being printed when the stop comes is cut the
+# same way, by the chunk (`Session._show`): one read of a flooded ring is up to ~0.15 s
+# of decoding and printing.
 TAIL_S = 0.1
 OUTPUT_CHUNK = 1024
 # How long a `-c` command has to end after SIGTERM before it gets SIGKILL.
@@ -323,7 +326,8 @@ class Session:
         self.stop_reason: StopReason | None = None
         self._remaining = opts.max_events  # records still to show (--max-events)
         self._deadline: float | None = None  # monotonic end of --duration
-        self.tail_dropped = 0  # records left in the ring past TAIL_S after a stop
+        self.tail_dropped = 0  # records left unprinted past TAIL_S after a stop
+        self._cut = False  # a batch was cut at TAIL_S: the ring's tail is released unread
         self._detaching: threading.Thread | None = None  # the run's own tracepoints
         self._detach_failed: list[BaseException] = []
 
@@ -487,6 +491,27 @@ class Session:
         self._remaining -= len(recs)
         return recs
 
+    def _tail_over(self) -> bool:
+        """A stop was asked (a signal, the deadline) TAIL_S ago or more."""
+        now = self.clocks.monotonic()
+        asked = self.stop.at if self.stop.reason else None
+        if asked is None and self._deadline is not None and now >= self._deadline:
+            asked = self._deadline
+        return asked is not None and now - asked >= TAIL_S
+
+    def _show(self, decoder: Decoder, raw: list[bytes], seconds_left: float | None,
+              keep: int = 0) -> None:
+        """Decode and print `raw` OUTPUT_CHUNK records at a time; once a stop's TAIL_S
+        has run out, what is left past the first `keep` records is counted as not
+        printed (tail_dropped) instead, and the ring's tail goes unread (`_cut`)."""
+        for start in range(0, len(raw), OUTPUT_CHUNK):
+            if start >= keep and self._tail_over():
+                self.tail_dropped += len(raw) - start
+                self._cut = True
+                return
+            recs = decoder.decode_batch(raw[start:start + OUTPUT_CHUNK])
+            self.out.records(self._shown(recs), seconds_left)
+
     def _loop(self, upkeep: Upkeep, stacks: StackResolver | None) -> int:
         # Built once tracing has begun: the probes already record into the ring while the
         # decoding and aggregation modules load (a run with the caches warm reaches
@@ -524,7 +549,7 @@ class Session:
                     stacks.observe(child.pid)
             with stacks.lock:  # a live view's scrape (another thread) reads stacks too
                 if batch:  # a "new process" notice is no record
-                    self.out.records(self._shown(decoder.decode_batch(batch)), self._left())
+                    self._show(decoder, batch, self._left())
                 stacks.follow()
                 if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
                     self.out.call(aggs.tick, self._left())
@@ -544,21 +569,21 @@ class Session:
         # What arrived before the stop still counts: a read returns a bounded batch, and
         # the ring may hold many. Asked to stop (a signal, --duration), for TAIL_S at
         # most: what is left then is counted as lost.
-        # One read is always printed (a bounded batch: ~30 ms at most), so that a slow
-        # detach on a busy machine cannot cost a small tail.
+        # One chunk of the tail is always printed, so that a slow detach on a busy
+        # machine cannot cost a small tail; past TAIL_S the rest of a flooded ring's read
+        # is cut by the chunk, as a batch being printed at the stop is (`_show`).
         hurry = reason in (StopReason.SIGNAL, StopReason.DURATION)
         reads = 0
         while self._remaining is None or self._remaining > 0:
-            if hurry and reads and clocks.monotonic() - stopped_at >= TAIL_S:
-                self.tail_dropped = backend.discard_ring()
+            if hurry and (self._cut or (reads and clocks.monotonic() - stopped_at >= TAIL_S)):
+                self.tail_dropped += backend.discard_ring()
                 break
             reads += 1
             raw = backend.read_ring(0)
             if not raw:
                 break
             with stacks.lock:
-                tail = decoder.decode_batch(raw)
-            self.out.records(self._shown(tail), 0.0)
+                self._show(decoder, raw, 0.0, OUTPUT_CHUNK if hurry else len(raw))
         with stacks.lock:  # live views are still serving
             final = aggs.final()  # stacks unwound and symbolized before the guarded write
         self.out.call(lambda view: aggs.write(final, view), 0.0)
@@ -759,8 +784,8 @@ def _report_losses(backend: Backend, program: RenderedProgram, out: _Output,
     ring = backend.counter(Counter.LOST_RINGBUF)
     if tail:
         out.call(lambda view: view.lost(tail, "left in the ring at the stop"), 0.0)
-        stderr.write(f"{tail} events not printed: still in the ring buffer {TAIL_S:g} s "
-                     "after the stop\n")
+        stderr.write(f"{tail} events not printed: still in the ring buffer or not yet "
+                     f"printed {TAIL_S:g} s after the stop\n")
         lost.append(f"{tail} events not printed")
     if ring:
         out.call(lambda view: view.lost(ring, "ringbuf full"), 0.0)
