@@ -408,6 +408,7 @@ class Session:
                 attached.callback(self._close_live_views)
                 attached.callback(self._detach)  # first: the probes, then the live views
                 status = self._attach_and_loop(scope, mode, cleanup)
+            mark("detached")
             lost = _report_losses(self.backend, self.program, self.out, self.stderr,
                                   self.tail_dropped)
             if not lost and not self.out.blocked and self.upkeep is not None:  # complete
@@ -418,6 +419,7 @@ class Session:
                     self.program, self.heard, self.child,
                     single if self.child is None else None, self.upkeep,
                     scope.follow_children))
+        mark("closed")
         if self.child is not None:
             status = _end_child(self.child, self.stop, self.stderr, status)
         if lost:
@@ -565,7 +567,9 @@ class Session:
         # the request: the signal, the deadline (a batch may have been printed since)
         asked = {StopReason.SIGNAL: self.stop.at, StopReason.DURATION: self._deadline}
         stopped_at = asked.get(reason) or clocks.monotonic()
+        mark("stopping")  # (PLANRUNNER_TIMING=1: where a stop's time goes)
         self._detach_probes()  # first, so that the tail below holds every event that fired
+        mark("probes-detached")
         # What arrived before the stop still counts: a read returns a bounded batch, and
         # the ring may hold many. Asked to stop (a signal, --duration), for TAIL_S at
         # most: what is left then is counted as lost.
@@ -584,6 +588,7 @@ class Session:
                 break
             with stacks.lock:
                 self._show(decoder, raw, 0.0, OUTPUT_CHUNK if hurry else len(raw))
+        mark("tail-shown")
         with stacks.lock:  # live views are still serving
             final = aggs.final()  # stacks unwound and symbolized before the guarded write
         self.out.call(lambda view: aggs.write(final, view), 0.0)
