@@ -87,9 +87,10 @@ OUTPUT_GRACE_S = 1.0
 # After Ctrl-C (SIGTERM, SIGHUP) or --duration, how long the ring's tail is read and
 # printed, from the request (the signal, the deadline): a full ring under a flood takes
 # ~0.3 s to print; past this the rest is released unread and counted as lost (issue 28:
-# a stop ends <= 0.2 s after it). A batch being printed when the stop comes is cut the
-# same way, by the chunk (`Session._show`): one read of a flooded ring is up to ~0.15 s
-# of decoding and printing.
+# a stop ends <= 0.2 s after it). A batch being printed when the stop comes is left
+# there, by the chunk, to be printed as the tail's first part (`Session._show_until_asked`):
+# one read of a flooded ring is up to ~0.15 s of decoding and printing, which the stop
+# (the detach first) would otherwise wait for.
 TAIL_S = 0.1
 OUTPUT_CHUNK = 1024
 # How long a `-c` command has to end after SIGTERM before it gets SIGKILL.
@@ -328,6 +329,7 @@ class Session:
         self._deadline: float | None = None  # monotonic end of --duration
         self.tail_dropped = 0  # records left unprinted past TAIL_S after a stop
         self._cut = False  # a batch was cut at TAIL_S: the ring's tail is released unread
+        self._pending: list[bytes] = []  # read, not yet printed when the stop was asked
         self._detaching: threading.Thread | None = None  # the run's own tracepoints
         self._detach_failed: list[BaseException] = []
 
@@ -501,6 +503,22 @@ class Session:
             asked = self._deadline
         return asked is not None and now - asked >= TAIL_S
 
+    def _stop_asked(self) -> bool:
+        """A stop signal came, or the deadline has passed."""
+        return self.stop.reason is not None or (
+            self._deadline is not None and self.clocks.monotonic() >= self._deadline)
+
+    def _show_until_asked(self, decoder: Decoder, raw: list[bytes],
+                          seconds_left: float | None) -> list[bytes]:
+        """Decode and print `raw` OUTPUT_CHUNK records at a time until a stop is asked;
+        what is left then (the tail's first part, printed after the detach)."""
+        for start in range(0, len(raw), OUTPUT_CHUNK):
+            if self._stop_asked():
+                return raw[start:]
+            recs = decoder.decode_batch(raw[start:start + OUTPUT_CHUNK])
+            self.out.records(self._shown(recs), seconds_left)
+        return []
+
     def _show(self, decoder: Decoder, raw: list[bytes], seconds_left: float | None,
               keep: int = 0) -> None:
         """Decode and print `raw` OUTPUT_CHUNK records at a time; once a stop's TAIL_S
@@ -551,7 +569,7 @@ class Session:
                     stacks.observe(child.pid)
             with stacks.lock:  # a live view's scrape (another thread) reads stacks too
                 if batch:  # a "new process" notice is no record
-                    self._show(decoder, batch, self._left())
+                    self._pending = self._show_until_asked(decoder, batch, self._left())
                 stacks.follow()
                 if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
                     self.out.call(aggs.tick, self._left())
@@ -573,13 +591,18 @@ class Session:
         # What arrived before the stop still counts: a read returns a bounded batch, and
         # the ring may hold many. Asked to stop (a signal, --duration), for TAIL_S at
         # most: what is left then is counted as lost.
-        # One chunk of the tail is always printed, so that a slow detach on a busy
-        # machine cannot cost a small tail; past TAIL_S the rest of a flooded ring's read
-        # is cut by the chunk, as a batch being printed at the stop is (`_show`).
+        # First what the loop read but had not printed when the stop was asked, then the
+        # ring's tail: of each, one chunk is always printed, so that a slow detach on a
+        # busy machine cannot cost a small tail; past TAIL_S the rest is cut by the chunk.
         hurry = reason in (StopReason.SIGNAL, StopReason.DURATION)
+        pending, self._pending = self._pending, []
+        if pending:
+            with stacks.lock:
+                self._show(decoder, pending, 0.0, OUTPUT_CHUNK if hurry else len(pending))
         reads = 0
         while self._remaining is None or self._remaining > 0:
             if hurry and (self._cut or (reads and clocks.monotonic() - stopped_at >= TAIL_S)):
+                mark("tail-cut")
                 self.tail_dropped += backend.discard_ring()
                 break
             reads += 1

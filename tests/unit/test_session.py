@@ -213,7 +213,8 @@ class SlowView(RecordingView):
 def test_a_batch_being_printed_at_the_stop_is_cut_at_tail_s_by_the_chunk(how: str) -> None:
     """A flooded ring's read is up to ~0.15 s of decoding and printing: a stop asked while
     it is printed (a signal, the deadline) waited for all of it, then for one more read
-    of the tail. Now its chunks go on for TAIL_S after the request, the rest is counted,
+    of the tail. Now the loop leaves the rest of the batch at once (the detach comes
+    first), its chunks are printed for TAIL_S after the request, the rest is counted,
     and the ring's tail is released unread."""
     chunk = session_mod.OUTPUT_CHUNK
     clock = FakeClock()
