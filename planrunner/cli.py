@@ -126,8 +126,10 @@ def run_and_exit(argv: list[str] | None = None) -> None:
     A stop that abandoned the in-process compile (runtime/session.py _load, when the
     compile worker was killed) leaves its thread inside bcc/LLVM: the interpreter's
     normal exit ran under it and crashed now and then with SIGSEGV instead of the
-    stop's 128+N, so such a process flushes and ends at once. So does one where bcc
-    compiled (its atexit functions run first): LLVM's teardown would hold its exit.
+    stop's 128+N, so such a process flushes and ends at once. So does every other one
+    with no thread left but daemons (its atexit functions run first): the interpreter's
+    teardown only delays the exit (a stop's, issue 28 item 4), and where bcc compiled,
+    LLVM's would hold it for seconds.
 
     The process's own start-up work is done here, not when planrunner is imported (a
     program importing it keeps its standard library as it was): the dataclass cache
@@ -148,14 +150,18 @@ def run_and_exit(argv: list[str] | None = None) -> None:
         if not isinstance(exc.__cause__, KeyboardInterrupt):  # ("Error calling
             raise                                           # __set_name__")
         status = 130
+    from planrunner.timing import mark
+
+    mark("exit")  # what follows is the interpreter's end (PLANRUNNER_TIMING=1 only)
     if any(t.name == "planrunner-load" and t.is_alive() for t in threading.enumerate()):
         _flush_std()
         os._exit(status)
-    if "bcc" in sys.modules and all(t.daemon for t in threading.enumerate()
-                                    if t is not threading.main_thread()):
-        # bcc compiled in this process: the interpreter's exit then tears LLVM and its
-        # module down, 0.3-3 s after the last line at 1000 sites (BENCHMARKS.md), which
-        # the kernel does anyway when the process ends; what must run at exit runs first
+    if all(t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        # The interpreter's exit frees every module and object, which the kernel does
+        # anyway when the process ends (its BPF programs, links and maps included): ~30 ms
+        # after a run's stop here, and where bcc compiled in this process LLVM's teardown,
+        # 0.3-3 s after the last line at 1000 sites (BENCHMARKS.md). What must run at exit
+        # runs first (the dataclass cache's save; files are closed by whoever opened them)
         import atexit
 
         _flush_std()

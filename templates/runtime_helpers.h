@@ -215,32 +215,69 @@ struct pr_newtask {
     __u64 clone_flags;
 };
 
-int pr_scope_fork(struct pr_newtask *args)
+static __always_inline int pr_scope_forked(__u32 child, __u64 clone_flags)
 {
-    if (args->clone_flags & PR_CLONE_THREAD)
+    if (clone_flags & PR_CLONE_THREAD)
         return 0;
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     __u32 ino = pr_cfg(PR_CFG_NS_INO);
     if (!pr_pid_allowed(tgid, ino ? pr_ns_tgid(ino) : 0))
         return 0;
-    __u32 child = args->pid;
     __u32 how = PR_SCOPE_CHILD;
     pr_scope_pids.update(&child, &how);
     return 0;
 }
 
+int pr_scope_fork(struct pr_newtask *args)
+{
+    return pr_scope_forked(args->pid, args->clone_flags);
+}
+
 /* At every fork (attached always): the child of a planrunner process is one too, until
    it execs (the -c command of another run before its exec, the compile worker before
    Python starts). Coupled with struct pr_newtask (above). */
-int pr_on_fork(struct pr_newtask *args)
+static __always_inline int pr_forked(__u32 child, __u64 clone_flags)
 {
-    if (args->clone_flags & PR_CLONE_THREAD)
+    if (clone_flags & PR_CLONE_THREAD)
         return 0;
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     if (pr_is_tracer(tgid) || pr_is_born(tgid))
-        pr_born_add(args->pid, PR_BORN_FORK);
+        pr_born_add(child, PR_BORN_FORK);
     return 0;
 }
+
+int pr_on_fork(struct pr_newtask *args)
+{
+    return pr_forked(args->pid, args->clone_flags);
+}
+
+/* The raw tracepoint variants of the two above, compiled only where the loader
+   defines the kernel's struct offsets (render/model.py OWN_BTF_MEMBERS, from its BTF):
+   a raw tracepoint's close at the stop waits for no grace period. TP_PROTO(struct
+   task_struct *task, u64 clone_flags): the child's pid is its task's tgid (a process:
+   threads return above). */
+#ifdef PR_TASK_TGID_OFFSET
+static __always_inline __u32 pr_task_tgid(__u64 task)
+{
+    __u32 tgid = 0;
+    bpf_probe_read_kernel(&tgid, sizeof(tgid), (void *)(task + PR_TASK_TGID_OFFSET));
+    return tgid;
+}
+
+int pr_scope_fork_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+    if (ctx->args[1] & PR_CLONE_THREAD)
+        return 0;
+    return pr_scope_forked(pr_task_tgid(ctx->args[0]), ctx->args[1]);
+}
+
+int pr_on_fork_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+    if (ctx->args[1] & PR_CLONE_THREAD)
+        return 0;
+    return pr_forked(pr_task_tgid(ctx->args[0]), ctx->args[1]);
+}
+#endif
 
 /* Whether s (16 bytes readable) holds planrunner or planrunner.MODULE: what follows -m in
    `python3 -m planrunner`, or -X in the compile worker's `python3 -Xplanrunner`. Byte
@@ -252,14 +289,11 @@ static __always_inline int pr_names_planrunner(const char *s)
            (s[10] == 0 || s[10] == '.');
 }
 
-/* At every execve (attached always), in the process that calls it: whether argv[1..4]
-   say planrunner (`-m planrunner`, `-mplanrunner`, `-Xplanrunner`), for pr_on_exec,
-   which runs in the new program, whose arguments are out of reach without the
-   kernel's struct offsets. A failed exec leaves its entry to the thread's next one. */
-static __always_inline int pr_note_exec(__u64 argv)
+/* Whether argv[1..4] (argv: the user address of the pointer array) say planrunner
+   (`-m planrunner`, `-mplanrunner`, `-Xplanrunner`). */
+static __always_inline int pr_argv_names_planrunner(__u64 argv)
 {
-    __u32 tid = (__u32)bpf_get_current_pid_tgid();
-    int after_m = 0, found = 0;
+    int after_m = 0;
 #pragma unroll
     for (int i = 1; i < 5; i++) {
         __u64 p = 0;
@@ -269,13 +303,21 @@ static __always_inline int pr_note_exec(__u64 argv)
         if (bpf_probe_read_user_str(s, 14, (void *)p) <= 0)
             break;
         if ((after_m && pr_names_planrunner(s)) ||
-            (s[0] == '-' && (s[1] == 'm' || s[1] == 'X') && pr_names_planrunner(s + 2))) {
-            found = 1;
-            break;
-        }
+            (s[0] == '-' && (s[1] == 'm' || s[1] == 'X') && pr_names_planrunner(s + 2)))
+            return 1;
         after_m = s[0] == '-' && s[1] == 'm' && s[2] == 0;
     }
-    if (found) {
+    return 0;
+}
+
+/* At every execve (attached only without the kernel's struct offsets, see pr_exec_own_argv
+   below), in the process that calls it: whether its argv says planrunner, for
+   pr_on_exec, which runs in the new program. A failed exec leaves its entry to the
+   thread's next one. */
+static __always_inline int pr_note_exec(__u64 argv)
+{
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    if (pr_argv_names_planrunner(argv)) {
         __u32 one = 1;
         pr_exec_argv.update(&tid, &one);
     } else {
@@ -313,14 +355,15 @@ int pr_on_execveat(struct pr_execveat *args)
 /* sched:sched_process_exec, in the new program before its first instruction (attached
    always). The -c command is the command from now on (PR_CFG_COMMAND cleared); a
    process that starts planrunner (its comm, the script's name, is "planrunner", or a
-   python's argv said so) is skipped from here on, long before it registers itself; a
-   fork of planrunner that runs another program is no longer one. `old`: old_pid, the
-   tid that called execve. Two entries (render/model.py OWN_RAW_VARIANTS): a raw
-   tracepoint, whose close at the stop waits for no grace period, and the tracepoint
-   perf event, used when the plan has a tracepoint on the same event (then ours runs
-   first, in attach order, as the plan's expects; a raw one's place among the event's
-   probes depends on what else is attached). */
-static __always_inline int pr_exec_seen(__u32 old)
+   python's argv said so: `named`) is skipped from here on, long before it registers
+   itself; a fork of planrunner that runs another program is no longer one. Four
+   entries (render/model.py OWN_RAW_VARIANTS, OWN_BTF_VARIANTS): a raw tracepoint,
+   whose close at the stop waits for no grace period, and the tracepoint perf event,
+   used when the plan has a tracepoint on the same event (then ours runs first, in
+   attach order, as the plan's expects; a raw one's place among the event's probes
+   depends on what else is attached); each either reading the new program's argv
+   itself (with the kernel's struct offsets) or told by pr_on_execve(at). */
+static __always_inline int pr_exec_seen(int named)
 {
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     __u32 slot = PR_CFG_COMMAND;
@@ -330,9 +373,6 @@ static __always_inline int pr_exec_seen(__u32 old)
         if ((ino ? pr_ns_tgid(ino) : tgid) == *command)
             *command = 0;
     }
-    int named = pr_exec_argv.lookup(&old) != 0;
-    if (named)
-        pr_exec_argv.delete(&old);
     struct pr_comm comm = {};
     bpf_get_current_comm(&comm, sizeof(comm));
     const char *c = comm.c;
@@ -345,10 +385,19 @@ static __always_inline int pr_exec_seen(__u32 old)
     return 0;
 }
 
+/* What pr_on_execve(at) noted for `old`: old_pid, the tid that called execve. */
+static __always_inline int pr_exec_noted(__u32 old)
+{
+    int named = pr_exec_argv.lookup(&old) != 0;
+    if (named)
+        pr_exec_argv.delete(&old);
+    return named;
+}
+
 /* TP_PROTO(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) */
 int pr_on_exec_raw(struct bpf_raw_tracepoint_args *ctx)
 {
-    return pr_exec_seen((__u32)ctx->args[1]);
+    return pr_exec_seen(pr_exec_noted((__u32)ctx->args[1]));
 }
 
 /* The format: old_pid at offset 16. */
@@ -361,8 +410,35 @@ struct pr_exec {
 
 int pr_on_exec(struct pr_exec *args)
 {
-    return pr_exec_seen(args->old_pid);
+    return pr_exec_seen(pr_exec_noted(args->old_pid));
 }
+
+#ifdef PR_MM_START_STACK_OFFSET
+/* The new program's own argv, read where the exec has just laid it out: the ELF
+   loader leaves mm->start_stack at argc, the argv pointers after it (the process's
+   initial stack; the pages were written by the exec, so present). No execve program
+   and no map entry between the two events. */
+static __always_inline int pr_exec_own_argv(void)
+{
+    __u64 task = bpf_get_current_task();
+    __u64 mm = 0, stack = 0;
+    if (bpf_probe_read_kernel(&mm, 8, (void *)(task + PR_TASK_MM_OFFSET)) || !mm)
+        return 0;
+    if (bpf_probe_read_kernel(&stack, 8, (void *)(mm + PR_MM_START_STACK_OFFSET)) || !stack)
+        return 0;
+    return pr_argv_names_planrunner(stack + 8);
+}
+
+int pr_on_exec_argv_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+    return pr_exec_seen(pr_exec_own_argv());
+}
+
+int pr_on_exec_argv(void *ctx)
+{
+    return pr_exec_seen(pr_exec_own_argv());
+}
+#endif
 
 /* At every process exit (attached always): a planrunner leaves the registry only now,
    since its interpreter runs until then (the run that ends while no other is attached

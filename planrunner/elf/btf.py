@@ -12,7 +12,8 @@ in Debian (libbpf's is C; bpftool dumps text), so this module walks the format i
 `member_offset(btf, "task_struct", "thread.fsbase")` follows struct/union members by
 name (through anonymous members, typedefs and qualifiers) and adds their bit offsets.
 `kernel_offset(member)` computes the offset of a `KernelMember` in the running kernel
-once per process, and `runtime_cflags(constants)` turns the rendered program's
+once per process (`source_identity()`: what they depend on, for a cache key), and
+`runtime_cflags(constants)` turns the rendered program's
 (macro, member) pairs into `-DMACRO=N` for the compiler: the rendered C only names the
 macros (render/operand_c.py names them), so it is the same on every host.
 PLANRUNNER_VMLINUX_BTF overrides the file (tests use it to stand for a kernel without
@@ -21,6 +22,7 @@ BTF).
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -63,6 +65,8 @@ class BtfError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Btf:
+    """A parsed BTF blob: its bytes, where its strings are and where each type is."""
+
     data: bytes
     strings_at: int  # offset of the string section in `data`
     strings_end: int
@@ -84,6 +88,21 @@ class Btf:
 
 def vmlinux_path() -> str:
     return inputs.getenv("PLANRUNNER_VMLINUX_BTF") or VMLINUX
+
+
+def source_identity() -> str:
+    """What offsets read from the BTF depend on, for a cache key that holds the running
+    kernel's release and build (runtime/compile_cache.py kernel_identity) but not the
+    offsets themselves (which take a parse of the BTF, ~35 ms, to know): the file, and
+    for any file but the running kernel's own (part of its build) its identity too."""
+    path = vmlinux_path()
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path}: errno {exc.errno}"
+    if path == VMLINUX:
+        return path
+    return f"{path}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def load(path: str | None = None) -> Btf:

@@ -267,8 +267,9 @@ EXIT_SITE = AttachSite("tracepoint", "pr_on_exit", "(planrunner)", 0, category="
                        event="sched_process_exit")
 # No planrunner process is traced before it registers (always attached): the child of
 # a planrunner is one until it execs; an exec whose comm or argv says planrunner starts
-# one (argv is read at the execve, the comm in the new program); the -c command is
-# planrunner's copy until its exec.
+# one (argv is read at the execve, the comm in the new program; with the kernel's
+# offsets both in the new program, OWN_BTF_VARIANTS); the -c command is planrunner's
+# copy until its exec.
 PLANRUNNER_SITES = (
     AttachSite("tracepoint", "pr_on_fork", "(planrunner)", 0, category="task",
                event="task_newtask"),
@@ -284,8 +285,6 @@ EXEC_SITE = PLANRUNNER_SITES[-1]
 # tracepoint perf event's close at the stop waits for a grace period, 40-70 ms each and
 # one after another, a raw tracepoint's does not (0.1 ms). Used unless the plan has a
 # tracepoint on the same event (runtime/scope.py own_sites: runtime_helpers.h says why).
-# Fork and the syscalls keep perf events: their raw arguments are a task pointer or
-# every syscall's registers.
 OWN_RAW_VARIANTS = {
     EXIT_SITE: AttachSite("raw_tracepoint", "pr_on_exit_raw", "(planrunner)", 0,
                           category="sched", event="sched_process_exit"),
@@ -295,10 +294,38 @@ OWN_RAW_VARIANTS = {
 # --follow-children: forked children of the scope's processes join it.
 FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
                        category="task", event="task_newtask")
+# With the kernel's struct offsets (its BTF; the macro, struct and member of each,
+# defined by the loader: runtime/bcc_backend.py own_btf_cflags) the fork programs are
+# raw tracepoints too (their raw arguments: the child's task, read at its tgid's offset)
+# and the exec program reads the new program's argv itself (at mm->start_stack), so that
+# no execve syscall program is attached: no perf-event tracepoint is left to close at the
+# stop. Each: (its perf event, for a plan with a tracepoint on the same event; its raw
+# tracepoint). The C has these functions only where the offsets were defined
+# (OWN_BTF_PROBE: whether a loaded program has them).
+OWN_BTF_MEMBERS = (("PR_TASK_TGID_OFFSET", "task_struct", "tgid"),
+                   ("PR_TASK_MM_OFFSET", "task_struct", "mm"),
+                   ("PR_MM_START_STACK_OFFSET", "mm_struct", "start_stack"))
+EXECVE_SITES = PLANRUNNER_SITES[1:3]
+OWN_BTF_VARIANTS = {
+    PLANRUNNER_SITES[0]: (PLANRUNNER_SITES[0], AttachSite(
+        "raw_tracepoint", "pr_on_fork_raw", "(planrunner)", 0, category="task",
+        event="task_newtask")),
+    EXEC_SITE: (AttachSite("tracepoint", "pr_on_exec_argv", "(planrunner)", 0,
+                           category="sched", event="sched_process_exec"),
+                AttachSite("raw_tracepoint", "pr_on_exec_argv_raw", "(planrunner)", 0,
+                           category="sched", event="sched_process_exec")),
+    FORK_SITE: (FORK_SITE, AttachSite("raw_tracepoint", "pr_scope_fork_raw",
+                                      "(follow-children)", 0, category="task",
+                                      event="task_newtask")),
+}
+OWN_BTF_PROBE = "pr_on_fork_raw"
 # The run's own programs above: they record no event, so a stop reads the ring's tail
 # without waiting for them to go (each tracepoint's close waits for a grace period, and
 # the kernel closes tracepoints one at a time: runtime/session.py).
 RUN_OWN_SITES = frozenset({EXIT_SITE, *PLANRUNNER_SITES, FORK_SITE,
-                           *OWN_RAW_VARIANTS.values()})
+                           *OWN_RAW_VARIANTS.values(),
+                           *(v for pair in OWN_BTF_VARIANTS.values() for v in pair)})
 # The sites whose attach may fail with a warning (runtime/session.py)
-WATCH_SITES = frozenset({*PLANRUNNER_SITES, OWN_RAW_VARIANTS[EXEC_SITE]})
+WATCH_SITES = frozenset({*PLANRUNNER_SITES, OWN_RAW_VARIANTS[EXEC_SITE],
+                         *OWN_BTF_VARIANTS[PLANRUNNER_SITES[0]],
+                         *OWN_BTF_VARIANTS[EXEC_SITE]})

@@ -84,6 +84,12 @@ class Backend(MapSource, StackSource, Protocol):
         """Compile and load `program`; raises BackendError/BackendUnavailable."""
         ...
 
+    def has_function(self, name: str) -> bool:
+        """Whether the loaded program has function `name` (the run's own programs that
+        are compiled only with the kernel's struct offsets: render/model.py
+        OWN_BTF_PROBE)."""
+        ...
+
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         """Write one slot of the program's config map (before attaching)."""
         ...

@@ -35,6 +35,7 @@ from planrunner.probe_kinds import UPROBE_SITE, site_kind
 from planrunner.render.contracts import PR_CGROUP, PR_COMM, U32, U64
 from planrunner.render.model import (
     BORN_EXEC,
+    OWN_BTF_MEMBERS,
     SCOPE_GIVEN,
     AttachSet,
     AttachSite,
@@ -96,6 +97,20 @@ def compile_flags(program: RenderedProgram, pin: str, sleepable: bool) -> list[s
     return cflags
 
 
+def own_btf_cflags() -> list[str]:
+    """`-DMACRO=N` of the kernel offsets the run's own raw fork program and argv-reading
+    exec program use (render/model.py OWN_BTF_MEMBERS): added to every compile, not to
+    the cache key (which holds where they come from instead: `_cached`), so that a run
+    whose program is cached parses no BTF for them. None where the kernel has no BTF of
+    them: those programs are then not compiled and the perf-event variants attached."""
+    from planrunner.elf.btf import BtfError, KernelMember, runtime_cflags
+    try:
+        return runtime_cflags((macro, KernelMember(struct_name, path))
+                              for macro, struct_name, path in OWN_BTF_MEMBERS)
+    except BtfError:
+        return []
+
+
 def import_bcc() -> Any:
     try:
         import bcc  # noqa: PLC0415 - the one place bcc is imported
@@ -132,8 +147,9 @@ def compile_program(c_source: str, cflags: Sequence[str],
     """`c_source` compiled by bcc, as a program image (in the compile worker, or here
     where there is none); bcc's module and its maps are dropped at once: the image is
     loaded as every program is. Raises CompileFailed, or cc.Uncacheable when an image
-    cannot hold it."""
-    bpf = compile_bcc(c_source, cflags)
+    cannot hold it. The kernel offsets of the run's own programs are added here
+    (`own_btf_cflags`)."""
+    bpf = compile_bcc(c_source, [*cflags, *own_btf_cflags()])
     try:
         return _capture(bpf, pins)
     finally:
@@ -323,7 +339,9 @@ class BccBackend:
         sleepable = [site.fn_name for site in program.sites
                      if site.sleepable and self.features.sleepable] + [
             s.fn_name for s in program.sets if s.sleepable and self.features.sleepable]
-        key = cc.cache_key(program.c_source, cflags, sleepable=sleepable)
+        from planrunner.elf.btf import source_identity  # what own_btf_cflags reads
+        key = cc.cache_key(program.c_source, [*cflags, f"own-btf:{source_identity()}"],
+                           sleepable=sleepable)
         return key, self._cache.get(key)
 
     def _compile(self, c_source: str, cflags: list[str],
@@ -385,6 +403,9 @@ class BccBackend:
         self._image()
         assert self.program is not None
         return self.program
+
+    def has_function(self, name: str) -> bool:
+        return self._image().has_func(name)
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         self.update_map(self._loaded().config_map, U32.pack(slot), U32.pack(value))

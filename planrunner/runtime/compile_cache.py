@@ -408,6 +408,9 @@ class LoadedProgram:
     def map_fd(self, name: str) -> int:
         return self.map_fds[self.program.map_index(name)]
 
+    def has_func(self, name: str) -> bool:
+        return name in self._funcs
+
     def map_def(self, name: str) -> MapDef:
         return self.program.maps[self.program.map_index(name)]
 

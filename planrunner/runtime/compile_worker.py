@@ -261,6 +261,8 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     try:
         bcc_backend.import_bcc()  # while the parent is still rendering
         mark("worker-bcc")
+        bcc_backend.own_btf_cflags()  # the BTF parsed then too (kept for the compile)
+        mark("worker-btf")
         size = stdin.readline()
         if not size:  # the parent closed the pipe without asking
             return 0

@@ -24,8 +24,11 @@ from dataclasses import dataclass, replace
 from planrunner.elf.procmaps import start_time
 from planrunner.render.contracts import COMM_LEN
 from planrunner.render.model import (
+    EXECVE_SITES,
     EXIT_SITE,
     FORK_SITE,
+    OWN_BTF_PROBE,
+    OWN_BTF_VARIANTS,
     OWN_RAW_VARIANTS,
     PLANRUNNER_SITES,
     SCOPE_NS_KEY,
@@ -141,17 +144,29 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
     if namespace is None:  # (the map holds init-namespace tgids: ours are those then)
         backend.skip_processes(starting_planrunners(me))
-    return own_sites(program, scope.follow_children)
+    return own_sites(program, scope.follow_children, backend.has_function(OWN_BTF_PROBE))
 
 
-def own_sites(program: RenderedProgram, follow_children: bool) -> list[AttachSite]:
-    """The run's own programs to attach: the exit and exec ones as raw tracepoints
-    unless the plan has a tracepoint on the same event (render/model.py
-    OWN_RAW_VARIANTS)."""
+def own_sites(program: RenderedProgram, follow_children: bool,
+              btf: bool) -> list[AttachSite]:
+    """The run's own programs to attach, each as a raw tracepoint unless the plan has
+    a tracepoint on the same event (then its perf event: render/model.py). `btf`: the
+    loaded program has the variants compiled with the kernel's struct offsets
+    (OWN_BTF_VARIANTS: fork raw too, no execve programs); else only exit and exec can
+    be raw (OWN_RAW_VARIANTS)."""
     extra = [EXIT_SITE, *PLANRUNNER_SITES, *((FORK_SITE,) if follow_children else ())]
     plan_events = {(site.category, site.event) for site in program.sites}
-    return [site if (site.category, site.event) in plan_events
-            else OWN_RAW_VARIANTS.get(site, site) for site in extra]
+    chosen = []
+    for site in extra:
+        shared = (site.category, site.event) in plan_events
+        if btf and site in EXECVE_SITES:
+            continue  # the exec program reads argv itself
+        if btf and site in OWN_BTF_VARIANTS:
+            perf, raw = OWN_BTF_VARIANTS[site]
+            chosen.append(perf if shared else raw)
+        else:
+            chosen.append(site if shared else OWN_RAW_VARIANTS.get(site, site))
+    return chosen
 
 
 def starting_planrunners(me: int, proc: str = "/proc") -> list[int]:

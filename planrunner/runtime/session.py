@@ -72,6 +72,7 @@ from planrunner.timing import mark
 if TYPE_CHECKING:  # imported where used: what only reads and prints loads after attaching
     from planrunner.output.base import LiveView, View
     from planrunner.records import AggSnapshot, TableSnapshot
+    from planrunner.runtime.decode import Decoder
     from planrunner.runtime.python_bins import PythonBinaries
     from planrunner.runtime.stacks import StackResolver
     from planrunner.runtime.task_events import TaskEvents
@@ -86,7 +87,10 @@ OUTPUT_GRACE_S = 1.0
 # After Ctrl-C (SIGTERM, SIGHUP) or --duration, how long the ring's tail is read and
 # printed, from the request (the signal, the deadline): a full ring under a flood takes
 # ~0.3 s to print; past this the rest is released unread and counted as lost (issue 28:
-# a stop ends <= 0.2 s after it).
+# a stop ends <= 0.2 s after it). A batch being printed when the stop comes is left
+# there, by the chunk, to be printed as the tail's first part (`Session._show_until_asked`):
+# one read of a flooded ring is up to ~0.15 s of decoding and printing, which the stop
+# (the detach first) would otherwise wait for.
 TAIL_S = 0.1
 OUTPUT_CHUNK = 1024
 # How long a `-c` command has to end after SIGTERM before it gets SIGKILL.
@@ -323,7 +327,9 @@ class Session:
         self.stop_reason: StopReason | None = None
         self._remaining = opts.max_events  # records still to show (--max-events)
         self._deadline: float | None = None  # monotonic end of --duration
-        self.tail_dropped = 0  # records left in the ring past TAIL_S after a stop
+        self.tail_dropped = 0  # records left unprinted past TAIL_S after a stop
+        self._cut = False  # a batch was cut at TAIL_S: the ring's tail is released unread
+        self._pending: list[bytes] = []  # read, not yet printed when the stop was asked
         self._detaching: threading.Thread | None = None  # the run's own tracepoints
         self._detach_failed: list[BaseException] = []
 
@@ -404,6 +410,7 @@ class Session:
                 attached.callback(self._close_live_views)
                 attached.callback(self._detach)  # first: the probes, then the live views
                 status = self._attach_and_loop(scope, mode, cleanup)
+            mark("detached")
             lost = _report_losses(self.backend, self.program, self.out, self.stderr,
                                   self.tail_dropped)
             if not lost and not self.out.blocked and self.upkeep is not None:  # complete
@@ -414,6 +421,7 @@ class Session:
                     self.program, self.heard, self.child,
                     single if self.child is None else None, self.upkeep,
                     scope.follow_children))
+        mark("closed")
         if self.child is not None:
             status = _end_child(self.child, self.stop, self.stderr, status)
         if lost:
@@ -487,6 +495,43 @@ class Session:
         self._remaining -= len(recs)
         return recs
 
+    def _tail_over(self) -> bool:
+        """A stop was asked (a signal, the deadline) TAIL_S ago or more."""
+        now = self.clocks.monotonic()
+        asked = self.stop.at if self.stop.reason else None
+        if asked is None and self._deadline is not None and now >= self._deadline:
+            asked = self._deadline
+        return asked is not None and now - asked >= TAIL_S
+
+    def _stop_asked(self) -> bool:
+        """A stop signal came, or the deadline has passed."""
+        return self.stop.reason is not None or (
+            self._deadline is not None and self.clocks.monotonic() >= self._deadline)
+
+    def _show_until_asked(self, decoder: Decoder, raw: list[bytes],
+                          seconds_left: float | None) -> list[bytes]:
+        """Decode and print `raw` OUTPUT_CHUNK records at a time until a stop is asked;
+        what is left then (the tail's first part, printed after the detach)."""
+        for start in range(0, len(raw), OUTPUT_CHUNK):
+            if self._stop_asked():
+                return raw[start:]
+            recs = decoder.decode_batch(raw[start:start + OUTPUT_CHUNK])
+            self.out.records(self._shown(recs), seconds_left)
+        return []
+
+    def _show(self, decoder: Decoder, raw: list[bytes], seconds_left: float | None,
+              keep: int = 0) -> None:
+        """Decode and print `raw` OUTPUT_CHUNK records at a time; once a stop's TAIL_S
+        has run out, what is left past the first `keep` records is counted as not
+        printed (tail_dropped) instead, and the ring's tail goes unread (`_cut`)."""
+        for start in range(0, len(raw), OUTPUT_CHUNK):
+            if start >= keep and self._tail_over():
+                self.tail_dropped += len(raw) - start
+                self._cut = True
+                return
+            recs = decoder.decode_batch(raw[start:start + OUTPUT_CHUNK])
+            self.out.records(self._shown(recs), seconds_left)
+
     def _loop(self, upkeep: Upkeep, stacks: StackResolver | None) -> int:
         # Built once tracing has begun: the probes already record into the ring while the
         # decoding and aggregation modules load (a run with the caches warm reaches
@@ -524,7 +569,7 @@ class Session:
                     stacks.observe(child.pid)
             with stacks.lock:  # a live view's scrape (another thread) reads stacks too
                 if batch:  # a "new process" notice is no record
-                    self.out.records(self._shown(decoder.decode_batch(batch)), self._left())
+                    self._pending = self._show_until_asked(decoder, batch, self._left())
                 stacks.follow()
                 if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
                     self.out.call(aggs.tick, self._left())
@@ -540,25 +585,33 @@ class Session:
         # the request: the signal, the deadline (a batch may have been printed since)
         asked = {StopReason.SIGNAL: self.stop.at, StopReason.DURATION: self._deadline}
         stopped_at = asked.get(reason) or clocks.monotonic()
+        mark("stopping")  # (PLANRUNNER_TIMING=1: where a stop's time goes)
         self._detach_probes()  # first, so that the tail below holds every event that fired
+        mark("probes-detached")
         # What arrived before the stop still counts: a read returns a bounded batch, and
         # the ring may hold many. Asked to stop (a signal, --duration), for TAIL_S at
         # most: what is left then is counted as lost.
-        # One read is always printed (a bounded batch: ~30 ms at most), so that a slow
-        # detach on a busy machine cannot cost a small tail.
+        # First what the loop read but had not printed when the stop was asked, then the
+        # ring's tail: of each, one chunk is always printed, so that a slow detach on a
+        # busy machine cannot cost a small tail; past TAIL_S the rest is cut by the chunk.
         hurry = reason in (StopReason.SIGNAL, StopReason.DURATION)
+        pending, self._pending = self._pending, []
+        if pending:
+            with stacks.lock:
+                self._show(decoder, pending, 0.0, OUTPUT_CHUNK if hurry else len(pending))
         reads = 0
         while self._remaining is None or self._remaining > 0:
-            if hurry and reads and clocks.monotonic() - stopped_at >= TAIL_S:
-                self.tail_dropped = backend.discard_ring()
+            if hurry and (self._cut or (reads and clocks.monotonic() - stopped_at >= TAIL_S)):
+                mark("tail-cut")
+                self.tail_dropped += backend.discard_ring()
                 break
             reads += 1
             raw = backend.read_ring(0)
             if not raw:
                 break
             with stacks.lock:
-                tail = decoder.decode_batch(raw)
-            self.out.records(self._shown(tail), 0.0)
+                self._show(decoder, raw, 0.0, OUTPUT_CHUNK if hurry else len(raw))
+        mark("tail-shown")
         with stacks.lock:  # live views are still serving
             final = aggs.final()  # stacks unwound and symbolized before the guarded write
         self.out.call(lambda view: aggs.write(final, view), 0.0)
@@ -759,8 +812,8 @@ def _report_losses(backend: Backend, program: RenderedProgram, out: _Output,
     ring = backend.counter(Counter.LOST_RINGBUF)
     if tail:
         out.call(lambda view: view.lost(tail, "left in the ring at the stop"), 0.0)
-        stderr.write(f"{tail} events not printed: still in the ring buffer {TAIL_S:g} s "
-                     "after the stop\n")
+        stderr.write(f"{tail} events not printed: still in the ring buffer or not yet "
+                     f"printed {TAIL_S:g} s after the stop\n")
         lost.append(f"{tail} events not printed")
     if ring:
         out.call(lambda view: view.lost(ring, "ringbuf full"), 0.0)

@@ -155,11 +155,14 @@ def test_comm_traces_the_processes_of_that_name(fixtures_built, tmp_path, pool):
     assert comms == {"pacer_b"}
 
 
-def test_follow_children_traces_the_commands_descendants(fixtures_built, tmp_path):
+@pytest.mark.parametrize("btf", ["kernel", "none"])
+def test_follow_children_traces_the_commands_descendants(fixtures_built, tmp_path, btf):
+    """With the kernel's BTF the fork program is a raw tracepoint reading the child's
+    tgid at its offset; without it (btf none), the tracepoint's perf event."""
     paced = fixtures_built / "paced"
     cmd = f"sh -c '{paced} 10 0 50 & {paced} 10 0 50; wait'"
     proc = run_planrunner(["run", _plan(tmp_path, paced), "-f", "json", "--follow-children",
-                           "-c", cmd])
+                           "-c", cmd], env=_btf_env(tmp_path, btf))
     assert proc.returncode == 0, proc.stderr
     assert "and its descendants" in proc.stderr
     recs = [r for r in json_records(proc.stdout) if r.get("probe") == "tick"]
@@ -171,6 +174,16 @@ def test_follow_children_traces_the_commands_descendants(fixtures_built, tmp_pat
     proc = run_planrunner(["run", _plan(tmp_path, paced), "-f", "json", "-c", cmd])
     assert proc.returncode == 0, proc.stderr
     assert not [r for r in json_records(proc.stdout) if r.get("probe") == "tick"]
+
+
+def _btf_env(tmp_path: Path, btf: str) -> dict[str, str]:
+    """The environment of a run with the kernel's BTF, or standing for a kernel without
+    it (then the run's own fork and execve programs are perf events)."""
+    if btf == "kernel":
+        if not os.access("/sys/kernel/btf/vmlinux", os.R_OK):
+            pytest.skip("this kernel has no readable /sys/kernel/btf/vmlinux")
+        return dict(os.environ)
+    return {**os.environ, "PLANRUNNER_VMLINUX_BTF": str(tmp_path / "no-btf")}
 
 
 PY_PLAN = f"""
@@ -243,14 +256,17 @@ def _children(pid: int) -> set[int]:
     return {int(p) for p in text.split()}
 
 
-def test_a_run_attached_first_records_nothing_of_a_starting_run(tmp_path):
+@pytest.mark.parametrize("btf", ["kernel", "none"])
+def test_a_run_attached_first_records_nothing_of_a_starting_run(tmp_path, btf):
     """Run A is attached when run B starts (B compiles: --no-cache, so its compile worker
     runs too): A records none of B's interpreter start, argument parsing and cache lookup
     before B registers, nor of B's worker, and all of a Python workload's calls
-    (alpha x500, beta x300, gamma x200: at least 1000 returns of its own)."""
+    (alpha x500, beta x300, gamma x200: at least 1000 returns of its own). With the
+    kernel's BTF, A's exec program reads B's argv in B's new image and its fork program
+    is a raw tracepoint; without it (btf none), A notes argv at the execve syscall."""
     _needs_python_usdt()
     plan = write_plan(tmp_path, PY_COUNT_PLAN)
-    a = start_tracer(plan, "-f", "json")
+    a = start_tracer(plan, "-f", "json", env=_btf_env(tmp_path, btf))
     try:
         b = subprocess.Popen([*PLANRUNNER, "run", plan, "--no-cache", "-f", "json", "-d",
                               "1"], cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -299,7 +315,8 @@ def test_a_run_that_attaches_while_another_starts_records_nothing_of_it(tmp_path
     assert counts.get(b.pid) is None, (b.pid, counts[b.pid])
 
 
-def test_the_command_is_not_traced_before_its_exec(tmp_path):
+@pytest.mark.parametrize("btf", ["kernel", "none"])
+def test_the_command_is_not_traced_before_its_exec(tmp_path, btf):
     """Between its fork and its exec the -c child is a copy of planrunner: its call of
     libc's execv (ctypes) and its execve syscall are not the command's. The command's
     own execve (sh's `exec`), after its exec, is."""
@@ -313,11 +330,12 @@ outputs:
   - {{count: execv, by: [pid, comm]}}
   - {{count: execve, by: [pid, comm]}}
 """)
-    res = run_planrunner(["run", plan, "-f", "json", "-c", "true"])
+    env = _btf_env(tmp_path, btf)
+    res = run_planrunner(["run", plan, "-f", "json", "-c", "true"], env=env)
     assert res.returncode == 0, res.stderr
     assert json_records(res.stdout) == []  # `true` itself calls neither
     res = run_planrunner(["run", plan, "-f", "json", "-c",
-                          "/bin/sh -c 'exec /bin/true'"])
+                          "/bin/sh -c 'exec /bin/true'"], env=env)
     assert res.returncode == 0, res.stderr
     rows = json_records(res.stdout)
     assert [(r["output"], r["comm"], r["count"]) for r in rows] == [("execve", "sh", 1)], rows

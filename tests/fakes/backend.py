@@ -26,6 +26,7 @@ from typing import Any
 
 from planrunner.render.layout import STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import (
+    OWN_BTF_PROBE,
     RUN_OWN_SITES,
     AttachSet,
     AttachSite,
@@ -125,6 +126,7 @@ class FakeBackend:
     attach_error: Exception | None = None
     finished_attach: bool = False  # finish_attach was called (after every attach)
     helper_errors: dict[str, Exception] = field(default_factory=dict)  # fn name -> error
+    btf: bool = True  # the program has the own programs made with the kernel's offsets
     _next: int = 0
     detached_all: bool = False
     _detached: bool = False
@@ -137,6 +139,9 @@ class FakeBackend:
     def load(self, program: RenderedProgram) -> None:
         self.calls.append("load")
         self.program = program
+
+    def has_function(self, name: str) -> bool:
+        return self.btf or name != OWN_BTF_PROBE
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         self.config[slot] = value

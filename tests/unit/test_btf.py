@@ -174,3 +174,61 @@ def test_runtime_cflags_parse_the_btf_once(tmp_path: Path,
     assert loads == [str(path)]
     assert btf.runtime_cflags(constants[:1]) == ["-DPR_MM=16"]  # kept: no read at all
     assert loads == [str(path)]
+
+
+# --- the run's own programs' offsets (render/model.py OWN_BTF_MEMBERS) -------------------
+
+def test_own_program_offsets_from_a_given_file_or_none(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the kernel's BTF the raw fork and argv-reading exec programs are compiled
+    (their offsets defined); without it, no flag: those programs are left out and the
+    run attaches the perf-event variants (runtime/scope.py own_sites)."""
+    from planrunner.runtime.bcc_backend import own_btf_cflags
+
+    b = Builder()
+    int_t = b.add("int", btf.INT, 0, 4, struct.pack("<I", (1 << 24) | 32))
+    long_t = b.add("long", btf.INT, 0, 8, struct.pack("<I", (1 << 24) | 64))
+    b.struct("mm_struct", 64, [("start_code", long_t, 0), ("start_stack", long_t, 8 * 40)])
+    b.struct("task_struct", 128, [("state", long_t, 0), ("mm", long_t, 8 * 16),
+                                  ("pid", int_t, 8 * 96), ("tgid", int_t, 8 * 100)])
+    path = tmp_path / "btf-own"
+    path.write_bytes(b.blob())
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path))
+    assert own_btf_cflags() == ["-DPR_MM_START_STACK_OFFSET=40", "-DPR_TASK_MM_OFFSET=16",
+                                "-DPR_TASK_TGID_OFFSET=100"]
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(tmp_path / "none"))
+    assert own_btf_cflags() == []
+    path2 = tmp_path / "btf-short"  # a BTF without those structs
+    path2.write_bytes(Builder().blob())
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path2))
+    assert own_btf_cflags() == []
+
+
+def test_the_source_identity_keys_what_the_offsets_come_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The program cache keys the own programs' offsets by where they come from, not by
+    their values (no BTF parse on a cached run): a given file by its identity, so a
+    rewritten one is another key; the running kernel's by its path (its release and
+    build are in the key already)."""
+    monkeypatch.delenv("PLANRUNNER_VMLINUX_BTF", raising=False)
+    assert btf.source_identity() in (btf.VMLINUX, f"{btf.VMLINUX}: errno 2")
+    path = tmp_path / "btf"
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path))
+    absent = btf.source_identity()
+    path.write_bytes(Builder().blob())
+    first = btf.source_identity()
+    time.sleep(0.01)
+    path.write_bytes(Builder().blob() + b"\0")
+    assert len({absent, first, btf.source_identity()}) == 3
+
+
+@needs_vmlinux
+def test_running_kernel_has_the_own_programs_members() -> None:
+    from planrunner.render.model import OWN_BTF_MEMBERS
+
+    kernel = btf.load()
+    offsets = {(s, p): btf.member_offset(kernel, s, p) for _m, s, p in OWN_BTF_MEMBERS}
+    # pid and tgid side by side, as every kernel lays them out
+    assert offsets["task_struct", "tgid"] == btf.member_offset(kernel, "task_struct",
+                                                                "pid") + 4
+    assert offsets["mm_struct", "start_stack"] % 8 == 0

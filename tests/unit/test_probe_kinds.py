@@ -249,11 +249,51 @@ def test_own_exit_and_exec_are_raw_tracepoints_unless_the_plan_has_their_event()
                       for i, (c, e) in enumerate(events))
         return RenderedProgram("", sites, (), (), "p")
 
-    plain = own_sites(program(), follow_children=False)
+    plain = own_sites(program(), follow_children=False, btf=False)
     assert OWN_RAW_VARIANTS[EXIT_SITE] in plain and OWN_RAW_VARIANTS[EXEC_SITE] in plain
     assert EXIT_SITE not in plain and EXEC_SITE not in plain and FORK_SITE not in plain
     assert {pk.site_kind(s.kind) for s in OWN_RAW_VARIANTS.values()} == \
         {pk.RAW_TRACEPOINT_SITE}
-    shared = own_sites(program(("sched", "sched_process_exec")), follow_children=True)
+    shared = own_sites(program(("sched", "sched_process_exec")), follow_children=True,
+                       btf=False)
     assert EXEC_SITE in shared and OWN_RAW_VARIANTS[EXIT_SITE] in shared
     assert FORK_SITE in shared and len(shared) == len(plain) + 1
+
+
+def test_with_the_kernels_offsets_no_own_program_is_a_perf_event_unless_shared() -> None:
+    """With the kernel's BTF, fork is a raw tracepoint too and exec reads argv itself:
+    the execve syscall programs (perf events) are not attached at all. A plan's
+    tracepoint on an event still keeps ours there a perf event."""
+    from planrunner.render.model import (
+        EXECVE_SITES,
+        EXIT_SITE,
+        FORK_SITE,
+        OWN_BTF_VARIANTS,
+        OWN_RAW_VARIANTS,
+        PLANRUNNER_SITES,
+        AttachSite,
+        RenderedProgram,
+    )
+    from planrunner.runtime.scope import own_sites
+
+    def program(*events: tuple[str, str]) -> RenderedProgram:
+        sites = tuple(AttachSite("tracepoint", f"pr_t_{i}", "t", 0, category=c, event=e)
+                      for i, (c, e) in enumerate(events))
+        return RenderedProgram("", sites, (), (), "p")
+
+    plain = own_sites(program(), follow_children=True, btf=True)
+    assert [s.fn_name for s in plain] == [
+        "pr_on_exit_raw", "pr_on_fork_raw", "pr_on_exec_argv_raw", "pr_scope_fork_raw"]
+    assert {pk.site_kind(s.kind) for s in plain} == {pk.RAW_TRACEPOINT_SITE}
+    assert not set(EXECVE_SITES) & set(plain)
+    fork, exec_ = PLANRUNNER_SITES[0], PLANRUNNER_SITES[-1]
+    shared = own_sites(program(("task", "task_newtask"), ("sched", "sched_process_exec"),
+                               ("syscalls", "sys_enter_execve")),
+                       follow_children=True, btf=True)
+    assert shared == [OWN_RAW_VARIANTS[EXIT_SITE], fork, OWN_BTF_VARIANTS[exec_][0],
+                      FORK_SITE]
+    assert [s.fn_name for s in shared] == [
+        "pr_on_exit_raw", "pr_on_fork", "pr_on_exec_argv", "pr_scope_fork"]
+    # every variant shares its event with the program it stands for
+    for site, pair in OWN_BTF_VARIANTS.items():
+        assert {(v.category, v.event) for v in pair} == {(site.category, site.event)}

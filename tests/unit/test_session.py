@@ -24,6 +24,7 @@ from planrunner.records import AggSnapshot, SnapshotSource
 from planrunner.render.layout import KeyLayout, LayoutField, RecordLayout
 from planrunner.render.model import (
     FORK_SITE,
+    OWN_BTF_VARIANTS,
     AggregateOutput,
     AttachSite,
     ConfigSlot,
@@ -175,7 +176,8 @@ def test_after_a_signal_the_tail_is_read_for_tail_s_then_the_rest_is_counted_los
     assert backend.calls[-5:] == ["detach", "tail", "tail", "discard", "close"]
     assert backend.detached_all
     assert status == session_mod.EXIT_INCOMPLETE
-    assert "4 events not printed: still in the ring buffer 0.1 s after the stop\n" in err
+    assert "4 events not printed: still in the ring buffer or not yet printed 0.1 s after " \
+        "the stop\n" in err
     assert view.losses == [(4, "left in the ring at the stop")]
 
 
@@ -193,6 +195,41 @@ def test_a_detach_slower_than_tail_s_still_prints_one_read_of_the_tail() -> None
     status, view, err = run(flood, RunOptions())
     assert (status, ids(view)) == (session_mod.EXIT_INCOMPLETE, [0, 1, 2, 3, 4])
     assert "6 events not printed" in err
+
+
+class SlowView(RecordingView):
+    """Each write of records takes `seconds` on `clock` (a flood's batch being printed)."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    def records(self, batch: Sequence[dict[str, object]]) -> None:
+        super().records(batch)
+        self.clock.advance(self.seconds)
+
+
+@pytest.mark.parametrize("how", ["signal", "duration"])
+def test_a_batch_being_printed_at_the_stop_is_cut_at_tail_s_by_the_chunk(how: str) -> None:
+    """A flooded ring's read is up to ~0.15 s of decoding and printing: a stop asked while
+    it is printed (a signal, the deadline) waited for all of it, then for one more read
+    of the tail. Now the loop leaves the rest of the batch at once (the detach comes
+    first), its chunks are printed for TAIL_S after the request, the rest is counted,
+    and the ring's tail is released unread."""
+    chunk = session_mod.OUTPUT_CHUNK
+    clock = FakeClock()
+    batch = [rec(i) for i in range(3 * chunk)]
+    then = (lambda: os.kill(os.getpid(), signal.SIGINT)) if how == "signal" else None
+    backend = FakeBackend(turns=[Turn(batch, then=then, advance_s=1.0)],
+                          tail=[rec(9), rec(9)], clock=clock)
+    view = SlowView(clock, session_mod.TAIL_S / 2 + 0.001)
+    opts = RunOptions(duration_s=1.0) if how == "duration" else RunOptions()
+    status, view, err = run(backend, opts, view=view)
+    assert ids(view) == list(range(2 * chunk))  # two chunks fit in TAIL_S, the third not
+    assert backend.calls[-3:] == ["detach", "discard", "close"]  # no read of the tail
+    assert status == session_mod.EXIT_INCOMPLETE
+    assert f"{chunk + 2} events not printed" in err
+    assert view.losses == [(chunk + 2, "left in the ring at the stop")]
 
 
 def test_after_the_command_ended_the_tail_is_read_to_its_end() -> None:
@@ -286,10 +323,11 @@ def test_config_slots_and_distinct_sites() -> None:
     assert [s for s, _pid, _ref in backend.attached] == [SITE, other, TRACEPOINT]
     cpus = session_mod.possible_cpus()
     # registry upkeep, planrunner processes kept out before they register
-    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, False)
-    # the exit program a raw tracepoint; exec a perf event, as the plan has one there
+    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, False, True)
+    # exit and fork raw tracepoints; exec a perf event, as the plan has one there, which
+    # reads the new program's argv itself (no execve programs)
     assert [s.fn_name for s, _pid, _ref in backend.helpers] == [
-        "pr_on_exit_raw", "pr_on_fork", "pr_on_execve", "pr_on_execveat", "pr_on_exec"]
+        "pr_on_exit_raw", "pr_on_fork_raw", "pr_on_exec_argv"]
     # no --pid: no scope filter
     assert backend.config == {ConfigSlot.SELF: os.getpid(), ConfigSlot.NR_CPUS: cpus}
     assert "Tracing 3 probe sites in all processes." in err
@@ -331,8 +369,8 @@ def test_follow_children_attaches_the_fork_programs_first() -> None:
     scope = Scope(pids=(me,), follow_children=True)
     prog = program(sites=(SITE,))
     run(backend, RunOptions(duration_s=0.1, scope=scope), prog)
-    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, True)
-    assert backend.helpers[-1][0] == FORK_SITE
+    assert [s for s, _pid, _ref in backend.helpers] == own_sites(prog, True, True)
+    assert backend.helpers[-1][0] == OWN_BTF_VARIANTS[FORK_SITE][1]
     assert {pid for _site, pid, _ref in backend.attached} == {None}  # children: any pid
     assert backend.config[ConfigSlot.SCOPE_UPROBE] == ScopeFlag.PIDS
 
@@ -748,12 +786,19 @@ def test_a_kernel_without_syscall_tracepoints_still_traces_and_says_what_is_miss
     from planrunner.errors import BackendError
 
     backend = FakeBackend(helper_errors={"pr_on_execve": BackendError("no such event")},
-                          clock=FakeClock())
+                          clock=FakeClock(), btf=False)
     status, _view, err = run(backend, RunOptions(duration_s=0.1))
     assert status == 0
     assert "warning: cannot watch for planrunner processes starting (syscalls:" \
            "sys_enter_execve: " in err and "no such event)" in err
     assert [s.fn_name for s, _pid, _ref in backend.attached] == ["pr_fn_0"]
+    # with the kernel's offsets the exec program reads argv: a raw tracepoint refused
+    backend = FakeBackend(helper_errors={
+        "pr_on_exec_argv_raw": BackendError("no such event")}, clock=FakeClock())
+    status, _view, err = run(backend, RunOptions(duration_s=0.1))
+    assert status == 0
+    assert "warning: cannot watch for planrunner processes starting (sched:" \
+           "sched_process_exec: " in err
     # a helper the run cannot do without still ends it
     backend = FakeBackend(helper_errors={"pr_on_exit_raw": BackendError("no such event")},
                           clock=FakeClock())

@@ -1,0 +1,61 @@
+"""The run's own programs (templates/runtime_helpers.h: the tracer registry's exit,
+fork and exec programs) as the kernel holds them: with its BTF, all raw tracepoints
+(their close at the stop waits for no grace period) and no execve syscall program;
+without it (PLANRUNNER_VMLINUX_BTF naming no file), fork and the two execve programs are
+perf events. Read from the run's own fds (/proc/PID/fdinfo) while it traces. That these
+programs still do their work either way (planrunner processes skipped from their exec or
+fork, --follow-children's children, the -c command) is test_scope_e2e.py's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import write_plan
+from tests.e2e.executor_helpers import start_tracer, stop_tracer
+
+PLAN = """
+planrunner: 1
+name: opens
+probes:
+  op: {tracepoint: "syscalls:sys_enter_openat"}
+outputs:
+  - {count: op}
+"""
+
+
+def _bpf_fds(pid: int) -> tuple[list[str], int]:
+    """(the raw tracepoint links' events, sorted; how many perf events) `pid` holds."""
+    raw, perf = [], 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            what = os.readlink(f"/proc/{pid}/fd/{fd}")
+            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+        except OSError:  # closed meanwhile
+            continue
+        if what == "anon_inode:[perf_event]":
+            perf += 1
+        elif what == "anon_inode:bpf_link" and "link_type:\traw_tracepoint" in info:
+            raw += [line.split("\t")[1] for line in info.splitlines()
+                    if line.startswith("tp_name:")]
+    return sorted(raw), perf
+
+
+@pytest.mark.parametrize("btf", ["kernel", "none"])
+def test_own_programs_are_raw_tracepoints_where_the_kernel_has_btf(tmp_path, btf) -> None:
+    if btf == "kernel" and not os.access("/sys/kernel/btf/vmlinux", os.R_OK):
+        pytest.skip("this kernel has no readable /sys/kernel/btf/vmlinux")
+    env = {} if btf == "kernel" else {"PLANRUNNER_VMLINUX_BTF": str(tmp_path / "none")}
+    proc = start_tracer(write_plan(tmp_path, PLAN), "--follow-children", "-c", "sleep 5",
+                        env=env)
+    try:
+        raw, perf = _bpf_fds(proc.pid)
+    finally:
+        stop_tracer(proc)
+    if btf == "kernel":  # the plan's tracepoint is the one perf event
+        assert (raw, perf) == (["sched_process_exec", "sched_process_exit", "task_newtask",
+                                "task_newtask"], 1)
+    else:  # + fork, --follow-children's fork, execve, execveat
+        assert (raw, perf) == (["sched_process_exec", "sched_process_exit"], 5)
