@@ -158,10 +158,12 @@ static __always_inline int pr_pid_allowed(__u32 tgid, __u32 ns_tgid)
 }
 
 /* 1 when this event is not to be recorded: any planrunner's own, or outside the scope
-   the thunk's kind applies (AND across --pid, --comm, --cgroup; OR within each). */
-static __always_inline int pr_skip(__u32 scope_slot)
+   the thunk's kind applies (AND across --pid, --comm, --cgroup; OR within each). `id`:
+   bpf_get_current_pid_tgid(), read once per event by the thunk, which hands it to the
+   body too (~8 ns a call on an AMD EPYC guest). */
+static __always_inline int pr_skip(__u32 scope_slot, __u64 id)
 {
-    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    __u32 tgid = id >> 32;
     if (pr_is_tracer(tgid) || pr_is_born(tgid))
         return 1;
     __u32 ino = pr_cfg(PR_CFG_NS_INO);
