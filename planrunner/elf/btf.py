@@ -15,6 +15,9 @@ name (through anonymous members, typedefs and qualifiers) and adds their bit off
 once per process, and `runtime_cflags(constants)` turns the rendered program's
 (macro, member) pairs into `-DMACRO=N` for the compiler: the rendered C only names the
 macros (render/operand_c.py names them), so it is the same on every host.
+`optional_cflags(constants)` does the same for macros the C only tests with `#ifdef`
+(a faster path where the kernel has BTF): a member it cannot find is left undefined,
+not an error; `identity()` is what those values are a function of, without parsing.
 PLANRUNNER_VMLINUX_BTF overrides the file (tests use it to stand for a kernel without
 BTF).
 """
@@ -51,6 +54,8 @@ class KernelMember(NamedTuple):
 
 # where x86-64 Linux keeps a task's thread pointer (what %fs: addresses)
 THREAD_POINTER = KernelMember("task_struct", "thread.fsbase")
+# a task's command name, char[16] (runtime_helpers.h pr_current_comm)
+TASK_COMM = KernelMember("task_struct", "comm")
 
 _HEADER = struct.Struct("<HBBIIIIII")
 _TYPE = struct.Struct("<III")
@@ -229,3 +234,26 @@ def runtime_cflags(constants: Iterable[tuple[str, KernelMember]]) -> list[str]:
     pairs = sorted(set(constants))
     offsets = kernel_offsets(member for _, member in pairs)
     return [f"-D{macro}={offsets[member]}" for macro, member in pairs]
+
+
+def optional_cflags(constants: Iterable[tuple[str, KernelMember]]) -> list[str]:
+    """`-DMACRO=N` for each (macro, kernel member) the running kernel's BTF has; none for
+    one it lacks, or for all when it has no BTF (the C then takes its fallback)."""
+    out = []
+    for macro, member in sorted(set(constants)):
+        try:
+            out.append(f"-D{macro}={kernel_offset(member)}")
+        except BtfError:
+            continue
+    return out
+
+
+def identity() -> str:
+    """What `optional_cflags` depends on, learnt with one stat (a parse takes ~0.1 s): the
+    BTF file's path and, but for the running kernel's own file (whose kernel a program
+    cache key names already), its fingerprint; absent: "-"."""
+    path = vmlinux_path()
+    st = inputs.stat(path)
+    if st is None:
+        return f"{path}:{inputs.ABSENT}"
+    return f"{path}:{'kernel' if path == VMLINUX else inputs.stat_fingerprint(st)}"

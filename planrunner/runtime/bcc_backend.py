@@ -96,6 +96,25 @@ def compile_flags(program: RenderedProgram, pin: str, sleepable: bool) -> list[s
     return cflags
 
 
+def btf_key(program: RenderedProgram) -> list[str]:
+    """What the program cache keys `program`'s optional BTF constants by (beside its
+    cflags): the BTF file they come from (elf/btf.py identity, one stat). Their values
+    are a function of it, and learning them takes a parse of the kernel's BTF (~0.1 s)
+    that a warm run should not pay."""
+    if not program.btf_constants:
+        return []
+    from planrunner.elf.btf import identity
+    return [f"btf:{identity()}"]
+
+
+def btf_cflags(program: RenderedProgram) -> list[str]:
+    """`-DMACRO=N` for the optional BTF constants the kernel has (compiles only)."""
+    if not program.btf_constants:
+        return []
+    from planrunner.elf.btf import optional_cflags
+    return optional_cflags(program.btf_constants)
+
+
 def import_bcc() -> Any:
     try:
         import bcc  # noqa: PLC0415 - the one place bcc is imported
@@ -299,7 +318,7 @@ class BccBackend:
         pin = tracers_pin(default=program.tracers_pin)  # bcc pins pr_tracers there
         self.program = program
         cflags = compile_flags(program, pin, self.features.sleepable)
-        key, cached = self._cached(program, cflags)
+        key, cached = self._cached(program, cflags + btf_key(program))
         if cached is not None:
             refused = self._load_image(program, cached)
             if refused is None:
@@ -308,7 +327,8 @@ class BccBackend:
                 return
             if self._cache is not None and key is not None:
                 self._cache.discard(key, f"was refused ({refused.diagnostics[0].message})")
-        compiled = self._compile(program.c_source, cflags, {program.tracers_map: pin})
+        compiled = self._compile(program.c_source, cflags + btf_cflags(program),
+                                 {program.tracers_map: pin})
         refused = self._load_image(program, compiled)
         if refused is not None:
             raise refused

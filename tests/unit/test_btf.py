@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from planrunner import inputs
 from planrunner.elf import btf
 
 VMLINUX = Path("/sys/kernel/btf/vmlinux")
@@ -112,6 +113,30 @@ def test_runtime_cflags_from_a_given_file(tmp_path: Path,
     assert btf.runtime_cflags([pair] * 2) == ["-DPR_X=48"]
     with pytest.raises(btf.BtfError, match="has no member thread.gsbase"):
         btf.kernel_offset(btf.KernelMember("task_struct", "thread.gsbase"))
+
+
+def test_optional_cflags_leave_out_what_the_btf_lacks(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An optional constant the kernel's BTF lacks, or every one when there is no BTF, is
+    left undefined (the C takes its fallback: runtime_helpers.h pr_current_comm), never
+    an error; what they depend on is named by a stat, without parsing."""
+    b = Builder()
+    char_t = b.add("char", btf.INT, 0, 1, struct.pack("<I", 8))
+    comm_t = b.add("", btf.ARRAY, 0, 0, struct.pack("<III", char_t, char_t, 16))
+    b.struct("task_struct", 64, [("pid", char_t, 0), ("comm", comm_t, 8 * 24)])
+    path = tmp_path / "btf"
+    path.write_bytes(b.blob())
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path))
+    gone = btf.KernelMember("task_struct", "comm_str")
+    assert btf.optional_cflags([("PR_C", btf.TASK_COMM), ("PR_G", gone)]) == ["-DPR_C=24"]
+    named = btf.identity()
+    assert named.startswith(f"{path}:") and named != f"{path}:{inputs.ABSENT}"
+    path.write_bytes(b.blob() + b"\0")  # another file: another identity
+    assert btf.identity() != named
+    missing = tmp_path / "none"
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(missing))
+    assert btf.optional_cflags([("PR_C", btf.TASK_COMM)]) == []
+    assert btf.identity() == f"{missing}:{inputs.ABSENT}"
 
 
 # --- the running kernel -----------------------------------------------------------------

@@ -73,8 +73,8 @@ static __always_inline int pr_body_value(struct pr_args_value *a, __u64 pr_id)
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
-    char pr_comm[16] = {};
-    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    char pr_comm[16] __attribute__((aligned(8)));
+    pr_current_comm(pr_comm);
     __u32 pr_zero = 0;
     struct pr_scratch_value *sc = pr_scratch_value.lookup(&pr_zero);
     if (!sc)

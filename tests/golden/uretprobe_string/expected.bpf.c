@@ -67,8 +67,8 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a, __u64 pr_id)
     __u32 pr_tid = (__u32)pr_id;
     __u32 pr_cpu = bpf_get_smp_processor_id();
     __u64 pr_ts = bpf_ktime_get_ns();
-    char pr_comm[16] = {};
-    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    char pr_comm[16] __attribute__((aligned(8)));
+    pr_current_comm(pr_comm);
 #ifdef PR_SLEEPABLE
     struct pr_scratch_ret *sc = pr_scratch_ret.task_storage_get(
         bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
