@@ -68,6 +68,8 @@ class BtfError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Btf:
+    """A parsed BTF blob: its bytes and where each type and the strings are in them."""
+
     data: bytes
     strings_at: int  # offset of the string section in `data`
     strings_end: int
