@@ -34,7 +34,7 @@ BODIES = {
     "per-CPU array lookup": "u32 k = 0; u64 t = 0;"
     + "{ u64 *p = arr.lookup(&k); if (p) t += *p; }" * CALLS + _SINK,
     "bpf_get_current_task_btf": "u64 t = 0;"
-    + "t += (u64)bpf_get_current_task_btf();" * CALLS + _SINK,
+    + "if (bpf_get_current_task_btf()) t++;" * CALLS + _SINK,
     # what runtime_helpers.h pr_current_comm does where the kernel has BTF
     "comm by task BTF (2 loads)": "u64 t = 0;"
     + "{ const char *k = (const char *)bpf_get_current_task_btf();"
