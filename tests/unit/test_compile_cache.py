@@ -357,3 +357,31 @@ def test_a_map_named_as_pinned_that_is_not_the_pinned_one_is_not_stored(
         bcc_backend._capture(Bpf(), {"m0": "/sys/fs/bpf/x"})
     monkeypatch.setattr(cc, "same_map", lambda fd, pin: True)
     assert bcc_backend._capture(Bpf(), {"m0": "/sys/fs/bpf/x"}).maps[0].pin == "/sys/fs/bpf/x"
+
+
+def test_optional_btf_constants_are_keyed_by_their_file_without_parsing_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm run keys the comm's offset (RenderedProgram.btf_constants) by the BTF file
+    it comes from, one stat: no parse (~75 ms) before the cache is looked up. Another
+    file, or none, is another key; a program without such constants adds nothing."""
+    from planrunner.elf import btf
+    from planrunner.render.model import RenderedProgram
+    from planrunner.render.program import TASK_COMM_OFFSET
+    from planrunner.runtime.bcc_backend import btf_key
+
+    def no_parse(*_a: object) -> btf.Btf:
+        raise AssertionError("the key parsed the BTF")
+
+    monkeypatch.setattr(btf, "load", no_parse)
+    program = RenderedProgram("int f(void *ctx) { return 0; }", (), (), (), "p",
+                              btf_constants=(TASK_COMM_OFFSET,))
+    blob = tmp_path / "btf"
+    blob.write_bytes(b"one")
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(blob))
+    first = btf_key(program)
+    assert first == btf_key(program) and len(first) == 1
+    blob.write_bytes(b"other")
+    assert btf_key(program) != first
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(tmp_path / "none"))
+    assert btf_key(program) not in ([], first)
+    assert btf_key(RenderedProgram("", (), (), (), "p")) == []
