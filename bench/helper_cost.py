@@ -15,6 +15,7 @@ import argparse
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 from bcc import BPF, USDT
@@ -32,7 +33,21 @@ BODIES = {
     + "bpf_probe_read_user(&v, 8, (void *)ctx->sp); t += v;" * CALLS + _SINK,
     "per-CPU array lookup": "u32 k = 0; u64 t = 0;"
     + "{ u64 *p = arr.lookup(&k); if (p) t += *p; }" * CALLS + _SINK,
+    "bpf_get_current_task_btf": "u64 t = 0;"
+    + "if (bpf_get_current_task_btf()) t++;" * CALLS + _SINK,
+    # what runtime_helpers.h pr_current_comm does where the kernel has BTF
+    "comm by task BTF (2 loads)": "u64 t = 0;"
+    + "{ const char *k = (const char *)bpf_get_current_task_btf();"
+      " t += *(const u64 *)(k + COMM_OFFSET) + *(const u64 *)(k + COMM_OFFSET + 8); }"
+    * CALLS + _SINK,
 }
+
+
+def comm_offset() -> int:
+    """task_struct.comm in the running kernel, by planrunner's BTF reader."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from planrunner.elf.btf import TASK_COMM, kernel_offset  # noqa: PLC0415
+    return kernel_offset(TASK_COMM)
 
 
 def run_ns(workload: str, body: str, secs: float) -> float:
@@ -43,7 +58,7 @@ def run_ns(workload: str, body: str, secs: float) -> float:
         usdt.enable_probe(probe="bench:tick", fn_name="on_hit")
         bpf = BPF(text="BPF_PERCPU_ARRAY(arr, u64, 1);\n"
                        f"int on_hit(struct pt_regs *ctx) {{ {body} return 0; }}",
-                  usdt_contexts=[usdt])
+                  usdt_contexts=[usdt], cflags=[f"-DCOMM_OFFSET={comm_offset()}"])
         fd = bpf.funcs[b"on_hit"].fd
         time.sleep(secs)
         with open(f"/proc/self/fdinfo/{fd}") as fh:

@@ -61,5 +61,5 @@ static __always_inline void pr_fill_hdr(struct pr_hdr *h, __u32 output, __u64 id
     h->pid = id >> 32;
     h->tid = (__u32)id;
     h->spare = 0;
-    bpf_get_current_comm(h->comm, sizeof(h->comm));
+    pr_current_comm(h->comm);
 }

@@ -157,11 +157,31 @@ static __always_inline int pr_pid_allowed(__u32 tgid, __u32 ns_tgid)
     return ns_tgid && pr_scope_pids.lookup(&key);
 }
 
-/* 1 when this event is not to be recorded: any planrunner's own, or outside the scope
-   the thunk's kind applies (AND across --pid, --comm, --cgroup; OR within each). */
-static __always_inline int pr_skip(__u32 scope_slot)
+/* The current thread's comm into dst[16] (8-byte aligned), as bpf_get_current_comm
+   gives it. Where the kernel has BTF the loader defines PR_TASK_COMM_OFFSET
+   (task_struct.comm; render/program.py TASK_COMM_OFFSET) and it is two plain loads from
+   the task, which the verifier checks against the kernel's BTF: no helper call (that
+   one costs ~40 ns on an AMD EPYC guest, BENCHMARKS.md issue 28 item 1). The kernel
+   keeps comm NUL-terminated and zero-padded (__set_task_comm), so the bytes are the
+   helper's. Without BTF, the helper. */
+static __always_inline void pr_current_comm(char *dst)
 {
-    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+#ifdef PR_TASK_COMM_OFFSET
+    const char *task = (const char *)bpf_get_current_task_btf();
+    ((__u64 *)dst)[0] = *(const __u64 *)(task + PR_TASK_COMM_OFFSET);
+    ((__u64 *)dst)[1] = *(const __u64 *)(task + PR_TASK_COMM_OFFSET + 8);
+#else
+    bpf_get_current_comm(dst, 16);
+#endif
+}
+
+/* 1 when this event is not to be recorded: any planrunner's own, or outside the scope
+   the thunk's kind applies (AND across --pid, --comm, --cgroup; OR within each). `id`:
+   bpf_get_current_pid_tgid(), read once per event by the thunk, which hands it to the
+   body too (~8 ns a call on an AMD EPYC guest). */
+static __always_inline int pr_skip(__u32 scope_slot, __u64 id)
+{
+    __u32 tgid = id >> 32;
     if (pr_is_tracer(tgid) || pr_is_born(tgid))
         return 1;
     __u32 ino = pr_cfg(PR_CFG_NS_INO);
@@ -178,8 +198,8 @@ static __always_inline int pr_skip(__u32 scope_slot)
     if ((scope & PR_SCOPE_PIDS) && !pr_pid_allowed(tgid, ns_tgid))
         return 1;
     if (scope & PR_SCOPE_COMM) {
-        struct pr_comm comm = {};
-        bpf_get_current_comm(&comm, sizeof(comm));
+        struct pr_comm comm __attribute__((aligned(8)));
+        pr_current_comm(comm.c);
         if (!pr_scope_comms.lookup(&comm))
             return 1;
     }

@@ -12,17 +12,19 @@ in Debian (libbpf's is C; bpftool dumps text), so this module walks the format i
 `member_offset(btf, "task_struct", "thread.fsbase")` follows struct/union members by
 name (through anonymous members, typedefs and qualifiers) and adds their bit offsets.
 `kernel_offset(member)` computes the offset of a `KernelMember` in the running kernel
-once per process (`source_identity()`: what they depend on, for a cache key), and
-`runtime_cflags(constants)` turns the rendered program's
+once per process, and `runtime_cflags(constants)` turns the rendered program's
 (macro, member) pairs into `-DMACRO=N` for the compiler: the rendered C only names the
 macros (render/operand_c.py names them), so it is the same on every host.
+`optional_cflags(constants)` does the same for macros the C only tests with `#ifdef`
+(a faster path where the kernel has BTF): a member it cannot find is left undefined,
+not an error. `identity()` is what all those values are a function of, learnt without
+parsing: the program cache keys a program by it, not by the values.
 PLANRUNNER_VMLINUX_BTF overrides the file (tests use it to stand for a kernel without
 BTF).
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -53,6 +55,8 @@ class KernelMember(NamedTuple):
 
 # where x86-64 Linux keeps a task's thread pointer (what %fs: addresses)
 THREAD_POINTER = KernelMember("task_struct", "thread.fsbase")
+# a task's command name, char[16] (runtime_helpers.h pr_current_comm)
+TASK_COMM = KernelMember("task_struct", "comm")
 
 _HEADER = struct.Struct("<HBBIIIIII")
 _TYPE = struct.Struct("<III")
@@ -63,14 +67,67 @@ class BtfError(Exception):
     """The kernel has no (readable) BTF, or it lacks the member asked for."""
 
 
+# 32-bit words of kind-specific data after a btf_type: fixed, or per vlen entry, by kind
+_FIXED_WORDS = [_FIXED.get(kind, 0) // 4 for kind in range(32)]
+_ENTRY_WORDS = [_PER_ENTRY.get(kind, 0) // 4 for kind in range(32)]
+
+
+class TypeOffsets:
+    """Where each btf_type starts in the blob (index: type id; 0, void, has none), found by
+    walking the type section only as far as a lookup needs. A vmlinux has ~126k types
+    and the structs planrunner reads come early (task_struct is id 114 in Linux 6.18):
+    the whole walk, ~70 ms of Python on an AMD EPYC, is paid only by len() or a name
+    the kernel lacks. An unknown kind is an error when the walk reaches it."""
+
+    __slots__ = ("_words", "_start", "_next", "_offsets", "_what")
+
+    def __init__(self, data: bytes, start: int, end: int, what: str) -> None:
+        self._words = memoryview(data)[start:end].cast("I")
+        self._start = start
+        self._next = 0  # the word where the next type not walked yet starts
+        self._offsets = [0]
+        self._what = what
+
+    def _walk_one(self) -> bool:
+        """One type more; False at the end of the section."""
+        i = self._next
+        if i >= len(self._words):
+            return False
+        info = self._words[i + 1]
+        kind = (info >> 24) & 0x1F
+        if kind > ENUM64 or kind == 0:
+            raise BtfError(f"{self._what}: unknown BTF kind {kind} (type {len(self._offsets)})")
+        self._offsets.append(self._start + 4 * i)
+        self._next = i + 3 + _FIXED_WORDS[kind] + _ENTRY_WORDS[kind] * (info & 0xFFFF)
+        return True
+
+    def get(self, type_id: int) -> int | None:
+        """The offset of type `type_id`, None when the blob has no such type."""
+        while len(self._offsets) <= type_id:
+            if not self._walk_one():
+                return None
+        return self._offsets[type_id]
+
+    def __getitem__(self, type_id: int) -> int:
+        at = self.get(type_id)
+        if at is None:
+            raise BtfError(f"type id {type_id} is out of range")
+        return at
+
+    def __len__(self) -> int:
+        while self._walk_one():
+            pass
+        return len(self._offsets)
+
+
 @dataclass(frozen=True, slots=True)
 class Btf:
-    """A parsed BTF blob: its bytes, where its strings are and where each type is."""
+    """A parsed BTF blob: its bytes and where each type and the strings are in them."""
 
     data: bytes
     strings_at: int  # offset of the string section in `data`
     strings_end: int
-    types: tuple[int, ...]  # offset in `data` of each btf_type; index = type id (0: void)
+    types: TypeOffsets  # offset in `data` of each btf_type; index = type id (0: void)
 
     def name(self, name_off: int) -> str:
         at = self.strings_at + name_off
@@ -79,30 +136,16 @@ class Btf:
 
     def header(self, type_id: int) -> tuple[int, int, int, int]:
         """(name_off, kind, vlen, size_or_type); kind_flag is folded into vlen's bit 16."""
-        if not 0 < type_id < len(self.types):
+        at = self.types.get(type_id) if type_id > 0 else None
+        if at is None:
             raise BtfError(f"type id {type_id} is out of range")
-        name_off, info, size = _TYPE.unpack_from(self.data, self.types[type_id])
+        name_off, info, size = _TYPE.unpack_from(self.data, at)
         kind_flag = (info >> 31) & 1
         return name_off, (info >> 24) & 0x1F, (info & 0xFFFF) | (kind_flag << 16), size
 
 
 def vmlinux_path() -> str:
     return inputs.getenv("PLANRUNNER_VMLINUX_BTF") or VMLINUX
-
-
-def source_identity() -> str:
-    """What offsets read from the BTF depend on, for a cache key that holds the running
-    kernel's release and build (runtime/compile_cache.py kernel_identity) but not the
-    offsets themselves (which take a parse of the BTF, ~35 ms, to know): the file, and
-    for any file but the running kernel's own (part of its build) its identity too."""
-    path = vmlinux_path()
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return f"{path}: errno {exc.errno}"
-    if path == VMLINUX:
-        return path
-    return f"{path}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def load(path: str | None = None) -> Btf:
@@ -132,25 +175,7 @@ def parse(data: bytes, what: str = "BTF") -> Btf:
         raise BtfError(f"{what} is truncated")
     if start % 4 or type_len % 4:
         raise BtfError(f"{what}: the type section is not 4-byte aligned")
-    # One pass over 32-bit words (a vmlinux has ~130k types): info is word 1 of each.
-    words = memoryview(data)[start:end].cast("I")
-    fixed = [0] * 32
-    per_entry = [0] * 32
-    for kind, n in _FIXED.items():
-        fixed[kind] = n // 4
-    for kind, n in _PER_ENTRY.items():
-        per_entry[kind] = n // 4
-    offsets = [0]
-    append = offsets.append
-    i, count = 0, len(words)
-    while i < count:
-        append(start + 4 * i)
-        info = words[i + 1]
-        kind = (info >> 24) & 0x1F
-        if kind > ENUM64 or kind == 0:
-            raise BtfError(f"{what}: unknown BTF kind {kind} (type {len(offsets) - 1})")
-        i += 3 + fixed[kind] + per_entry[kind] * (info & 0xFFFF)
-    return Btf(data, strings_at, strings_at + str_len, tuple(offsets))
+    return Btf(data, strings_at, strings_at + str_len, TypeOffsets(data, start, end, what))
 
 
 def find_struct(btf: Btf, name: str) -> int:
@@ -163,10 +188,12 @@ def find_struct(btf: Btf, name: str) -> int:
         name_offs.add(at + 1)
         at = strings.find(wanted, at + 1)
     unpack = _TYPE.unpack_from
-    for type_id in range(1, len(btf.types)):
-        name_off, info, _ = unpack(btf.data, btf.types[type_id])
+    type_id = 1
+    while (where := btf.types.get(type_id)) is not None:  # walked only this far
+        name_off, info, _ = unpack(btf.data, where)
         if name_off in name_offs and (info >> 24) & 0x1F == STRUCT:
             return type_id
+        type_id += 1
     raise BtfError(f"the kernel's BTF has no struct {name}")
 
 
@@ -248,3 +275,26 @@ def runtime_cflags(constants: Iterable[tuple[str, KernelMember]]) -> list[str]:
     pairs = sorted(set(constants))
     offsets = kernel_offsets(member for _, member in pairs)
     return [f"-D{macro}={offsets[member]}" for macro, member in pairs]
+
+
+def optional_cflags(constants: Iterable[tuple[str, KernelMember]]) -> list[str]:
+    """`-DMACRO=N` for each (macro, kernel member) the running kernel's BTF has; none for
+    one it lacks, or for all when it has no BTF (the C then takes its fallback)."""
+    out = []
+    for macro, member in sorted(set(constants)):
+        try:
+            out.append(f"-D{macro}={kernel_offset(member)}")
+        except BtfError:
+            continue
+    return out
+
+
+def identity() -> str:
+    """What `optional_cflags` depends on, learnt with one stat (a parse takes ~0.1 s): the
+    BTF file's path and, but for the running kernel's own file (whose kernel a program
+    cache key names already), its fingerprint; absent: "-"."""
+    path = vmlinux_path()
+    st = inputs.stat(path)
+    if st is None:
+        return f"{path}:{inputs.ABSENT}"
+    return f"{path}:{'kernel' if path == VMLINUX else inputs.stat_fingerprint(st)}"

@@ -53,7 +53,8 @@ PROLOGUE: dict[Builtin, str] = {
     "gid": "__u32 pr_gid = bpf_get_current_uid_gid() >> 32;",
     "cpu": "__u32 pr_cpu = bpf_get_smp_processor_id();",
     "ts": "__u64 pr_ts = bpf_ktime_get_ns();",
-    "comm": "char pr_comm[16] = {};\n    bpf_get_current_comm(pr_comm, sizeof(pr_comm));",
+    # no helper where the kernel has BTF (runtime_helpers.h pr_current_comm)
+    "comm": "char pr_comm[16] __attribute__((aligned(8)));\n    pr_current_comm(pr_comm);",
     # the name of the function, probe or event that fired: the thunk set a->func to
     # its index in the program's name table (a set's attach cookie, else a constant)
     "func": "char pr_func[PR_FUNC_SIZE] = {};\n    {\n        __u32 pr_fk = a->func;\n"

@@ -220,6 +220,10 @@ class RenderedProgram:
     # kernel member whose offset it is (render/operand_c.py names them): the loader
     # defines each (`-DMACRO=N`, elf/btf.py runtime_cflags).
     runtime_constants: tuple[RuntimeConstant, ...] = ()
+    # Macros the C only tests with #ifdef, for a path without a helper call where the
+    # kernel has BTF (runtime_helpers.h pr_current_comm): the loader defines those the
+    # kernel's BTF has (elf/btf.py optional_cflags), else the C calls the helper.
+    btf_constants: tuple[RuntimeConstant, ...] = ()
     stack_maps: StackMaps = StackMaps()  # render/stacks.py
     tables: tuple[AggTable, ...] = ()
     # Defined by the loader (`-DPR_SLEEPABLE`) when the kernel has sleepable uprobes: the

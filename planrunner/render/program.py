@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from planrunner.elf.btf import KernelMember
+from planrunner.elf.btf import TASK_COMM, KernelMember
 from planrunner.expr.ast import Name
 from planrunner.expr.typed import ArgRef, Builtin, TRef
 from planrunner.expr.types import StackType
@@ -373,6 +373,11 @@ def _python_capacity(resolved: ResolvedPlan) -> int:
                                      if "user" in p.stacks and copied(p.stack))
 
 
+# the comm of a record's header and of the `comm` builtin, read without a helper where
+# the kernel has BTF (runtime_helpers.h pr_current_comm)
+TASK_COMM_OFFSET = RuntimeConstant("PR_TASK_COMM_OFFSET", TASK_COMM)
+
+
 def _python_constants() -> tuple[RuntimeConstant, ...]:
     """The run-time constants pr_py_frames reads the executable's identity through."""
     return tuple(RuntimeConstant(macro, KernelMember(struct, path))
@@ -423,6 +428,9 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                               for c in runtime_constants(arg)}
                              | (set(_python_constants()) if python else set())))
     stack_maps = _stack_maps(resolved, acc.ucopy_bytes, acc.announces)
+    # per event: every record header (prints, new-process notices) and `comm` read it
+    reads_comm = bool(prints) or bool(stack_maps.seen) or any(
+        "comm" in v.builtins for v in views)
     sleepable = {v.name for v in views if v.sleepable}
     sites = _with_slots(_attach_site(s, s.probe in sleepable)
                         for p in resolved.probes if not one_program(p) for s in p.sites)
@@ -468,6 +476,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
     return RenderedProgram(c_source, sites, tuple(prints), tuple(aggs),
                            resolved.plan.name, resolved.pid, settings.span_depth,
                            runtime_constants=constants, tables=tables,
+                           btf_constants=(TASK_COMM_OFFSET,) if reads_comm else (),
                            python_bins_map=PYTHON_BINS_MAP if python else "",
                            python_codes_map=PYTHON_CODES_MAP if python else "",
                            stack_maps=stack_maps, gated=resolved.gated,

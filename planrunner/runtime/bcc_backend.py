@@ -111,6 +111,15 @@ def own_btf_cflags() -> list[str]:
         return []
 
 
+def btf_cflags(program: RenderedProgram) -> list[str]:
+    """`-DMACRO=N` for the optional BTF constants the kernel has (compiles only; the
+    compile worker works them out itself, compile_worker.py)."""
+    if not program.btf_constants:
+        return []
+    from planrunner.elf.btf import optional_cflags
+    return optional_cflags(program.btf_constants)
+
+
 def import_bcc() -> Any:
     try:
         import bcc  # noqa: PLC0415 - the one place bcc is imported
@@ -261,8 +270,9 @@ class Compiler(Protocol):
 
     why: str  # why the last compile gave nothing back (for the cache log)
 
-    def compile(self, c_source: str, cflags: list[str],
-                pins: dict[str, str]) -> cc.CompiledProgram | None: ...
+    def compile(self, c_source: str, cflags: list[str], pins: dict[str, str],
+                btf: Sequence[tuple[str, tuple[str, str]]] = ()
+                ) -> cc.CompiledProgram | None: ...
 
     def close(self) -> None: ...
 
@@ -324,7 +334,7 @@ class BccBackend:
                 return
             if self._cache is not None and key is not None:
                 self._cache.discard(key, f"was refused ({refused.diagnostics[0].message})")
-        compiled = self._compile(program.c_source, cflags, {program.tracers_map: pin})
+        compiled = self._compile(program, cflags, {program.tracers_map: pin})
         refused = self._load_image(program, compiled)
         if refused is not None:
             raise refused
@@ -339,19 +349,25 @@ class BccBackend:
         sleepable = [site.fn_name for site in program.sites
                      if site.sleepable and self.features.sleepable] + [
             s.fn_name for s in program.sets if s.sleepable and self.features.sleepable]
-        from planrunner.elf.btf import source_identity  # what own_btf_cflags reads
-        key = cc.cache_key(program.c_source, [*cflags, f"own-btf:{source_identity()}"],
+        # what the BTF constants (own_btf_cflags, btf_cflags) are a function of, with one
+        # stat: their values take a parse of the kernel's BTF (~0.1 s) a warm run skips
+        from planrunner.elf.btf import identity
+        key = cc.cache_key(program.c_source, [*cflags, f"btf:{identity()}"],
                            sleepable=sleepable)
         return key, self._cache.get(key)
 
-    def _compile(self, c_source: str, cflags: list[str],
+    def _compile(self, program: RenderedProgram, cflags: list[str],
                  pins: dict[str, str]) -> cc.CompiledProgram:
-        """`c_source` as an image: by the compile worker where there is one, else (or
-        when it could not give one back) by bcc in this process."""
+        """`program`'s C as an image: by the compile worker where there is one, else (or
+        when it could not give one back) by bcc in this process. The optional BTF
+        constants are worked out where it compiles: the worker parses the kernel's BTF
+        while it waits for the C, off the run's path to `Tracing`."""
+        c_source = program.c_source
         worker = self._worker
         if worker is not None:
             worker_pid = worker.pid
-            compiled = worker.compile(c_source, cflags, pins)  # it has ended
+            compiled = worker.compile(c_source, cflags, pins,
+                                      program.btf_constants)  # it has ended
             self._forget(worker_pid)
             if self._closed:  # the session stopped waiting for this load
                 raise BackendError("the backend was closed while compiling")
@@ -362,7 +378,7 @@ class BccBackend:
             if self._cache is not None:  # compiled again here, as without the worker
                 self._cache.note(worker.why or "the compile worker gave no program back")
         try:
-            return compile_program(c_source, cflags, pins)
+            return compile_program(c_source, cflags + btf_cflags(program), pins)
         except cc.Uncacheable as exc:
             raise BackendError(f"bcc compiled a program planrunner cannot load: {exc}",
                                hints=("this is a planrunner bug: `planrunner render` "

@@ -21,8 +21,10 @@ again by the parent: the worker's die with it. clang's diagnostics go to the wor
 stderr, which is the parent's.
 
 Protocol (one request, one reply, over pipes): the parent writes a line with a length,
-then the C source, the cflags and the pinned maps as JSON of that length (not up to an
-end of file: a `-c` command forked but not yet exec'd holds a copy of the pipe); the
+then the C source, the cflags, the pinned maps and the optional BTF constants (macros
+the worker defines from the kernel's BTF, which it parses while the parent renders) as
+JSON of that length (not up to an end of file: a `-c` command forked but not yet exec'd
+holds a copy of the pipe); the
 worker answers one line: `ok N` followed by N bytes of compile_cache.encode();
 `error "JSON TEXT"` when bcc could not compile the C (the run fails with bcc's words);
 `uncacheable TEXT` or `fail TEXT` when the worker cannot give the program back (the run
@@ -39,6 +41,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from typing import IO, TextIO
 
 from planrunner.runtime import bcc_backend
@@ -105,11 +108,13 @@ class CompileWorker:
             except OSError as exc:  # then the run compiles in-process, as before
                 self.why = f"the compile worker did not start: {exc.strerror}"
 
-    def compile(self, c_source: str, cflags: list[str],
-                pins: dict[str, str]) -> cc.CompiledProgram | None:
+    def compile(self, c_source: str, cflags: list[str], pins: dict[str, str],
+                btf: Sequence[tuple[str, tuple[str, str]]] = ()) -> cc.CompiledProgram | None:
         """The program bcc compiles from `c_source`, or None when the worker could not
         give it in the cache's form (the caller compiles in-process instead). Raises
-        BackendError when bcc could not compile it (clang has said why on stderr)."""
+        BackendError when bcc could not compile it (clang has said why on stderr).
+        `btf`: the optional BTF constants (macro, kernel member), which the worker
+        defines where the kernel's BTF has them (elf/btf.py optional_cflags)."""
         self.start()
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdout is None:
@@ -119,7 +124,8 @@ class CompileWorker:
         watchdog = _Watchdog(proc)
         watchdog.start()
         try:
-            request = json.dumps({"c": c_source, "cflags": cflags, "pins": pins}).encode()
+            request = json.dumps({"c": c_source, "cflags": cflags, "pins": pins,
+                                  "btf": list(btf)}).encode()
             proc.stdin.write(f"{len(request)}\n".encode() + request)
             proc.stdin.flush()
             status, _, text = proc.stdout.readline().decode().rstrip("\n").partition(" ")
@@ -262,14 +268,15 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
         bcc_backend.import_bcc()  # while the parent is still rendering
         mark("worker-bcc")
         bcc_backend.own_btf_cflags()  # the BTF parsed then too (kept for the compile)
+        _learn_comm_offset()
         mark("worker-btf")
         size = stdin.readline()
         if not size:  # the parent closed the pipe without asking
             return 0
         request = json.loads(stdin.read(int(size)))
         mark("worker-request")
-        compiled = bcc_backend.compile_program(request["c"], list(request["cflags"]),
-                                               dict(request["pins"]))
+        cflags = list(request["cflags"]) + _btf_cflags(request.get("btf", ()))
+        compiled = bcc_backend.compile_program(request["c"], cflags, dict(request["pins"]))
         mark("worker-compiled")
         reply = _reply(compiled)
     except cc.Uncacheable as exc:
@@ -285,6 +292,28 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())  # nor at exit's flush
         return 1
     return 0 if reply.startswith((b"ok ", b"uncacheable ")) else 1
+
+
+def _learn_comm_offset() -> None:
+    """Parse the kernel's BTF for task_struct.comm (~75 ms on an AMD EPYC) while the
+    parent renders: every program that prints asks for it (render/program.py
+    TASK_COMM_OFFSET), and the parse would otherwise wait in the parent's path to
+    `Tracing`. Kept for this process (elf/btf.py); a kernel without it just has none."""
+    from planrunner.elf import btf
+
+    try:
+        btf.kernel_offset(btf.TASK_COMM)
+    except btf.BtfError:
+        pass
+    mark("worker-btf")
+
+
+def _btf_cflags(constants: Iterable[tuple[str, Sequence[str]]]) -> list[str]:
+    """The request's optional BTF constants, [macro, [struct, path]] in JSON, as -D flags."""
+    from planrunner.elf import btf
+
+    return btf.optional_cflags((str(macro), btf.KernelMember(str(member[0]), str(member[1])))
+                               for macro, member in constants)
 
 
 def _reply(compiled: cc.CompiledProgram) -> bytes:

@@ -82,6 +82,25 @@ def test_the_worker_compiles_the_instructions_bcc_compiles_in_process(tmp_path,
     assert len(remote.funcs) >= 3 and all(f.insns for f in remote.funcs)
 
 
+def test_the_worker_defines_the_optional_btf_constants_as_the_run_would(
+        tmp_path, fixtures_built) -> None:
+    """The comm's offset (render/program.py TASK_COMM_OFFSET), worked out by the worker
+    from the kernel's BTF: the same program as a compile here with those -D flags, and
+    not the one without them (which calls bpf_get_current_comm)."""
+    from planrunner.pipeline import compile_plan
+
+    _program(tmp_path, fixtures_built)
+    program = compile_plan(str(tmp_path / "plan.yaml"), {})[2]
+    assert program.btf_constants
+    defined = bcc_backend.btf_cflags(program)
+    if not defined:
+        pytest.skip("this kernel's BTF has no task_struct.comm")
+    remote = CompileWorker().compile(program.c_source, CFLAGS, {}, program.btf_constants)
+    assert remote is not None
+    assert remote == bcc_backend.compile_program(program.c_source, CFLAGS + defined, {})
+    assert remote != bcc_backend.compile_program(program.c_source, CFLAGS, {})
+
+
 def test_a_compile_error_is_bccs_own(capfd) -> None:
     worker = CompileWorker()
     with pytest.raises(bcc_backend.CompileFailed) as info:

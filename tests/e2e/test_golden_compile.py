@@ -14,19 +14,27 @@ ROOT = Path(__file__).resolve().parents[2]
 GOLDENS = sorted((ROOT / "tests" / "golden").glob("*/expected.bpf.c"))
 
 
-def _kernel_cflags(golden: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _kernel_cflags(golden: Path, monkeypatch: pytest.MonkeyPatch,
+                   btf: bool = True) -> list[str]:
     """`-DMACRO=N` for the running kernel's offsets the golden's C uses (its `#error`
-    guards), as the loader defines them: from the golden's plan rendered again."""
+    guards) and, with `btf`, its optional ones (runtime_helpers.h pr_current_comm), as
+    the loader defines them: from the golden's plan rendered again."""
     from planrunner.elf.btf import runtime_cflags
     from planrunner.pipeline import compile_plan
+    from planrunner.runtime.bcc_backend import btf_cflags
 
     monkeypatch.chdir(ROOT)  # plans name the committed binaries relative to the repo
     program = compile_plan(str((golden.parent / "plan.yaml").relative_to(ROOT)), {})[2]
-    return runtime_cflags(program.runtime_constants)
+    optional = btf_cflags(program) if btf else []
+    return runtime_cflags(program.runtime_constants) + optional
 
 
+@pytest.mark.parametrize("btf", [True, False], ids=["btf", "no-btf"])
 @pytest.mark.parametrize("golden", GOLDENS, ids=[g.parent.name for g in GOLDENS])
-def test_golden_compiles_and_verifies(golden: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_golden_compiles_and_verifies(golden: Path, btf: bool,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of reading the comm: from the task's BTF, and by the helper (a kernel
+    without BTF)."""
     from bcc import BPF
 
     text = from_golden(golden.read_text())
@@ -34,7 +42,7 @@ def test_golden_compiles_and_verifies(golden: Path, monkeypatch: pytest.MonkeyPa
                         r"struct bpf_perf_event_data \*ctx)\)$", text, re.M)
     assert thunks, "a program without thunks"
     bpf = BPF(text=text.encode(), cflags=["-Wno-macro-redefined", "-Wno-unused-function",
-                                          *_kernel_cflags(golden, monkeypatch)])
+                                          *_kernel_cflags(golden, monkeypatch, btf)])
     try:
         for fn in thunks:
             kind = (BPF.TRACEPOINT if fn.endswith("_tp") else

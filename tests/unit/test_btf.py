@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from planrunner import inputs
 from planrunner.elf import btf
 
 VMLINUX = Path("/sys/kernel/btf/vmlinux")
@@ -114,6 +115,30 @@ def test_runtime_cflags_from_a_given_file(tmp_path: Path,
         btf.kernel_offset(btf.KernelMember("task_struct", "thread.gsbase"))
 
 
+def test_optional_cflags_leave_out_what_the_btf_lacks(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An optional constant the kernel's BTF lacks, or every one when there is no BTF, is
+    left undefined (the C takes its fallback: runtime_helpers.h pr_current_comm), never
+    an error; what they depend on is named by a stat, without parsing."""
+    b = Builder()
+    char_t = b.add("char", btf.INT, 0, 1, struct.pack("<I", 8))
+    comm_t = b.add("", btf.ARRAY, 0, 0, struct.pack("<III", char_t, char_t, 16))
+    b.struct("task_struct", 64, [("pid", char_t, 0), ("comm", comm_t, 8 * 24)])
+    path = tmp_path / "btf"
+    path.write_bytes(b.blob())
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path))
+    gone = btf.KernelMember("task_struct", "comm_str")
+    assert btf.optional_cflags([("PR_C", btf.TASK_COMM), ("PR_G", gone)]) == ["-DPR_C=24"]
+    named = btf.identity()
+    assert named.startswith(f"{path}:") and named != f"{path}:{inputs.ABSENT}"
+    path.write_bytes(b.blob() + b"\0")  # another file: another identity
+    assert btf.identity() != named
+    missing = tmp_path / "none"
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(missing))
+    assert btf.optional_cflags([("PR_C", btf.TASK_COMM)]) == []
+    assert btf.identity() == f"{missing}:{inputs.ABSENT}"
+
+
 # --- the running kernel -----------------------------------------------------------------
 
 needs_vmlinux = pytest.mark.skipif(not os.access(VMLINUX, os.R_OK),
@@ -204,22 +229,22 @@ def test_own_program_offsets_from_a_given_file_or_none(tmp_path: Path,
     assert own_btf_cflags() == []
 
 
-def test_the_source_identity_keys_what_the_offsets_come_from(
+def test_the_identity_keys_what_the_offsets_come_from(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The program cache keys the own programs' offsets by where they come from, not by
     their values (no BTF parse on a cached run): a given file by its identity, so a
     rewritten one is another key; the running kernel's by its path (its release and
     build are in the key already)."""
     monkeypatch.delenv("PLANRUNNER_VMLINUX_BTF", raising=False)
-    assert btf.source_identity() in (btf.VMLINUX, f"{btf.VMLINUX}: errno 2")
+    assert btf.identity() in (f"{btf.VMLINUX}:kernel", f"{btf.VMLINUX}:-")
     path = tmp_path / "btf"
     monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(path))
-    absent = btf.source_identity()
+    absent = btf.identity()
     path.write_bytes(Builder().blob())
-    first = btf.source_identity()
+    first = btf.identity()
     time.sleep(0.01)
     path.write_bytes(Builder().blob() + b"\0")
-    assert len({absent, first, btf.source_identity()}) == 3
+    assert len({absent, first, btf.identity()}) == 3
 
 
 @needs_vmlinux

@@ -357,3 +357,25 @@ def test_a_map_named_as_pinned_that_is_not_the_pinned_one_is_not_stored(
         bcc_backend._capture(Bpf(), {"m0": "/sys/fs/bpf/x"})
     monkeypatch.setattr(cc, "same_map", lambda fd, pin: True)
     assert bcc_backend._capture(Bpf(), {"m0": "/sys/fs/bpf/x"}).maps[0].pin == "/sys/fs/bpf/x"
+
+
+def test_optional_btf_constants_are_keyed_by_their_file_without_parsing_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm run keys the BTF constants (the comm's offset, RenderedProgram.btf_constants,
+    and the own fork and exec programs') by the BTF file they come from, one stat: no
+    parse (~75 ms) before the cache is looked up. Another file, or none, is another key."""
+    from planrunner.elf import btf
+
+    def no_parse(*_a: object) -> btf.Btf:
+        raise AssertionError("the key parsed the BTF")
+
+    monkeypatch.setattr(btf, "load", no_parse)
+    blob = tmp_path / "btf"
+    blob.write_bytes(b"one")
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(blob))
+    first = btf.identity()
+    assert first == btf.identity()
+    blob.write_bytes(b"other")
+    assert btf.identity() != first
+    monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(tmp_path / "none"))
+    assert btf.identity() != first

@@ -193,7 +193,7 @@ def test_all_processes_leaves_a_tracepoint_unscoped_and_its_stack_is_the_tasks(
     c = compile_plan(str(path), {})[2].c_source
     out_thunk = c[c.index("int pr_out_tp(void *ctx)"):]
     in_thunk = c[c.index("int pr_in_tp(void *ctx)"):]
-    assert out_thunk.index("pr_skip(PR_CFG_SCOPE_TRACEPOINT)") < out_thunk.index("}")
+    assert out_thunk.index("pr_skip(PR_CFG_SCOPE_TRACEPOINT, pr_id)") < out_thunk.index("}")
     assert "pr_skip" not in in_thunk[:in_thunk.index("}")]
     # a tracepoint's ctx is its fields: the user registers are the task's
     assert "bpf_task_pt_regs(bpf_get_current_task_btf())" in out_thunk

@@ -60,9 +60,9 @@ struct pr_scratch_start {
 };
 BPF_PERCPU_ARRAY(pr_scratch_start, struct pr_scratch_start, 1);
 
-static __always_inline int pr_body_start(struct pr_args_start *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -87,11 +87,12 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__s64)(__s32)ctx->cx;
-    return pr_body_start(&pr_a);
+    return pr_body_start(&pr_a, pr_id);
 }
 
 /* probe done */
@@ -99,9 +100,9 @@ struct pr_args_done {
     __u64 pr_unused;
 };
 
-static __always_inline int pr_body_done(struct pr_args_done *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_done(struct pr_args_done *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -152,10 +153,11 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
 
 int pr_done_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_done pr_a = {};
-    return pr_body_done(&pr_a);
+    return pr_body_done(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

@@ -47,9 +47,9 @@ struct pr_args_value {
     __s64 v1;
 };
 
-static __always_inline int pr_body_value(struct pr_args_value *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_value(struct pr_args_value *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     do {
@@ -78,11 +78,12 @@ static __always_inline int pr_body_value(struct pr_args_value *a)
 
 int pr_value_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_value pr_a = {};
     pr_a.v1 = (__s64)ctx->di;
-    return pr_body_value(&pr_a);
+    return pr_body_value(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

@@ -65,14 +65,14 @@ struct pr_scratch_tick {
 };
 BPF_PERCPU_ARRAY(pr_scratch_tick, struct pr_scratch_tick, 1);
 
-static __always_inline int pr_body_tick(struct pr_args_tick *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_tick(struct pr_args_tick *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
-    char pr_comm[16] = {};
-    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    char pr_comm[16] __attribute__((aligned(8)));
+    pr_current_comm(pr_comm);
     __u32 pr_zero = 0;
     struct pr_scratch_tick *sc = pr_scratch_tick.lookup(&pr_zero);
     if (!sc)
@@ -139,11 +139,12 @@ static __always_inline int pr_body_tick(struct pr_args_tick *a)
 
 int pr_tick_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_tick pr_a = {};
     pr_a.v1 = (__s64)(__s32)ctx->di;
-    return pr_body_tick(&pr_a);
+    return pr_body_tick(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

@@ -94,9 +94,9 @@ struct pr_scratch_entry {
 };
 BPF_PERCPU_ARRAY(pr_scratch_entry, struct pr_scratch_entry, 1);
 
-static __always_inline int pr_body_entry(struct pr_args_entry *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_entry(struct pr_args_entry *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -153,11 +153,12 @@ static __always_inline int pr_body_entry(struct pr_args_entry *a)
 
 int pr_entry_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_entry pr_a = {};
     pr_a.func = bpf_get_attach_cookie(ctx);
-    return pr_body_entry(&pr_a);
+    return pr_body_entry(&pr_a, pr_id);
 }
 
 /* probe ret */
@@ -170,9 +171,9 @@ struct pr_scratch_ret {
 };
 BPF_PERCPU_ARRAY(pr_scratch_ret, struct pr_scratch_ret, 1);
 
-static __always_inline int pr_body_ret(struct pr_args_ret *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_ret(struct pr_args_ret *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -250,11 +251,12 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
 
 int pr_ret_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_ret pr_a = {};
     pr_a.func = bpf_get_attach_cookie(ctx);
-    return pr_body_ret(&pr_a);
+    return pr_body_ret(&pr_a, pr_id);
 }
 
 /* probe rec */
@@ -264,9 +266,9 @@ struct pr_args_rec {
     __u64 func;
 };
 
-static __always_inline int pr_body_rec(struct pr_args_rec *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_rec(struct pr_args_rec *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -294,22 +296,24 @@ static __always_inline int pr_body_rec(struct pr_args_rec *a)
 
 int pr_rec_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_rec pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
     pr_a.func = 40;
-    return pr_body_rec(&pr_a);
+    return pr_body_rec(&pr_a, pr_id);
 }
 
 int pr_rec_s1(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_rec pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
     pr_a.func = 41;
-    return pr_body_rec(&pr_a);
+    return pr_body_rec(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

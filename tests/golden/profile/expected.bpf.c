@@ -308,13 +308,13 @@ struct pr_scratch_cpu {
 };
 BPF_PERCPU_ARRAY(pr_scratch_cpu, struct pr_scratch_cpu, 1);
 
-static __always_inline int pr_body_cpu(struct pr_args_cpu *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_cpu(struct pr_args_cpu *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
-    char pr_comm[16] = {};
-    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    char pr_comm[16] __attribute__((aligned(8)));
+    pr_current_comm(pr_comm);
     __u32 pr_zero = 0;
     struct pr_scratch_cpu *sc = pr_scratch_cpu.lookup(&pr_zero);
     if (!sc)
@@ -418,7 +418,8 @@ static __always_inline int pr_body_cpu(struct pr_args_cpu *a)
 
 int pr_cpu_perf(struct bpf_perf_event_data *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_TRACEPOINT))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_TRACEPOINT, pr_id))
         return 0;
     struct pr_args_cpu pr_a = {};
     struct pt_regs pr_ur = {};
@@ -427,7 +428,7 @@ int pr_cpu_perf(struct bpf_perf_event_data *ctx)
     pr_a.u_regs[1] = pr_ur.sp;
     pr_a.u_regs[2] = pr_ur.bp;
     pr_a.kstack = pr_kstacks.get_stackid(ctx, 0);
-    return pr_body_cpu(&pr_a);
+    return pr_body_cpu(&pr_a, pr_id);
 }
 
 /* probe tick */
@@ -435,9 +436,9 @@ struct pr_args_tick {
     __u64 pr_unused;
 };
 
-static __always_inline int pr_body_tick(struct pr_args_tick *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_tick(struct pr_args_tick *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     do {
@@ -463,6 +464,7 @@ static __always_inline int pr_body_tick(struct pr_args_tick *a)
 
 int pr_tick_perf(struct bpf_perf_event_data *ctx)
 {
+    __u64 pr_id = bpf_get_current_pid_tgid();
     struct pr_args_tick pr_a = {};
-    return pr_body_tick(&pr_a);
+    return pr_body_tick(&pr_a, pr_id);
 }

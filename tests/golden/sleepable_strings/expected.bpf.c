@@ -78,9 +78,9 @@ BPF_TASK_STORAGE(pr_scratch_start, struct pr_scratch_start);
 BPF_PERCPU_ARRAY(pr_scratch_start, struct pr_scratch_start, 1);
 #endif
 
-static __always_inline int pr_body_start(struct pr_args_start *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -129,7 +129,8 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
@@ -138,7 +139,7 @@ int pr_start_s0(struct pt_regs *ctx)
         bpf_probe_read_user(&_pr_v, sizeof(_pr_v), (void *)((__u64)ctx->ax + (__u64)ctx->r12 * 8));
         pr_a.v2 = (__u64)_pr_v;
     }
-    return pr_body_start(&pr_a);
+    return pr_body_start(&pr_a, pr_id);
 }
 
 /* probe raw */
@@ -164,9 +165,9 @@ BPF_TASK_STORAGE(pr_scratch_raw, struct pr_scratch_raw);
 BPF_PERCPU_ARRAY(pr_scratch_raw, struct pr_scratch_raw, 1);
 #endif
 
-static __always_inline int pr_body_raw(struct pr_args_raw *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_raw(struct pr_args_raw *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -221,7 +222,8 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a)
 
 int pr_raw_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_raw pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
@@ -230,7 +232,7 @@ int pr_raw_s0(struct pt_regs *ctx)
         bpf_probe_read_user(&_pr_v, sizeof(_pr_v), (void *)((__u64)ctx->ax + (__u64)ctx->r12 * 8));
         pr_a.v2 = (__u64)_pr_v;
     }
-    return pr_body_raw(&pr_a);
+    return pr_body_raw(&pr_a, pr_id);
 }
 
 /* probe plain */
@@ -239,9 +241,9 @@ struct pr_args_plain {
     __u64 v1;
 };
 
-static __always_inline int pr_body_plain(struct pr_args_plain *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_plain(struct pr_args_plain *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -259,11 +261,12 @@ static __always_inline int pr_body_plain(struct pr_args_plain *a)
 
 int pr_plain_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_plain pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
-    return pr_body_plain(&pr_a);
+    return pr_body_plain(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

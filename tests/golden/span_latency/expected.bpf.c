@@ -89,9 +89,9 @@ BPF_TASK_STORAGE(pr_scratch_start, struct pr_scratch_start);
 BPF_PERCPU_ARRAY(pr_scratch_start, struct pr_scratch_start, 1);
 #endif
 
-static __always_inline int pr_body_start(struct pr_args_start *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -126,7 +126,8 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
@@ -135,7 +136,7 @@ int pr_start_s0(struct pt_regs *ctx)
         bpf_probe_read_user(&_pr_v, sizeof(_pr_v), (void *)((__u64)ctx->ax + (__u64)ctx->r12 * 8));
         pr_a.v2 = (__u64)_pr_v;
     }
-    return pr_body_start(&pr_a);
+    return pr_body_start(&pr_a, pr_id);
 }
 
 /* probe done */
@@ -145,9 +146,9 @@ struct pr_args_done {
     __s64 v2;
 };
 
-static __always_inline int pr_body_done(struct pr_args_done *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_done(struct pr_args_done *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -181,7 +182,8 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
 
 int pr_done_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_done pr_a = {};
     pr_a.v1 = (__u64)ctx->bp;
@@ -190,7 +192,7 @@ int pr_done_s0(struct pt_regs *ctx)
         bpf_probe_read_user(&_pr_v, sizeof(_pr_v), (void *)((__u64)ctx->ax + (__u64)ctx->r12 * 4));
         pr_a.v2 = (__s64)_pr_v;
     }
-    return pr_body_done(&pr_a);
+    return pr_body_done(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

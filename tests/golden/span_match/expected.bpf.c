@@ -73,14 +73,14 @@ struct pr_scratch_enter {
 };
 BPF_PERCPU_ARRAY(pr_scratch_enter, struct pr_scratch_enter, 1);
 
-static __always_inline int pr_body_enter(struct pr_args_enter *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_enter(struct pr_args_enter *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
-    char pr_comm[16] = {};
-    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    char pr_comm[16] __attribute__((aligned(8)));
+    pr_current_comm(pr_comm);
     __u32 pr_zero = 0;
     struct pr_scratch_enter *sc = pr_scratch_enter.lookup(&pr_zero);
     if (!sc)
@@ -113,11 +113,12 @@ static __always_inline int pr_body_enter(struct pr_args_enter *a)
 
 int pr_enter_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_enter pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
-    return pr_body_enter(&pr_a);
+    return pr_body_enter(&pr_a, pr_id);
 }
 
 /* probe exit */
@@ -126,14 +127,14 @@ struct pr_args_exit {
     __s64 v2;
 };
 
-static __always_inline int pr_body_exit(struct pr_args_exit *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_exit(struct pr_args_exit *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
-    char pr_comm[16] = {};
-    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    char pr_comm[16] __attribute__((aligned(8)));
+    pr_current_comm(pr_comm);
     do {
         struct pr_span_lkey pr_lkey_call_e = {};
         pr_lkey_call_e.k = pr_id;
@@ -202,11 +203,12 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a)
 
 int pr_exit_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_exit pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
-    return pr_body_exit(&pr_a);
+    return pr_body_exit(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

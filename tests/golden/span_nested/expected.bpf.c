@@ -70,9 +70,9 @@ struct pr_scratch_enter {
 };
 BPF_PERCPU_ARRAY(pr_scratch_enter, struct pr_scratch_enter, 1);
 
-static __always_inline int pr_body_enter(struct pr_args_enter *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_enter(struct pr_args_enter *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -112,11 +112,12 @@ static __always_inline int pr_body_enter(struct pr_args_enter *a)
 
 int pr_enter_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_enter pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
-    return pr_body_enter(&pr_a);
+    return pr_body_enter(&pr_a, pr_id);
 }
 
 /* probe exit */
@@ -124,9 +125,9 @@ struct pr_args_exit {
     __u64 pr_unused;
 };
 
-static __always_inline int pr_body_exit(struct pr_args_exit *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_exit(struct pr_args_exit *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -170,10 +171,11 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a)
 
 int pr_exit_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_exit pr_a = {};
-    return pr_body_exit(&pr_a);
+    return pr_body_exit(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

@@ -321,9 +321,9 @@ struct pr_scratch_enter {
 };
 BPF_PERCPU_ARRAY(pr_scratch_enter, struct pr_scratch_enter, 1);
 
-static __always_inline int pr_body_enter(struct pr_args_enter *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_enter(struct pr_args_enter *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -348,11 +348,12 @@ static __always_inline int pr_body_enter(struct pr_args_enter *a)
 
 int pr_enter_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_enter pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
-    return pr_body_enter(&pr_a);
+    return pr_body_enter(&pr_a, pr_id);
 }
 
 /* probe leave */
@@ -367,9 +368,9 @@ struct pr_scratch_leave {
 };
 BPF_PERCPU_ARRAY(pr_scratch_leave, struct pr_scratch_leave, 1);
 
-static __always_inline int pr_body_leave(struct pr_args_leave *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_leave(struct pr_args_leave *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -565,14 +566,15 @@ static __always_inline int pr_body_leave(struct pr_args_leave *a)
 
 int pr_leave_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_leave pr_a = {};
     pr_a.v0 = (__s64)ctx->ax;
     pr_a.u_regs[0] = ctx->ip;
     pr_a.u_regs[1] = ctx->sp;
     pr_a.u_regs[2] = ctx->bp;
-    return pr_body_leave(&pr_a);
+    return pr_body_leave(&pr_a, pr_id);
 }
 
 /* probe start */
@@ -581,9 +583,9 @@ struct pr_args_start {
     __u64 v1;
 };
 
-static __always_inline int pr_body_start(struct pr_args_start *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -642,11 +644,12 @@ static __always_inline int pr_body_start(struct pr_args_start *a)
 
 int pr_start_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_start pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
-    return pr_body_start(&pr_a);
+    return pr_body_start(&pr_a, pr_id);
 }
 
 /* probe done */
@@ -655,9 +658,9 @@ struct pr_args_done {
     __u64 v1;
 };
 
-static __always_inline int pr_body_done(struct pr_args_done *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_done(struct pr_args_done *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -716,11 +719,12 @@ static __always_inline int pr_body_done(struct pr_args_done *a)
 
 int pr_done_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_done pr_a = {};
     pr_a.v1 = (__u64)ctx->bp;
-    return pr_body_done(&pr_a);
+    return pr_body_done(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

@@ -67,14 +67,14 @@ struct pr_scratch_value {
 };
 BPF_PERCPU_ARRAY(pr_scratch_value, struct pr_scratch_value, 1);
 
-static __always_inline int pr_body_value(struct pr_args_value *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_value(struct pr_args_value *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
-    char pr_comm[16] = {};
-    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    char pr_comm[16] __attribute__((aligned(8)));
+    pr_current_comm(pr_comm);
     __u32 pr_zero = 0;
     struct pr_scratch_value *sc = pr_scratch_value.lookup(&pr_zero);
     if (!sc)
@@ -118,12 +118,13 @@ static __always_inline int pr_body_value(struct pr_args_value *a)
 
 int pr_value_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_value pr_a = {};
     pr_a.ustack = pr_ustacks.get_stackid(ctx, BPF_F_USER_STACK);
     pr_a.kstack = pr_kstacks.get_stackid(ctx, 0);
-    return pr_body_value(&pr_a);
+    return pr_body_value(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

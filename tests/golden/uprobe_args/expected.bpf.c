@@ -42,9 +42,9 @@ struct pr_args_work {
     __s64 v1;
 };
 
-static __always_inline int pr_body_work(struct pr_args_work *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_work(struct pr_args_work *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -64,11 +64,12 @@ static __always_inline int pr_body_work(struct pr_args_work *a)
 
 int pr_work_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_work pr_a = {};
     pr_a.v1 = (__s64)(__s32)ctx->di;
-    return pr_body_work(&pr_a);
+    return pr_body_work(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

@@ -60,15 +60,15 @@ BPF_TASK_STORAGE(pr_scratch_ret, struct pr_scratch_ret);
 BPF_PERCPU_ARRAY(pr_scratch_ret, struct pr_scratch_ret, 1);
 #endif
 
-static __always_inline int pr_body_ret(struct pr_args_ret *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_ret(struct pr_args_ret *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u32 pr_cpu = bpf_get_smp_processor_id();
     __u64 pr_ts = bpf_ktime_get_ns();
-    char pr_comm[16] = {};
-    bpf_get_current_comm(pr_comm, sizeof(pr_comm));
+    char pr_comm[16] __attribute__((aligned(8)));
+    pr_current_comm(pr_comm);
 #ifdef PR_SLEEPABLE
     struct pr_scratch_ret *sc = pr_scratch_ret.task_storage_get(
         bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -99,11 +99,12 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a)
 
 int pr_ret_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_ret pr_a = {};
     pr_a.v0 = (__u64)ctx->ax;
-    return pr_body_ret(&pr_a);
+    return pr_body_ret(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

@@ -46,9 +46,9 @@ struct pr_args_widths {
     __u64 v8;
 };
 
-static __always_inline int pr_body_widths(struct pr_args_widths *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_widths(struct pr_args_widths *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -69,7 +69,8 @@ static __always_inline int pr_body_widths(struct pr_args_widths *a)
 
 int pr_widths_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_widths pr_a = {};
     pr_a.v1 = (__s64)(__s8)ctx->di;
@@ -84,7 +85,7 @@ int pr_widths_s0(struct pt_regs *ctx)
         bpf_probe_read_user(&_pr_v, sizeof(_pr_v), (void *)((__u64)ctx->sp + 16ULL));
         pr_a.v8 = (__u64)_pr_v;
     }
-    return pr_body_widths(&pr_a);
+    return pr_body_widths(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link

@@ -63,9 +63,9 @@ BPF_TASK_STORAGE(pr_scratch_s, struct pr_scratch_s);
 BPF_PERCPU_ARRAY(pr_scratch_s, struct pr_scratch_s, 1);
 #endif
 
-static __always_inline int pr_body_s(struct pr_args_s *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_s(struct pr_args_s *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -112,11 +112,12 @@ static __always_inline int pr_body_s(struct pr_args_s *a)
 
 int pr_s_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_s pr_a = {};
     pr_a.v1 = (__u64)ctx->ax;
-    return pr_body_s(&pr_a);
+    return pr_body_s(&pr_a, pr_id);
 }
 
 /* probe multi */
@@ -126,9 +127,9 @@ struct pr_args_multi {
     __s64 v2;
 };
 
-static __always_inline int pr_body_multi(struct pr_args_multi *a)
+/* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
+static __always_inline int pr_body_multi(struct pr_args_multi *a, __u64 pr_id)
 {
-    __u64 pr_id = bpf_get_current_pid_tgid();
     __u32 pr_pid = pr_id >> 32;
     __u32 pr_tid = (__u32)pr_id;
     __u64 pr_ts = bpf_ktime_get_ns();
@@ -147,22 +148,24 @@ static __always_inline int pr_body_multi(struct pr_args_multi *a)
 
 int pr_multi_s0(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_multi pr_a = {};
     pr_a.v1 = 1LL;
     pr_a.v2 = 10LL;
-    return pr_body_multi(&pr_a);
+    return pr_body_multi(&pr_a, pr_id);
 }
 
 int pr_multi_s1(struct pt_regs *ctx)
 {
-    if (pr_skip(PR_CFG_SCOPE_UPROBE))
+    __u64 pr_id = bpf_get_current_pid_tgid();
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
     struct pr_args_multi pr_a = {};
     pr_a.v1 = 2LL;
     pr_a.v2 = 20LL;
-    return pr_body_multi(&pr_a);
+    return pr_body_multi(&pr_a, pr_id);
 }
 
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link
