@@ -17,34 +17,47 @@ GOLDENS = sorted((ROOT / "tests" / "golden").glob("*/expected.bpf.c"))
 def _kernel_cflags(golden: Path, monkeypatch: pytest.MonkeyPatch,
                    btf: bool = True) -> list[str]:
     """`-DMACRO=N` for the running kernel's offsets the golden's C uses (its `#error`
-    guards) and, with `btf`, its optional ones (runtime_helpers.h pr_current_comm), as
-    the loader defines them: from the golden's plan rendered again."""
+    guards) and, with `btf`, its optional ones (runtime_helpers.h pr_current_comm, the
+    run's own raw fork and argv-reading exec programs), as the loader defines them: from
+    the golden's plan rendered again."""
     from planrunner.elf.btf import runtime_cflags
     from planrunner.pipeline import compile_plan
-    from planrunner.runtime.bcc_backend import btf_cflags
+    from planrunner.runtime.bcc_backend import btf_cflags, own_btf_cflags
 
     monkeypatch.chdir(ROOT)  # plans name the committed binaries relative to the repo
     program = compile_plan(str((golden.parent / "plan.yaml").relative_to(ROOT)), {})[2]
-    optional = btf_cflags(program) if btf else []
+    optional = btf_cflags(program) + own_btf_cflags() if btf else []
     return runtime_cflags(program.runtime_constants) + optional
+
+
+def _compiled_out(text: str, cflags: list[str]) -> set[str]:
+    """Functions inside an `#ifdef MACRO` block whose MACRO the flags leave undefined
+    (the BTF-only programs, on a kernel without BTF)."""
+    defined = {f[2:].split("=", 1)[0] for f in cflags if f.startswith("-D")}
+    out: set[str] = set()
+    for macro, body in re.findall(r"^#ifdef (\w+)\n(.*?)^#endif", text, re.M | re.S):
+        if macro not in defined:
+            out.update(re.findall(r"^int (pr_\w+)\(", body, re.M))
+    return out
 
 
 @pytest.mark.parametrize("btf", [True, False], ids=["btf", "no-btf"])
 @pytest.mark.parametrize("golden", GOLDENS, ids=[g.parent.name for g in GOLDENS])
 def test_golden_compiles_and_verifies(golden: Path, btf: bool,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both ways of reading the comm: from the task's BTF, and by the helper (a kernel
-    without BTF)."""
+    """Both ways: with the kernel's BTF (the comm from the task, the run's own BTF-only
+    programs) and without (the comm by the helper, those programs compiled out)."""
     from bcc import BPF
 
     text = from_golden(golden.read_text())
     thunks = re.findall(r"^int (pr_\w+)\((?:struct pt_regs \*ctx|void \*ctx|"
                         r"struct bpf_perf_event_data \*ctx)\)$", text, re.M)
     assert thunks, "a program without thunks"
+    cflags = _kernel_cflags(golden, monkeypatch, btf)
     bpf = BPF(text=text.encode(), cflags=["-Wno-macro-redefined", "-Wno-unused-function",
-                                          *_kernel_cflags(golden, monkeypatch, btf)])
+                                          *cflags])
     try:
-        for fn in thunks:
+        for fn in (t for t in thunks if t not in _compiled_out(text, cflags)):
             kind = (BPF.TRACEPOINT if fn.endswith("_tp") else
                     BPF.PERF_EVENT if fn.endswith("_perf") else BPF.KPROBE)
             assert bpf.load_func(fn.encode(), kind).fd >= 0
