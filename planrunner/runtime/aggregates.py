@@ -244,12 +244,15 @@ class AggregateReader:
     def tick(self, view: View) -> None:
         """Print and reset the aggregations and tables whose interval has elapsed."""
         self.drain_stacks()
-        self._check_full()
         mono = self.monotonic()
+        checked = False
         for item in self._order:
             due = self._due.get(item.name)
             if due is None or mono < due or item.every_ns is None:
                 continue
+            if not checked:  # a turn that prints nothing reads no counter
+                self._check_full()
+                checked = True
             step = item.every_ns / 1e9
             # Late by more than an interval (a stalled loop): restart the cadence.
             self._due[item.name] = due + step if mono < due + step else mono + step

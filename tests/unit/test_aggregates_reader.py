@@ -257,6 +257,28 @@ def test_dropped_is_per_interval() -> None:
     assert [s.dropped for s in view.snaps] == [4, 2]
 
 
+def test_a_turn_that_prints_nothing_reads_no_counter() -> None:
+    """The loop ticks ~20 times a second: only a turn with an interval due (and the
+    end) asks the kernel whether some update was refused (issue 28 item 5)."""
+    a = agg("count", key=KeyLayout(), every_ns=1_000_000_000)
+    lost = _lost(3)
+    reader, clock = _reader([a], {"pr_agg_0": Table(), "pr_agg_0_lost": lost})
+    prog = reader.maps
+    asked: list[Counter] = []
+    real = prog.counter
+    prog.counter = lambda which: asked.append(which) or real(which)  # type: ignore[method-assign]
+    view = View()
+    for _ in range(5):
+        clock.t += 0.1
+        reader.tick(view)
+    assert asked == [] and view.snaps == []
+    clock.t += 0.6
+    reader.tick(view)
+    assert asked == [Counter.LOST_MAPFULL] and [s.dropped for s in view.snaps] == [3]
+    reader.finish(view)  # (the loss is known by now: no counter read again)
+    assert asked == [Counter.LOST_MAPFULL] and [s.dropped for s in view.snaps] == [3]
+
+
 @pytest.mark.parametrize("late", [0.0, 2.5])
 def test_a_stalled_loop_does_not_print_a_burst_of_empty_intervals(late: float) -> None:
     a = agg("count", key=KeyLayout(), every_ns=1_000_000_000)
