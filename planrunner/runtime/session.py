@@ -50,7 +50,6 @@ from enum import Enum
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from planrunner.elf.procmaps import stat_fields
 from planrunner.errors import BackendError
 from planrunner.render.model import (
     WATCH_SITES,
@@ -63,6 +62,7 @@ from planrunner.render.model import (
 from planrunner.runtime.attach import check_unchanged, distinct_sites
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.child import Child
+from planrunner.runtime.pid_watch import ExitWatch
 from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.scope import Scope, apply_scope, own_pid_namespace
 from planrunner.runtime.semaphores import semaphore_mode
@@ -553,6 +553,7 @@ class Session:
                       or stacks.feed is not None)
         exec_wait_end = clocks.monotonic() + EXEC_WAIT_S
         watched = () if child is not None else self.opts.effective_scope(None).pids
+        exits = ExitWatch(watched) if watched else None
         reason: StopReason | None = None
         while reason is None:
             if child is not None:
@@ -573,7 +574,9 @@ class Session:
                 stacks.follow()
                 if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
                     self.out.call(aggs.tick, self._left())
-            reason = self._why_stop(watched)
+            reason = self._why_stop(exits)
+        if exits is not None:
+            exits.close()
         self.stop_reason = reason
         exit_status = 0
         if reason is StopReason.COMMAND_ENDED:
@@ -618,7 +621,7 @@ class Session:
         _report_unreadable(decoder.unreadable, stacks, self.stderr)
         return exit_status
 
-    def _why_stop(self, watched: Sequence[int]) -> StopReason | None:
+    def _why_stop(self, exits: ExitWatch | None) -> StopReason | None:
         """The reason to end tracing after this turn, if any (in this order)."""
         if self._remaining is not None and self._remaining <= 0:
             return StopReason.MAX_EVENTS
@@ -630,7 +633,7 @@ class Session:
             return StopReason.OUTPUT_BLOCKED
         if self.child is not None and self.child.poll() is not None:
             return StopReason.COMMAND_ENDED
-        if watched and not any(_alive(p) for p in watched):  # every --pid ended
+        if exits is not None and exits.all_ended():  # every --pid ended
             return StopReason.PIDS_EXITED
         return None
 
@@ -864,7 +867,3 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie (an unreaped child still has /proc/PID)."""
-    fields = stat_fields(pid)
-    return fields is not None and bool(fields) and fields[0] not in (b"Z", b"X")
