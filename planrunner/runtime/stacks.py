@@ -125,6 +125,9 @@ class StackResolver:
         self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
         self._names: dict[bytes, tuple[str, str]] = {}  # code key -> names
         self._pyframes: dict[tuple[int, RawPyFrame], Frame] = {}
+        # (pid, a section's raw frames) -> its named frames: one lookup a copy instead of
+        # one a frame (42 for a worker of the profile benchmark)
+        self._pystacks: dict[tuple[int, bytes], list[tuple[Frame, bool]]] = {}
         # called with each process BPF announces (runtime/python_bins.py)
         self.on_new_process: Callable[[int], None] | None = None
         self.lost = 0  # stacks that could not be shown (not captured, or no maps)
@@ -353,8 +356,13 @@ class StackResolver:
             self._lines = LineTables()
         assert capture.python is not None
         pid, known = capture.pid, self._pyframes
-        python = []
-        for f in capture.python.frames:
+        section = capture.python
+        stack_key = (pid, section.raw)
+        python = self._pystacks.get(stack_key) if section.raw else None
+        if python is not None:
+            return merge(native, python)
+        python, all_named = [], True
+        for f in section.frames:
             frame = known.get((pid, f))
             if frame is None:
                 names = self._code_names(pid, f)
@@ -363,7 +371,13 @@ class StackResolver:
                     if len(known) >= PYFRAMES_KEPT:
                         known.clear()
                     known[(pid, f)] = frame
+                else:
+                    all_named = False
             python.append((frame, f.entry))
+        if all_named and section.raw:
+            if len(self._pystacks) >= PYFRAMES_KEPT:
+                self._pystacks.clear()
+            self._pystacks[stack_key] = python
         return merge(native, python)
 
     def _code_names(self, pid: int, frame: RawPyFrame) -> tuple[str, str]:

@@ -67,6 +67,7 @@ def code_names(value: bytes) -> tuple[str, str]:
 class PythonSection:
     flags: int
     frames: tuple[RawPyFrame, ...]
+    raw: bytes = b""  # the frames' records as BPF wrote them: equal bytes, equal frames
 
 
 def section_size(capacity: int) -> int:
@@ -100,7 +101,8 @@ def parse_section(raw: bytes | memoryview, at: int, capacity: int) -> PythonSect
                 known.clear()
             known[rec] = frame
         frames.append(frame)
-    return PythonSection(flags, tuple(frames))
+    return PythonSection(flags, tuple(frames),
+                         data[first_at:first_at + min(n, capacity) * size])
 
 
 def _varint(table: bytes, i: int) -> tuple[int, int]:

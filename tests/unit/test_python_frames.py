@@ -230,3 +230,38 @@ def test_a_frame_parsed_again_from_the_same_bytes_is_the_same_frame() -> None:
     assert first is not None and again is not None and other is not None
     assert again.frames[0] is first.frames[0]
     assert other.frames[0] == RawPyFrame(0x7000, 0x7100, 0x7200, 0, 12, 5, True)
+
+
+def test_a_python_stack_seen_again_is_named_from_its_bytes_at_once() -> None:
+    """runtime/stacks.py keeps a section's named frames by (pid, its raw records): the
+    same frames in a later copy are the same Frame objects without a lookup per frame;
+    a section with a frame not named yet is not kept (test above), nor one of another
+    process, nor another instruction."""
+    from planrunner.runtime.stacks import StackResolver
+
+    asked: list[bytes] = []
+
+    class Codes:
+        def map_value(self, _map: str, key: bytes) -> bytes | None:
+            asked.append(key)
+            return CODE_NAMES.pack(b"f%d\0" % len(asked), b"/app/x.py\0")
+
+    resolver = StackResolver(Codes())  # type: ignore[arg-type]
+    resolver.python_codes = "pr_pycode"
+
+    def capture(pid: int, lasti: int) -> object:
+        raws = [PYFRAME.pack(0x7000 + i * 0x100, 0x7100, 0x7200, 0, lasti, 5, ENTRY * (i == 1),
+                             0) for i in range(2)]
+        return parse_ustack_record(struct.pack("<IIQ4Q", pid, 0, 7, 0x401000, 0x7ffc0000, 0, 0)
+                                   + struct.pack("<II", 2, FOUND) + b"".join(raws), python=2)
+
+    native = [_native("_PyEval_EvalFrameDefault")]
+    first = resolver._with_python(capture(42, 10), native)  # type: ignore[arg-type]
+    assert [f.symbol for f in first] == ["f1", "f2"] and len(asked) == 2
+    again = resolver._with_python(capture(42, 10), native)  # type: ignore[arg-type]
+    assert again == first and all(a is b for a, b in zip(again, first, strict=True))
+    assert len(asked) == 2
+    resolver._with_python(capture(43, 10), native)  # type: ignore[arg-type]
+    assert len(asked) == 4  # another process: its own names
+    moved = resolver._with_python(capture(42, 12), native)  # type: ignore[arg-type]
+    assert [f.symbol for f in moved] == ["f1", "f2"] and len(asked) == 4  # names known
