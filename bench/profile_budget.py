@@ -107,7 +107,15 @@ def main() -> int:
                     help="a planrunner tree to measure (default: this one); given twice "
                          "or more, the trees take turns in every round (an A/B in one run)")
     args = ap.parse_args()
-    trees = args.tree or [str(ROOT)]
+    # absolute: the runs start in / (`-m` looks in the working directory first), where a
+    # relative "." would name no tree and the installed planrunner would be measured
+    trees = [os.path.abspath(t) for t in (args.tree or [str(ROOT)])]
+    for tree in trees:
+        where = subprocess.run([PY, "-c", "import planrunner; print(planrunner.__file__)"],
+                               cwd="/", env={**os.environ, "PYTHONPATH": tree},
+                               capture_output=True, text=True, check=True).stdout.strip()
+        if not where.startswith(tree.rstrip("/") + "/"):
+            sys.exit(f"--tree {tree}: its planrunner is not the one imported ({where})")
     work = Path(tempfile.mkdtemp(prefix="pr-budget-"))
     plans = {"99 Hz": str(ROOT / "plans" / "cpu-profile.yaml")}
     low = work / "cpu-profile-19.yaml"
