@@ -25,9 +25,11 @@ of the line, spaces included). `PerfMap` reads one process's file and answers
 
 `PerfMaps` keeps one `PerfMap` per pid and notices pid reuse by the start time in
 /proc/PID/stat, checked when the map is (re)opened and at most every `min_reread`
-seconds on a miss: a pid reused within that time, or a process that exited before its
-map was first opened, can be misnamed or not named (a stale /tmp/perf-PID.map of an
-earlier process with the pid is refused when it is older than the process).
+seconds on a miss (a process without a map: every `absent_reread`, 5x that, when it
+is looked for again; JIT code run in between is not named): a pid reused within that
+time, or a process that exited before its map was first opened, can be misnamed or not
+named (a stale /tmp/perf-PID.map of an earlier process with the pid is refused when
+it is older than the process).
 """
 
 from __future__ import annotations
@@ -255,8 +257,12 @@ def _boot_time() -> float:
 class PerfMaps:
     """The perf map of each process, by pid, opened on first use (see the docstring)."""
 
-    def __init__(self, min_reread: float = 0.05) -> None:
+    def __init__(self, min_reread: float = 0.05, absent_reread: float | None = None) -> None:
         self.min_reread = min_reread
+        # a process without a map is looked at again less often: every frame without a
+        # symbol asks (a CPython's static functions, in every sample), and each look
+        # reads /proc/PID/stat (~6% of a profile's loop at 50 ms, issue 28 item 5)
+        self.absent_reread = 5 * min_reread if absent_reread is None else absent_reread
         self._maps: dict[int, tuple[int | None, PerfMap | None, float]] = {}
         self._boot: float | None = None
 
@@ -265,7 +271,7 @@ class PerfMaps:
         known = self._maps.get(pid)
         if known is not None:
             start, pmap, checked = known
-            if now - checked < self.min_reread:
+            if now - checked < (self.min_reread if pmap is not None else self.absent_reread):
                 return pmap
             current = process_start_time(pid)
             if current is None or current == start:  # gone (the file is open) or same

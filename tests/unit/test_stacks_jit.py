@@ -370,3 +370,23 @@ def test_pprof_puts_jit_frames_in_a_jit_mapping() -> None:
     assert isinstance(locations, dict)
     assert sorted(locations.values()) == [(mid, JIT_A, ["JS:*work"]),
                                           (mid, JIT_B, ["JS:^hot"])]
+
+
+def test_a_process_without_a_map_is_looked_at_again_less_often(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every frame without a symbol asks for the perf map: a process that has none is
+    looked at again after absent_reread, one with a map after min_reread."""
+    pid = os.getpid()
+    path = tmp_path / "perf.map"
+    monkeypatch.setattr(perfmap, "perf_map_path", lambda p: str(path))
+    clock = [100.0]
+    monkeypatch.setattr(perfmap.time, "monotonic", lambda: clock[0])
+    maps = PerfMaps(min_reread=0.05)
+    assert maps.absent_reread == pytest.approx(0.25)
+    assert maps.find(pid, 0x1010) is None  # no file yet
+    path.write_text("1000 100 late\n")
+    clock[0] += 0.1
+    assert maps.find(pid, 0x1010) is None  # within absent_reread: not looked at again
+    clock[0] += 0.2
+    assert maps.find(pid, 0x1010) == JitSymbol(0x1000, 0x100, "late")
+    maps.close()
