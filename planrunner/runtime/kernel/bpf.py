@@ -274,21 +274,29 @@ class ProgLoadError(OSError):
         self.log = log
 
 
+# The verifier gives up with EAGAIN when a signal is pending (a profiler stopping us, a
+# Ctrl-C being delivered): the same bytes load on a second try, as libbpf retries them.
+PROG_LOAD_ATTEMPTS = 5
+
+
 def prog_load(insns: int, size: int, license_: bytes, prog_type: int, flags: int,
               attach_type: int, name: str, log: bool = True,
               kern_version: int = 0) -> int:
     """The fd of the `size` bytes of instructions at address `insns` loaded; raises
     ProgLoadError, with the verifier's log when `log` (the load is then made again
-    with a log: the first try costs no log buffer)."""
+    with a log: the first try costs no log buffer). EAGAIN is tried again."""
     lic = ct.create_string_buffer(license_)
     attr = ProgLoadAttr(prog_type=prog_type, insn_cnt=size // 8, insns=insns,
                         license=ct.addressof(lic), kern_version=kern_version,
                         prog_flags=flags, prog_name=name.encode()[:15],
                         expected_attach_type=attach_type)
-    try:
-        return bpf(BPF_PROG_LOAD, attr)
-    except OSError as exc:
-        err = exc.errno or errno.EIO
+    for _ in range(PROG_LOAD_ATTEMPTS):
+        try:
+            return bpf(BPF_PROG_LOAD, attr)
+        except OSError as exc:
+            err = exc.errno or errno.EIO
+        if err != errno.EAGAIN:
+            break
     if not log:
         raise ProgLoadError(err, "")
     buf = ct.create_string_buffer(LOG_SIZE)
