@@ -248,10 +248,15 @@ static __always_inline int pr_scope_forked(__u32 child, __u64 clone_flags)
     return 0;
 }
 
+/* Each own program is compiled only where the run attaches it (runtime/scope.py
+   own_sites, by the same rule): the perf-event variant without the kernel's offsets or
+   where the plan shares the event (PR_SHARED_*, render/model.py), else the raw one. */
+#if !defined(PR_TASK_TGID_OFFSET) || defined(PR_SHARED_FORK)
 int pr_scope_fork(struct pr_newtask *args)
 {
     return pr_scope_forked(args->pid, args->clone_flags);
 }
+#endif
 
 /* At every fork (attached always): the child of a planrunner process is one too, until
    it execs (the -c command of another run before its exec, the compile worker before
@@ -266,10 +271,12 @@ static __always_inline int pr_forked(__u32 child, __u64 clone_flags)
     return 0;
 }
 
+#if !defined(PR_TASK_TGID_OFFSET) || defined(PR_SHARED_FORK)
 int pr_on_fork(struct pr_newtask *args)
 {
     return pr_forked(args->pid, args->clone_flags);
 }
+#endif
 
 /* The raw tracepoint variants of the two above, compiled only where the loader
    defines the kernel's struct offsets (render/model.py OWN_BTF_MEMBERS, from its BTF):
@@ -284,6 +291,7 @@ static __always_inline __u32 pr_task_tgid(__u64 task)
     return tgid;
 }
 
+#ifndef PR_SHARED_FORK
 int pr_scope_fork_raw(struct bpf_raw_tracepoint_args *ctx)
 {
     if (ctx->args[1] & PR_CLONE_THREAD)
@@ -297,6 +305,7 @@ int pr_on_fork_raw(struct bpf_raw_tracepoint_args *ctx)
         return 0;
     return pr_forked(pr_task_tgid(ctx->args[0]), ctx->args[1]);
 }
+#endif
 #endif
 
 /* Whether s (16 bytes readable) holds planrunner or planrunner.MODULE: what follows -m in
@@ -362,6 +371,7 @@ struct pr_execveat {
     __u64 argv;
 };
 
+#ifndef PR_MM_START_STACK_OFFSET  /* else the exec program reads argv itself */
 int pr_on_execve(struct pr_execve *args)
 {
     return pr_note_exec(args->argv);
@@ -371,6 +381,7 @@ int pr_on_execveat(struct pr_execveat *args)
 {
     return pr_note_exec(args->argv);
 }
+#endif
 
 /* sched:sched_process_exec, in the new program before its first instruction (attached
    always). The -c command is the command from now on (PR_CFG_COMMAND cleared); a
@@ -415,10 +426,12 @@ static __always_inline int pr_exec_noted(__u32 old)
 }
 
 /* TP_PROTO(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) */
+#if !defined(PR_MM_START_STACK_OFFSET) && !defined(PR_SHARED_EXEC)
 int pr_on_exec_raw(struct bpf_raw_tracepoint_args *ctx)
 {
     return pr_exec_seen(pr_exec_noted((__u32)ctx->args[1]));
 }
+#endif
 
 /* The format: old_pid at offset 16. */
 struct pr_exec {
@@ -428,10 +441,12 @@ struct pr_exec {
     __s32 old_pid;
 };
 
+#if !defined(PR_MM_START_STACK_OFFSET) && defined(PR_SHARED_EXEC)
 int pr_on_exec(struct pr_exec *args)
 {
     return pr_exec_seen(pr_exec_noted(args->old_pid));
 }
+#endif
 
 #ifdef PR_MM_START_STACK_OFFSET
 /* The new program's own argv, read where the exec has just laid it out: the ELF
@@ -449,15 +464,17 @@ static __always_inline int pr_exec_own_argv(void)
     return pr_argv_names_planrunner(stack + 8);
 }
 
+#ifndef PR_SHARED_EXEC
 int pr_on_exec_argv_raw(struct bpf_raw_tracepoint_args *ctx)
 {
     return pr_exec_seen(pr_exec_own_argv());
 }
-
+#else
 int pr_on_exec_argv(void *ctx)
 {
     return pr_exec_seen(pr_exec_own_argv());
 }
+#endif
 #endif
 
 /* At every process exit (attached always): a planrunner leaves the registry only now,
@@ -486,15 +503,17 @@ static __always_inline int pr_exit_seen(void)
     return 0;
 }
 
+#ifdef PR_SHARED_EXIT
 int pr_on_exit(void *ctx)
 {
     return pr_exit_seen();
 }
-
+#else
 int pr_on_exit_raw(void *ctx)
 {
     return pr_exit_seen();
 }
+#endif
 
 /* The string readers below also store in *len the bytes the string takes in buf, its
    NUL included (1 when nothing was read): a record that ends with the string reserves

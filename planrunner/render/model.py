@@ -7,6 +7,7 @@ functions, counter slots) is carried here as data, chosen by render/.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -305,7 +306,7 @@ FORK_SITE = AttachSite("tracepoint", "pr_scope_fork", "(follow-children)", 0,
 # no execve syscall program is attached: no perf-event tracepoint is left to close at the
 # stop. Each: (its perf event, for a plan with a tracepoint on the same event; its raw
 # tracepoint). The C has these functions only where the offsets were defined
-# (OWN_BTF_PROBE: whether a loaded program has them).
+# (OWN_BTF_PROBES: whether a loaded program has them).
 OWN_BTF_MEMBERS = (("PR_TASK_TGID_OFFSET", "task_struct", "tgid"),
                    ("PR_TASK_MM_OFFSET", "task_struct", "mm"),
                    ("PR_MM_START_STACK_OFFSET", "mm_struct", "start_stack"))
@@ -322,7 +323,28 @@ OWN_BTF_VARIANTS = {
                                       "(follow-children)", 0, category="task",
                                       event="task_newtask")),
 }
-OWN_BTF_PROBE = "pr_on_fork_raw"
+# One of these is compiled exactly where the kernel's offsets were defined (the exec
+# program's two variants: which one, by the plan; see OWN_SHARED_MACROS).
+OWN_BTF_PROBES = ("pr_on_exec_argv_raw", "pr_on_exec_argv")
+# The events of the run's own programs that a plan's tracepoint may share: then ours is
+# the perf-event variant, and the C is told so (`#define`, render/program.py) so that it
+# compiles only the variants the run attaches (runtime/scope.py own_sites chooses by the
+# same rule): every unused variant compiled cost a first run ~0.18 s of clang.
+OWN_SHARED_MACROS = {("sched", "sched_process_exit"): "PR_SHARED_EXIT",
+                     ("sched", "sched_process_exec"): "PR_SHARED_EXEC",
+                     ("task", "task_newtask"): "PR_SHARED_FORK"}
+
+
+def plan_events(sites: Iterable[AttachSite]) -> set[tuple[str, str]]:
+    """(category, event) of each of the plan's sites: a tracepoint there shares the
+    event with the run's own program on it."""
+    return {(site.category, site.event) for site in sites}
+
+
+def own_shared_macros(sites: Iterable[AttachSite]) -> list[str]:
+    """The macros of the own programs' events the plan shares (see OWN_SHARED_MACROS)."""
+    events = plan_events(sites)
+    return [macro for event, macro in OWN_SHARED_MACROS.items() if event in events]
 # The run's own programs above: they record no event, so a stop reads the ring's tail
 # without waiting for them to go (each tracepoint's close waits for a grace period, and
 # the kernel closes tracepoints one at a time: runtime/session.py).

@@ -44,6 +44,7 @@ from planrunner.render.model import (
     SpanShape,
     StackMaps,
     TargetFile,
+    own_shared_macros,
 )
 from planrunner.render.names import c_ident, thunk_name
 from planrunner.render.needs import STRING_READERS, Helper
@@ -460,6 +461,7 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         helper_macros=[h.value for h in STRING_READERS if h in helpers],
         plan_only=plan_only,
         contracts=c_block(),
+        own_shared=own_shared_macros(sites),  # own_sites decides by the same sites
         func_names=len(func_names),
         func_size=FUNC_SIZE,
         uprobe_slots=uprobe_slots,

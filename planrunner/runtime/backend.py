@@ -87,7 +87,7 @@ class Backend(MapSource, StackSource, Protocol):
     def has_function(self, name: str) -> bool:
         """Whether the loaded program has function `name` (the run's own programs that
         are compiled only with the kernel's struct offsets: render/model.py
-        OWN_BTF_PROBE)."""
+        OWN_BTF_PROBES)."""
         ...
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:

@@ -27,7 +27,7 @@ from planrunner.render.model import (
     EXECVE_SITES,
     EXIT_SITE,
     FORK_SITE,
-    OWN_BTF_PROBE,
+    OWN_BTF_PROBES,
     OWN_BTF_VARIANTS,
     OWN_RAW_VARIANTS,
     PLANRUNNER_SITES,
@@ -36,6 +36,7 @@ from planrunner.render.model import (
     ConfigSlot,
     RenderedProgram,
     ScopeFlag,
+    plan_events,
 )
 from planrunner.runtime.backend import Backend
 from planrunner.runtime.registry_pin import tracers_pin
@@ -144,7 +145,8 @@ def apply_scope(backend: Backend, program: RenderedProgram, scope: Scope,
         backend.set_config(ConfigSlot.SCOPE_TRACEPOINT, int(flags))
     if namespace is None:  # (the map holds init-namespace tgids: ours are those then)
         backend.skip_processes(starting_planrunners(me))
-    return own_sites(program, scope.follow_children, backend.has_function(OWN_BTF_PROBE))
+    return own_sites(program, scope.follow_children,
+                     any(backend.has_function(name) for name in OWN_BTF_PROBES))
 
 
 def own_sites(program: RenderedProgram, follow_children: bool,
@@ -155,10 +157,10 @@ def own_sites(program: RenderedProgram, follow_children: bool,
     (OWN_BTF_VARIANTS: fork raw too, no execve programs); else only exit and exec can
     be raw (OWN_RAW_VARIANTS)."""
     extra = [EXIT_SITE, *PLANRUNNER_SITES, *((FORK_SITE,) if follow_children else ())]
-    plan_events = {(site.category, site.event) for site in program.sites}
+    events = plan_events(program.sites)  # the rule the C's variants follow too
     chosen = []
     for site in extra:
-        shared = (site.category, site.event) in plan_events
+        shared = (site.category, site.event) in events
         if btf and site in EXECVE_SITES:
             continue  # the exec program reads argv itself
         if btf and site in OWN_BTF_VARIANTS:

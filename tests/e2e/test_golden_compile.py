@@ -30,24 +30,14 @@ def _kernel_cflags(golden: Path, monkeypatch: pytest.MonkeyPatch,
     return runtime_cflags(program.runtime_constants) + optional
 
 
-def _compiled_out(text: str, cflags: list[str]) -> set[str]:
-    """Functions inside an `#ifdef MACRO` block whose MACRO the flags leave undefined
-    (the BTF-only programs, on a kernel without BTF)."""
-    defined = {f[2:].split("=", 1)[0] for f in cflags if f.startswith("-D")}
-    out: set[str] = set()
-    for macro, body in re.findall(r"^#ifdef (\w+)\n(.*?)^#endif", text, re.M | re.S):
-        if macro not in defined:
-            out.update(re.findall(r"^int (pr_\w+)\(", body, re.M))
-    return out
-
-
 @pytest.mark.parametrize("btf", [True, False], ids=["btf", "no-btf"])
 @pytest.mark.parametrize("golden", GOLDENS, ids=[g.parent.name for g in GOLDENS])
 def test_golden_compiles_and_verifies(golden: Path, btf: bool,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways: with the kernel's BTF (the comm from the task, the run's own BTF-only
-    programs) and without (the comm by the helper, those programs compiled out)."""
-    from bcc import BPF
+    programs) and without (the comm by the helper, those programs compiled out). Every
+    function compiled verifies; the run's own programs are compiled one variant each."""
+    from bcc import BPF, lib
 
     text = from_golden(golden.read_text())
     thunks = re.findall(r"^int (pr_\w+)\((?:struct pt_regs \*ctx|void \*ctx|"
@@ -57,7 +47,15 @@ def test_golden_compiles_and_verifies(golden: Path, btf: bool,
     bpf = BPF(text=text.encode(), cflags=["-Wno-macro-redefined", "-Wno-unused-function",
                                           *cflags])
     try:
-        for fn in (t for t in thunks if t not in _compiled_out(text, cflags)):
+        compiled = [t for t in thunks if lib.bpf_function_start(bpf.module, t.encode())]
+        own = {f for f in re.findall(r"^int (pr_on_exe?\w*)\(", text, re.M)
+               if lib.bpf_function_start(bpf.module, f.encode())}
+        assert len(own & {"pr_on_exit", "pr_on_exit_raw"}) == 1, own  # one exit program
+        # one exec program, and the execve ones only without the kernel's offsets
+        assert len(own & {"pr_on_exec", "pr_on_exec_raw", "pr_on_exec_argv",
+                          "pr_on_exec_argv_raw"}) == 1, own
+        assert bool(own & {"pr_on_execve", "pr_on_execveat"}) is not btf, own
+        for fn in compiled:
             kind = (BPF.TRACEPOINT if fn.endswith("_tp") else
                     BPF.PERF_EVENT if fn.endswith("_perf") else BPF.KPROBE)
             assert bpf.load_func(fn.encode(), kind).fd >= 0

@@ -59,3 +59,37 @@ def test_own_programs_are_raw_tracepoints_where_the_kernel_has_btf(tmp_path, btf
                                 "task_newtask"], 1)
     else:  # + fork, --follow-children's fork, execve, execveat
         assert (raw, perf) == (["sched_process_exec", "sched_process_exit"], 5)
+
+
+SHARED = """
+planrunner: 1
+name: shares
+probes:
+  ex: {tracepoint: "sched:sched_process_exec"}
+  ax: {tracepoint: "sched:sched_process_exit"}
+  nt: {tracepoint: "task:task_newtask"}
+outputs:
+  - {count: ex}
+  - {count: ax}
+  - {count: nt}
+"""
+
+
+@pytest.mark.parametrize("btf", ["kernel", "none"])
+def test_a_plan_sharing_their_events_gets_the_perf_event_variants(tmp_path, btf) -> None:
+    """With a tracepoint of the plan on each own program's event, every own program is
+    the perf-event variant (it then runs before the plan's, in attach order), and the
+    program was compiled with that variant alone (PR_SHARED_*: the run would fail to
+    attach one it had not compiled)."""
+    if btf == "kernel" and not os.access("/sys/kernel/btf/vmlinux", os.R_OK):
+        pytest.skip("this kernel has no readable /sys/kernel/btf/vmlinux")
+    env = {} if btf == "kernel" else {"PLANRUNNER_VMLINUX_BTF": str(tmp_path / "none")}
+    proc = start_tracer(write_plan(tmp_path, SHARED), "--follow-children", "-c", "sleep 5",
+                        env=env)
+    try:
+        raw, perf = _bpf_fds(proc.pid)
+    finally:
+        stop_tracer(proc)
+    # the plan's 3, exit, exec, the registry's fork, --follow-children's fork; without
+    # the kernel's offsets + execve and execveat
+    assert (raw, perf) == ([], 7 if btf == "kernel" else 9)

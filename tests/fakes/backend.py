@@ -26,7 +26,7 @@ from typing import Any
 
 from planrunner.render.layout import STR_OK, STR_TRUNCATED, RecordLayout
 from planrunner.render.model import (
-    OWN_BTF_PROBE,
+    OWN_BTF_PROBES,
     RUN_OWN_SITES,
     AttachSet,
     AttachSite,
@@ -141,7 +141,7 @@ class FakeBackend:
         self.program = program
 
     def has_function(self, name: str) -> bool:
-        return self.btf or name != OWN_BTF_PROBE
+        return self.btf or name not in OWN_BTF_PROBES
 
     def set_config(self, slot: ConfigSlot, value: int) -> None:
         self.config[slot] = value
