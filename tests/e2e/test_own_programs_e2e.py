@@ -43,17 +43,23 @@ def _bpf_fds(pid: int) -> tuple[list[str], int]:
     return sorted(raw), perf
 
 
-@pytest.mark.parametrize("btf", ["kernel", "none"])
-def test_own_programs_are_raw_tracepoints_where_the_kernel_has_btf(tmp_path, btf) -> None:
+def _traced_fds(tmp_path: Path, plan: str, btf: str) -> tuple[list[str], int]:
+    """`_bpf_fds` of a --follow-children run of `plan` with the kernel's BTF ("kernel")
+    or as on a kernel without it ("none": PLANRUNNER_VMLINUX_BTF names no file)."""
     if btf == "kernel" and not os.access("/sys/kernel/btf/vmlinux", os.R_OK):
         pytest.skip("this kernel has no readable /sys/kernel/btf/vmlinux")
     env = {} if btf == "kernel" else {"PLANRUNNER_VMLINUX_BTF": str(tmp_path / "none")}
-    proc = start_tracer(write_plan(tmp_path, PLAN), "--follow-children", "-c", "sleep 5",
+    proc = start_tracer(write_plan(tmp_path, plan), "--follow-children", "-c", "sleep 5",
                         env=env)
     try:
-        raw, perf = _bpf_fds(proc.pid)
+        return _bpf_fds(proc.pid)
     finally:
         stop_tracer(proc)
+
+
+@pytest.mark.parametrize("btf", ["kernel", "none"])
+def test_own_programs_are_raw_tracepoints_where_the_kernel_has_btf(tmp_path, btf) -> None:
+    raw, perf = _traced_fds(tmp_path, PLAN, btf)
     if btf == "kernel":  # the plan's tracepoint is the one perf event
         assert (raw, perf) == (["sched_process_exec", "sched_process_exit", "task_newtask",
                                 "task_newtask"], 1)
@@ -81,15 +87,7 @@ def test_a_plan_sharing_their_events_gets_the_perf_event_variants(tmp_path, btf)
     the perf-event variant (it then runs before the plan's, in attach order), and the
     program was compiled with that variant alone (PR_SHARED_*: the run would fail to
     attach one it had not compiled)."""
-    if btf == "kernel" and not os.access("/sys/kernel/btf/vmlinux", os.R_OK):
-        pytest.skip("this kernel has no readable /sys/kernel/btf/vmlinux")
-    env = {} if btf == "kernel" else {"PLANRUNNER_VMLINUX_BTF": str(tmp_path / "none")}
-    proc = start_tracer(write_plan(tmp_path, SHARED), "--follow-children", "-c", "sleep 5",
-                        env=env)
-    try:
-        raw, perf = _bpf_fds(proc.pid)
-    finally:
-        stop_tracer(proc)
+    raw, perf = _traced_fds(tmp_path, SHARED, btf)
     # the plan's 3, exit, exec, the registry's fork, --follow-children's fork; without
     # the kernel's offsets + execve and execveat
     assert (raw, perf) == ([], 7 if btf == "kernel" else 9)

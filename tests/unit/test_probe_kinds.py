@@ -26,6 +26,7 @@ from planrunner import probe_kinds as pk
 from planrunner.commands.validate import SUMMARIES
 from planrunner.plan.build_probes import PARSERS
 from planrunner.plan.model import ProbeKind
+from planrunner.render.model import RenderedProgram
 from planrunner.render.names import THUNK_SUFFIXES
 from planrunner.render.thunks import THUNK_READS, THUNK_SHAPES
 from planrunner.resolve import SITE_MAKERS
@@ -231,6 +232,15 @@ def test_the_models_literals_are_the_table_names() -> None:
 
 # --- the run's own programs: raw tracepoints unless the plan shares their event ---------
 
+def _with_tracepoints(*events: tuple[str, str]) -> RenderedProgram:
+    """A rendered program whose plan has a tracepoint on each (category, event)."""
+    from planrunner.render.model import AttachSite
+
+    sites = tuple(AttachSite("tracepoint", f"pr_t_{i}", "t", 0, category=c, event=e)
+                  for i, (c, e) in enumerate(events))
+    return RenderedProgram("", sites, (), (), "p")
+
+
 def test_own_exit_and_exec_are_raw_tracepoints_unless_the_plan_has_their_event() -> None:
     """A raw tracepoint's close waits for no grace period; but where the plan has a
     tracepoint on the same event, ours stays a perf event so that it runs first."""
@@ -239,22 +249,15 @@ def test_own_exit_and_exec_are_raw_tracepoints_unless_the_plan_has_their_event()
         EXIT_SITE,
         FORK_SITE,
         OWN_RAW_VARIANTS,
-        AttachSite,
-        RenderedProgram,
     )
     from planrunner.runtime.scope import own_sites
 
-    def program(*events: tuple[str, str]) -> RenderedProgram:
-        sites = tuple(AttachSite("tracepoint", f"pr_t_{i}", "t", 0, category=c, event=e)
-                      for i, (c, e) in enumerate(events))
-        return RenderedProgram("", sites, (), (), "p")
-
-    plain = own_sites(program(), follow_children=False, btf=False)
+    plain = own_sites(_with_tracepoints(), follow_children=False, btf=False)
     assert OWN_RAW_VARIANTS[EXIT_SITE] in plain and OWN_RAW_VARIANTS[EXEC_SITE] in plain
     assert EXIT_SITE not in plain and EXEC_SITE not in plain and FORK_SITE not in plain
     assert {pk.site_kind(s.kind) for s in OWN_RAW_VARIANTS.values()} == \
         {pk.RAW_TRACEPOINT_SITE}
-    shared = own_sites(program(("sched", "sched_process_exec")), follow_children=True,
+    shared = own_sites(_with_tracepoints(("sched", "sched_process_exec")), follow_children=True,
                        btf=False)
     assert EXEC_SITE in shared and OWN_RAW_VARIANTS[EXIT_SITE] in shared
     assert FORK_SITE in shared and len(shared) == len(plain) + 1
@@ -271,23 +274,16 @@ def test_with_the_kernels_offsets_no_own_program_is_a_perf_event_unless_shared()
         OWN_BTF_VARIANTS,
         OWN_RAW_VARIANTS,
         PLANRUNNER_SITES,
-        AttachSite,
-        RenderedProgram,
     )
     from planrunner.runtime.scope import own_sites
 
-    def program(*events: tuple[str, str]) -> RenderedProgram:
-        sites = tuple(AttachSite("tracepoint", f"pr_t_{i}", "t", 0, category=c, event=e)
-                      for i, (c, e) in enumerate(events))
-        return RenderedProgram("", sites, (), (), "p")
-
-    plain = own_sites(program(), follow_children=True, btf=True)
+    plain = own_sites(_with_tracepoints(), follow_children=True, btf=True)
     assert [s.fn_name for s in plain] == [
         "pr_on_exit_raw", "pr_on_fork_raw", "pr_on_exec_argv_raw", "pr_scope_fork_raw"]
     assert {pk.site_kind(s.kind) for s in plain} == {pk.RAW_TRACEPOINT_SITE}
     assert not set(EXECVE_SITES) & set(plain)
     fork, exec_ = PLANRUNNER_SITES[0], PLANRUNNER_SITES[-1]
-    shared = own_sites(program(("task", "task_newtask"), ("sched", "sched_process_exec"),
+    shared = own_sites(_with_tracepoints(("task", "task_newtask"), ("sched", "sched_process_exec"),
                                ("syscalls", "sys_enter_execve")),
                        follow_children=True, btf=True)
     assert shared == [OWN_RAW_VARIANTS[EXIT_SITE], fork, OWN_BTF_VARIANTS[exec_][0],
