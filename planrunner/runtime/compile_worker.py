@@ -133,6 +133,13 @@ class CompileWorker:
                 blob = proc.stdout.read(int(text))
                 mark("compile-reply")
                 return cc.decode(WIRE_KEY, blob)
+            if not status:
+                # it ended without answering: why is asked before close(), since a dying
+                # worker's pipe is at EOF before it can be reaped, and close() would then
+                # kill it as if this run had stopped it (and say nothing)
+                self.why = "the compile worker said nothing"
+                self._say_why_it_ended(proc, watchdog)
+                return None
         except (OSError, ValueError) as exc:  # the worker died or said nonsense
             self.why = f"the compile worker failed ({exc})"
             self._say_why_it_ended(proc, watchdog)
@@ -142,10 +149,8 @@ class CompileWorker:
             self.close()
         if status == "error":
             raise bcc_backend.CompileFailed(json.loads(text))
-        self.why = f"the compile worker said: {status or 'nothing'} {text}".rstrip()
-        if not status:
-            self._say_why_it_ended(proc, watchdog)
-        return None  # "uncacheable" or "fail", or nothing at all
+        self.why = f"the compile worker said: {status} {text}".rstrip()
+        return None  # "uncacheable" or "fail"
 
     def _say_why_it_ended(self, proc: subprocess.Popen[bytes], watchdog: _Watchdog) -> None:
         """One line on stderr for a worker that ended without answering (not when this
