@@ -42,6 +42,7 @@ from planrunner.render.model import (
     ConfigSlot,
     Counter,
     RenderedProgram,
+    RuntimeConstant,
 )
 from planrunner.runtime import compile_cache as cc
 from planrunner.runtime import map_batch
@@ -111,13 +112,13 @@ def own_btf_cflags() -> list[str]:
         return []
 
 
-def btf_cflags(program: RenderedProgram) -> list[str]:
-    """`-DMACRO=N` for the optional BTF constants the kernel has (compiles only; the
-    compile worker works them out itself, compile_worker.py)."""
-    if not program.btf_constants:
+def btf_cflags(constants: Sequence[RuntimeConstant]) -> list[str]:
+    """`-DMACRO=N` for the optional BTF constants (RenderedProgram.btf_constants) the
+    kernel has (compiles only: `compile_program`)."""
+    if not constants:
         return []
     from planrunner.elf.btf import optional_cflags
-    return optional_cflags(program.btf_constants)
+    return optional_cflags(constants)
 
 
 def import_bcc() -> Any:
@@ -151,14 +152,15 @@ def compile_bcc(c_source: str, cflags: Sequence[str]) -> Any:
         raise CompileFailed(str(exc)) from None
 
 
-def compile_program(c_source: str, cflags: Sequence[str],
-                    pins: dict[str, str]) -> cc.CompiledProgram:
+def compile_program(c_source: str, cflags: Sequence[str], pins: dict[str, str],
+                    btf: Sequence[RuntimeConstant] = ()) -> cc.CompiledProgram:
     """`c_source` compiled by bcc, as a program image (in the compile worker, or here
     where there is none); bcc's module and its maps are dropped at once: the image is
     loaded as every program is. Raises CompileFailed, or cc.Uncacheable when an image
-    cannot hold it. The kernel offsets of the run's own programs are added here
-    (`own_btf_cflags`)."""
-    bpf = compile_bcc(c_source, [*cflags, *own_btf_cflags()])
+    cannot hold it. The BTF constants are defined here, where it compiles: the run's
+    own programs' offsets (`own_btf_cflags`) and the program's optional ones (`btf`,
+    `btf_cflags`), neither in the cache key (`_cached`)."""
+    bpf = compile_bcc(c_source, [*cflags, *own_btf_cflags(), *btf_cflags(btf)])
     try:
         return _capture(bpf, pins)
     finally:
@@ -378,7 +380,7 @@ class BccBackend:
             if self._cache is not None:  # compiled again here, as without the worker
                 self._cache.note(worker.why or "the compile worker gave no program back")
         try:
-            return compile_program(c_source, cflags + btf_cflags(program), pins)
+            return compile_program(c_source, cflags, pins, program.btf_constants)
         except cc.Uncacheable as exc:
             raise BackendError(f"bcc compiled a program planrunner cannot load: {exc}",
                                hints=("this is a planrunner bug: `planrunner render` "

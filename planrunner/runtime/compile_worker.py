@@ -44,6 +44,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import IO, TextIO
 
+from planrunner.render.model import RuntimeConstant
 from planrunner.runtime import bcc_backend
 from planrunner.runtime import compile_cache as cc
 from planrunner.timing import mark
@@ -272,16 +273,15 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     try:
         bcc_backend.import_bcc()  # while the parent is still rendering
         mark("worker-bcc")
-        bcc_backend.own_btf_cflags()  # the BTF parsed then too (kept for the compile)
-        _learn_comm_offset()
-        mark("worker-btf")
+        _parse_btf_ahead()
         size = stdin.readline()
         if not size:  # the parent closed the pipe without asking
             return 0
         request = json.loads(stdin.read(int(size)))
         mark("worker-request")
-        cflags = list(request["cflags"]) + _btf_cflags(request.get("btf", ()))
-        compiled = bcc_backend.compile_program(request["c"], cflags, dict(request["pins"]))
+        compiled = bcc_backend.compile_program(request["c"], list(request["cflags"]),
+                                               dict(request["pins"]),
+                                               _btf_constants(request.get("btf", ())))
         mark("worker-compiled")
         reply = _reply(compiled)
     except cc.Uncacheable as exc:
@@ -299,13 +299,13 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     return 0 if reply.startswith((b"ok ", b"uncacheable ")) else 1
 
 
-def _learn_comm_offset() -> None:
-    """Parse the kernel's BTF for task_struct.comm (~75 ms on an AMD EPYC) while the
-    parent renders: every program that prints asks for it (render/program.py
-    TASK_COMM_OFFSET), and the parse would otherwise wait in the parent's path to
-    `Tracing`. Kept for this process (elf/btf.py); a kernel without it just has none."""
+def _parse_btf_ahead() -> None:
+    """Parse the kernel's BTF for the offsets a compile defines (the run's own programs',
+    task_struct.comm: ~75 ms on an AMD EPYC) while the parent renders, off its path to
+    `Tracing`. Kept for this process (elf/btf.py); a kernel without them has none."""
     from planrunner.elf import btf
 
+    bcc_backend.own_btf_cflags()
     try:
         btf.kernel_offset(btf.TASK_COMM)
     except btf.BtfError:
@@ -313,12 +313,13 @@ def _learn_comm_offset() -> None:
     mark("worker-btf")
 
 
-def _btf_cflags(constants: Iterable[tuple[str, Sequence[str]]]) -> list[str]:
-    """The request's optional BTF constants, [macro, [struct, path]] in JSON, as -D flags."""
-    from planrunner.elf import btf
+def _btf_constants(constants: Iterable[tuple[str, Sequence[str]]]
+                   ) -> list[RuntimeConstant]:
+    """The request's optional BTF constants, [macro, [struct, path]] in JSON."""
+    from planrunner.elf.btf import KernelMember
 
-    return btf.optional_cflags((str(macro), btf.KernelMember(str(member[0]), str(member[1])))
-                               for macro, member in constants)
+    return [RuntimeConstant(str(macro), KernelMember(str(member[0]), str(member[1])))
+            for macro, member in constants]
 
 
 def _reply(compiled: cc.CompiledProgram) -> bytes:

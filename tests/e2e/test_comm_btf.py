@@ -60,7 +60,8 @@ def test_renamed_threads_comm_in_records_keys_and_scope(fixtures_built, tmp_path
     if not btf:
         monkeypatch.setenv("PLANRUNNER_VMLINUX_BTF", str(tmp_path / "no-btf"))
     program = compile_plan(str(tmp_path / "plan.yaml"), {})[2]
-    defined = [f for f in bcc_backend.btf_cflags(program) if "PR_TASK_COMM_OFFSET=" in f]
+    defined = [f for f in bcc_backend.btf_cflags(program.btf_constants)
+               if "PR_TASK_COMM_OFFSET=" in f]
     assert len(defined) == (1 if btf else 0)
     tids = _tids(stdout)
     prints = [r for r in records if "tid" in r and "count" not in r]

@@ -92,7 +92,7 @@ def test_the_worker_defines_the_optional_btf_constants_as_the_run_would(
     _program(tmp_path, fixtures_built)
     program = compile_plan(str(tmp_path / "plan.yaml"), {})[2]
     assert program.btf_constants
-    defined = bcc_backend.btf_cflags(program)
+    defined = bcc_backend.btf_cflags(program.btf_constants)
     if not defined:
         pytest.skip("this kernel's BTF has no task_struct.comm")
     remote = CompileWorker().compile(program.c_source, CFLAGS, {}, program.btf_constants)

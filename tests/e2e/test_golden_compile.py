@@ -26,7 +26,7 @@ def _kernel_cflags(golden: Path, monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.chdir(ROOT)  # plans name the committed binaries relative to the repo
     program = compile_plan(str((golden.parent / "plan.yaml").relative_to(ROOT)), {})[2]
-    optional = btf_cflags(program) + own_btf_cflags() if btf else []
+    optional = btf_cflags(program.btf_constants) + own_btf_cflags() if btf else []
     return runtime_cflags(program.runtime_constants) + optional
 
 
