@@ -115,7 +115,7 @@ def test_sleepable_programs_compile_and_load_only_where_both_allow(
     cflags: list[list[str]] = []
     monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
     monkeypatch.setattr(bcc_backend, "compile_program",
-                        lambda c, flags, pins: cflags.append(list(flags)) or "image")
+                        lambda c, flags, pins, btf=(): cflags.append(list(flags)) or "image")
     monkeypatch.setattr(cc, "LoadedProgram", _FakeImage)
     _FakeImage.loads = []
     backend = BccBackend(KernelFeatures(True, True, True, sleepable=kernel))
@@ -161,7 +161,7 @@ def test_a_refused_cached_image_is_compiled_again_and_a_refused_fresh_one_says_w
     monkeypatch.setattr(cache, "put", lambda key, image: compiles.append(f"put {image}"))
     monkeypatch.setattr(cache, "discard", lambda key, why: compiles.append(f"drop {why}"))
     monkeypatch.setattr(bcc_backend, "compile_program",
-                        lambda c, flags, pins: compiles.append("compile") or fresh)
+                        lambda c, flags, pins, btf=(): compiles.append("compile") or fresh)
     monkeypatch.setattr(cc, "LoadedProgram", _RefusingImage)
     _FakeImage.loads = []
     backend = BccBackend(KernelFeatures(True, True, True, sleepable=False), cache=cache)
