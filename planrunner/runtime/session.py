@@ -495,42 +495,48 @@ class Session:
         self._remaining -= len(recs)
         return recs
 
-    def _tail_over(self) -> bool:
-        """A stop was asked (a signal, the deadline) TAIL_S ago or more."""
-        now = self.clocks.monotonic()
-        asked = self.stop.at if self.stop.reason else None
-        if asked is None and self._deadline is not None and now >= self._deadline:
-            asked = self._deadline
-        return asked is not None and now - asked >= TAIL_S
+    def _asked_at(self) -> float | None:
+        """When a stop was asked (monotonic): a stop signal's arrival, else the deadline
+        once it has passed; None before either."""
+        if self.stop.reason is not None:
+            return self.stop.at
+        if self._deadline is not None and self.clocks.monotonic() >= self._deadline:
+            return self._deadline
+        return None
 
-    def _stop_asked(self) -> bool:
-        """A stop signal came, or the deadline has passed."""
-        return self.stop.reason is not None or (
-            self._deadline is not None and self.clocks.monotonic() >= self._deadline)
+    def _tail_over(self) -> bool:
+        """A stop was asked TAIL_S ago or more."""
+        asked = self._asked_at()
+        return asked is not None and self.clocks.monotonic() - asked >= TAIL_S
+
+    def _print_chunks(self, decoder: Decoder, raw: list[bytes], seconds_left: float | None,
+                      until: Callable[[int], bool]) -> int:
+        """Decode and print `raw` OUTPUT_CHUNK records at a time, asking `until(start)`
+        before each chunk; the index it stopped at (len(raw): all were printed)."""
+        for start in range(0, len(raw), OUTPUT_CHUNK):
+            if until(start):
+                return start
+            recs = decoder.decode_batch(raw[start:start + OUTPUT_CHUNK])
+            self.out.records(self._shown(recs), seconds_left)
+        return len(raw)
 
     def _show_until_asked(self, decoder: Decoder, raw: list[bytes],
                           seconds_left: float | None) -> list[bytes]:
-        """Decode and print `raw` OUTPUT_CHUNK records at a time until a stop is asked;
-        what is left then (the tail's first part, printed after the detach)."""
-        for start in range(0, len(raw), OUTPUT_CHUNK):
-            if self._stop_asked():
-                return raw[start:]
-            recs = decoder.decode_batch(raw[start:start + OUTPUT_CHUNK])
-            self.out.records(self._shown(recs), seconds_left)
-        return []
+        """Print `raw` by the chunk until a stop is asked; what is left then (the tail's
+        first part, printed after the detach)."""
+        return raw[self._print_chunks(decoder, raw, seconds_left,
+                                      lambda _start: self._asked_at() is not None):]
 
     def _show(self, decoder: Decoder, raw: list[bytes], seconds_left: float | None,
               keep: int = 0) -> None:
-        """Decode and print `raw` OUTPUT_CHUNK records at a time; once a stop's TAIL_S
-        has run out, what is left past the first `keep` records is counted as not
-        printed (tail_dropped) instead, and the ring's tail goes unread (`_cut`)."""
-        for start in range(0, len(raw), OUTPUT_CHUNK):
-            if start >= keep and self._tail_over():
-                self.tail_dropped += len(raw) - start
-                self._cut = True
-                return
-            recs = decoder.decode_batch(raw[start:start + OUTPUT_CHUNK])
-            self.out.records(self._shown(recs), seconds_left)
+        """Print `raw` by the chunk; once a stop's TAIL_S has run out, what is left past
+        the first `keep` records is counted as not printed (tail_dropped) instead, and
+        the ring's tail goes unread (`_cut`)."""
+        done = self._print_chunks(decoder, raw, seconds_left,
+                                  lambda start: start >= keep and self._tail_over())
+        if done < len(raw):
+            self.tail_dropped += len(raw) - done
+            self._cut = True
 
     def _loop(self, upkeep: Upkeep, stacks: StackResolver | None) -> int:
         # Built once tracing has begun: the probes already record into the ring while the
@@ -585,9 +591,6 @@ class Session:
         elif reason is StopReason.PIDS_EXITED:
             self.stderr.write(f"process{'es' if len(watched) > 1 else ''} "
                               f"{', '.join(map(str, watched))} exited\n")
-        # the request: the signal, the deadline (a batch may have been printed since)
-        asked = {StopReason.SIGNAL: self.stop.at, StopReason.DURATION: self._deadline}
-        stopped_at = asked.get(reason) or clocks.monotonic()
         mark("stopping")  # (PLANRUNNER_TIMING=1: where a stop's time goes)
         self._detach_probes()  # first, so that the tail below holds every event that fired
         mark("probes-detached")
@@ -604,7 +607,7 @@ class Session:
                 self._show(decoder, pending, 0.0, OUTPUT_CHUNK if hurry else len(pending))
         reads = 0
         while self._remaining is None or self._remaining > 0:
-            if hurry and (self._cut or (reads and clocks.monotonic() - stopped_at >= TAIL_S)):
+            if hurry and (self._cut or (reads and self._tail_over())):
                 mark("tail-cut")
                 self.tail_dropped += backend.discard_ring()
                 break
