@@ -330,9 +330,8 @@ OWN_BTF_PROBES = ("pr_on_exec_argv_raw", "pr_on_exec_argv")
 # the perf-event variant, and the C is told so (`#define`, render/program.py) so that it
 # compiles only the variants the run attaches (runtime/scope.py own_sites chooses by the
 # same rule): every unused variant compiled cost a first run ~0.18 s of clang.
-OWN_SHARED_MACROS = {("sched", "sched_process_exit"): "PR_SHARED_EXIT",
-                     ("sched", "sched_process_exec"): "PR_SHARED_EXEC",
-                     ("task", "task_newtask"): "PR_SHARED_FORK"}
+OWN_SHARED_MACROS = {(site.category, site.event): macro for site, macro in (
+    (EXIT_SITE, "PR_SHARED_EXIT"), (EXEC_SITE, "PR_SHARED_EXEC"), (FORK_SITE, "PR_SHARED_FORK"))}
 
 
 def plan_events(sites: Iterable[AttachSite]) -> set[tuple[str, str]]:

@@ -95,7 +95,6 @@ class PerfMap:
         self._recent: list[tuple[int, int, int, bytes]] = []  # merged in later (_merge)
         self._recent_starts: list[int] = []
         self._pending: list[tuple[int, int, int, bytes]] = []
-        self._read_at = -1e9
         self._read_at_ns = 0  # time.monotonic_ns() when the last read began
         self._tail = b""  # the last bytes read: a file rewritten from the start differs
         self.reread()
@@ -117,7 +116,6 @@ class PerfMap:
     def reread(self) -> bool:
         """Read what was appended since the last read; True when lines were added."""
         self._read_at_ns = time.monotonic_ns()
-        self._read_at = self._read_at_ns / 1e9
         if self.truncated or self._fh.closed:
             return False
         budget = MAX_BYTES - self.offset
@@ -183,7 +181,7 @@ class PerfMap:
         if at_ns > self._read_at_ns:
             self.reread()
         hit = self._lookup(addr)
-        if hit is None and time.monotonic() - self._read_at >= self.min_reread \
+        if hit is None and time.monotonic_ns() - self._read_at_ns >= self.min_reread * 1e9 \
                 and self.reread():
             hit = self._lookup(addr)
         return hit
