@@ -183,10 +183,13 @@ def _reasons(files: list[TargetFile], gate: str | None, semaphore: bool,
     reasons: list[str] = []
     trail = None
     gate_said = False
-    if watched and upkeep is not None and upkeep.looked and files:
+    # a command that exec'd the probe's binary mapped it, whether or not its maps were
+    # read before it ended (a short command on a loaded machine)
+    ran = child is not None and _ran_one_of(child, files)
+    if watched and upkeep is not None and (upkeep.looked or ran) and files:
         keys = {file_key(f.path) for f in files} - {None}
         names = " or ".join(f.display for f in files)
-        if keys & upkeep.mapped_ever:
+        if ran or keys & upkeep.mapped_ever:
             if gate:
                 reasons.append(f"{who} mapped {names}, but {_lower(gate)}")
                 gate_said = True
@@ -211,12 +214,17 @@ def _reasons(files: list[TargetFile], gate: str | None, semaphore: bool,
     return reasons, trail
 
 
+def _ran_one_of(child: Child, files: list[TargetFile]) -> bool:
+    """Whether the -c command's file, or an executable it exec'd, is one of `files`."""
+    if child.path is None:
+        return False
+    targets = {os.path.realpath(f.path) for f in files}
+    return bool(targets & {os.path.realpath(p) for p in (child.path, *child.exes)})
+
+
 def _trail(child: Child | None, files: list[TargetFile]) -> str | None:
     """What the -c command ran, when it is not one of `files`."""
-    if child is None or child.path is None:
-        return None
-    targets = {os.path.realpath(f.path) for f in files}
-    if targets & {os.path.realpath(p) for p in (child.path, *child.exes)}:
+    if child is None or child.path is None or _ran_one_of(child, files):
         return None  # it ran the target: the reason is elsewhere
     named = child.path
     interpreter = _interpreter(child.path)

@@ -109,10 +109,22 @@ def test_a_command_that_ran_a_shim_names_it_and_what_it_execd(tmp_path: Path) ->
 
 
 def test_a_command_gone_before_its_maps_were_read_says_so() -> None:
-    lines = explain(_program(), _heard("rets"), _child("/bin/sh", []), None,
+    lines = explain(_program(), _heard("rets"), _child("/usr/bin/env", []), None,
                     _upkeep(4242, False, looked=False))
     assert lines == ["probe entry recorded nothing: the command (process 4242) ended before "
-                     "planrunner could read its maps (after its exec)\n"]
+                     "planrunner could read its maps (after its exec)\n",
+                     "  the command ran /usr/bin/env\n"]
+
+
+def test_a_command_that_ran_the_binary_itself_mapped_it_though_gone_before_a_look() -> None:
+    """A short command on a loaded machine can end before its maps are read: having
+    exec'd the probe's binary (a symlink to it, here) it mapped it all the same."""
+    link = os.path.realpath("/bin/sh")
+    for looked in (False, True):
+        lines = explain(_program((("entry", GATE),)), _heard("rets"), _child(link, []),
+                        None, _upkeep(4242, False, looked=looked))
+        assert lines == [f"probe entry recorded nothing: the command (process 4242) mapped "
+                         f"/bin/sh, but {GATE}\n"], looked
 
 
 def test_an_empty_system_wide_run_says_no_process_reached_each_probe() -> None:
