@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import tzinfo
 from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, TextIO
 
 from planrunner.output.base import ViewBase
@@ -73,6 +74,41 @@ def _plain(rec: Record) -> Record:
     return rec
 
 
+def _same(rec: Record) -> Record:
+    return rec
+
+
+def _truncated(rec: Record) -> Record:
+    return readable(rec) if "truncated" in rec else rec
+
+
+def _plain_for(schema: PrintSchema) -> Callable[[Record], Record]:
+    """`_plain` for the records of `schema`, looking only at the fields it says may hold
+    None or a bool (PrintSchema.nullable, .bools) when it says: comparing every value
+    of a record with None, True and False cost ~0.6 us a record on an AMD EPYC guest,
+    a seventh of the consumer's time at 1M/s (BENCHMARKS.md issue 28 item 1)."""
+    if schema.format is not None:
+        return _same  # a template makes its own readable copy
+    if schema.nullable is None or schema.bools is None:
+        return _plain
+    maybe = (*schema.nullable, *schema.bools)
+    if not maybe:
+        return _truncated
+    if len(maybe) == 1 and not schema.bools:
+        key = maybe[0]
+        return lambda rec: readable(rec) if "truncated" in rec or rec[key] is None else rec
+    get = itemgetter(*maybe, *maybe[:1])  # a tuple even for one key
+
+    def plain(rec: Record) -> Record:
+        vals = get(rec)
+        if "truncated" in rec or None in vals or (
+                (True in vals or False in vals) and _has_bool(vals)):
+            return readable(rec)
+        return rec
+
+    return plain
+
+
 class TextView(ViewBase):
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema],
                  tz: tzinfo | None = None, live: bool = False,
@@ -100,6 +136,8 @@ class TextView(ViewBase):
         self.renderers: dict[str, Render] = {}
         for schema in self.schemas:
             self.renderers[schema.output] = self._renderer(schema)
+        # per output, `_plain` or what stands for it (an output without a schema: _plain)
+        self.plains = {s.output: _plain_for(s) for s in self.schemas}
 
     # -- layout ------------------------------------------------------------------------
 
@@ -156,8 +194,17 @@ class TextView(ViewBase):
             return self._pairs_renderer(fields)
         fmt = self._column_format(fields, as_pairs)
         time_of = self.clock.record_time
-        # Here is the hot path: one C-level %-format over the (plain) record dict.
-        return lambda rec: time_of(rec["time"]) + fmt % rec
+        shown, seconds = self.clock.shown.get, self.clock.seconds
+
+        # Here is the hot path: one C-level %-format over the (plain) record dict, and
+        # Clock.record_time's common case inline (one call less per record).
+        def render(rec: Record) -> str:
+            iso: str = rec["time"]
+            if len(iso) == 27 and iso[19] == ".":
+                return (shown(iso[:19]) or seconds(iso[:19])) + iso[19:26] + fmt % rec
+            return time_of(iso) + fmt % rec
+
+        return render
 
     def _pairs_renderer(self, fields: Sequence[str]) -> Render:
         base = " " + " ".join(f"%({k})-{w}s" for k, w in self._head_keys())
@@ -182,8 +229,8 @@ class TextView(ViewBase):
     def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
-        templated = self.templated  # a template makes its own readable copy
-        batch = [rec if rec["output"] in templated else _plain(rec) for rec in batch]
+        plains = self.plains
+        batch = [plains.get(rec["output"], _plain)(rec) for rec in batch]
         if self.columned and len(self.fields) > 1:
             self._widen(batch)
         out = []
@@ -194,6 +241,16 @@ class TextView(ViewBase):
             ):
                 out.append(self.header.rstrip("\n"))
         renderers, multiline = self.renderers, self.multiline
+        only = self._one_renderer(batch)
+        if only is not None:  # one output, one line each: rendered at C level
+            lines = list(map(only, batch))
+            if not "".join(lines).isprintable():  # a control character: fix its lines
+                lines = [line if line.isprintable() else
+                         printable(line.translate(_LINE_BREAKS)) for line in lines]
+            out += lines
+            out.append("")
+            self._write("\n".join(out))
+            return
         for rec in batch:
             line = (renderers.get(rec["output"]) or self._unknown(rec))(rec)
             if rec["output"] in multiline:
@@ -204,6 +261,16 @@ class TextView(ViewBase):
             out.append(line)
         out.append("")
         self._write("\n".join(out))
+
+    def _one_renderer(self, batch: Sequence[Record]) -> Render | None:
+        """The renderer of every record of `batch` when they are of one output, whose
+        lines are one line each (no stacks under them); else None."""
+        output = batch[0]["output"]
+        render = self.renderers.get(str(output))
+        if render is None or output in self.multiline or not all(
+                map(output.__eq__, map(itemgetter("output"), batch))):
+            return None
+        return render
 
     def aggregate(self, snap: AggSnapshot) -> None:
         self._write(snapshot_text(snap, self.clock))
