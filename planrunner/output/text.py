@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import tzinfo
 from itertools import repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
@@ -130,6 +130,10 @@ class TextView(ViewBase):
         self.multiline: set[str] = {s.output for s in self.schemas if s.stacks}
         self.columned = {s.output for s in columned} if self.uniform else set()
         self.widths: dict[str, int] = {f: max(FIELD_MIN_WIDTH, len(f)) for f in self.fields}
+        # the shared fields every columned schema says hold ints (neither None nor bool)
+        self.int_columns = {f for f in self.fields if all(
+            s.nullable is not None and s.bools is not None
+            and f not in s.nullable and f not in s.bools for s in columned)}
         self.header = self._header(self.fields)
         self.header_done = False
         self.templated = {s.output for s in self.schemas if s.format is not None}
@@ -157,9 +161,17 @@ class TextView(ViewBase):
         grew = False
         columned = self.columned
         recs = [r for r in plain if r["output"] in columned]
+        if not recs:
+            return
         for key in self.fields[:-1]:
+            if self.widths[key] >= MAX_WIDTH:
+                continue  # as wide as a column gets
             # C-level maps: this runs over every record of every batch
-            seen = max(map(len, map(str, map(dict.get, recs, repeat(key)))), default=0)
+            values: list[Any] = list(map(dict.get, recs, repeat(key)))
+            if key in self.int_columns:  # the widest int is the largest or the smallest
+                seen = max(len(str(max(values))), len(str(min(values))))
+            else:
+                seen = max(map(len, map(str, values)))
             width = min(seen, MAX_WIDTH)
             if width > self.widths[key]:
                 self.widths[key] = width
@@ -170,17 +182,20 @@ class TextView(ViewBase):
                 if schema.output in self.columned:
                     self.renderers[schema.output] = self._renderer(schema)
 
-    def _column_format(self, fields: Sequence[str], as_pairs: bool) -> str:
-        """A %-format over the record for everything after TIME (TIME is converted)."""
+    def _column_format(self, fields: Sequence[str], as_pairs: bool
+                       ) -> tuple[str, tuple[str, ...]]:
+        """A positional %-format for everything after TIME (TIME is converted), and the
+        record keys whose values it takes, in order (a positional format over a tuple of
+        them costs ~2/3 of the same format by %(key)s over the dict)."""
         keys = self._head_keys()
         if not as_pairs:
             keys += [(f, self.widths.get(f, max(FIELD_MIN_WIDTH, len(f)))) for f in fields]
-        cells = [f"%({k})-{w}s" for k, w in keys]
-        pairs = [f"{f.replace('%', '%%')}=%({f})s" for f in fields] if as_pairs else []
+        cells = [f"%-{w}s" for _k, w in keys]
+        pairs = [f"{f.replace('%', '%%')}=%s" for f in fields] if as_pairs else []
         if not pairs:  # the last column is not padded (PROBE is, when pairs follow it)
-            cells[-1] = f"%({keys[-1][0]})s"
+            cells[-1] = "%s"
         cells += pairs
-        return " " + " ".join(cells)
+        return " " + " ".join(cells), (*(k for k, _w in keys), *(fields if as_pairs else ()))
 
     def _renderer(self, schema: PrintSchema) -> Render:
         if schema.format is not None:
@@ -192,17 +207,19 @@ class TextView(ViewBase):
     def _columns(self, fields: Sequence[str], as_pairs: bool) -> Render:
         if any(")" in f for f in fields):  # not a %(name) key: the slow, general way
             return self._pairs_renderer(fields)
-        fmt = self._column_format(fields, as_pairs)
+        fmt, keys = self._column_format(fields, as_pairs)
+        values = itemgetter(*keys)  # at least the four head keys: always a tuple
         time_of = self.clock.record_time
         shown, seconds = self.clock.shown.get, self.clock.seconds
 
-        # Here is the hot path: one C-level %-format over the (plain) record dict, and
-        # Clock.record_time's common case inline (one call less per record).
+        # Here is the hot path: one C-level %-format over the (plain) record's values,
+        # and Clock.record_time's common case inline (one call less per record).
         def render(rec: Record) -> str:
             iso: str = rec["time"]
+            cells: str = fmt % values(rec)
             if len(iso) == 27 and iso[19] == ".":
-                return (shown(iso[:19]) or seconds(iso[:19])) + iso[19:26] + fmt % rec
-            return time_of(iso) + fmt % rec
+                return (shown(iso[:19]) or seconds(iso[:19])) + iso[19:26] + cells
+            return time_of(iso) + cells
 
         return render
 

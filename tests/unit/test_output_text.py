@@ -367,3 +367,24 @@ def test_schemas_that_name_their_nullable_and_bool_fields_print_the_same_bytes(f
         text = printed(True)
         assert "(null)" in text and "SELECT lo…" in text and "true" in text
         assert "a\\x1bb\\nc…" in text and "tab\\x09here" in text
+
+
+def test_int_columns_widen_as_without_the_schemas_knowledge():
+    """Columns of int fields widen by the batch's largest and smallest value, string
+    columns by every value; the lines are those the view prints without knowing."""
+    fields = ("latency_ns", "n", "query", "last")
+
+    def printed(known):
+        extra = {"nullable": ("query", "last"), "bools": ()} if known else {}
+        out = io.StringIO()
+        view = make_view("text", out, [PrintSchema("0", "query", fields, **extra)], tz=UTC)
+        for batch in ([rec(n=1, last="a"), rec(n=-12345678901, last="b", query=None)],
+                      [rec(latency_ns=-1, n=7, last="c", query="q" * 50, truncated=["query"])],
+                      [rec(latency_ns=10**30, n=0, last="d")],
+                      [rec(latency_ns=5, n=3, last="e", query="tab\t")]):
+            view.records(batch)
+        view.close()
+        return out.getvalue()
+
+    assert printed(True) == printed(False)
+    assert "-12345678901" in printed(True) and str(10**30) in printed(True)
