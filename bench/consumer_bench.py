@@ -3,7 +3,11 @@ Decoder.decode_batch alone and decode + each view, on raw records packed exactly
 the BPF program lays them out (render/layout.py) for the bench plan's output
 (counter int64, word string[129], len int32).
 
-    .venv/bin/python bench/consumer_bench.py [--records 200000] [--batch 4096]
+    .venv/bin/python bench/consumer_bench.py [--records 200000] [--batch 4096] [--cpu]
+        [--cases decode,text,json,csv]
+
+A/B: run it with PYTHONPATH set to each tree in turn (a tree without
+commands.run.print_schema gets a schema without its nullable and bool fields).
 """
 
 from __future__ import annotations
@@ -43,11 +47,14 @@ def raw_records(out: PrintOutput, n: int) -> list[bytes]:
     return recs
 
 
+CLOCK = time.perf_counter
+
+
 def rate(fn, batches: list[list[bytes]], total: int) -> float:
-    start = time.perf_counter()
+    start = CLOCK()
     for b in batches:
         fn(b)
-    return total / (time.perf_counter() - start)
+    return total / (CLOCK() - start)
 
 
 def main() -> None:
@@ -55,16 +62,29 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cpu", action="store_true",
+                    help="records per second of this process's CPU time, not of wall time "
+                         "(steadier on a machine other jobs load)")
+    ap.add_argument("--cases", default="decode,text,json,csv")
     a = ap.parse_args()
+    global CLOCK
+    if a.cpu:
+        CLOCK = time.process_time
     out = bench_output()
     raws = raw_records(out, a.records)
     batches = [raws[i:i + a.batch] for i in range(0, len(raws), a.batch)]
-    schema = PrintSchema("0", "tick", ("counter", "word", "len"))
+    try:  # as `run` makes it (with the fields that may hold None or a bool)
+        from planrunner.commands.run import print_schema  # noqa: PLC0415
+        schema = print_schema(out)
+    except ImportError:  # a tree from before print_schema (--baseline runs)
+        schema = PrintSchema("0", "tick", ("counter", "word", "len"))
     with open("/dev/null", "w", encoding="utf-8") as sink:
         cases = {"decode": None, "text": make_view("text", sink, [schema]),
                  "json": make_view("json", sink, [schema]),
                  "csv": make_view("csv", sink, [schema])}
         for name, view in cases.items():
+            if name not in a.cases.split(","):
+                continue
             rates = []
             for _ in range(a.repeat):
                 dec = Decoder([out])

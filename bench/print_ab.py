@@ -129,11 +129,15 @@ def main() -> None:
             delivered: dict[str, list[str]] = {"now": [], "baseline": []}
             bpf: dict[str, list[float]] = {k: [] for k in tools}
             bpf_diff: list[float] = []  # now - baseline, BPF ns/run, within a round
+            # flood: the tracer's CPU per printed record, steadier than records per
+            # second where other jobs take the consumer's CPU
+            cpu_per: dict[str, list[float]] = {"now": [], "baseline": [], "now/baseline": []}
             names = list(tools)
             for rnd in range(a.rounds):
                 k = rnd % len(names)
                 got: dict[str, float] = {}
                 got_bpf: dict[str, float] = {}
+                per_rec: dict[str, float] = {}
                 for name in names[k:] + names[:k]:
                     row = traced_run(env, tools[name], "plain", wl[mode], f"{mode}-{rnd}-{name}",
                                      before_stop=bpf_run_ns)
@@ -149,6 +153,11 @@ def main() -> None:
                         rows[name].append(value)
                     if name in delivered:
                         delivered[name].append(f"{row.get('delivered')}/{row.get('fired')}")
+                    cpu_s, n = row.get("tracer_cpu_s"), row.get("delivered")
+                    if (mode == "flood" and name in cpu_per and isinstance(cpu_s, float)
+                            and isinstance(n, int) and n):
+                        per_rec[name] = cpu_s * 1e6 / n
+                        cpu_per[name].append(per_rec[name])
                 if ref in got:
                     for name in ("now", "baseline"):
                         if name in got:
@@ -157,6 +166,8 @@ def main() -> None:
                     ratios["now/baseline"].append(got["now"] / got["baseline"])
                 if "now" in got_bpf and "baseline" in got_bpf:
                     bpf_diff.append(got_bpf["now"] - got_bpf["baseline"])
+                if "now" in per_rec and "baseline" in per_rec:
+                    cpu_per["now/baseline"].append(per_rec["now"] / per_rec["baseline"])
             what = {"rate": "busy wall ns/event, paced 10k/s",
                     "loop": "target CPU ns/hit, back to back",
                     "flood": f"records printed/s at 1M/s offered for {a.flood_secs} s"}[mode]
@@ -179,6 +190,15 @@ def main() -> None:
             if nb:
                 print(f"\nnow/baseline, same round: median {statistics.median(nb):.3f} "
                       f"({min(nb):.3f}..{max(nb):.3f})\n")
+            if cpu_per["now"] and cpu_per["baseline"]:
+                print("tracer CPU us per printed record, median (min..max): now "
+                      + "; baseline ".join(
+                          f"{statistics.median(v):.2f} ({min(v):.2f}..{max(v):.2f})"
+                          for v in (cpu_per["now"], cpu_per["baseline"])))
+                if cpu_per["now/baseline"]:
+                    v = cpu_per["now/baseline"]
+                    print(f"now/baseline, same round: median {statistics.median(v):.3f} "
+                          f"({min(v):.3f}..{max(v):.3f})\n")
             if bpf_diff:
                 print(f"now - baseline, BPF program ns/run, same round: median "
                       f"{statistics.median(bpf_diff):+.0f} ({min(bpf_diff):+.0f}.."

@@ -65,13 +65,18 @@ Record = dict[str, Any]
 @dataclass(frozen=True, slots=True)
 class PrintSchema:
     """The columns of one `print` output; `format` is its text template, if any.
-    `stacks` are the fields that hold a Stack (printed under the line)."""
+    `stacks` are the fields that hold a Stack (printed under the line). `nullable` and
+    `bools`, when known (None: not), the fields that may hold None and a bool: every
+    other field and the head's hold neither, so a view that respells those values
+    looks at these fields alone (the text view, per record)."""
 
     output: str
     probe: str
     fields: tuple[str, ...]
     format: str | None = None
     stacks: tuple[str, ...] = ()
+    nullable: tuple[str, ...] | None = None
+    bools: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

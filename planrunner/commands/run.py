@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from planrunner import run_cache
     from planrunner.output.base import LiveView, View
     from planrunner.records import PrintSchema
-    from planrunner.render.model import RenderedProgram
+    from planrunner.render.model import PrintOutput, RenderedProgram
     from planrunner.run_cache import CompiledRun
     from planrunner.runtime.bcc_backend import BccBackend
     from planrunner.runtime.compile_cache import ProgramCache
@@ -309,11 +309,21 @@ def _silence(stdout: TextIO) -> None:
 
 
 def _schemas(program: RenderedProgram) -> list[PrintSchema]:
+    return [print_schema(p) for p in program.prints]
+
+
+def print_schema(p: PrintOutput) -> PrintSchema:
+    """What the views know of print output `p`."""
     from planrunner.records import PrintSchema
 
-    return [PrintSchema(p.name, p.probe, tuple(f.key for f in p.layout.fields), p.format,
-                        tuple(f.key for f in p.layout.fields if f.kind in ("stack", "ucopy")))
-            for p in program.prints]
+    fields = p.layout.fields
+    # the decoder (runtime/decode.py) gives ints for int and uint fields, a bool for a
+    # bool field; only the others (strings, stacks, symbols) may be None
+    return PrintSchema(p.name, p.probe, tuple(f.key for f in fields), p.format,
+                       tuple(f.key for f in fields if f.kind in ("stack", "ucopy")),
+                       nullable=tuple(f.key for f in fields
+                                      if f.kind not in ("int", "uint", "bool")),
+                       bools=tuple(f.key for f in fields if f.kind == "bool"))
 
 
 def _held_stderr(stderr: TextIO) -> TextIO | None:

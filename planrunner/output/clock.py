@@ -13,23 +13,25 @@ from datetime import UTC, datetime, tzinfo
 class Clock:
     def __init__(self, tz: tzinfo | None = None) -> None:
         self.tz = tz
-        self._cache: dict[str, str] = {}
+        # "YYYY-MM-DDTHH:MM:SS" (UTC) -> "HH:MM:SS" in self.tz: a renderer may look it
+        # up itself (text.py), calling `seconds` only for a second not seen yet
+        self.shown: dict[str, str] = {}
 
-    def _seconds(self, prefix: str) -> str:
+    def seconds(self, prefix: str) -> str:
         """"HH:MM:SS" in self.tz for "YYYY-MM-DDTHH:MM:SS" (UTC)."""
-        shown = self._cache.get(prefix)
+        shown = self.shown.get(prefix)
         if shown is None:
-            if len(self._cache) > 4096:  # records arrive in time order: old seconds are done
-                self._cache.clear()
+            if len(self.shown) > 4096:  # records arrive in time order: old seconds are done
+                self.shown.clear()
             when = datetime.fromisoformat(prefix).replace(tzinfo=UTC)
             shown = when.astimezone(self.tz).strftime("%H:%M:%S")
-            self._cache[prefix] = shown
+            self.shown[prefix] = shown
         return shown
 
     def record_time(self, iso: str) -> str:
         """"HH:MM:SS.ffffff" for "2026-12-03T02:41:07.123456Z"."""
         if len(iso) == 27 and iso[19] == ".":
-            return self._seconds(iso[:19]) + iso[19:26]
+            return (self.shown.get(iso[:19]) or self.seconds(iso[:19])) + iso[19:26]
         try:  # another precision or offset: parse it fully
             when = datetime.fromisoformat(iso)
         except ValueError:

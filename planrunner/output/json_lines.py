@@ -24,18 +24,24 @@
   ``{"lost": N, "reason": REASON}``.
 
 Lines are buffered per batch: one write per `records()` call; `flush()` is the
-runtime's, after each batch.
+runtime's, after each batch. A print output whose schema says which fields may hold
+None or a bool (PrintSchema.nullable, .bools: `run`'s) and that has no bool and no stack
+field is written by a %-template of its own (`_template_line`), the bytes the encoder
+writes for it, ~2x faster; a record it does not fit (a NULL, `truncated`, another
+output) goes to the encoder.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from operator import itemgetter
+from typing import TextIO, cast
 
 from planrunner.output.base import ViewBase
 from planrunner.output.histogram import trim
 from planrunner.records import (
+    RECORD_HEAD,
     STAT_KEYS,
     AggRow,
     AggSnapshot,
@@ -62,7 +68,12 @@ class JsonView(ViewBase):
         encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
                                    default=_default)
         self.encode = encoder.encode
-        self._records_line = _flat_encoder(encoder)
+        flat = _flat_encoder(encoder)
+        lines = {s.output: _template_line(s, flat) for s in self.schemas}
+        if len(lines) == 1:  # each template line hands another output's record on
+            self._records_line = next(iter(lines.values()))
+        else:
+            self._records_line = lambda rec: lines.get(rec["output"], flat)(rec)
 
     def records(self, batch: Sequence[Record]) -> None:
         if batch:
@@ -96,6 +107,47 @@ def _flat_encoder(encoder: json.JSONEncoder) -> Callable[[Record], str]:
     encode = make(None, encoder.default, json.encoder.encode_basestring, None,
                   encoder.key_separator, encoder.item_separator, False, False, True)
     return lambda rec: "".join(encode(rec, 0))  # noqa: E731 - the encoder is closed over
+
+
+def _template_line(schema: PrintSchema, encoded: Callable[[Record], str]
+                   ) -> Callable[[Record], str]:
+    """A print record of `schema` as the encoder writes it, by one %-format over its
+    values in the decoder's key order (runtime/decode.py: RECORD_HEAD, then the fields):
+    each string through the encoder's own escaping (json.encoder.encode_basestring, as
+    with ensure_ascii=False), each int as its repr. A record it does not fit goes to
+    `encoded`: other keys or more of them (`truncated`, `reread`), another output, a
+    None where a string may be (a NULL string, the encoder's `null`). The encoder
+    builds a C encoder state and walks the dict per record: ~2x this cost. `encoded`
+    alone where the schema does not say which fields may hold None or a bool, or has
+    bools or stacks."""
+    if (schema.nullable is None or schema.bools is None or schema.bools
+            or schema.stacks):
+        return encoded
+    keys = (*RECORD_HEAD, *schema.fields)
+    if len(set(keys)) != len(keys):  # a field named like a head key: the dict holds fewer
+        return encoded
+    strings = {"time", "comm", "probe", "output", *schema.nullable}
+    esc = json.encoder.encode_basestring
+    template = "{" + ",".join(esc(k).replace("%", "%%") + ":%s" for k in keys) + "}"
+    names = [f"v{i}" for i in range(len(keys))]
+    values = [f"esc({n})" if k in strings else n for n, k in zip(names, keys, strict=True)]
+    out = names[keys.index("output")]
+    source = "\n".join([
+        "def line(rec):",
+        f"    if len(rec) != {len(keys)}:",
+        "        return encoded(rec)",
+        "    try:",
+        f"        {', '.join(names)}, = get(rec)",
+        f"        if {out} != output:",
+        "            return encoded(rec)",
+        f"        return template % ({', '.join(values)},)",
+        "    except (KeyError, TypeError):  # a key missing, a None for esc",
+        "        return encoded(rec)",
+    ]) + "\n"
+    namespace: dict[str, object] = {"get": itemgetter(*keys), "esc": esc, "encoded": encoded,
+                                    "template": template, "output": schema.output}
+    exec(compile(source, f"<json line {schema.output}>", "exec"), namespace)  # noqa: S102
+    return cast(Callable[[Record], str], namespace["line"])  # defined by `source`
 
 
 def table_object(snap: TableSnapshot, row: TableRow) -> Record:

@@ -32,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import tzinfo
 from itertools import repeat
-from typing import TYPE_CHECKING, TextIO
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, TextIO
 
 from planrunner.output.base import ViewBase
 from planrunner.output.clock import Clock
@@ -73,6 +74,41 @@ def _plain(rec: Record) -> Record:
     return rec
 
 
+def _same(rec: Record) -> Record:
+    return rec
+
+
+def _truncated(rec: Record) -> Record:
+    return readable(rec) if "truncated" in rec else rec
+
+
+def _plain_for(schema: PrintSchema) -> Callable[[Record], Record]:
+    """`_plain` for the records of `schema`, looking only at the fields it says may hold
+    None or a bool (PrintSchema.nullable, .bools) when it says: comparing every value
+    of a record with None, True and False cost ~0.6 us a record on an AMD EPYC guest,
+    a seventh of the consumer's time at 1M/s (BENCHMARKS.md issue 28 item 1)."""
+    if schema.format is not None:
+        return _same  # a template makes its own readable copy
+    if schema.nullable is None or schema.bools is None:
+        return _plain
+    maybe = (*schema.nullable, *schema.bools)
+    if not maybe:
+        return _truncated
+    if len(maybe) == 1 and not schema.bools:
+        key = maybe[0]
+        return lambda rec: readable(rec) if "truncated" in rec or rec[key] is None else rec
+    get = itemgetter(*maybe, *maybe[:1])  # a tuple even for one key
+
+    def plain(rec: Record) -> Record:
+        vals = get(rec)
+        if "truncated" in rec or None in vals or (
+                (True in vals or False in vals) and _has_bool(vals)):
+            return readable(rec)
+        return rec
+
+    return plain
+
+
 class TextView(ViewBase):
     def __init__(self, stream: TextIO, schemas: Sequence[PrintSchema],
                  tz: tzinfo | None = None, live: bool = False,
@@ -94,12 +130,18 @@ class TextView(ViewBase):
         self.multiline: set[str] = {s.output for s in self.schemas if s.stacks}
         self.columned = {s.output for s in columned} if self.uniform else set()
         self.widths: dict[str, int] = {f: max(FIELD_MIN_WIDTH, len(f)) for f in self.fields}
+        # the shared fields every columned schema says hold ints (neither None nor bool)
+        self.int_columns = {f for f in self.fields if all(
+            s.nullable is not None and s.bools is not None
+            and f not in s.nullable and f not in s.bools for s in columned)}
         self.header = self._header(self.fields)
         self.header_done = False
         self.templated = {s.output for s in self.schemas if s.format is not None}
         self.renderers: dict[str, Render] = {}
         for schema in self.schemas:
             self.renderers[schema.output] = self._renderer(schema)
+        # per output, `_plain` or what stands for it (an output without a schema: _plain)
+        self.plains = {s.output: _plain_for(s) for s in self.schemas}
 
     # -- layout ------------------------------------------------------------------------
 
@@ -119,9 +161,17 @@ class TextView(ViewBase):
         grew = False
         columned = self.columned
         recs = [r for r in plain if r["output"] in columned]
+        if not recs:
+            return
         for key in self.fields[:-1]:
+            if self.widths[key] >= MAX_WIDTH:
+                continue  # as wide as a column gets
             # C-level maps: this runs over every record of every batch
-            seen = max(map(len, map(str, map(dict.get, recs, repeat(key)))), default=0)
+            values: list[Any] = list(map(dict.get, recs, repeat(key)))
+            if key in self.int_columns:  # the widest int is the largest or the smallest
+                seen = max(len(str(max(values))), len(str(min(values))))
+            else:
+                seen = max(map(len, map(str, values)))
             width = min(seen, MAX_WIDTH)
             if width > self.widths[key]:
                 self.widths[key] = width
@@ -132,17 +182,20 @@ class TextView(ViewBase):
                 if schema.output in self.columned:
                     self.renderers[schema.output] = self._renderer(schema)
 
-    def _column_format(self, fields: Sequence[str], as_pairs: bool) -> str:
-        """A %-format over the record for everything after TIME (TIME is converted)."""
+    def _column_format(self, fields: Sequence[str], as_pairs: bool
+                       ) -> tuple[str, tuple[str, ...]]:
+        """A positional %-format for everything after TIME (TIME is converted), and the
+        record keys whose values it takes, in order (a positional format over a tuple of
+        them costs ~2/3 of the same format by %(key)s over the dict)."""
         keys = self._head_keys()
         if not as_pairs:
             keys += [(f, self.widths.get(f, max(FIELD_MIN_WIDTH, len(f)))) for f in fields]
-        cells = [f"%({k})-{w}s" for k, w in keys]
-        pairs = [f"{f.replace('%', '%%')}=%({f})s" for f in fields] if as_pairs else []
+        cells = [f"%-{w}s" for _k, w in keys]
+        pairs = [f"{f.replace('%', '%%')}=%s" for f in fields] if as_pairs else []
         if not pairs:  # the last column is not padded (PROBE is, when pairs follow it)
-            cells[-1] = f"%({keys[-1][0]})s"
+            cells[-1] = "%s"
         cells += pairs
-        return " " + " ".join(cells)
+        return " " + " ".join(cells), (*(k for k, _w in keys), *(fields if as_pairs else ()))
 
     def _renderer(self, schema: PrintSchema) -> Render:
         if schema.format is not None:
@@ -154,10 +207,21 @@ class TextView(ViewBase):
     def _columns(self, fields: Sequence[str], as_pairs: bool) -> Render:
         if any(")" in f for f in fields):  # not a %(name) key: the slow, general way
             return self._pairs_renderer(fields)
-        fmt = self._column_format(fields, as_pairs)
+        fmt, keys = self._column_format(fields, as_pairs)
+        values = itemgetter(*keys)  # at least the four head keys: always a tuple
         time_of = self.clock.record_time
-        # Here is the hot path: one C-level %-format over the (plain) record dict.
-        return lambda rec: time_of(rec["time"]) + fmt % rec
+        shown, seconds = self.clock.shown.get, self.clock.seconds
+
+        # Here is the hot path: one C-level %-format over the (plain) record's values,
+        # and Clock.record_time's common case inline (one call less per record).
+        def render(rec: Record) -> str:
+            iso: str = rec["time"]
+            cells: str = fmt % values(rec)
+            if len(iso) == 27 and iso[19] == ".":
+                return (shown(iso[:19]) or seconds(iso[:19])) + iso[19:26] + cells
+            return time_of(iso) + cells
+
+        return render
 
     def _pairs_renderer(self, fields: Sequence[str]) -> Render:
         base = " " + " ".join(f"%({k})-{w}s" for k, w in self._head_keys())
@@ -182,8 +246,8 @@ class TextView(ViewBase):
     def records(self, batch: Sequence[Record]) -> None:
         if not batch:
             return
-        templated = self.templated  # a template makes its own readable copy
-        batch = [rec if rec["output"] in templated else _plain(rec) for rec in batch]
+        plains = self.plains
+        batch = [plains.get(rec["output"], _plain)(rec) for rec in batch]
         if self.columned and len(self.fields) > 1:
             self._widen(batch)
         out = []
@@ -194,6 +258,16 @@ class TextView(ViewBase):
             ):
                 out.append(self.header.rstrip("\n"))
         renderers, multiline = self.renderers, self.multiline
+        only = self._one_renderer(batch)
+        if only is not None:  # one output, one line each: rendered at C level
+            lines = list(map(only, batch))
+            if not "".join(lines).isprintable():  # a control character: fix its lines
+                lines = [line if line.isprintable() else
+                         printable(line.translate(_LINE_BREAKS)) for line in lines]
+            out += lines
+            out.append("")
+            self._write("\n".join(out))
+            return
         for rec in batch:
             line = (renderers.get(rec["output"]) or self._unknown(rec))(rec)
             if rec["output"] in multiline:
@@ -204,6 +278,16 @@ class TextView(ViewBase):
             out.append(line)
         out.append("")
         self._write("\n".join(out))
+
+    def _one_renderer(self, batch: Sequence[Record]) -> Render | None:
+        """The renderer of every record of `batch` when they are of one output, whose
+        lines are one line each (no stacks under them); else None."""
+        output = batch[0]["output"]
+        render = self.renderers.get(str(output))
+        if render is None or output in self.multiline or not all(
+                map(output.__eq__, map(itemgetter("output"), batch))):
+            return None
+        return render
 
     def aggregate(self, snap: AggSnapshot) -> None:
         self._write(snapshot_text(snap, self.clock))

@@ -408,7 +408,7 @@ def print_block(layout: RecordLayout, fields: list[tuple[str, TExpr]], where: TE
         lines += _reserve_by_length(layout, last, *last_copy)
         size = f"pr_size_{layout.output_id}"
     if direct is None:
-        lines.append("if (!ev) { pr_count(PR_LOST_RINGBUF); break; }")
+        lines.append("if (!ev) { pr_lost_record(); break; }")
     lines.append(f"pr_fill_hdr(&ev->h, {layout.output_id}, pr_id, {body.builtin('ts')});")
     lines.extend(fills)
     lines.append(f"pr_events.ringbuf_submit(ev, pr_wakeup_flags({size}));")
@@ -431,7 +431,7 @@ def direct_read_lines(layout: RecordLayout, last: LayoutField, index: int, body:
         f"__u32 pr_size_{n} = {small};",
         f"__u32 pr_len_{n};",
         f"{rec} *ev = pr_events.ringbuf_reserve({small});",
-        "if (!ev) { pr_count(PR_LOST_RINGBUF); break; }",
+        "if (!ev) { pr_lost_record(); break; }",
         f"__s64 pr_st_{n} = pr_read_str({dst}, {room}, a->v{index}, {fault}, &pr_len_{n});",
         f"if (pr_st_{n} == PR_STR_TRUNCATED) {{",
         "    pr_events.ringbuf_discard(ev, BPF_RB_NO_WAKEUP);",
@@ -440,7 +440,7 @@ def direct_read_lines(layout: RecordLayout, last: LayoutField, index: int, body:
         f"&pr_len_{n});",
         *[f"    {line}" for line in _reserve_by_length(layout, last, f"pr_len_{n}", whole,
                                                       declare=False)],
-        "    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }",
+        "    if (!ev) { pr_lost_record(); break; }",
         "}",
     ]
 

@@ -174,9 +174,13 @@ class Counter(IntEnum):
     SPAN_DROPPED = 7  # open begins above the one such an end matched (end never came)
 
 
-# The counter array's slot after the counters: each CPU's wakeup threshold in bytes
-# (templates/record_helpers.h pr_wakeup_flags), not a counter.
+# The counter array's slots after the counters, not counters: each CPU's wakeup
+# threshold in bytes (templates/record_helpers.h pr_wakeup_flags), and whether its last
+# print record found the ring full (1) or went in (0): pr_ring_full asks the ring for
+# room only after a record was lost.
 WAKE_AT = len(Counter)
+RING_FULL = WAKE_AT + 1
+COUNTER_SLOTS = RING_FULL + 1
 
 
 class ConfigSlot(IntEnum):
@@ -272,7 +276,8 @@ def defines() -> tuple[tuple[str, str], ...]:
     out += [(f"PR_BORN_{b.name}", str(b.value)) for b in Born]
     out += [(f"PR_{c.name}", str(c.value)) for c in Counter]
     out.append(("PR_WAKE_AT", str(WAKE_AT)))
-    out.append(("PR_COUNTER_SLOTS", str(WAKE_AT + 1)))
+    out.append(("PR_RING_FULL", str(RING_FULL)))
+    out.append(("PR_COUNTER_SLOTS", str(COUNTER_SLOTS)))
     return tuple(out)
 
 

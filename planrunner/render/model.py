@@ -196,8 +196,9 @@ class RenderedProgram:
     span_depth: int = 64  # settings.span_depth, for the report of deeper nested calls
     # Maps the runtime reads or fills, by their C names.
     events_map: str = "pr_events"  # the ring buffer of print records
-    # per-CPU __u64 array indexed by Counter, then one slot more: each CPU's wakeup
-    # threshold (render/contracts.py WAKE_AT), not a counter
+    # per-CPU __u64 array indexed by Counter, then two slots more, not counters: each
+    # CPU's wakeup threshold and whether its last record was lost (render/contracts.py
+    # WAKE_AT, RING_FULL)
     counters_map: str = "pr_counters"
     config_map: str = "pr_config"  # __u32 array indexed by ConfigSlot
     scope_pids_map: str = "pr_scope_pids"  # __u32 tgid -> __u32 SCOPE_GIVEN or child

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from planrunner.elf.btf import TASK_COMM, KernelMember
 from planrunner.expr.ast import Name
-from planrunner.expr.typed import ArgRef, Builtin, TRef
+from planrunner.expr.typed import ArgRef, Builtin, TRef, names_symbols
 from planrunner.expr.types import StackType
 from planrunner.param_values import pack_values
 from planrunner.plan.model import FieldSpec, StackSpec
@@ -132,6 +132,7 @@ class ProbeView:
     kind: str = "uprobe"
     sleepable: bool = False  # reads user strings: sleepable where the kernel allows
     lazy_scratch: bool = False  # the body looks its scratch up itself (Body.lazy_scratch)
+    ring_check: int = 0  # the thunk asks the ring for this many bytes first (0: does not)
 
 
 @dataclass
@@ -302,6 +303,26 @@ def _scratch_only_when_long(resolved: ResolvedPlan, probe: ResolvedProbe,
     return trial.scratch_only_for_direct_strings()
 
 
+def ring_check_size(resolved: ResolvedPlan, probe: ResolvedProbe) -> int:
+    """The smallest record of the probe's one print when that record is all an event
+    does (no `where` on the probe or the print, no span begins or ends at it, no other
+    output, no new-process notice): its thunk then asks the ring for room before reading
+    any operand or the clock (templates/record_helpers.h pr_ring_full), and an event
+    that finds it full is counted lost and nothing else. 0: any other probe (a `where`
+    must see its values first, and an event it drops is not lost)."""
+    outs = [o for o in resolved.outputs if o.spec.probe == probe.spec.name]
+    if (probe.where is not None or len(outs) != 1 or outs[0].spec.kind != "print"
+            or outs[0].where is not None or outs[0].spec.open
+            or any(probe.spec.name in (span.spec.begin, *span.spec.end_names)
+                   for span in resolved.spans)
+            or ("user" in probe.stacks and copied(probe.stack))):
+        return 0
+    fields = [(f.key, f.expr) for f in outs[0].fields]
+    if any(names_symbols(e) for _k, e in fields):
+        return 0  # a `usym` field sends a notice first (bodies.symbol_notice)
+    return layout_for(outs[0].spec.index, fields, probe.stack).sizes[0]
+
+
 def one_program(probe: ResolvedProbe) -> bool:
     return probe.one_program
 
@@ -350,7 +371,8 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
     view = ProbeView(probe.spec.name, c_name, members,
                      body.scratch_name, list(body.members), lines,
                      [b for b in PROLOGUE if b in body.builtins], kind=probe.spec.kind,
-                     sleepable=body.sleepable, lazy_scratch=body.lazy_scratch)
+                     sleepable=body.sleepable, lazy_scratch=body.lazy_scratch,
+                     ring_check=ring_check_size(resolved, probe))
     for site in probe.sites[:1] if one_program(probe) else probe.sites:
         sk = site_kind(site.kind)
         reads = THUNK_READS[sk](site, probe)

@@ -10,6 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from planrunner.render.contracts import COUNTER_SLOTS, WAKE_AT
 from planrunner.render.model import ConfigSlot, Counter
 from tests.e2e.executor_helpers import simple_plan, start_tracer, stop_tracer
 
@@ -76,7 +77,6 @@ def test_the_runtime_gives_the_program_the_cpu_count(fixtures_built, tmp_path):
 
 BPF_MAP_TYPE_PERCPU_ARRAY = 6
 BPF_MAP_TYPE_RINGBUF = 27
-WAKE_AT = len(Counter)  # pr_counters' slot after the counters (templates/record_helpers.h)
 
 
 def _maps_of_type(pid: int, map_type: int) -> list[tuple[int, dict[str, str]]]:
@@ -112,7 +112,7 @@ def test_each_cpu_keeps_its_wakeup_threshold_beside_its_byte_count(fixtures_buil
         share = 16 if ncpus <= 8 else 2 * ncpus
         counters = [fd for fd, info in _maps_of_type(tracer.pid, BPF_MAP_TYPE_PERCPU_ARRAY)
                     if (info.get("key_size"), info.get("value_size"),
-                        info.get("max_entries")) == ("4", "8", str(WAKE_AT + 1))]
+                        info.get("max_entries")) == ("4", "8", str(COUNTER_SLOTS))]
         assert len(counters) == 1, counters
         at = _lookup_percpu_u64(tracer.pid, counters[0], WAKE_AT, ncpus)
         assert set(at) <= {0, ring_bytes // share} and any(at), at

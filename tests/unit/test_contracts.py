@@ -72,7 +72,8 @@ def test_the_block_defines_every_constant_and_struct() -> None:
     for name, value in defines():
         assert f"#define {name} {value}\n" in block
     assert "#define PR_CFG_COMMAND 7\n" in block and "#define PR_NS_KEY 0x80000000u\n" in block
-    assert "#define PR_WAKE_AT 8\n#define PR_COUNTER_SLOTS 9\n" in block
+    assert ("#define PR_WAKE_AT 8\n#define PR_RING_FULL 9\n#define PR_COUNTER_SLOTS 10\n"
+            in block)
     for s in STRUCTS:
         assert f"struct {s.name} {{\n" in block
         assert f"_Static_assert(sizeof(struct {s.name}) == {s.size}," in block

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 from datetime import UTC
 
@@ -306,3 +307,84 @@ def test_control_characters_of_user_strings_are_escaped():
     assert "ev\\x1bil" in render([], snaps=[snap])
     templated = PrintSchema("0", "query", ("query",), "{query}")
     assert render([templated], records=[rec(query="\x1b]0;x\x07")]) == "\\x1b]0;x\\x07\n"
+
+
+def json_lines_encoder():
+    from planrunner.output.json_lines import _flat_encoder
+
+    return _flat_encoder(json.JSONEncoder(separators=(",", ":"), ensure_ascii=False))
+
+
+def _batches():
+    """Batches of two outputs' records: NULL, truncated, bools among 0/1 ints, control
+    characters, a record of an output without a schema, one-output batches."""
+    def q(**over):
+        return rec(**over)
+
+    def f(**over):
+        base = {"probe": "flag", "output": "1", "ok": True, "n": 1, "name": "x"}
+        base.update(over)
+        return rec(**base)
+
+    return [
+        [q(), q(query=None), q(query="SELECT lo", truncated=["query"]), q(latency_ns=1)],
+        [f(), f(ok=False, n=0), f(name=None), f(name="a\x1bb\nc", truncated=["name"])],
+        [q(query="tab\there"), f(ok=False), q()],
+        [q(), q(query="caf\\xe9"), q(output="9", probe="other", extra=5)],
+        [q(latency_ns=123456789012345), q(query="x" * 70)],
+        [q(query='say "hi" \\ \u00fcn\u00ef\u2028\x01 100%'), q(comm='a"b%s'), q(latency_ns=-5)],
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "csv"])
+def test_schemas_that_name_their_nullable_and_bool_fields_print_the_same_bytes(fmt):
+    """PrintSchema.nullable and .bools (what `run` knows of each field) let the text
+    view look at those fields alone; every byte is what the view prints without them."""
+    def schemas(known):
+        extra = ({"nullable": ("query",), "bools": ()}, {"nullable": ("name",),
+                                                          "bools": ("ok",)})
+        return [PrintSchema("0", "query", ("latency_ns", "query"), **(extra[0] if known else {})),
+                PrintSchema("1", "flag", ("ok", "n", "name"), **(extra[1] if known else {}))]
+
+    def printed(known):
+        out = io.StringIO()
+        view = make_view(fmt, out, schemas(known), tz=UTC) if fmt == "text" else \
+            make_view(fmt, out, schemas(known))
+        for batch in _batches():
+            view.records([dict(r) for r in batch])
+        view.close()
+        return out.getvalue()
+
+    assert printed(True) == printed(False)
+    if fmt == "json":  # output "0" is written by its template, "1" (a bool) is not
+        from planrunner.output.json_lines import _template_line
+        flat = json_lines_encoder()
+        assert _template_line(schemas(True)[0], flat) is not flat
+        assert _template_line(schemas(True)[1], flat) is flat
+        assert _template_line(schemas(False)[0], flat) is flat
+        assert '"query":"say \\"hi\\" \\\\ \u00fcn\u00ef\u2028\\u0001 100%"' in printed(True)
+    if fmt == "text":
+        text = printed(True)
+        assert "(null)" in text and "SELECT lo…" in text and "true" in text
+        assert "a\\x1bb\\nc…" in text and "tab\\x09here" in text
+
+
+def test_int_columns_widen_as_without_the_schemas_knowledge():
+    """Columns of int fields widen by the batch's largest and smallest value, string
+    columns by every value; the lines are those the view prints without knowing."""
+    fields = ("latency_ns", "n", "query", "last")
+
+    def printed(known):
+        extra = {"nullable": ("query", "last"), "bools": ()} if known else {}
+        out = io.StringIO()
+        view = make_view("text", out, [PrintSchema("0", "query", fields, **extra)], tz=UTC)
+        for batch in ([rec(n=1, last="a"), rec(n=-12345678901, last="b", query=None)],
+                      [rec(latency_ns=-1, n=7, last="c", query="q" * 50, truncated=["query"])],
+                      [rec(latency_ns=10**30, n=0, last="d")],
+                      [rec(latency_ns=5, n=3, last="e", query="tab\t")]):
+            view.records(batch)
+        view.close()
+        return out.getvalue()
+
+    assert printed(True) == printed(False)
+    assert "-12345678901" in printed(True) and str(10**30) in printed(True)

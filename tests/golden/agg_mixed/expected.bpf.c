@@ -81,7 +81,7 @@ static __always_inline int pr_body_tick(struct pr_args_tick *a, __u64 pr_id)
         do {
             if (!((((__s64)((__s32)(a->v1))) == 2LL))) break;
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__s64)(((__s32)(a->v1)));
             pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_0)));

@@ -100,7 +100,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
                 if (ev)
                     bpf_probe_read_kernel_str(ev->f0, 129, (sc->s2));
             }
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_ptr = a->v2;
             ev->f0_st = sc->st2;

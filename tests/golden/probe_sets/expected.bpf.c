@@ -282,7 +282,7 @@ static __always_inline int pr_body_rec(struct pr_args_rec *a, __u64 pr_id)
     do {
         do {
             struct pr_rec_2 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_2));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 2, pr_id, pr_ts);
             ev->f0_ptr = 0;
             ev->f0_st = PR_STR_OK;
@@ -299,6 +299,8 @@ int pr_rec_s0(struct pt_regs *ctx)
     __u64 pr_id = bpf_get_current_pid_tgid();
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+    if (pr_ring_full(128))
+        return 0;  /* counted lost before reading anything for it */
     struct pr_args_rec pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
     pr_a.func = 40;
@@ -310,6 +312,8 @@ int pr_rec_s1(struct pt_regs *ctx)
     __u64 pr_id = bpf_get_current_pid_tgid();
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+    if (pr_ring_full(128))
+        return 0;  /* counted lost before reading anything for it */
     struct pr_args_rec pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
     pr_a.func = 41;

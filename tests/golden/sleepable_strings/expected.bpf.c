@@ -116,7 +116,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
                 if (ev)
                     bpf_probe_read_kernel_str(ev->f1, 129, (sc->s2));
             }
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__u64)(((__u64)(a->v1)));
             ev->f1_ptr = a->v2;
@@ -207,7 +207,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a, __u64 pr_id)
                 if (ev)
                     bpf_probe_read_kernel_str(ev->f1, 129, sc->t2);
             }
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
             ev->f0_ptr = pr_p_t1;
             ev->f0_st = sc->t1_st;
@@ -250,7 +250,7 @@ static __always_inline int pr_body_plain(struct pr_args_plain *a, __u64 pr_id)
     do {
         do {
             struct pr_rec_2 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_2));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 2, pr_id, pr_ts);
             ev->f0 = (__u64)(((__u64)(a->v1)));
             pr_events.ringbuf_submit(ev, pr_wakeup_flags(sizeof(struct pr_rec_2)));
@@ -264,6 +264,8 @@ int pr_plain_s0(struct pt_regs *ctx)
     __u64 pr_id = bpf_get_current_pid_tgid();
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+    if (pr_ring_full(48))
+        return 0;  /* counted lost before reading anything for it */
     struct pr_args_plain pr_a = {};
     pr_a.v1 = (__u64)ctx->di;
     return pr_body_plain(&pr_a, pr_id);

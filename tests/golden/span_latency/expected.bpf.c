@@ -164,7 +164,7 @@ static __always_inline int pr_body_done(struct pr_args_done *a, __u64 pr_id)
                 if (!((((__u64)(pr_latency_request)) >= ((__u64)(PR_PARAM(p_threshold)))))) break;
                 do {
                     struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-                    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+                    if (!ev) { pr_lost_record(); break; }
                     pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
                     ev->f0_ptr = pr_bg_request->c0_ptr;
                     ev->f0_st = pr_bg_request->c0_st;

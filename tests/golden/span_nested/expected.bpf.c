@@ -90,7 +90,7 @@ static __always_inline int pr_body_enter(struct pr_args_enter *a, __u64 pr_id)
         __u32 pr_depth_call = pr_open_call;
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__s64)(((__s64)(a->v2)));
             ev->f1 = (__u64)(((__u32)(pr_depth_call)));
@@ -155,7 +155,7 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a, __u64 pr_id)
             do {
                 do {
                     struct pr_rec_1 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
-                    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+                    if (!ev) { pr_lost_record(); break; }
                     pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
                     ev->f0 = (__s64)(((__s64)(pr_bg_call->c0)));
                     ev->f1 = (__u64)(((__u32)(pr_depth_call)));

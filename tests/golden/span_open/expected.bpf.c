@@ -629,7 +629,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
             do {
                 do {
                     struct pr_rec_2 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_2));
-                    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+                    if (!ev) { pr_lost_record(); break; }
                     pr_fill_hdr(&ev->h, 2, pr_id, pr_ts);
                     ev->f0 = (__u64)(((__u64)(pr_latency_block)));
                     ev->f1 = (__u64)(((__u64)(pr_bg_block->c1)));
@@ -704,7 +704,7 @@ static __always_inline int pr_body_done(struct pr_args_done *a, __u64 pr_id)
             do {
                 do {
                     struct pr_rec_2 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_2));
-                    if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+                    if (!ev) { pr_lost_record(); break; }
                     pr_fill_hdr(&ev->h, 2, pr_id, pr_ts);
                     ev->f0 = (__u64)(((__u64)(pr_latency_block)));
                     ev->f1 = (__u64)(((__u64)(pr_bg_block->c1)));

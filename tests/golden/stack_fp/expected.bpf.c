@@ -82,7 +82,7 @@ static __always_inline int pr_body_value(struct pr_args_value *a, __u64 pr_id)
     do {
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__u64)(((__u32)(pr_pid)));
             ev->f1 = (__s64)((a->ustack));

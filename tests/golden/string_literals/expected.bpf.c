@@ -108,7 +108,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
             sc->t1[72] = 118; sc->t1[73] = 118; sc->t1[74] = 118; sc->t1[75] = 118; sc->t1[76] = 118; sc->t1[77] = 118; sc->t1[78] = 118; sc->t1[79] = 118;
             sc->t1[80] = 0;
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__u64)(((__u64)(a->v1)));
             ev->f1_ptr = a->v2;

@@ -52,7 +52,7 @@ static __always_inline int pr_body_work(struct pr_args_work *a, __u64 pr_id)
         if (!((pr_smod(((__s64)((__s32)(a->v1))), 2LL) == 0LL))) break;
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__s64)(((__s32)(a->v1)));
             ev->f1 = (__s64)(((__s64)(((__u64)((__s32)(a->v1))) * 2ULL)));

@@ -82,7 +82,7 @@ static __always_inline int pr_body_ret(struct pr_args_ret *a, __u64 pr_id)
         sc->st0 = pr_read_str(sc->s0, 41, a->v0, PR_FAULT, &sc->n0);
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_ptr = a->v0;
             ev->f0_st = sc->st0;
@@ -102,6 +102,8 @@ int pr_ret_s0(struct pt_regs *ctx)
     __u64 pr_id = bpf_get_current_pid_tgid();
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+    if (pr_ring_full(144))
+        return 0;  /* counted lost before reading anything for it */
     struct pr_args_ret pr_a = {};
     pr_a.v0 = (__u64)ctx->ax;
     return pr_body_ret(&pr_a, pr_id);

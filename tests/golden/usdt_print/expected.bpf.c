@@ -55,7 +55,7 @@ static __always_inline int pr_body_widths(struct pr_args_widths *a, __u64 pr_id)
     do {
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__s64)(((__s8)(a->v1)));
             ev->f1 = (__u64)(((__u16)(a->v4)));
@@ -72,6 +72,8 @@ int pr_widths_s0(struct pt_regs *ctx)
     __u64 pr_id = bpf_get_current_pid_tgid();
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+    if (pr_ring_full(72))
+        return 0;  /* counted lost before reading anything for it */
     struct pr_args_widths pr_a = {};
     pr_a.v1 = (__s64)(__s8)ctx->di;
     pr_a.v4 = (__u64)(__u16)ctx->cx;

@@ -75,7 +75,7 @@ static __always_inline int pr_body_s(struct pr_args_s *a, __u64 pr_id)
             __u32 pr_size_0 = 72;
             __u32 pr_len_0;
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(72);
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             __s64 pr_st_0 = pr_read_str(ev->f0, 16, a->v1, PR_FAULT, &pr_len_0);
             if (pr_st_0 == PR_STR_TRUNCATED) {
                 pr_events.ringbuf_discard(ev, BPF_RB_NO_WAKEUP);
@@ -99,7 +99,7 @@ static __always_inline int pr_body_s(struct pr_args_s *a, __u64 pr_id)
                     if (ev)
                         bpf_probe_read_kernel_str(ev->f0, 33, sc->s1);
                 }
-                if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+                if (!ev) { pr_lost_record(); break; }
             }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0_ptr = a->v1;
@@ -115,6 +115,8 @@ int pr_s_s0(struct pt_regs *ctx)
     __u64 pr_id = bpf_get_current_pid_tgid();
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+    if (pr_ring_full(72))
+        return 0;  /* counted lost before reading anything for it */
     struct pr_args_s pr_a = {};
     pr_a.v1 = (__u64)ctx->ax;
     return pr_body_s(&pr_a, pr_id);
@@ -136,7 +138,7 @@ static __always_inline int pr_body_multi(struct pr_args_multi *a, __u64 pr_id)
     do {
         do {
             struct pr_rec_1 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
             ev->f0 = (__s64)(((__s32)(a->v1)));
             ev->f1 = (__s64)(((__s32)(a->v2)));
@@ -151,6 +153,8 @@ int pr_multi_s0(struct pt_regs *ctx)
     __u64 pr_id = bpf_get_current_pid_tgid();
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+    if (pr_ring_full(56))
+        return 0;  /* counted lost before reading anything for it */
     struct pr_args_multi pr_a = {};
     pr_a.v1 = 1LL;
     pr_a.v2 = 10LL;
@@ -162,6 +166,8 @@ int pr_multi_s1(struct pt_regs *ctx)
     __u64 pr_id = bpf_get_current_pid_tgid();
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+    if (pr_ring_full(56))
+        return 0;  /* counted lost before reading anything for it */
     struct pr_args_multi pr_a = {};
     pr_a.v1 = 2LL;
     pr_a.v2 = 20LL;

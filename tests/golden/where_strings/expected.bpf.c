@@ -109,7 +109,7 @@ static __always_inline int pr_body_start(struct pr_args_start *a, __u64 pr_id)
                 if (ev)
                     bpf_probe_read_kernel_str(ev->f1, 129, (sc->s2));
             }
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 0, pr_id, pr_ts);
             ev->f0 = (__u64)(((__u64)(a->v1)));
             ev->f1_ptr = a->v2;
@@ -176,7 +176,7 @@ static __always_inline int pr_body_raw(struct pr_args_raw *a, __u64 pr_id)
             __u64 pr_p_t1 = (__u64)(((__u64)(a->v2)));
             sc->t1_st = pr_read_str(sc->t1, 5, pr_p_t1, PR_FAULT, &sc->t1_n);
             struct pr_rec_1 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_1));
-            if (!ev) { pr_count(PR_LOST_RINGBUF); break; }
+            if (!ev) { pr_lost_record(); break; }
             pr_fill_hdr(&ev->h, 1, pr_id, pr_ts);
             ev->f0_ptr = pr_p_t1;
             ev->f0_st = sc->t1_st;
