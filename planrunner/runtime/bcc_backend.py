@@ -72,7 +72,13 @@ if TYPE_CHECKING:
 # Records per read_ring at most: bounds memory and keeps the session's stop checks
 # frequent when the kernel produces faster than we print (the rest waits in the ring).
 MAX_BATCH = 65536
-BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function")
+# bcc optimizes the module twice: clang's -O2 pipeline while it generates the IR (bcc
+# passes -O2), then its own -O3 (BPFModule::run_pass_manager, with the always-inliner)
+# before BPF code generation. The first is skipped (`-disable-llvm-passes`: the IR is
+# generated as for -O2, no optnone), the second optimizes alone: ~40% of a plan's clang
+# CPU less (BENCHMARKS.md, issue 28 item 3, session eleven), fewer BPF instructions.
+SINGLE_OPTIMIZATION = ("-Xclang", "-disable-llvm-passes")
+BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function", *SINGLE_OPTIMIZATION)
 # bcc compiles with -g (its BTF is made from the debug info) and puts our cflags after
 # its own, so this one wins. LLVM's debug-info pass costs the square of the functions
 # (one per probe site): 1000 sites took 189 s of CPU with it, 36 s without

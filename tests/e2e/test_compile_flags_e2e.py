@@ -1,6 +1,7 @@
-"""The cflags a plan's program is compiled with (bcc_backend.compile_flags): without
-debug info, whose LLVM pass costs the square of the probe sites, except where the
-program needs its BTF (task-storage scratch maps of sleepable sites).
+"""The cflags a plan's program is compiled with (bcc_backend.compile_flags): one
+optimization pipeline (bcc's -O3, not clang's -O2 before it), and no debug info, whose
+LLVM pass costs the square of the probe sites, except where the program needs its BTF
+(task-storage scratch maps of sleepable sites).
 
 bcc loads the BTF it makes from the debug info into the kernel when it compiles, as
 an fd of its own (anon_inode:btf): counting those fds tells whether it made one."""
@@ -85,3 +86,33 @@ def test_sleepable_sites_keep_the_btf_their_task_storage_needs(tmp_path,
     # bcc creates the task-storage map, which the kernel creates only with BTF (the
     # sleepable thunks load BPF_F_SLEEPABLE, by planrunner's loader: test_sleepable_strings)
     assert _compiled_btf(cflags, program, load=False) == 1
+
+
+def _instructions(cflags: list[str], program: RenderedProgram) -> dict[str, int]:
+    """BPF instructions of each function bcc compiles, after the kernel accepted each
+    of the program's thunks."""
+    from bcc import lib
+
+    bpf = bcc_backend.compile_bcc(program.c_source, cflags)
+    try:
+        for site in program.sites:
+            assert bpf.load_func(site.fn_name.encode(), bpf.KPROBE).fd >= 0
+        names = [lib.bpf_function_name(bpf.module, i)
+                 for i in range(lib.bpf_num_functions(bpf.module))]
+        return {n.decode(): lib.bpf_function_size(bpf.module, n) // 8 for n in names}
+    finally:
+        bpf.cleanup()
+
+
+def test_the_module_is_optimized_once_by_bcc_alone(tmp_path, fixtures_built) -> None:
+    """clang's own -O2 pipeline is skipped (bcc's -O3 optimizes alone: ~40% of a
+    plan's clang CPU, BENCHMARKS.md issue 28 item 3): the same functions, each
+    verified, and no more instructions than with both pipelines."""
+    program = _program(tmp_path, fixtures_built)
+    cflags = bcc_backend.compile_flags(program, TRACERS_PIN, sleepable=False)
+    single = list(bcc_backend.SINGLE_OPTIMIZATION)
+    assert cflags[2:2 + len(single)] == single
+    once = _instructions(cflags, program)
+    twice = _instructions(cflags[:2] + cflags[2 + len(single):], program)
+    assert once.keys() == twice.keys()
+    assert sum(once.values()) <= sum(twice.values()), (once, twice)

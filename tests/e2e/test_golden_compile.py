@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from planrunner.runtime.bcc_backend import BASE_CFLAGS
 from tests.golden_headers import from_golden
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,8 +45,7 @@ def test_golden_compiles_and_verifies(golden: Path, btf: bool,
                         r"struct bpf_perf_event_data \*ctx)\)$", text, re.M)
     assert thunks, "a program without thunks"
     cflags = _kernel_cflags(golden, monkeypatch, btf)
-    bpf = BPF(text=text.encode(), cflags=["-Wno-macro-redefined", "-Wno-unused-function",
-                                          *cflags])
+    bpf = BPF(text=text.encode(), cflags=[*BASE_CFLAGS, *cflags])  # the loader's
     try:
         compiled = [t for t in thunks if lib.bpf_function_start(bpf.module, t.encode())]
         own = {f for f in re.findall(r"^int (pr_on_exe?\w*)\(", text, re.M)
@@ -90,8 +90,7 @@ def test_sleepable_golden_compiles_and_verifies(golden: Path,
         pytest.skip("this kernel has no sleepable uprobes")
     text = from_golden(golden.read_text())
     thunks = re.findall(r"^int (pr_\w+)\(struct pt_regs \*ctx\)$", text, re.M)
-    bpf = BPF(text=text.encode(), cflags=["-Wno-macro-redefined", "-Wno-unused-function",
-                                          "-DPR_SLEEPABLE",
+    bpf = BPF(text=text.encode(), cflags=[*BASE_CFLAGS, "-DPR_SLEEPABLE",
                                           *_kernel_cflags(golden, monkeypatch)])
     try:
         for fn in thunks:
