@@ -126,26 +126,32 @@ def _template_line(schema: PrintSchema, encoded: Callable[[Record], str]
     keys = (*RECORD_HEAD, *schema.fields)
     if len(set(keys)) != len(keys):  # a field named like a head key: the dict holds fewer
         return encoded
-    strings = {"time", "comm", "probe", "output", *schema.nullable}
+    strings = {"time", "comm", *schema.nullable}
     esc = json.encoder.encode_basestring
-    template = "{" + ",".join(esc(k).replace("%", "%%") + ":%s" for k in keys) + "}"
+    # the output and probe are the schema's (else `encoded`): written in the template
+    fixed = {"output": schema.output, "probe": schema.probe}
+    template = "{" + ",".join(
+        esc(k).replace("%", "%%") + ":" + (esc(fixed[k]).replace("%", "%%") if k in fixed
+                                           else "%s") for k in keys) + "}"
     names = [f"v{i}" for i in range(len(keys))]
-    values = [f"esc({n})" if k in strings else n for n, k in zip(names, keys, strict=True)]
-    out = names[keys.index("output")]
+    values = [f"esc({n})" if k in strings else n
+              for n, k in zip(names, keys, strict=True) if k not in fixed]
+    out, probe = names[keys.index("output")], names[keys.index("probe")]
     source = "\n".join([
         "def line(rec):",
         f"    if len(rec) != {len(keys)}:",
         "        return encoded(rec)",
         "    try:",
         f"        {', '.join(names)}, = get(rec)",
-        f"        if {out} != output:",
+        f"        if {out} != output or {probe} != probe:",
         "            return encoded(rec)",
         f"        return template % ({', '.join(values)},)",
         "    except (KeyError, TypeError):  # a key missing, a None for esc",
         "        return encoded(rec)",
     ]) + "\n"
     namespace: dict[str, object] = {"get": itemgetter(*keys), "esc": esc, "encoded": encoded,
-                                    "template": template, "output": schema.output}
+                                    "template": template, "output": schema.output,
+                                    "probe": schema.probe}
     exec(compile(source, f"<json line {schema.output}>", "exec"), namespace)  # noqa: S102
     return cast(Callable[[Record], str], namespace["line"])  # defined by `source`
 

@@ -3,10 +3,12 @@
 One struct.Struct per RecordLayout (render/layout.py) unpacks a whole record at once.
 Per output, a decode function is generated once from the layout (straight-line Python:
 one unpack, one dict display, no per-field loop or call for ints), so the hot path
-costs about a microsecond per record. Record keys enter the generated source only as
-repr() literals; nothing else of the plan does.
-The `time` string is built from a per-second cache (the date part changes once a
-second) and `comm` from a small cache (a process has few thread names).
+costs under a microsecond per record; a batch of one output's records runs through
+a generated loop (`decode_all`), not a call per record. Record keys enter the generated
+source only as repr() literals; nothing else of the plan does.
+The `time` string is a per-millisecond prefix (built once per run of records in the
+same millisecond, from a per-second cache of the date part) plus the last three digits
+from a table; `comm` comes from a small cache (a process has few thread names).
 Pure: no bcc. Strings the kernel could not read (a page not yet faulted in, on a kernel
 without sleepable uprobes) are read again from /proc/PID/mem, later than the probe fired:
 the process may have written another value there meanwhile, so such a record names them
@@ -30,6 +32,9 @@ from planrunner.runtime.stacks import StackResolver
 _OUTPUT_ID, _OUTPUT_AT = struct.Struct(PR_HDR.member_format("output")), PR_HDR.offset("output")
 _PID, _PID_AT = struct.Struct(PR_HDR.member_format("pid")), PR_HDR.offset("pid")
 _CACHE_MAX = 4096
+# the time string's last digits by table: "000".."999", and with the "Z" after them
+_MILLIS = tuple(f"{n:03d}" for n in range(1000))
+_MICROS_Z = tuple(f"{n:03d}Z" for n in range(1000))
 
 
 def reread_user_string(pid: int, ptr: int, size: int) -> bytes | None:
@@ -68,7 +73,8 @@ class _Caches:
 
 
 def _source(layout: RecordLayout) -> str:
-    """The generated decode function for one layout (see the module docstring)."""
+    """The generated decode functions for one layout (see the module docstring):
+    `decode(raw)` for one record and `decode_all(batch)` for a batch, one body."""
     names = ["ts", "_out", "pid", "tid", "comm_raw"]
     entries: list[str] = []
     post: list[str] = []
@@ -92,27 +98,39 @@ def _source(layout: RecordLayout) -> str:
             entries.append(f"{key}: usym(pid, v{n}, ts)")
         elif f.kind == "str":
             entries.append(f"{key}: (b{n}.split(b'\\0', 1)[0].decode('utf-8', "
-                           f"'backslashreplace') if s{n} == STR_OK else "
+                           f"'backslashreplace') if s{n} == {STR_OK} else "
                            f"slow_string(pid, p{n}, s{n}, b{n}, {f.size}))")
-            post.append(f"if s{n} == STR_TRUNCATED: rec.setdefault('truncated', [])"
-                        f".append({key})")
-            # the kernel failed and /proc/PID/mem answered: memory as it was later
-            post.append(f"if s{n} < 0 and rec[{key}] is not None: "
-                        f"rec.setdefault('reread', []).append({key})")
+            # one comparison when the string was read whole (the common case)
+            post += [f"if s{n} != {STR_OK}:",
+                     f"    if s{n} == {STR_TRUNCATED}: rec.setdefault('truncated', [])"
+                     f".append({key})",
+                     # the kernel failed and /proc/PID/mem answered: memory as it was later
+                     f"    if s{n} < 0 and rec[{key}] is not None: "
+                     f"rec.setdefault('reread', []).append({key})"]
         else:
             entries.append(f"{key}: bool(v{n})" if f.kind == "bool" else f"{key}: v{n}")
-    lines = [
-        "def decode(raw):",
-        f"    {', '.join(names)}, = unpack(raw)",
-        *([f"    b{index[tail.member]} = raw[{layout.prefix_size}:]"] if tail else []),
-        "    sec, ns = divmod(ts + offset, 1000000000)",
-        "    rec = {'time': (seconds_get(sec) or second(sec)) + '%06dZ' % (ns // 1000),",
-        "           'ts_ns': ts, 'pid': pid, 'tid': tid,",
-        "           'comm': comms_get(comm_raw) or comm(comm_raw),",
-        "           'probe': probe, 'output': name" + "".join(", " + e for e in entries) + "}",
+    body = [
+        f"{', '.join(names)}, = unpack(raw)",
+        *([f"b{index[tail.member]} = raw[{layout.prefix_size}:]"] if tail else []),
+        "us = (ts + offset) // 1000",
+        "ms = us // 1000",
+        # records come in time order: at a high rate many share their millisecond, whose
+        # prefix (date, time, first three digits of the fraction) is built once
+        "if ms != last_ms:",
+        "    last_ms, sec = ms, ms // 1000",
+        "    prefix = (seconds_get(sec) or second(sec)) + MILLIS[ms - sec * 1000]",
+        "rec = {'time': prefix + MICROS_Z[us % 1000],",
+        "       'ts_ns': ts, 'pid': pid, 'tid': tid,",
+        "       'comm': comms_get(comm_raw) or comm(comm_raw),",
+        "       'probe': probe, 'output': name" + "".join(", " + e for e in entries) + "}",
+        *post,
     ]
-    lines += [f"    {p}" for p in post]
-    lines.append("    return rec")
+    lines = ["def decode(raw):", "    last_ms = prefix = None",
+             *[f"    {b}" for b in body], "    return rec",
+             # a loop here rather than map(decode, batch): no call per record
+             "def decode_all(batch):", "    out = []", "    append = out.append",
+             "    last_ms = prefix = None", "    for raw in batch:",
+             *[f"        {b}" for b in body], "        append(rec)", "    return out"]
     return "\n".join(lines) + "\n"
 
 
@@ -127,12 +145,13 @@ class Decoder:
         self.stacks = stacks or StackResolver(None)
         self.stack_maps = stack_maps or StackMaps()
         self._caches = _Caches()
+        generated = {p.layout.output_id: self._decoder(p) for p in prints}
         self._by_id: dict[int, Callable[[bytes], Record | None]] = {
-            p.layout.output_id: self._decoder(p) for p in prints}
+            output_id: one for output_id, (one, _) in generated.items()}
         if self.stack_maps.seen:  # a process to snapshot now, before it exits
             self._by_id[NEWPID_OUTPUT] = self._new_process
-        self._only = (next(iter(self._by_id.values()))
-                      if len(self._by_id) == 1 and not self.stack_maps.seen else None)
+        self._only = (next(iter(generated.values()))[1]
+                      if len(generated) == 1 and not self.stack_maps.seen else None)
 
     def decode(self, raw: bytes) -> Record | None:
         (output_id,) = _OUTPUT_ID.unpack_from(raw, _OUTPUT_AT)
@@ -146,7 +165,7 @@ class Decoder:
         only = self._only
         if only is not None:  # one print output: every record is its (the common case)
             # (set only without stack announcements: then no decoder answers None)
-            return cast(list[Record], list(map(only, batch)))
+            return only(batch)
         by_id = self._by_id
         unpack_id, at = _OUTPUT_ID.unpack_from, _OUTPUT_AT
         out = []
@@ -156,7 +175,8 @@ class Decoder:
                 out.append(rec)
         return out
 
-    def _decoder(self, out: PrintOutput) -> Callable[[bytes], Record]:
+    def _decoder(self, out: PrintOutput) -> tuple[Callable[[bytes], Record],
+                                                  Callable[[Sequence[bytes]], list[Record]]]:
         caches = self._caches
         namespace: dict[str, object] = {
             # a variable record is its prefix and as much of its last string as it holds
@@ -164,6 +184,7 @@ class Decoder:
                        if out.layout.variable else
                        struct.Struct(out.layout.struct_format).unpack),
             "offset": self.offset_ns, "probe": out.probe, "name": out.name,
+            "MILLIS": _MILLIS, "MICROS_Z": _MICROS_Z,
             "seconds_get": caches.seconds.get, "second": caches.second,
             "comms_get": caches.comms.get, "comm": caches.comm,
             "STR_OK": STR_OK, "STR_TRUNCATED": STR_TRUNCATED,
@@ -174,7 +195,9 @@ class Decoder:
             "umap": (self.stack_maps.user or ("", 0))[0],
         }
         exec(compile(_source(out.layout), f"<decode {out.name}>", "exec"), namespace)  # noqa: S102
-        return cast(Callable[[bytes], Record], namespace["decode"])  # defined by _source
+        # both defined by _source
+        return (cast(Callable[[bytes], Record], namespace["decode"]),
+                cast(Callable[[Sequence[bytes]], list[Record]], namespace["decode_all"]))
 
     def _slow_string(self, pid: int, ptr: int, status: int, data: bytes, size: int
                      ) -> str | None:

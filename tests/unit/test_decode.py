@@ -83,6 +83,21 @@ def test_time_is_cached_per_second_but_exact_to_the_microsecond() -> None:
             ).total_seconds() == 1
 
 
+
+def test_time_by_millisecond_prefix_matches_the_clock_for_every_record() -> None:
+    # the decoder builds a millisecond's prefix once per run of records in it: records
+    # within one, across ones, across seconds and back in time all read as datetime does
+    out = output()
+    dec = Decoder([out])
+    base = 9_000_000_000_000 - dec.offset_ns % 1_000_000_000
+    deltas = (0, 1_000, 999_999, 1_000_000, 1_000_999, 1_999_999, 2_000_000, 999_999_999,
+              1_000_000_000, 1_000_000_001, 1_000_000_999, 1_000_123_456, 500, 3_999_999_001)
+    raws = [pack(out, base + d, 0, 0, 0, 0, STR_OK, b"x\0") for d in deltas]
+    want = [datetime.fromtimestamp((base + d + dec.offset_ns) // 1000 / 1e6, UTC)
+            .strftime("%Y-%m-%dT%H:%M:%S.%fZ") for d in deltas]
+    assert [r["time"] for r in dec.decode_batch(raws)] == want
+    assert [dec.decode(raw)["time"] for raw in raws] == want  # type: ignore[index]
+
 def test_string_statuses() -> None:
     out = output()
     dec = Decoder([out])

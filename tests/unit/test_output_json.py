@@ -132,3 +132,18 @@ def test_any_string_and_int_round_trips(queries, n):
     out = io.StringIO()
     make_view("json", out, [SCHEMA]).records(records)
     assert lines_of(out) == records
+
+
+def test_the_template_writes_the_schemas_output_and_probe_as_the_encoder_does():
+    # the template holds the schema's output and probe already escaped; a record of
+    # another probe (or output) goes to the encoder: every line as json.dumps writes it
+    schema = PrintSchema('o%"1', 'p%s"\\', ("latency_ns", "query"), nullable=("query",),
+                         bools=())
+    recs = [rec(output='o%"1', probe='p%s"\\'), rec(output='o%"1', probe="query"),
+            rec(output='o%"1', probe='p%s"\\', query=None), rec(probe='p%s"\\')]
+    out = io.StringIO()
+    view = make_view("json", out, [schema])
+    view.records(recs)
+    view.close()
+    assert out.getvalue() == "".join(
+        json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in recs)
