@@ -93,6 +93,8 @@ class MapsFeed(Protocol):
 
     def drain(self) -> None: ...
 
+    def fds(self) -> list[int]: ...
+
 
 class StackResolver:
     """Turns what BPF captured into `Stack` values (see the module docstring)."""
