@@ -569,35 +569,42 @@ class Session:
         exits = ExitWatch(watched) if watched else None
         waiter = self._quiet_waiter(upkeep, stacks, exits)
         reason: StopReason | None = None
-        while reason is None:
-            if child is not None:
-                child.look()  # what it runs, for runtime/silence.py
-                upkeep.counting = upkeep.counting or child.execed()
-            upkeep.turn()
-            if waiter is not None:  # nothing to look at until something is due
-                batch = backend.read_ring(0)
-                if not batch:
-                    waiter.wait(self._quiet_wait_s(aggs), exits.fds() if exits else ())
+        try:  # (the previous wakeup fd back, whatever ends the loop)
+            while reason is None:
+                if child is not None:
+                    child.look()  # what it runs, for runtime/silence.py
+                    upkeep.counting = upkeep.counting or child.execed()
+                upkeep.turn()
+                stopping = False
+                if waiter is not None:  # nothing to look at until something is due
                     batch = backend.read_ring(0)
-            else:
-                # until the command has exec'd, short turns: its maps are read right
-                # after the exec, before it can fire and exit (addresses are named
-                # over them)
-                batch = backend.read_ring(POLL_MS if seen_child else EXEC_POLL_MS)
-            if child is not None and not seen_child and (
-                    child.execed() or clocks.monotonic() >= exec_wait_end):
-                seen_child = True
-                if stacks.feed is None:
-                    stacks.observe(child.pid)
-            with stacks.lock:  # a live view's scrape (another thread) reads stacks too
-                if batch:  # a "new process" notice is no record
-                    self._pending = self._show_until_asked(decoder, batch, self._left())
-                stacks.follow()
-                if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
-                    self.out.call(aggs.tick, self._left())
-            reason = self._why_stop(exits)
-        if waiter is not None:
-            waiter.close()
+                    if not batch:
+                        waiter.wait(self._quiet_wait_s(aggs), exits.fds() if exits else ())
+                        batch = backend.read_ring(0)
+                    # woken by a stop: the copies of up to a second wait for the end's
+                    # drain (aggs.final), not for a turn before the stop
+                    stopping = self._why_stop(exits) is not None
+                else:
+                    # until the command has exec'd, short turns: its maps are read right
+                    # after the exec, before it can fire and exit (addresses are named
+                    # over them)
+                    batch = backend.read_ring(POLL_MS if seen_child else EXEC_POLL_MS)
+                if child is not None and not seen_child and (
+                        child.execed() or clocks.monotonic() >= exec_wait_end):
+                    seen_child = True
+                    if stacks.feed is None:
+                        stacks.observe(child.pid)
+                with stacks.lock:  # a live view's scrape (another thread) reads stacks too
+                    if batch:  # a "new process" notice is no record
+                        self._pending = self._show_until_asked(decoder, batch, self._left())
+                    if not stopping:
+                        stacks.follow()
+                        if program.aggregates or program.stack_maps.seen:  # (copies, expiry)
+                            self.out.call(aggs.tick, self._left())
+                reason = self._why_stop(exits)
+        finally:
+            if waiter is not None:
+                waiter.close()
         if exits is not None:
             exits.close()
         self.stop_reason = reason
