@@ -174,6 +174,9 @@ class StackMaps:
 
 
 NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines
+# Copies waiting in the copies map (render/stacks.py) between two reader turns: at
+# most POLL_MS apart, or as long as a quarter of it takes to fill (runtime/loop_wait.py)
+UCOPY_ENTRIES = 2048
 
 
 class RuntimeConstant(NamedTuple):

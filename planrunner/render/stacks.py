@@ -22,14 +22,12 @@ from __future__ import annotations
 from planrunner.expr.types import StackKind, StackType
 from planrunner.plan.model import StackSpec
 from planrunner.render import pyframes
-from planrunner.render.model import NEWPID_OUTPUT, StackMaps
+from planrunner.render.model import NEWPID_OUTPUT, UCOPY_ENTRIES, StackMaps
 from planrunner.render.names import c_ident
 
 # Entries of each stack-id map; a full map (a hash collision, the kernel's stack maps
 # keep one stack per bucket) makes get_stackid fail: counted, shown as an empty stack.
 STACK_MAP_ENTRIES = 4096
-# Copies waiting in pr_ucopies between two reader turns (about 50 ms).
-UCOPY_ENTRIES = 2048
 # Processes already announced to the reader (see pid_notice_lines).
 SEEN_MAP = "pr_seen"
 SEEN_ENTRIES = 16384

@@ -259,6 +259,15 @@ class AggregateReader:
             self._emit(item, view, force=True)
         view.flush()
 
+    def next_due(self) -> float | None:
+        """When `tick` has something to do next (monotonic): an `every:` print, or the
+        stale pids' expiry; None when nothing is ever due (a loop that sleeps until
+        then: runtime/loop_wait.py)."""
+        due = list(self._due.values())
+        if self.program.stack_maps.seen and self.stacks is not None:
+            due.append(self._expire_due)
+        return min(due) if due else None
+
     def finish(self, view: View) -> None:
         """Print what the aggregations and tables hold at the end of the run."""
         self.write(self.final(), view)

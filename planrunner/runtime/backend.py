@@ -143,6 +143,11 @@ class Backend(MapSource, StackSource, Protocol):
         wait up to `timeout_ms` for some first (0: do not wait)."""
         ...
 
+    def ring_fd(self) -> int | None:
+        """The ring buffer's fd, readable when a record waits (poll(2)), for a loop that
+        sleeps on other fds too (runtime/loop_wait.py); None: only `read_ring` waits."""
+        ...
+
     def discard_ring(self) -> int:
         """Release every record waiting in the ring buffer unread; how many there were
         (a stop's tail past its time, counted as lost)."""

@@ -302,6 +302,7 @@ class BccBackend:
         self._strategies: dict[str, AttachStrategy] = {}  # by SiteKind.strategy
         self._sets: UprobeSets | None = None
         self._reader: RingReader | LibbpfRing | None = None
+        self._ring_fd = -1  # the events map's fd, once open_ring has run
         self._registry: TracerRegistry | None = None  # this run's entry in it
         self._maps: dict[str, MapRef] = {}  # every map of the loaded program, by name
 
@@ -632,7 +633,7 @@ class BccBackend:
         libbpf's consumer (runtime/ring_libbpf.py, with its memory barriers)."""
         loaded = self._image()
         name = self._loaded().events_map
-        fd = loaded.map_fd(name)
+        fd = self._ring_fd = loaded.map_fd(name)
         if self.features.ringbuf_mmap and ordered_host() and not wants_libbpf():
             try:
                 self._reader = RingReader(fd, loaded.map_def(name).max_entries)
@@ -659,6 +660,9 @@ class BccBackend:
 
     def discard_ring(self) -> int:
         return self._ring().discard()
+
+    def ring_fd(self) -> int | None:
+        return self._ring_fd if self._reader is not None else None
 
     # --- maps (runtime/map_batch.py: by fd, raw bpf() calls) ------------------------
 

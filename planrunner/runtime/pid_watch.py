@@ -46,6 +46,15 @@ class ExitWatch:
             self._by_stat = [p for p in self._by_stat if alive(p)]
         return not self._fds and not self._by_stat
 
+    def fds(self) -> list[int]:
+        """The pidfds still open (readable when their process ends)."""
+        return list(self._fds)
+
+    @property
+    def looks_at_stat(self) -> bool:
+        """Some process has no pidfd: its end is seen only by looking."""
+        return bool(self._by_stat)
+
     def close(self) -> None:
         for fd in self._fds:
             os.close(fd)

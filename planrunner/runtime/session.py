@@ -20,7 +20,11 @@ why tracing ended is its `stop_reason`, a `StopReason`. `run_session` makes and 
 
 Each loop turn is: upkeep (late libraries, poke mode: runtime/upkeep.py), read the
 ring, print, tick the `every:` aggregations, check the stop conditions. The loop never
-blocks for more than POLL_MS, so stopping is prompt at any event rate. The kernel is
+blocks for more than POLL_MS, so stopping is prompt at any event rate; but a program
+without print outputs, whose sites are all perf samplers and whose run has no -c
+command, live view or late-library watch (a profile), sleeps until something is due
+instead, woken at once by a stop signal, the ring, a --pid process's end or the maps
+records (runtime/loop_wait.py). The kernel is
 reached only through the Backend given (runtime/backend.py): the bcc one in `run`, a
 fake in unit tests. Live views (Prometheus) are started after attaching and pull
 snapshots through a SnapshotSource; while one runs, aggregation maps are never reset.
@@ -72,7 +76,9 @@ from planrunner.timing import mark
 if TYPE_CHECKING:  # imported where used: what only reads and prints loads after attaching
     from planrunner.output.base import LiveView, View
     from planrunner.records import AggSnapshot, TableSnapshot
+    from planrunner.runtime.aggregates import AggregateReader
     from planrunner.runtime.decode import Decoder
+    from planrunner.runtime.loop_wait import TurnWaiter
     from planrunner.runtime.python_bins import PythonBinaries
     from planrunner.runtime.stacks import StackResolver
     from planrunner.runtime.task_events import TaskEvents
@@ -327,6 +333,7 @@ class Session:
         self.stop_reason: StopReason | None = None
         self._remaining = opts.max_events  # records still to show (--max-events)
         self._deadline: float | None = None  # monotonic end of --duration
+        self._quiet_s: float | None = None  # a quiet loop's longest sleep (loop_wait.py)
         self.tail_dropped = 0  # records left unprinted past TAIL_S after a stop
         self._cut = False  # a batch was cut at TAIL_S: the ring's tail is released unread
         self._pending: list[bytes] = []  # read, not yet printed when the stop was asked
@@ -560,27 +567,44 @@ class Session:
         exec_wait_end = clocks.monotonic() + EXEC_WAIT_S
         watched = () if child is not None else self.opts.effective_scope(None).pids
         exits = ExitWatch(watched) if watched else None
+        waiter = self._quiet_waiter(upkeep, stacks, exits)
         reason: StopReason | None = None
-        while reason is None:
-            if child is not None:
-                child.look()  # what it runs, for runtime/silence.py
-                upkeep.counting = upkeep.counting or child.execed()
-            upkeep.turn()
-            # until the command has exec'd, short turns: its maps are read right after
-            # the exec, before it can fire and exit (addresses are named over them)
-            batch = backend.read_ring(POLL_MS if seen_child else EXEC_POLL_MS)
-            if child is not None and not seen_child and (
-                    child.execed() or clocks.monotonic() >= exec_wait_end):
-                seen_child = True
-                if stacks.feed is None:
-                    stacks.observe(child.pid)
-            with stacks.lock:  # a live view's scrape (another thread) reads stacks too
-                if batch:  # a "new process" notice is no record
-                    self._pending = self._show_until_asked(decoder, batch, self._left())
-                stacks.follow()
-                if program.aggregates or program.stack_maps.seen:  # (stacks: copies, expiry)
-                    self.out.call(aggs.tick, self._left())
-            reason = self._why_stop(exits)
+        try:  # (the previous wakeup fd back, whatever ends the loop)
+            while reason is None:
+                if child is not None:
+                    child.look()  # what it runs, for runtime/silence.py
+                    upkeep.counting = upkeep.counting or child.execed()
+                upkeep.turn()
+                stopping = False
+                if waiter is not None:  # nothing to look at until something is due
+                    batch = backend.read_ring(0)
+                    if not batch:
+                        waiter.wait(self._quiet_wait_s(aggs), exits.fds() if exits else ())
+                        batch = backend.read_ring(0)
+                    # woken by a stop: the copies of up to a second wait for the end's
+                    # drain (aggs.final), not for a turn before the stop
+                    stopping = self._why_stop(exits) is not None
+                else:
+                    # until the command has exec'd, short turns: its maps are read right
+                    # after the exec, before it can fire and exit (addresses are named
+                    # over them)
+                    batch = backend.read_ring(POLL_MS if seen_child else EXEC_POLL_MS)
+                if child is not None and not seen_child and (
+                        child.execed() or clocks.monotonic() >= exec_wait_end):
+                    seen_child = True
+                    if stacks.feed is None:
+                        stacks.observe(child.pid)
+                with stacks.lock:  # a live view's scrape (another thread) reads stacks too
+                    if batch:  # a "new process" notice is no record
+                        self._pending = self._show_until_asked(decoder, batch, self._left())
+                    if not stopping:
+                        stacks.follow()
+                        if program.aggregates or program.stack_maps.seen:  # (copies, expiry)
+                            self.out.call(aggs.tick, self._left())
+                reason = self._why_stop(exits)
+        finally:
+            if waiter is not None:
+                waiter.close()
         if exits is not None:
             exits.close()
         self.stop_reason = reason
@@ -623,6 +647,33 @@ class Session:
         self.out.call(lambda view: aggs.write(final, view), 0.0)
         _report_unreadable(decoder.unreadable, stacks, self.stderr)
         return exit_status
+
+    def _quiet_waiter(self, upkeep: Upkeep, stacks: StackResolver,
+                      exits: ExitWatch | None) -> TurnWaiter | None:
+        """For a loop that may sleep until something is due (runtime/loop_wait.py): what
+        ends its sleep early; None when it turns every POLL_MS."""
+        from planrunner.runtime.loop_wait import TurnWaiter, quiet_turn_s
+
+        self._quiet_s = quiet_turn_s(self.program, possible_cpus())
+        ring_fd = self.backend.ring_fd()
+        if (self._quiet_s is None or ring_fd is None or self.child is not None or self.live
+                or upkeep.watcher is not None or (exits is not None and exits.looks_at_stat)
+                or threading.current_thread() is not threading.main_thread()):
+            return None
+        feed = stacks.feed
+        return TurnWaiter([ring_fd, *(feed.fds() if feed is not None else ())])
+
+    def _quiet_wait_s(self, aggs: AggregateReader) -> float:
+        """How long a quiet loop sleeps now: until the next print or expiry, the
+        deadline, or its longest sleep."""
+        assert self._quiet_s is not None
+        now = self.clocks.monotonic()
+        due = [now + self._quiet_s]
+        if (tick := aggs.next_due()) is not None:
+            due.append(tick)
+        if self._deadline is not None:
+            due.append(self._deadline)
+        return min(due) - now
 
     def _why_stop(self, exits: ExitWatch | None) -> StopReason | None:
         """The reason to end tracing after this turn, if any (in this order)."""

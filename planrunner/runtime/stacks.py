@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from planrunner.stacks.symbolize import Symbolizer
     from planrunner.stacks.timeline import MapsTimeline
     from planrunner.stacks.unwind import MappingLookup
+    from planrunner.stacks.walk_memo import WalkMemo
 
 MAX_FRAMES = 127
 CLEAN_STOPS = ("end", "depth")  # a walk that stops so at its first frame is not lost
@@ -91,6 +92,8 @@ class MapsFeed(Protocol):
     timeline: MapsTimeline
 
     def drain(self) -> None: ...
+
+    def fds(self) -> list[int]: ...
 
 
 class StackResolver:
@@ -120,6 +123,7 @@ class StackResolver:
         self._unwound: dict[tuple[int, str], tuple[Frame, ...]] = {}
         self._unwound_lost: set[tuple[int, str]] = set()  # of those: lost (docstring)
         self._interned: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
+        self._walks: WalkMemo | None = None  # a profile's copies: mostly one walk again
         self._lines: LineTables | None = None  # CPython line tables read so far
         self.python = 0  # Python frames each copy of the copies map holds
         self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
@@ -337,9 +341,12 @@ class StackResolver:
                 limit: int) -> tuple[tuple[Frame, ...], bool]:
         """The frames, and whether the stack is lost (see the module docstring)."""
         from planrunner.stacks.unwind import unwind
+        from planrunner.stacks.walk_memo import WalkMemo
 
+        if self._walks is None:
+            self._walks = WalkMemo()
         jit = self.jit(capture.pid, capture.time)
-        result = unwind(capture, process, mode, limit, jit)
+        result = unwind(capture, process, mode, limit, jit, self._walks)
         lost = len(result.addrs) == 1 and result.stop not in CLEAN_STOPS
         frames = self.symbolizer.symbolize(result.addrs, process, jit=jit)
         if capture.python is not None and capture.python.frames:

@@ -129,6 +129,11 @@ class TaskEvents:
         for stamp, kind, misc, body in recs:
             self._apply(stamp, kind, misc, body)
 
+    def fds(self) -> list[int]:
+        """The rings' perf fds: readable when a ring is half full (the kernel's default
+        watermark), for a loop that sleeps longer than a turn (runtime/loop_wait.py)."""
+        return [ring.fd for ring in self._rings]
+
     def close(self) -> None:
         for ring in self._rings:
             ring.buf.close()

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from planrunner.stacks.capture import UserStackCapture
+from planrunner.stacks.capture import ArchSpec, StackWindow, UserStackCapture
 from planrunner.stacks.fp_detect import has_frame_pointers
-from planrunner.stacks.modules import Mapping
+from planrunner.stacks.modules import Mapping, ProcessModules
 from planrunner.stacks.perfmap import JitSymbol
 from planrunner.stacks.state import Stop, UnwindState, Unwound
 from planrunner.stacks.unwind_dwarf import dwarf_step
 from planrunner.stacks.unwind_fp import fp_step
 from planrunner.stacks.unwind_jit import is_jit_region, jit_step
+from planrunner.stacks.walk_memo import WalkMemo
 
 MODES = ("auto", "fp", "dwarf")
 NO_CFI = ("no-cfi", "no-module")  # a file's frame the perf map may name instead
@@ -45,7 +46,10 @@ class JitLookup(Protocol):
 
 
 def unwind(capture: UserStackCapture, modules: MappingLookup, mode: str = "dwarf",
-           max_frames: int = DEFAULT_MAX_FRAMES, jit: JitLookup | None = None) -> Unwound:
+           max_frames: int = DEFAULT_MAX_FRAMES, jit: JitLookup | None = None,
+           memo: WalkMemo | None = None) -> Unwound:
+    """`memo`: walks remembered (walk_memo.py): from the probe's caller on, a walk
+    equal in everything it read to an earlier one is not taken again."""
     if mode not in MODES:
         raise ValueError(f"unknown unwind mode {mode!r}: one of {', '.join(MODES)}")
     arch, window, r = capture.arch, capture.window, capture.regs
@@ -54,43 +58,75 @@ def unwind(capture: UserStackCapture, modules: MappingLookup, mode: str = "dwarf
         regs[arch.lr] = r.lr
     state = UnwindState(pc=r.pc, regs=regs, first=True)
     addrs = [r.pc]
+    if len(addrs) >= max_frames:
+        return Unwound(tuple(addrs), "depth")
+    step, _ = _step(state, modules, mode, window, arch, jit)
+    if isinstance(step, Stop):
+        return Unwound(tuple(addrs), step.reason)
+    addrs.append(step.pc)
+    if memo is not None and isinstance(modules, ProcessModules):
+        rest, stop = memo.rest(step, modules, window, arch, mode, max_frames - 1,
+                               lambda s, w: walk(s, modules, mode, w, arch, max_frames - 1,
+                                                 jit))
+        return Unwound((r.pc, *rest), stop)
+    rest, stop, _ = walk(step, modules, mode, window, arch, max_frames - 1, jit)
+    return Unwound((r.pc, *rest), stop)
+
+
+def walk(state: UnwindState, modules: MappingLookup, mode: str, window: StackWindow,
+         arch: ArchSpec, max_frames: int,
+         jit: JitLookup | None) -> tuple[tuple[int, ...], str, bool]:
+    """The addresses from `state` on (its pc first), why the walk stopped, and whether it
+    asked the JIT lookup anything (a perf map changes as it grows: walk_memo.py keeps
+    no such walk)."""
+    addrs = [state.pc]
+    asked_jit = False
     while True:
         if len(addrs) >= max_frames:
-            return Unwound(tuple(addrs), "depth")
-        lookup = state.pc if state.first else state.pc - 1
-        mapping = modules.find(lookup)
-        by_jit = False
-        if mode == "fp":
-            step = fp_step(state, window, arch)
-        elif is_jit_region(mapping):
-            step, by_jit = jit_step(state, window, arch, jit.find(lookup) if jit else None), True
-        elif mapping is None:
-            symbol = jit.find(lookup) if jit else None
-            if symbol is None:
-                return Unwound(tuple(addrs), "no-module")
-            step, by_jit = jit_step(state, window, arch, symbol), True
-        elif mode == "dwarf":
-            step = dwarf_step(state, mapping, window, arch)
-        else:
-            step = _auto_step(state, mapping, capture)
-        if isinstance(step, Stop) and step.reason in NO_CFI and jit is not None \
-                and (symbol := jit.find(lookup)) is not None:
-            step, by_jit = jit_step(state, window, arch, symbol), True  # JIT code in a file
-        if by_jit and not isinstance(step, Stop) and modules.find(step.pc - 1) is None \
-                and (jit is None or jit.find(step.pc - 1) is None):
-            step = Stop("bad-fp")  # JIT code without frame pointers: rbp held anything
+            return tuple(addrs), "depth", asked_jit
+        step, by_jit = _step(state, modules, mode, window, arch, jit)
+        asked_jit = asked_jit or by_jit
         if isinstance(step, Stop):
-            return Unwound(tuple(addrs), step.reason)
+            return tuple(addrs), step.reason, asked_jit
         state = step
         addrs.append(state.pc)
 
 
-def _auto_step(state: UnwindState, mapping: Mapping,
-               capture: UserStackCapture) -> UnwindState | Stop:
+def _step(state: UnwindState, modules: MappingLookup, mode: str, window: StackWindow,
+          arch: ArchSpec, jit: JitLookup | None) -> tuple[UnwindState | Stop, bool]:
+    """One step by the mode's rules (see the module docstring); and whether the JIT
+    lookup was asked or its step taken."""
+    lookup = state.pc if state.first else state.pc - 1
+    mapping = modules.find(lookup)
+    by_jit = False
+    if mode == "fp":
+        step: UnwindState | Stop = fp_step(state, window, arch)
+    elif is_jit_region(mapping):
+        step, by_jit = jit_step(state, window, arch, jit.find(lookup) if jit else None), True
+    elif mapping is None:
+        symbol = jit.find(lookup) if jit else None
+        if symbol is None:
+            return Stop("no-module"), jit is not None
+        step, by_jit = jit_step(state, window, arch, symbol), True
+    elif mode == "dwarf":
+        step = dwarf_step(state, mapping, window, arch)
+    else:
+        step = _auto_step(state, mapping, window, arch)
+    if isinstance(step, Stop) and step.reason in NO_CFI and jit is not None:
+        by_jit = True
+        if (symbol := jit.find(lookup)) is not None:
+            step = jit_step(state, window, arch, symbol)  # JIT code in a file
+    if by_jit and not isinstance(step, Stop) and modules.find(step.pc - 1) is None \
+            and (jit is None or jit.find(step.pc - 1) is None):
+        step = Stop("bad-fp")  # JIT code without frame pointers: rbp held anything
+    return step, by_jit
+
+
+def _auto_step(state: UnwindState, mapping: Mapping, window: StackWindow,
+               arch: ArchSpec) -> UnwindState | Stop:
     """The fp step in modules with frame pointers (except at the probe's frame), CFI
     elsewhere; each falls back on the other when it cannot go on (the fp chain ends at
     _start, whose CFI marks the outermost frame; a module without CFI may keep fp)."""
-    arch, window = capture.arch, capture.window
     fp_first = not state.first and has_frame_pointers(mapping.source, mapping.build_id)
     first = (fp_step(state, window, arch) if fp_first
              else dwarf_step(state, mapping, window, arch))

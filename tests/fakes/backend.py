@@ -218,6 +218,9 @@ class FakeBackend:
             time.sleep(self.idle_sleep_s)
         return []
 
+    def ring_fd(self) -> int | None:
+        return None  # the loop turns every POLL_MS, on the fake clock
+
     def discard_ring(self) -> int:
         self.calls.append("discard")
         count, self.tail = len(self.tail), ()
