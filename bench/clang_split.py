@@ -39,6 +39,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness import cpu_model  # a sibling: bench/ is sys.path[0]
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = str(ROOT / ".venv" / "bin" / "python")
 DEFAULT_PLANS = "bash-readline,python-threads,cpu-profile"
@@ -137,12 +139,6 @@ def _phase(stack: list[str], call_sites: list[int]) -> str:
     if re.search(r"clang::(Parser|Sema|Lexer|Preprocessor)", text):
         return "parse, stack cut"  # deeper than the 32 KiB of stack perf copied
     return "outside bcc"
-
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as fh:
-        return next((line.split(":", 1)[1].strip() for line in fh
-                     if line.startswith("model name")), "unknown")
 
 
 def main() -> int:

@@ -30,16 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = str(ROOT / ".venv" / "bin" / "python")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import compile_bytecode  # noqa: E402
+from harness import compile_bytecode, cpu_model  # noqa: E402
 from tools import VALIDATE_PLAN  # noqa: E402
-
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def jvm() -> str:

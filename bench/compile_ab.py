@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness import cpu_model  # a sibling: bench/ is sys.path[0]
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = str(ROOT / ".venv" / "bin" / "python")
 FIXTURE = ROOT / "tests" / "fixtures" / "elf" / "build" / "many_funcs"
@@ -47,12 +49,6 @@ def once(tree: Path, plan: str) -> float:
     out = subprocess.run([PY, "-c", ONCE, plan], env=env, check=True, text=True,
                          stdout=subprocess.PIPE, cwd="/")
     return float(out.stdout)
-
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as fh:
-        return next((line.split(":", 1)[1].strip() for line in fh
-                     if line.startswith("model name")), "unknown")
 
 
 def main() -> int:

@@ -53,7 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import compile_bytecode  # noqa: E402
+from harness import compile_bytecode, cpu_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -185,9 +185,7 @@ def mid(xs: list[float]) -> float:
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "?")
-    return (f"Linux {os.uname().release}, {os.cpu_count()} CPUs ({cpu}), Python "
+    return (f"Linux {os.uname().release}, {os.cpu_count()} CPUs ({cpu_model()}), Python "
             f"{sys.version.split()[0]}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 
 

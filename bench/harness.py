@@ -54,6 +54,13 @@ for m in pkgutil.walk_packages(planrunner.__path__, "planrunner."):
 """
 
 
+def cpu_model() -> str:
+    """/proc/cpuinfo's model name, printed beside every figure (Intel and AMD differ)."""
+    with open("/proc/cpuinfo", encoding="utf-8") as fh:
+        return next((line.split(":", 1)[1].strip() for line in fh
+                     if line.startswith("model name")), "unknown CPU")
+
+
 def mono() -> float:
     return time.monotonic()
 

@@ -34,6 +34,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from harness import cpu_model  # noqa: E402 - a sibling: bench/ is sys.path[0]
+
 from planrunner.stacks.perfmap import PerfMap  # noqa: E402
 
 WORKLOAD = ROOT / "tests" / "e2e" / "workloads" / "js_spin.js"
@@ -48,14 +50,6 @@ outputs:
   - count: sample
     by: [comm, ustack]
 """
-
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "?"
 
 
 def profile(tree: Path, plan: str, seconds: float, workdir: Path) -> dict[str, float]:
