@@ -39,7 +39,14 @@ from planrunner.render.expr_c import c_int_literal, lower
 from planrunner.render.layout import KeyField, KeyLayout
 from planrunner.render.model import AggregateOutput
 from planrunner.render.pyframes import frames_kept
-from planrunner.render.stacks import UCOPY_MAP, ustack_copy_lines, ustack_hash_lines
+from planrunner.render.stacks import (
+    UCOPY_MAP,
+    ULIGHT_MAP,
+    UTMPL_MAP,
+    light_hash_lines,
+    ustack_copy_lines,
+    ustack_hash_lines,
+)
 from planrunner.resolve.model import CheckedField, ResolvedOutput
 
 # Keys up to this size live on the BPF stack (512 bytes in all); larger ones, and keys
@@ -194,15 +201,37 @@ def ucopy_hash_lines(body: Body, tag: str, ptr: str, hashed: str) -> list[str]:
     size = body.stack.bytes
     body.ucopy_bytes = max(body.ucopy_bytes, size)
     body.member(f"struct {UCOPY_MAP}_val {tag};")
+    body.member(f"struct {ULIGHT_MAP}_val {tag}_l;")
     lines = [f"struct {UCOPY_MAP}_val *{ptr} = &sc->{tag};"]
     py = body.ucopy_python
+    light = f"{ptr}_l"
     lines += ustack_copy_lines(f"{ptr}->", size, py, frames_kept(body.stack))
-    lines += ustack_hash_lines(f"{ptr}->", size, hashed, py)
-    lines += [f"if (!{UCOPY_MAP}.lookup(&{hashed}) && {UCOPY_MAP}.update(&{hashed}, {ptr})) {{",
-              "    pr_count(PR_STACK_LOST);",
-              f"    {hashed} = 0;",
+    lines += [f"__u64 {hashed} = 0;",
+              f"__u64 {hashed}_t = {UTMPL_MAP}_match({ptr});",
+              f"if ({hashed}_t) {{  /* the native stack is a template's: send the rest */",
+              f"    struct {ULIGHT_MAP}_val *{light} = &sc->{tag}_l;",
+              f"    {light}->tmpl = {hashed}_t;",
+              f"    bpf_probe_read_kernel(&{light}->pid, "
+              f"__builtin_offsetof(struct {UCOPY_MAP}_val, data), &{ptr}->pid);",
+              *_indent(light_hash_lines(f"{ptr}->", f"{hashed}_t", hashed, py)),
+              *_indent(_store_lines(ULIGHT_MAP, hashed, light)),
+              "} else {",
+              *_indent(ustack_hash_lines(f"{ptr}->", size, hashed, py, declare=False)),
+              *_indent(_store_lines(UCOPY_MAP, hashed, ptr)),
               "}"]
     return lines
+
+
+def _store_lines(map_name: str, hashed: str, ptr: str) -> list[str]:
+    """Put `ptr` into `map_name` under `hashed` unless there (a full map: lost, 0)."""
+    return [f"if (!{map_name}.lookup(&{hashed}) && {map_name}.update(&{hashed}, {ptr})) {{",
+            "    pr_count(PR_STACK_LOST);",
+            f"    {hashed} = 0;",
+            "}"]
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
 
 
 def _update_lines(kind: str, vtype: str) -> list[str]:

@@ -257,6 +257,18 @@ PR_HDR = CStruct("pr_hdr", (
 ), "the header of every print record (render/layout.py, runtime/decode.py)")
 STRUCTS = (TRACER_TABLE, PR_COMM, PR_CGROUP, PR_HDR)
 
+# Copy templates (render/stacks.py, written by runtime/stack_templates.py): declared only
+# by programs that copy user stacks into an aggregation key, so not in STRUCTS.
+TEMPLATE_WORDS = 48  # words one template compares (stacks/walk_template.py makes no more)
+UTMPL_KEY = CStruct("pr_utmpl_key", (
+    CMember("pid", U32), CMember("len", U32), CMember("ip", U64), CMember("sp", U64),
+), "a copy template's key: tgid, copy length, ip and sp at the sample")
+UTMPL_VAL = CStruct("pr_utmpl_val", (
+    CMember("id", U64), CMember("bp", U64), CMember("bp_used", U32), CMember("n", U32),
+    CMember("val", U64, TEMPLATE_WORDS),
+    CMember("off", U32, TEMPLATE_WORDS),  # from sp, 8-byte aligned
+), "a copy template: the words (and bp) its walk used, stacks/walk_template.py")
+
 
 def _c_int(value: int) -> str:
     return f"{value:#x}u" if value >= 1 << 31 else str(value)

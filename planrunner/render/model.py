@@ -171,6 +171,10 @@ class StackMaps:
     copies: tuple[str, int] | None = None
     seen: str = ""  # the announced-processes map: "new process" records in the ring
     python: int = 0  # Python frames each copy in the copies map holds (render/pyframes.py)
+    # beside the copies map: copies whose native stack is a template's, and the
+    # templates the reader writes (render/stacks.py)
+    light: str = ""
+    templates: str = ""
 
 
 NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines

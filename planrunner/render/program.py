@@ -64,7 +64,9 @@ from planrunner.render.stacks import (
     KSTACK_MAP,
     SEEN_MAP,
     UCOPY_MAP,
+    ULIGHT_MAP,
     USTACK_MAP,
+    UTMPL_MAP,
     copied,
     map_decls,
     pid_notice_lines,
@@ -424,7 +426,9 @@ def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int, announces: bool) -> St
         copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None,
         seen=SEEN_MAP if announces or any("user" in p.stacks and copied(p.stack)
                                           for p in probes) else "",
-        python=_python_capacity(resolved) if ucopy_bytes else 0)
+        python=_python_capacity(resolved) if ucopy_bytes else 0,
+        light=ULIGHT_MAP if ucopy_bytes else "",
+        templates=UTMPL_MAP if ucopy_bytes else "")
 
 
 def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:

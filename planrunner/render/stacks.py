@@ -15,6 +15,13 @@ user stack is planrunner/stacks/__init__.py's.
   written); an aggregation key holds a hash of the copy (and the tgid), the copy itself
   goes once per hash into the `pr_ucopies` map, which the reader drains, unwinds and
   empties every turn: nothing of 16 KiB crosses per event.
+- Templates (issue 28 item 5): a profile's samples are new copies (a local changed) of
+  the same native stack. For each copy it unwinds, the reader writes into `pr_utmpl`,
+  keyed by (tgid, copy length, ip, sp), the words and frame pointer that walk used
+  (stacks/walk_template.py). A later copy under that key with the same values walks the
+  same way: the key then holds a hash of the template's id and the Python frames, and
+  `pr_ulight` gets the copy's head and Python section (~1 KiB) instead of 16 KiB to
+  unwind (runtime/stack_templates.py).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 from planrunner.expr.types import StackKind, StackType
 from planrunner.plan.model import StackSpec
 from planrunner.render import pyframes
+from planrunner.render.contracts import TEMPLATE_WORDS, UTMPL_KEY, UTMPL_VAL
 from planrunner.render.model import NEWPID_OUTPUT, UCOPY_ENTRIES, StackMaps
 from planrunner.render.names import c_ident
 
@@ -35,6 +43,11 @@ SEEN_ENTRIES = 16384
 KSTACK_MAP = "pr_kstacks"
 USTACK_MAP = "pr_ustacks"
 UCOPY_MAP = "pr_ucopies"
+ULIGHT_MAP = "pr_ulight"  # copies whose native stack is a template's (docstring)
+UTMPL_MAP = "pr_utmpl"
+# Templates kept (an LRU map: the reader writes, the oldest go): a CPython worker's
+# samples fall on a few hundred (ip, sp) pairs.
+UTMPL_ENTRIES = 4096
 # struct pr_ustack's head: pid, len, time, regs[4] (then a Python section, if any)
 USTACK_HEAD = 48
 
@@ -101,7 +114,38 @@ def map_decls(maps: StackMaps) -> list[str]:
         out.append(f"struct {name}_val {{\n    __u32 pid;\n    __u32 len;\n"
                    f"    __u64 time;\n    __u64 regs[4];\n{py}    char data[{size}];\n}};\n"
                    f"BPF_HASH({name}, __u64, struct {name}_val, {UCOPY_ENTRIES});")
+        out.append(_template_decls(name, size, py))
     return out
+
+
+def _template_decls(copies: str, size: int, py: str) -> str:
+    """The light copies map, the templates map and the match (see the docstring). A
+    light copy is the template's id, then the copy's head and Python section as
+    pr_ucopies lays them out (copied in one read, up to `data`)."""
+    key, val = UTMPL_KEY.name, UTMPL_VAL.name
+    return (f"struct {ULIGHT_MAP}_val {{\n    __u64 tmpl;\n    __u32 pid;\n    __u32 len;\n"
+            f"    __u64 time;\n    __u64 regs[4];\n{py}}};\n"
+            f"BPF_HASH({ULIGHT_MAP}, __u64, struct {ULIGHT_MAP}_val, {UCOPY_ENTRIES});\n"
+            f"{UTMPL_KEY.c_definition}{UTMPL_KEY.c_asserts}"
+            f"{UTMPL_VAL.c_definition}{UTMPL_VAL.c_asserts}"
+            f'BPF_TABLE("lru_hash", struct {key}, struct {val}, {UTMPL_MAP}, {UTMPL_ENTRIES});\n'
+            f"/* The id of the template copy c's native stack is (0: none holds). */\n"
+            f"static __always_inline __u64 {UTMPL_MAP}_match(struct {copies}_val *c)\n"
+            f"{{\n"
+            f"    struct {key} k = {{c->pid, c->len, c->regs[0], c->regs[1]}};\n"
+            f"    struct {val} *t = {UTMPL_MAP}.lookup(&k);\n"
+            f"    if (!t || (t->bp_used && t->bp != c->regs[2]))\n"
+            f"        return 0;\n"
+            f"    __u32 n = t->n;\n"
+            f"    for (__u32 i = 0; i < {TEMPLATE_WORDS}; i++) {{\n"
+            f"        if (i >= n)\n"
+            f"            break;\n"
+            f"        __u32 o = t->off[i];\n"
+            f"        if (o > {size - 8} || *(__u64 *)(c->data + o) != t->val[i])\n"
+            f"            return 0;\n"
+            f"    }}\n"
+            f"    return t->id;\n"
+            f"}}")
 
 
 def pid_notice_lines() -> list[str]:
@@ -145,7 +189,8 @@ def ustack_copy_lines(dst: str, size: int, py_capacity: int = 0,
     return lines
 
 
-def ustack_hash_lines(src: str, size: int, out: str, py_capacity: int = 0) -> list[str]:
+def ustack_hash_lines(src: str, size: int, out: str, py_capacity: int = 0,
+                      declare: bool = True) -> list[str]:
     """`out` = an FNV-1a-style hash of the copy in `src` (regs, length and the bytes
     copied, 64 at a time: one loop turn per word made the verifier walk 2048 turns per
     path; the last len % 64 bytes, the outermost frames' top, are left out). The loop's
@@ -153,9 +198,9 @@ def ustack_hash_lines(src: str, size: int, out: str, py_capacity: int = 0) -> li
     copy's ~64 paths each leave a different constant length in the register, and the
     verifier walked the loop once for each (cpu-profile: 546k instructions processed,
     1.7 s of its load); read back, the length is one unknown and the loop walked once
-    (60k, 0.3 s)."""
+    (60k, 0.3 s). `declare`: declare `out` (else it is assigned)."""
     words = [f"    {out} = ({out} ^ pr_w[{k}]) * 0x100000001b3ULL;" for k in range(8)]
-    return [f"__u64 {out} = 0xcbf29ce484222325ULL ^ {src}len;",
+    return [f"{'__u64 ' if declare else ''}{out} = 0xcbf29ce484222325ULL ^ {src}len;",
             f"{out} = ({out} ^ {src}regs[0]) * 0x100000001b3ULL;",
             f"{out} = ({out} ^ {src}regs[1]) * 0x100000001b3ULL;",
             f"{out} = ({out} ^ {src}regs[2]) * 0x100000001b3ULL;",
@@ -177,3 +222,12 @@ def frames_of(typ: StackType) -> int:
 
 def probe_ucopy_member(probe: str) -> str:
     return f"ucopy_{c_ident(probe)}"
+
+
+def light_hash_lines(src: str, tmpl: str, out: str, py_capacity: int) -> list[str]:
+    """`out` = the hash of a light copy: the template's id `tmpl` (unique to a process's
+    template: the reader counts them) and the Python frames of `src`."""
+    return [f"{out} = (0x9e3779b97f4a7c15ULL ^ {tmpl}) * 0x100000001b3ULL;",
+            *pyframes.hash_lines(src, py_capacity, out),
+            f"if (!{out})",
+            f"    {out} = 1;  /* 0 means: no stack */"]

@@ -303,7 +303,7 @@ class AggregateReader:
         if stacks is None:
             return
         if maps.copies:
-            stacks.drain(maps.copies[0], self._copy_modes)
+            stacks.drain(maps, self._copy_modes)
         if maps.seen and self.monotonic() >= self._expire_due:
             self._expire_due = self.monotonic() + 1.0
             stacks.expire(maps.seen)

@@ -73,6 +73,16 @@ class StackSource(Protocol):
         names of a Python code object: render/pyframes.py)."""
         ...
 
+    def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
+        """Write one entry of a hash map of the loaded program, as the C lays out its
+        key and value (runtime/python_bins.py, runtime/stack_templates.py). Raises
+        BackendError."""
+        ...
+
+    def delete_key(self, map_name: str, key: bytes) -> None:
+        """Remove `key` from a hash map (absent: nothing to do)."""
+        ...
+
 
 class Backend(MapSource, StackSource, Protocol):
     @property
@@ -98,11 +108,6 @@ class Backend(MapSource, StackSource, Protocol):
                    cgroups: Sequence[str]) -> None:
         """Fill the scope maps (before attaching): tgid keys of the pid map, comms
         (without NUL), cgroup v2 directories (runtime/scope.py says what each means)."""
-        ...
-
-    def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
-        """Write one entry of a hash map of the loaded program, as the C lays out its
-        key and value (runtime/python_bins.py). Raises BackendError."""
         ...
 
     def skip_processes(self, tgids: Sequence[int]) -> None:

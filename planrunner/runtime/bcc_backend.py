@@ -736,6 +736,9 @@ class BccBackend:
         except OSError as exc:
             raise BackendError(f"cannot read map {map_name}: {exc.strerror}") from None
 
+    def delete_key(self, map_name: str, key: bytes) -> None:
+        map_batch.delete(self._ref(map_name), key)
+
     def forget_pids(self, map_name: str, pids: list[int]) -> None:
         ref = self._ref(map_name)
         for pid in pids:

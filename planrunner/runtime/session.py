@@ -71,7 +71,7 @@ from planrunner.runtime.ringbuf import possible_cpus
 from planrunner.runtime.scope import Scope, apply_scope, own_pid_namespace
 from planrunner.runtime.semaphores import semaphore_mode
 from planrunner.runtime.upkeep import Upkeep, recover
-from planrunner.timing import mark
+from planrunner.timing import mark, note
 
 if TYPE_CHECKING:  # imported where used: what only reads and prints loads after attaching
     from planrunner.output.base import LiveView, View
@@ -551,11 +551,13 @@ class Session:
         # "Tracing" without them).
         from planrunner.runtime.aggregates import AggregateReader
         from planrunner.runtime.decode import Decoder
+        from planrunner.runtime.gc_policy import settle
         from planrunner.runtime.stacks import StackResolver
 
         backend, program, clocks, child = self.backend, self.program, self.clocks, self.child
         if stacks is None:
             stacks = StackResolver(backend)
+        settle()
         aggs = AggregateReader(program, backend, clocks.wall, clocks.monotonic,
                                reset=not self.live, since=clocks.traced_since,
                                stacks=stacks)
@@ -694,6 +696,7 @@ class Session:
 
 def _report_unreadable(strings: int, stacks: StackResolver, stderr: TextIO) -> None:
     """Say what the records showed as null or lost: strings and stacks not read."""
+    note("copies", **stacks.copy_counts())
     if strings:
         stderr.write(f"{strings} strings could not be read (shown as null)\n")
     if stacks.lost:

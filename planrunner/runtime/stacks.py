@@ -54,7 +54,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from planrunner.elf.procmaps import start_time as read_start_time
@@ -66,11 +66,14 @@ from planrunner.stacks.frame import Frame
 # (or by prepare(), before attaching, for a plan with stacks): a run whose program has
 # no stacks never needs them, and a warm run's start-up (issue 17) does not pay for them.
 if TYPE_CHECKING:
+    from planrunner.render.model import StackMaps
+    from planrunner.runtime.stack_templates import Templates
     from planrunner.stacks.capture import UserStackCapture
     from planrunner.stacks.kallsyms import KernelSymbols
-    from planrunner.stacks.modules import ProcessRegistry
+    from planrunner.stacks.modules import Mapping, ProcessModules, ProcessRegistry
     from planrunner.stacks.perfmap import BoundPerfMap, PerfMaps
     from planrunner.stacks.python_frames import LineTables, RawPyFrame
+    from planrunner.stacks.state import Unwound
     from planrunner.stacks.symbolize import Symbolizer
     from planrunner.stacks.timeline import MapsTimeline
     from planrunner.stacks.unwind import MappingLookup
@@ -84,6 +87,7 @@ UNNAMED = ("?", "?")  # a code object whose names are not in the codes map
 # frames (code object, instruction) in sample after sample; every input of the Frame
 # (names by code key, line by code, table and instruction) is in the key
 PYFRAMES_KEPT = 1 << 16
+INTERNED_KEPT = 1 << 16  # distinct stacks kept as one tuple each (see _interned)
 
 
 class MapsFeed(Protocol):
@@ -122,19 +126,32 @@ class StackResolver:
         # one stack differ in their bytes, not their frames)
         self._unwound: dict[tuple[int, str], tuple[Frame, ...]] = {}
         self._unwound_lost: set[tuple[int, str]] = set()  # of those: lost (docstring)
-        self._interned: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
+        # keyed by the frames' ids (the value holds them alive): hashing a tuple of ~60
+        # Frames field by field cost ~50 us a copy; the frames come from the caches
+        # below, so a stack met again is mostly the same objects again
+        self._interned: dict[tuple[int, ...], tuple[Frame, ...]] = {}
         self._walks: WalkMemo | None = None  # a profile's copies: mostly one walk again
+        self._templates: Templates | None = None  # what BPF matches copies against
+        # (template id, mode) -> the maps it was named over, its frames, the verdicts
+        # on their files, whether every frame has a symbol
+        self._named_walks: dict[tuple[int, str], tuple[MappingLookup, list[Frame],
+                                                       tuple[tuple[Mapping, bool], ...],
+                                                       bool]] = {}
         self._lines: LineTables | None = None  # CPython line tables read so far
         self.python = 0  # Python frames each copy of the copies map holds
         self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
         self._names: dict[bytes, tuple[str, str]] = {}  # code key -> names
-        self._pyframes: dict[tuple[int, RawPyFrame], Frame] = {}
+        # (pid, struct pr_pyframe bytes) -> its Frame (the bytes hash in C; the
+        # RawPyFrame's dataclass hash was ~1 us a frame)
+        self._pyframes: dict[tuple[int, bytes], Frame] = {}
         # (pid, a section's raw frames) -> its named frames: one lookup a copy instead of
         # one a frame (42 for a worker of the profile benchmark)
         self._pystacks: dict[tuple[int, bytes], list[tuple[Frame, bool]]] = {}
         # called with each process BPF announces (runtime/python_bins.py)
         self.on_new_process: Callable[[int], None] | None = None
         self.lost = 0  # stacks that could not be shown (not captured, or no maps)
+        self.copies_full = 0  # drained from the copies map
+        self.copies_light = 0  # drained from the light copies map
         # stacks unwound no further than the probe's frame, by the module they stopped in
         self.unwind_lost: Counter[str] = Counter()
 
@@ -347,8 +364,17 @@ class StackResolver:
             self._walks = WalkMemo()
         jit = self.jit(capture.pid, capture.time)
         result = unwind(capture, process, mode, limit, jit, self._walks)
+        return self._frames(capture, process, result, jit, limit)
+
+    def _frames(self, capture: UserStackCapture, process: MappingLookup, result: Unwound,
+                jit: BoundPerfMap | None, limit: int) -> tuple[tuple[Frame, ...], bool]:
+        """A walk's frames, named, with the capture's Python frames; whether it is lost."""
+        return self._finish(capture, result,
+                            self.symbolizer.symbolize(result.addrs, process, jit=jit), limit)
+
+    def _finish(self, capture: UserStackCapture, result: Unwound, frames: list[Frame],
+                limit: int) -> tuple[tuple[Frame, ...], bool]:
         lost = len(result.addrs) == 1 and result.stop not in CLEAN_STOPS
-        frames = self.symbolizer.symbolize(result.addrs, process, jit=jit)
         if capture.python is not None and capture.python.frames:
             frames = self._with_python(capture, frames)[:limit]
             lost = False  # the Python frames say where it was
@@ -357,7 +383,7 @@ class StackResolver:
     def _with_python(self, capture: UserStackCapture, native: list[Frame]) -> list[Frame]:
         """The native frames with the interpreter's loop frames replaced by the Python
         frames they ran (stacks/python_frames.py)."""
-        from planrunner.stacks.python_frames import LineTables, merge, python_frame
+        from planrunner.stacks.python_frames import PYFRAME, LineTables, merge, python_frame
 
         if self._lines is None:
             self._lines = LineTables()
@@ -369,15 +395,17 @@ class StackResolver:
         if python is not None:
             return merge(native, python)
         python, all_named = [], True
-        for f in section.frames:
-            frame = known.get((pid, f))
+        raw, size = section.raw, PYFRAME.size
+        for i, f in enumerate(section.frames):
+            rec = (pid, raw[i * size:(i + 1) * size])
+            frame = known.get(rec)
             if frame is None:
                 names = self._code_names(pid, f)
                 frame = python_frame(f, names, self._lines.line(pid, f.code, f))
                 if names != UNNAMED:  # names evicted from the BPF map: asked again
                     if len(known) >= PYFRAMES_KEPT:
                         known.clear()
-                    known[(pid, f)] = frame
+                    known[rec] = frame
                 else:
                     all_named = False
             python.append((frame, f.entry))
@@ -402,28 +430,105 @@ class StackResolver:
             names = self._names[key] = code_names(value)
         return names
 
-    def drain(self, map_name: str, modes: Iterable[str]) -> None:
-        """Take the copies waiting in the copies map (emptying it) and unwind each in
-        every mode the aggregation keys use, now, while its process is known:
-        aggregation keys name them by hash (user_hash)."""
-        if self.source is None:
+    def drain(self, maps: StackMaps, modes: Sequence[str]) -> None:
+        """Take the copies waiting in the copies map and the light copies map (emptying
+        them) and unwind each in every mode the aggregation keys use, now, while its
+        process is known: aggregation keys name them by hash (user_hash). Each full copy
+        unwound offers its walks as a template (runtime/stack_templates.py)."""
+        from planrunner.stacks.modules import ProcessModules
+
+        if self.source is None or maps.copies is None:
             return
-        for key, raw in self.source.drain_copies(map_name):
-            got = None
+        if self._templates is None and maps.templates:
+            from planrunner.runtime.stack_templates import Templates
+
+            self._templates = Templates(self.source, maps.templates)
+        fulls = self.source.drain_copies(maps.copies[0])
+        self.copies_full += len(fulls)
+        for key, raw in fulls:
             if _no_user_stack(raw):  # a kernel thread: an empty stack, not a lost one
                 for mode in modes:
                     self._unwound[(key, mode)] = ()
                 continue
+            if all((key, mode) in self._unwound for mode in modes):
+                continue
+            got = self._capture(raw, self.python)
+            if got is None:
+                continue
+            if self._templates is not None and isinstance(got[1], ProcessModules):
+                self._templated(key, got[0], got[1], modes)
+                continue
             for mode in modes:
-                if (key, mode) in self._unwound:
-                    continue
-                got = got or self._capture(raw, self.python)
-                if got is None:
-                    break
-                frames, lost = self._unwind(*got, mode, MAX_FRAMES)
-                self._unwound[(key, mode)] = self._interned.setdefault(frames, frames)
-                if lost:
-                    self._unwound_lost.add((key, mode))
+                self._keep(key, mode, *self._unwind(*got, mode, MAX_FRAMES))
+        if maps.light:
+            lights = self.source.drain_copies(maps.light)
+            self.copies_light += len(lights)
+            for key, raw in lights:
+                self._light(key, raw, modes)
+
+    def _keep(self, key: int, mode: str, frames: tuple[Frame, ...], lost: bool) -> None:
+        if len(self._interned) >= INTERNED_KEPT:
+            self._interned.clear()
+        self._unwound[(key, mode)] = self._interned.setdefault(tuple(map(id, frames)), frames)
+        if lost:
+            self._unwound_lost.add((key, mode))
+
+    def _templated(self, key: int, capture: UserStackCapture, process: ProcessModules,
+                   modes: Sequence[str]) -> None:
+        """A full copy's walks, each watched, offered as a template."""
+        from planrunner.stacks.walk_template import template_walk
+
+        assert self._templates is not None
+        jit = self.jit(capture.pid, capture.time)
+        walks = {mode: template_walk(capture, process, mode, MAX_FRAMES, jit)
+                 for mode in modes}
+        for mode, (result, _) in walks.items():
+            self._keep(key, mode, *self._frames(capture, process, result, jit, MAX_FRAMES))
+        self._templates.offer(process, walks)
+
+    def _light(self, key: int, raw: bytes, modes: Sequence[str]) -> None:
+        """A light copy: its template's walks, with its own Python frames."""
+        from planrunner.stacks.modules import ProcessModules
+
+        assert self._templates is not None
+        tid = int.from_bytes(raw[:8], "little")
+        got = self._capture(raw[8:], self.python)
+        if got is None:
+            return
+        capture, process = got
+        walks = self._templates.walks(
+            tid, process if isinstance(process, ProcessModules) else None)
+        if walks is None:  # counted lost where a key names it (user_hash)
+            return
+        jit = self.jit(capture.pid, capture.time)
+        no_perf_map = self._perf_maps is None or self._perf_maps.for_pid(capture.pid) is None
+        trusted = self.symbolizer.trusted
+        for mode in modes:
+            walk = walks[mode]
+            named = self._named_walks.get((tid, mode))
+            if named is not None and named[0] is process and (no_perf_map or named[3]) \
+                    and all(trusted(m) == v for m, v in named[2]):
+                frames = named[1]
+            else:
+                frames = self.symbolizer.symbolize(walk.addrs, process, jit=jit)
+                # kept while the maps are these and their files' trust verdicts the
+                # same (symbolize.py); frames without a symbol only while the process
+                # has no perf map (one may name them later)
+                whole = all(f.symbol is not None for f in frames)
+                if no_perf_map or whole:
+                    if len(self._named_walks) >= INTERNED_KEPT:
+                        self._named_walks.clear()
+                    used = {f.mapping for f in frames if f.mapping is not None}
+                    self._named_walks[(tid, mode)] = (
+                        process, frames, tuple((m, trusted(m)) for m in used), whole)
+            self._keep(key, mode, *self._finish(capture, walk, frames, MAX_FRAMES))
+
+    def copy_counts(self) -> dict[str, int]:
+        """The copies drained, full and light, and the templates written and found stale
+        (runtime/stack_templates.py): what the templates saved."""
+        t = self._templates
+        return {"full": self.copies_full, "light": self.copies_light,
+                "templates": t.written if t else 0, "stale": t.stale if t else 0}
 
     def user_hash(self, key: int, limit: int, mode: str) -> Stack:
         frames = self._unwound.get((key & ((1 << 64) - 1), mode))

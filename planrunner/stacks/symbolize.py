@@ -83,6 +83,11 @@ class Symbolizer:
                 named[key] = (frames[i], trusted)
         return frames
 
+    def trusted(self, mapping: Mapping) -> bool:
+        """The file's trust verdict now (rechecked once TRUST_S has passed): what a
+        caller that keeps named frames of its own compares."""
+        return self._trust(mapping, time.monotonic())
+
     def _trust(self, mapping: Mapping, now: float) -> bool:
         """Whether the file at the mapping's path is still the one mapped (rechecked
         once TRUST_S has passed)."""

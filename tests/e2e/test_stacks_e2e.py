@@ -288,6 +288,29 @@ outputs:
                if line.startswith("fx_spin;") and ";spin_" in line)
 
 
+COPIES_NOTE = re.compile(r"planrunner-note copies full=(\d+) light=(\d+) templates=(\d+) "
+                         r"stale=(\d+)")
+
+
+def test_profile_samples_of_a_known_walk_cross_light_and_stay_whole(
+        builds: dict[str, Path]) -> None:
+    """After the first sample at a pc and sp, a sample whose stack words the walk used are
+    the same sends its template's id instead of a 16 KiB copy (render/stacks.py): most
+    of a spinning program's samples, and their stacks are still whole."""
+    binary = builds["nofp_pie"] / "fx_spin"
+    res = run_planrunner(["run", "cpu-profile", "-f", "folded", "-c", f"{binary} 2"],
+                         timeout=90, env={**os.environ, "PLANRUNNER_TIMING": "1"})
+    assert res.returncode == 0, res.stderr
+    note = COPIES_NOTE.search(res.stderr)
+    assert note, res.stderr
+    full, light, templates, stale = map(int, note.groups())
+    assert light > full and templates >= 1 and stale == 0, note.group(0)
+    counts = _folded_counts(res.stdout)
+    assert counts.get("spin_a", 0) + counts.get("spin_b", 0) >= 100, res.stdout
+    assert all(";main;" in line for line in res.stdout.splitlines()
+               if line.startswith("fx_spin;") and ";spin_" in line), res.stdout
+
+
 def test_profile_flame_graph_opens_in_headless_chromium(builds: dict[str, Path],
                                                          tmp_path: Path) -> None:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")

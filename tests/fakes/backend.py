@@ -275,6 +275,9 @@ class FakeBackend:
     def forget_pids(self, map_name: str, pids: list[int]) -> None:
         pass
 
+    def delete_key(self, map_name: str, key: bytes) -> None:
+        self.map_writes.get(map_name, {}).pop(key, None)
+
 
 def _cpu_sum(value: Any) -> int:
     try:

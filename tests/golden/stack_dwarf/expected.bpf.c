@@ -274,6 +274,64 @@ struct pr_ucopies_val {
 };
 BPF_HASH(pr_ucopies, __u64, struct pr_ucopies_val, 2048);
 
+struct pr_ulight_val {
+    __u64 tmpl;
+    __u32 pid;
+    __u32 len;
+    __u64 time;
+    __u64 regs[4];
+    __u32 py_n;
+    __u32 py_flags;
+    struct pr_pyframe py[32];
+};
+BPF_HASH(pr_ulight, __u64, struct pr_ulight_val, 2048);
+/* a copy template's key: tgid, copy length, ip and sp at the sample */
+struct pr_utmpl_key {
+    __u32 pid;
+    __u32 len;
+    __u64 ip;
+    __u64 sp;
+};
+_Static_assert(sizeof(struct pr_utmpl_key) == 24, "pr_utmpl_key (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_key, pid) == 0, "pr_utmpl_key.pid (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_key, len) == 4, "pr_utmpl_key.len (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_key, ip) == 8, "pr_utmpl_key.ip (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_key, sp) == 16, "pr_utmpl_key.sp (render/contracts.py)");
+/* a copy template: the words (and bp) its walk used, stacks/walk_template.py */
+struct pr_utmpl_val {
+    __u64 id;
+    __u64 bp;
+    __u32 bp_used;
+    __u32 n;
+    __u64 val[48];
+    __u32 off[48];
+};
+_Static_assert(sizeof(struct pr_utmpl_val) == 600, "pr_utmpl_val (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, id) == 0, "pr_utmpl_val.id (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp) == 8, "pr_utmpl_val.bp (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp_used) == 16, "pr_utmpl_val.bp_used (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, n) == 20, "pr_utmpl_val.n (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, val) == 24, "pr_utmpl_val.val (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, off) == 408, "pr_utmpl_val.off (render/contracts.py)");
+BPF_TABLE("lru_hash", struct pr_utmpl_key, struct pr_utmpl_val, pr_utmpl, 4096);
+/* The id of the template copy c's native stack is (0: none holds). */
+static __always_inline __u64 pr_utmpl_match(struct pr_ucopies_val *c)
+{
+    struct pr_utmpl_key k = {c->pid, c->len, c->regs[0], c->regs[1]};
+    struct pr_utmpl_val *t = pr_utmpl.lookup(&k);
+    if (!t || (t->bp_used && t->bp != c->regs[2]))
+        return 0;
+    __u32 n = t->n;
+    for (__u32 i = 0; i < 48; i++) {
+        if (i >= n)
+            break;
+        __u32 o = t->off[i];
+        if (o > 4088 || *(__u64 *)(c->data + o) != t->val[i])
+            return 0;
+    }
+    return t->id;
+}
+
 struct pr_agg_1_key {
     __s64 k0;
     __u64 k0_pid;
@@ -290,6 +348,7 @@ struct pr_args_value {
 };
 struct pr_scratch_value {
     struct pr_ucopies_val agg1_uc0;
+    struct pr_ulight_val agg1_uc0_l;
 };
 BPF_PERCPU_ARRAY(pr_scratch_value, struct pr_scratch_value, 1);
 
@@ -369,36 +428,58 @@ static __always_inline int pr_body_value(struct pr_args_value *a, __u64 pr_id)
                     pr_got += 256;
                 pr_uc0->len = pr_got;
             }
-            __u64 pr_h0 = 0xcbf29ce484222325ULL ^ pr_uc0->len;
-            pr_h0 = (pr_h0 ^ pr_uc0->regs[0]) * 0x100000001b3ULL;
-            pr_h0 = (pr_h0 ^ pr_uc0->regs[1]) * 0x100000001b3ULL;
-            pr_h0 = (pr_h0 ^ pr_uc0->regs[2]) * 0x100000001b3ULL;
-            __u32 pr_h0_len = *(volatile __u32 *)&pr_uc0->len;
-            for (__u32 pr_i = 0; pr_i < 64; pr_i++) {
-                if (pr_i * 64 + 64 > pr_h0_len)
-                    break;
-                __u64 *pr_w = (__u64 *)(pr_uc0->data + pr_i * 64);
-                pr_h0 = (pr_h0 ^ pr_w[0]) * 0x100000001b3ULL;
-                pr_h0 = (pr_h0 ^ pr_w[1]) * 0x100000001b3ULL;
-                pr_h0 = (pr_h0 ^ pr_w[2]) * 0x100000001b3ULL;
-                pr_h0 = (pr_h0 ^ pr_w[3]) * 0x100000001b3ULL;
-                pr_h0 = (pr_h0 ^ pr_w[4]) * 0x100000001b3ULL;
-                pr_h0 = (pr_h0 ^ pr_w[5]) * 0x100000001b3ULL;
-                pr_h0 = (pr_h0 ^ pr_w[6]) * 0x100000001b3ULL;
-                pr_h0 = (pr_h0 ^ pr_w[7]) * 0x100000001b3ULL;
-            }
-            pr_h0 = (pr_h0 ^ pr_uc0->py_n) * 0x100000001b3ULL;
-            for (__u32 pr_j = 0; pr_j < 32; pr_j++) {
-                if (pr_j >= pr_uc0->py_n)
-                    break;
-                pr_h0 = (pr_h0 ^ pr_uc0->py[pr_j].code) * 0x100000001b3ULL;
-                pr_h0 = (pr_h0 ^ ((__u64)(__u32)pr_uc0->py[pr_j].lasti | ((__u64)pr_uc0->py[pr_j].flags << 32))) * 0x100000001b3ULL;
-            }
-            if (!pr_h0)
-                pr_h0 = 1;  /* 0 means: no stack */
-            if (!pr_ucopies.lookup(&pr_h0) && pr_ucopies.update(&pr_h0, pr_uc0)) {
-                pr_count(PR_STACK_LOST);
-                pr_h0 = 0;
+            __u64 pr_h0 = 0;
+            __u64 pr_h0_t = pr_utmpl_match(pr_uc0);
+            if (pr_h0_t) {  /* the native stack is a template's: send the rest */
+                struct pr_ulight_val *pr_uc0_l = &sc->agg1_uc0_l;
+                pr_uc0_l->tmpl = pr_h0_t;
+                bpf_probe_read_kernel(&pr_uc0_l->pid, __builtin_offsetof(struct pr_ucopies_val, data), &pr_uc0->pid);
+                pr_h0 = (0x9e3779b97f4a7c15ULL ^ pr_h0_t) * 0x100000001b3ULL;
+                pr_h0 = (pr_h0 ^ pr_uc0->py_n) * 0x100000001b3ULL;
+                for (__u32 pr_j = 0; pr_j < 32; pr_j++) {
+                    if (pr_j >= pr_uc0->py_n)
+                        break;
+                    pr_h0 = (pr_h0 ^ pr_uc0->py[pr_j].code) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ ((__u64)(__u32)pr_uc0->py[pr_j].lasti | ((__u64)pr_uc0->py[pr_j].flags << 32))) * 0x100000001b3ULL;
+                }
+                if (!pr_h0)
+                    pr_h0 = 1;  /* 0 means: no stack */
+                if (!pr_ulight.lookup(&pr_h0) && pr_ulight.update(&pr_h0, pr_uc0_l)) {
+                    pr_count(PR_STACK_LOST);
+                    pr_h0 = 0;
+                }
+            } else {
+                pr_h0 = 0xcbf29ce484222325ULL ^ pr_uc0->len;
+                pr_h0 = (pr_h0 ^ pr_uc0->regs[0]) * 0x100000001b3ULL;
+                pr_h0 = (pr_h0 ^ pr_uc0->regs[1]) * 0x100000001b3ULL;
+                pr_h0 = (pr_h0 ^ pr_uc0->regs[2]) * 0x100000001b3ULL;
+                __u32 pr_h0_len = *(volatile __u32 *)&pr_uc0->len;
+                for (__u32 pr_i = 0; pr_i < 64; pr_i++) {
+                    if (pr_i * 64 + 64 > pr_h0_len)
+                        break;
+                    __u64 *pr_w = (__u64 *)(pr_uc0->data + pr_i * 64);
+                    pr_h0 = (pr_h0 ^ pr_w[0]) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ pr_w[1]) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ pr_w[2]) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ pr_w[3]) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ pr_w[4]) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ pr_w[5]) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ pr_w[6]) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ pr_w[7]) * 0x100000001b3ULL;
+                }
+                pr_h0 = (pr_h0 ^ pr_uc0->py_n) * 0x100000001b3ULL;
+                for (__u32 pr_j = 0; pr_j < 32; pr_j++) {
+                    if (pr_j >= pr_uc0->py_n)
+                        break;
+                    pr_h0 = (pr_h0 ^ pr_uc0->py[pr_j].code) * 0x100000001b3ULL;
+                    pr_h0 = (pr_h0 ^ ((__u64)(__u32)pr_uc0->py[pr_j].lasti | ((__u64)pr_uc0->py[pr_j].flags << 32))) * 0x100000001b3ULL;
+                }
+                if (!pr_h0)
+                    pr_h0 = 1;  /* 0 means: no stack */
+                if (!pr_ucopies.lookup(&pr_h0) && pr_ucopies.update(&pr_h0, pr_uc0)) {
+                    pr_count(PR_STACK_LOST);
+                    pr_h0 = 0;
+                }
             }
             pr_k->k0 = (__s64)pr_h0;
             pr_k->k0_pid = pr_id >> 32;

@@ -1,0 +1,129 @@
+"""Copy templates in user space (issue 28 item 5; render/stacks.py says what the BPF side
+does with them, stacks/walk_template.py what one holds).
+
+`Templates.offer` takes the walks of a copy just unwound, in every mode the program's
+keys use, and writes their template into the BPF map when each mode gave one: the words
+and frame pointer any of the walks used, under the copy's (tgid, length, ip, sp). Each
+template gets an id of its own, which a light copy names. `Templates.walks` gives a
+light copy the walks of its template, or None when they no longer hold: the process's
+maps changed under a pc the walks went through (its key is then deleted from the BPF
+map, so that the next sample sends a full copy again).
+
+A key whose template keeps failing (two paths through one pc and sp, taking turns) is
+written at most REWRITES times; after that its samples stay full copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from planrunner.render.contracts import TEMPLATE_WORDS, UTMPL_KEY, UTMPL_VAL
+from planrunner.stacks.modules import ProcessModules
+from planrunner.stacks.state import Unwound
+from planrunner.stacks.walk_template import WalkTemplate
+
+REWRITES = 4
+# Templates remembered by id; past this all are forgotten (and deleted from the map).
+KEPT = 1 << 14
+
+_Key = tuple[int, int, int, int]  # pid, len, ip, sp
+
+
+class TemplateSink(Protocol):
+    def update_map(self, map_name: str, key: bytes, value: bytes) -> None: ...
+
+    def delete_key(self, map_name: str, key: bytes) -> None: ...
+
+
+@dataclass(slots=True)
+class Template:
+    """One template's walks (by mode) over the maps they were walked with."""
+
+    tid: int
+    key: _Key
+    modules: ProcessModules
+    walks: dict[str, Unwound]
+
+
+class Templates:
+    def __init__(self, sink: TemplateSink, map_name: str) -> None:
+        self._sink = sink
+        self._map = map_name
+        self._next_id = 1
+        self._by_id: dict[int, Template] = {}
+        self._live: dict[_Key, int] = {}  # key -> the id the BPF map holds under it
+        self._writes: dict[_Key, int] = {}
+        self.written = 0
+        self.stale = 0
+
+    def offer(self, modules: ProcessModules,
+              walks: dict[str, tuple[Unwound, WalkTemplate | None]]) -> None:
+        """The walks of one copy, in each mode the keys use (see the module docstring)."""
+        made = [t for _, t in walks.values()]
+        if not made or any(t is None for t in made):
+            return
+        first = made[0]
+        assert first is not None
+        key = (first.pid, first.length, first.pc, first.sp)
+        if self._writes.get(key, 0) >= REWRITES:
+            return
+        words: dict[int, int] = {}
+        fp: int | None = None
+        for t in made:
+            assert t is not None
+            words.update(t.words)
+            fp = t.fp if t.fp is not None else fp
+        if len(words) > TEMPLATE_WORDS:
+            return
+        if len(self._by_id) >= KEPT:
+            self._forget_all()
+        tid = self._next_id
+        self._next_id += 1
+        offs = sorted(words)
+        pad = [0] * (TEMPLATE_WORDS - len(offs))
+        value = UTMPL_VAL.pack(tid, fp or 0, int(fp is not None), len(offs),
+                               *[words[o] for o in offs], *pad, *offs, *pad)
+        self._sink.update_map(self._map, UTMPL_KEY.pack(*key), value)
+        self._by_id[tid] = Template(tid, key, modules, {m: w for m, (w, _) in walks.items()})
+        self._live[key] = tid
+        self._writes[key] = self._writes.get(key, 0) + 1
+        self.written += 1
+
+    def walks(self, tid: int, modules: ProcessModules | None) -> dict[str, Unwound] | None:
+        """The walks of template `tid` for a light copy over `modules` (its process's
+        maps at its time), or None: no such template, or the maps changed under it."""
+        t = self._by_id.get(tid)
+        if t is None:
+            return None
+        if modules is not t.modules:
+            if modules is None or not _same_code(t, modules):
+                self._drop(t)
+                return None
+            t.modules = modules  # other mappings changed: the walks still hold
+        return t.walks
+
+    def _drop(self, t: Template) -> None:
+        self.stale += 1
+        del self._by_id[t.tid]
+        if self._live.get(t.key) == t.tid:
+            del self._live[t.key]
+            self._sink.delete_key(self._map, UTMPL_KEY.pack(*t.key))
+
+    def _forget_all(self) -> None:
+        for key in self._live:
+            self._sink.delete_key(self._map, UTMPL_KEY.pack(*key))
+        self._live.clear()
+        self._by_id.clear()
+
+
+def _same_code(t: Template, modules: ProcessModules) -> bool:
+    """Whether every pc the walks went through lies in the same mapping in both maps
+    (each step looks up its pc, or the return address less one)."""
+    old = t.modules
+    for walk in t.walks.values():
+        for addr in walk.addrs:
+            for a in (addr, addr - 1):
+                if old.find(a) != modules.find(a):
+                    return False
+    return True

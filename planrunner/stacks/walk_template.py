@@ -1,0 +1,88 @@
+"""A walk's template (issue 28 item 5): what the BPF side must find equal in a later
+sample for that sample's native stack to be this walk's, so that it sends the sample's
+Python frames alone (a few hundred bytes) instead of a new 16 KiB copy to unwind.
+
+`template_walk(capture, modules, mode, max_frames, jit)` walks the whole stack, from the
+probe's own frame, with every register and stack word watched (walk_memo.py's `_Watched`
+ints note themselves when they take part in arithmetic, a comparison or an index). The
+walk's result is a function of what it was handed and used, so a sample of the same
+process with the same pc, sp and copy length (the same window: the same reads fall
+inside it and outside it), the same frame pointer where the walk used it, and the same
+word at every offset the walk used, walks the same addresses: `WalkTemplate` lists
+those. The process's maps are the other input: runtime/stack_templates.py checks them
+in user space, where they are known.
+
+No template is made (None) for a walk that asked the JIT lookup (a perf map grows), one
+that used a register BPF does not capture, or a word not 8-byte aligned from sp. (How
+many words the BPF side compares is runtime/stack_templates.py's to check.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from planrunner.stacks.capture import StackWindow, UserStackCapture
+from planrunner.stacks.state import Stop, UnwindState, Unwound
+from planrunner.stacks.unwind import JitLookup, MappingLookup, _step, walk
+from planrunner.stacks.walk_memo import _Reads, _Watched, _WatchedWindow
+
+
+@dataclass(frozen=True, slots=True)
+class WalkTemplate:
+    """pid, pc, sp and the copy's length are its key; `fp` is None when the walk did not
+    use the frame pointer; `words` are (offset from sp, word) pairs."""
+
+    pid: int
+    pc: int
+    sp: int
+    length: int
+    fp: int | None
+    words: tuple[tuple[int, int], ...]
+
+
+def template_walk(capture: UserStackCapture, modules: MappingLookup, mode: str,
+                  max_frames: int, jit: JitLookup | None
+                  ) -> tuple[Unwound, WalkTemplate | None]:
+    """The walk unwind.unwind (without a memo) gives, and its template (see the module
+    docstring)."""
+    arch, r = capture.arch, capture.regs
+    seen = _Reads()
+    regs: dict[int, int] = {arch.sp: r.sp, arch.fp: _Watched(r.fp, seen, arch.fp, None)}
+    if arch.lr is not None and r.lr is not None:
+        regs[arch.lr] = _Watched(r.lr, seen, arch.lr, None)
+    window = cast(StackWindow, _WatchedWindow(capture.window, seen))
+    state = UnwindState(pc=r.pc, regs=regs, first=True)
+    if max_frames <= 1:
+        return Unwound((r.pc,), "depth"), None
+    step, asked_jit = _step(state, modules, mode, window, arch, jit)
+    if isinstance(step, Stop):
+        result = Unwound((r.pc,), step.reason)
+    else:
+        rest, stop, asked = walk(step, modules, mode, window, arch, max_frames - 1, jit)
+        asked_jit = asked_jit or asked
+        result = Unwound(tuple(int(a) for a in (r.pc, *rest)), stop)
+    if asked_jit or set(seen.regs) - {arch.fp}:
+        return result, None
+    words = []
+    for addr, value in sorted(seen.words.items()):
+        off = addr - r.sp
+        if off % 8 or off < 0:
+            return result, None
+        words.append((off, value))
+    return result, WalkTemplate(capture.pid, r.pc, r.sp, len(capture.window.data),
+                                seen.regs.get(arch.fp), tuple(words))
+
+
+def holds(template: WalkTemplate, capture: UserStackCapture) -> bool:
+    """Whether the BPF side's match (render/stacks.py pr_utmpl_match) takes `capture` for
+    `template`: its key, its frame pointer where used, and every word (spelled out here
+    for the tests, which check that a capture it takes walks as the template did)."""
+    r, data = capture.regs, capture.window.data
+    if (capture.pid, len(data), r.pc, r.sp) != \
+            (template.pid, template.length, template.pc, template.sp):
+        return False
+    if template.fp is not None and r.fp != template.fp:
+        return False
+    return all(int.from_bytes(data[off:off + 8], "little") == word
+               for off, word in template.words)

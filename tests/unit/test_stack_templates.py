@@ -1,0 +1,95 @@
+"""runtime/stack_templates.py: what is written to the BPF map for a copy's walks, when
+a light copy gets them, and when the maps moved under them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from planrunner.render.contracts import TEMPLATE_WORDS, UTMPL_KEY, UTMPL_VAL
+from planrunner.runtime.stack_templates import REWRITES, Templates
+from planrunner.stacks.modules import Mapping, ProcessModules
+from planrunner.stacks.state import Unwound
+from planrunner.stacks.walk_template import WalkTemplate
+
+MAP = "pr_utmpl"
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.map: dict[bytes, bytes] = {}
+
+    def update_map(self, map_name: str, key: bytes, value: bytes) -> None:
+        assert map_name == MAP
+        self.map[key] = value
+
+    def delete_key(self, map_name: str, key: bytes) -> None:
+        self.map.pop(key, None)
+
+
+def mapping(start: int, path: str) -> Mapping:
+    return Mapping(start, start + 0x10000, 0, "r-xp", path, 1, 2, None, 0)
+
+
+MODULES = ProcessModules((mapping(0x400000, "/bin/app"), mapping(0x7f0000000000, "/lib/x.so")),
+                         pid=42)
+WALK = Unwound((0x401000, 0x402000, 0x7f0000001000), "end")
+
+
+def tmpl(fp: int | None = None, words: tuple[tuple[int, int], ...] = ((8, 0x402000),
+                                                                       (40, 0x7f0000001000)),
+         pc: int = 0x401000) -> WalkTemplate:
+    return WalkTemplate(42, pc, 0x7ffd0000, 16384, fp, words)
+
+
+def test_the_map_entry_is_the_contract_layout() -> None:
+    sink = Sink()
+    t = Templates(sink, MAP)
+    t.offer(MODULES, {"auto": (WALK, tmpl(fp=0x7ffd0100))})
+    [(key, value)] = sink.map.items()
+    assert UTMPL_KEY.unpack(key) == (42, 16384, 0x401000, 0x7ffd0000)
+    got = UTMPL_VAL.unpack(value)
+    tid, bp, bp_used, n = got[:4]
+    vals, offs = got[4:4 + TEMPLATE_WORDS], got[4 + TEMPLATE_WORDS:]
+    assert (bp, bp_used, n) == (0x7ffd0100, 1, 2)
+    assert list(zip(offs[:n], vals[:n], strict=True)) == [(8, 0x402000),
+                                                         (40, 0x7f0000001000)]
+    assert t.walks(tid, MODULES) == {"auto": WALK}
+    assert t.walks(tid + 1, MODULES) is None
+
+
+def test_every_mode_must_give_a_template_and_their_words_are_joined() -> None:
+    sink = Sink()
+    t = Templates(sink, MAP)
+    t.offer(MODULES, {"auto": (WALK, tmpl()), "fp": (WALK, None)})
+    assert not sink.map
+    t.offer(MODULES, {"auto": (WALK, tmpl()), "fp": (WALK, tmpl(fp=7, words=((16, 3),)))})
+    (value,) = sink.map.values()
+    got = UTMPL_VAL.unpack(value)
+    n = got[3]
+    assert (got[1], got[2], n) == (7, 1, 3)
+    assert got[4 + TEMPLATE_WORDS:4 + TEMPLATE_WORDS + n] == (8, 16, 40)
+
+
+def test_a_key_is_rewritten_a_few_times_at_most() -> None:
+    sink = Sink()
+    t = Templates(sink, MAP)
+    for i in range(REWRITES + 3):
+        t.offer(MODULES, {"auto": (WALK, tmpl(words=((8, i),)))})
+    assert t.written == REWRITES and len(sink.map) == 1
+
+
+def test_other_maps_with_the_same_code_keep_the_walks_else_the_key_goes() -> None:
+    sink = Sink()
+    t = Templates(sink, MAP)
+    t.offer(MODULES, {"auto": (WALK, tmpl())})
+    tid = UTMPL_VAL.unpack(next(iter(sink.map.values())))[0]
+    # an anonymous mapping added (a heap arena): the walks still hold
+    more = ProcessModules((MODULES.mappings[0], mapping(0x500000, ""), MODULES.mappings[1]),
+                          pid=42)
+    assert t.walks(tid, more) == {"auto": WALK}
+    assert sink.map and t.stale == 0
+    # the library the walk went through is gone: the walks no longer hold
+    moved = replace(MODULES, mappings=(MODULES.mappings[0], mapping(0x7f0000000000, "/lib/y.so")))
+    assert t.walks(tid, moved) is None
+    assert not sink.map and t.stale == 1
+    assert t.walks(tid, more) is None  # forgotten

@@ -1,0 +1,90 @@
+"""stacks/walk_template.py: a capture the BPF side's match takes for a template walks
+as the template's walk did, over the stack fixture's real dumps (tests/unit/
+stacks_fixture.py): every word of the copy changed in turn, the frame pointer changed.
+A change the walk used must fail the match (else its walk would be another's), and a
+change of a word it never used (a local) must pass it (else no sample is ever light)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from stacks_fixture import VARIANTS, Dump, load_dump, missing_toolchain, run_dump, session_build
+
+from planrunner.render.contracts import TEMPLATE_WORDS
+from planrunner.stacks.capture import StackWindow, UserStackCapture
+from planrunner.stacks.unwind import unwind
+from planrunner.stacks.walk_template import holds, template_walk
+
+pytestmark = pytest.mark.skipif(missing_toolchain() is not None,
+                                reason=missing_toolchain() or "")
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dump]:
+    builds = session_build(tmp_path_factory)
+    return {v: load_dump(run_dump(d / "fx_stack", d / "tmpl")) for v, d in builds.items()}
+
+
+def with_word(capture: UserStackCapture, at: int, value: int) -> UserStackCapture:
+    data = bytearray(capture.window.data)
+    data[at:at + 8] = value.to_bytes(8, "little")
+    return replace(capture, window=StackWindow(capture.window.base, bytes(data)))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", ["dwarf", "auto", "fp"])
+def test_a_capture_the_match_takes_walks_as_the_template(
+        dumps: dict[str, Dump], variant: str, mode: str) -> None:
+    dump = dumps[variant]
+    walked, template = template_walk(dump.capture, dump.modules, mode, 127, None)
+    assert walked == unwind(dump.capture, dump.modules, mode, 127)
+    if not (mode == "fp" and variant.startswith("nofp")):  # (no chain to follow there)
+        assert len(walked.addrs) >= 5  # the fixture's chain, at least
+    assert template is not None and 0 < len(template.words) <= TEMPLATE_WORDS
+    assert holds(template, dump.capture)
+    taken = refused = 0
+    words = min(len(dump.capture.window.data), 4096) // 8
+    for i in range(words):
+        changed = with_word(dump.capture, 8 * i, 0x4141414141414141)
+        if changed.window.data == dump.capture.window.data:
+            continue
+        if holds(template, changed):
+            taken += 1
+            assert unwind(changed, dump.modules, mode, 127) == walked, i
+        else:
+            refused += 1
+            assert any(off == 8 * i for off, _ in template.words)
+    assert refused == len(template.words)
+    assert taken > refused  # most words are locals and padding
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_frame_pointer_is_compared_where_the_walk_used_it(
+        dumps: dict[str, Dump], variant: str) -> None:
+    dump = dumps[variant]
+    for mode in ("dwarf", "auto", "fp"):
+        walked, template = template_walk(dump.capture, dump.modules, mode, 127, None)
+        assert template is not None
+        for fp in (0, dump.capture.regs.fp + 8):
+            other = replace(dump.capture, regs=replace(dump.capture.regs, fp=fp))
+            if holds(template, other):
+                assert template.fp is None
+                assert unwind(other, dump.modules, mode, 127) == walked, (mode, fp)
+            else:
+                assert template.fp == dump.capture.regs.fp
+        if mode == "fp":  # the frame-pointer walk starts from it
+            assert template.fp == dump.capture.regs.fp
+
+
+def test_another_key_is_not_taken(dumps: dict[str, Dump]) -> None:
+    dump = dumps["nofp_pie"]
+    _, template = template_walk(dump.capture, dump.modules, "dwarf", 127, None)
+    assert template is not None
+    w, r = dump.capture.window, dump.capture.regs
+    assert not holds(template, replace(dump.capture, pid=dump.capture.pid + 1))
+    assert not holds(template, replace(dump.capture, regs=replace(r, pc=r.pc + 1)))
+    shifted = replace(dump.capture, regs=replace(r, sp=r.sp + 8),
+                      window=StackWindow(w.base + 8, w.data))
+    assert not holds(template, shifted)
+    assert not holds(template, replace(dump.capture, window=StackWindow(w.base, w.data[:-8])))
