@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from planrunner.stacks.kallsyms import KernelSymbols
     from planrunner.stacks.modules import Mapping, ProcessModules, ProcessRegistry
     from planrunner.stacks.perfmap import BoundPerfMap, PerfMaps
-    from planrunner.stacks.python_frames import LineTables, RawPyFrame
+    from planrunner.stacks.python_frames import LineTables, PythonSection, RawPyFrame
     from planrunner.stacks.state import Unwound
     from planrunner.stacks.symbolize import Symbolizer
     from planrunner.stacks.timeline import MapsTimeline
@@ -87,6 +87,8 @@ UNNAMED = ("?", "?")  # a code object whose names are not in the codes map
 # frames (code object, instruction) in sample after sample; every input of the Frame
 # (names by code key, line by code, table and instruction) is in the key
 PYFRAMES_KEPT = 1 << 16
+PY_TAIL_SKIPS = (0, 1, 2, 4, 8, 16)  # innermost frames left out of a remembered tail
+PY_TAILS_KEPT = 1 << 13  # (each key holds up to a section's bytes: ~12 MiB at most)
 INTERNED_KEPT = 1 << 16  # distinct stacks kept as one tuple each (see _interned)
 
 
@@ -133,25 +135,28 @@ class StackResolver:
         self._walks: WalkMemo | None = None  # a profile's copies: mostly one walk again
         self._templates: Templates | None = None  # what BPF matches copies against
         # (template id, mode) -> the maps it was named over, its frames, the verdicts
-        # on their files, whether every frame has a symbol
+        # on their files, whether every frame has a symbol, when to ask the verdicts
+        # again (symbolize.py's TRUST_S)
         self._named_walks: dict[tuple[int, str], tuple[MappingLookup, list[Frame],
                                                        tuple[tuple[Mapping, bool], ...],
-                                                       bool]] = {}
+                                                       bool, float]] = {}
         self._lines: LineTables | None = None  # CPython line tables read so far
         self.python = 0  # Python frames each copy of the copies map holds
         self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
         self._names: dict[bytes, tuple[str, str]] = {}  # code key -> names
         # (pid, struct pr_pyframe bytes) -> its Frame (the bytes hash in C; the
         # RawPyFrame's dataclass hash was ~1 us a frame)
-        self._pyframes: dict[tuple[int, bytes], Frame] = {}
-        # (pid, a section's raw frames) -> its named frames: one lookup a copy instead of
-        # one a frame (42 for a worker of the profile benchmark)
-        self._pystacks: dict[tuple[int, bytes], list[tuple[Frame, bool]]] = {}
+        self._pyframes: dict[tuple[int, bytes], tuple[Frame, bool]] = {}
+        # (pid, the raw frames of a section past its first PY_TAIL_SKIPS) -> those frames,
+        # named: a deep Python stack differs from the samples before in its innermost
+        # frames (the instruction), so a copy names those alone
+        self._pytails: dict[tuple[int, bytes], list[tuple[Frame, bool]]] = {}
         # called with each process BPF announces (runtime/python_bins.py)
         self.on_new_process: Callable[[int], None] | None = None
         self.lost = 0  # stacks that could not be shown (not captured, or no maps)
         self.copies_full = 0  # drained from the copies map
         self.copies_light = 0  # drained from the light copies map
+        self.copies_ns = [0, 0]  # CPU spent draining them, full and light (their reads too)
         # stacks unwound no further than the probe's frame, by the module they stopped in
         self.unwind_lost: Counter[str] = Counter()
 
@@ -375,7 +380,7 @@ class StackResolver:
     def _finish(self, capture: UserStackCapture, result: Unwound, frames: list[Frame],
                 limit: int) -> tuple[tuple[Frame, ...], bool]:
         lost = len(result.addrs) == 1 and result.stop not in CLEAN_STOPS
-        if capture.python is not None and capture.python.frames:
+        if capture.python is not None and capture.python.raw:
             frames = self._with_python(capture, frames)[:limit]
             lost = False  # the Python frames say where it was
         return tuple(frames), lost
@@ -383,37 +388,55 @@ class StackResolver:
     def _with_python(self, capture: UserStackCapture, native: list[Frame]) -> list[Frame]:
         """The native frames with the interpreter's loop frames replaced by the Python
         frames they ran (stacks/python_frames.py)."""
-        from planrunner.stacks.python_frames import PYFRAME, LineTables, merge, python_frame
+        from planrunner.stacks.python_frames import PYFRAME, merge
+
+        assert capture.python is not None
+        pid, section = capture.pid, capture.python
+        raw, size, n = section.raw, PYFRAME.size, section.count
+        # the outer frames of a deep Python stack are those of the samples before: find
+        # the longest tail seen, and name only the frames inside it
+        for skip in PY_TAIL_SKIPS if raw else ():
+            if skip >= n:
+                break
+            tail = self._pytails.get((pid, raw[skip * size:]))
+            if tail is not None:
+                head, named = self._python_frames(pid, section, skip)
+                return merge(native, head + tail)
+        python, named = self._python_frames(pid, section, n)
+        if named and raw:
+            if len(self._pytails) >= PY_TAILS_KEPT:
+                self._pytails.clear()
+            for skip in PY_TAIL_SKIPS:
+                if skip >= n:
+                    break
+                self._pytails[(pid, raw[skip * size:])] = python[skip:]
+        return merge(native, python)
+
+    def _python_frames(self, pid: int, section: PythonSection,
+                       count: int) -> tuple[list[tuple[Frame, bool]], bool]:
+        """The first `count` frames of `section`, named (each with its entry mark), and
+        whether every one was."""
+        from planrunner.stacks.python_frames import PYFRAME, LineTables, python_frame
 
         if self._lines is None:
             self._lines = LineTables()
-        assert capture.python is not None
-        pid, known = capture.pid, self._pyframes
-        section = capture.python
-        stack_key = (pid, section.raw)
-        python = self._pystacks.get(stack_key) if section.raw else None
-        if python is not None:
-            return merge(native, python)
+        known, raw, size = self._pyframes, section.raw, PYFRAME.size
         python, all_named = [], True
-        raw, size = section.raw, PYFRAME.size
-        for i, f in enumerate(section.frames):
+        for i in range(count):
             rec = (pid, raw[i * size:(i + 1) * size])
-            frame = known.get(rec)
-            if frame is None:
+            named = known.get(rec)
+            if named is None:
+                f = section.frame(i)
                 names = self._code_names(pid, f)
-                frame = python_frame(f, names, self._lines.line(pid, f.code, f))
+                named = (python_frame(f, names, self._lines.line(pid, f.code, f)), f.entry)
                 if names != UNNAMED:  # names evicted from the BPF map: asked again
                     if len(known) >= PYFRAMES_KEPT:
                         known.clear()
-                    known[rec] = frame
+                    known[rec] = named
                 else:
                     all_named = False
-            python.append((frame, f.entry))
-        if all_named and section.raw:
-            if len(self._pystacks) >= PYFRAMES_KEPT:
-                self._pystacks.clear()
-            self._pystacks[stack_key] = python
-        return merge(native, python)
+            python.append(named)
+        return python, all_named
 
     def _code_names(self, pid: int, frame: RawPyFrame) -> tuple[str, str]:
         """A code object's (qualified name, file name), which BPF left in the codes map
@@ -443,6 +466,7 @@ class StackResolver:
             from planrunner.runtime.stack_templates import Templates
 
             self._templates = Templates(self.source, maps.templates)
+        t0 = time.thread_time_ns()
         fulls = self.source.drain_copies(maps.copies[0])
         self.copies_full += len(fulls)
         for key, raw in fulls:
@@ -460,11 +484,14 @@ class StackResolver:
                 continue
             for mode in modes:
                 self._keep(key, mode, *self._unwind(*got, mode, MAX_FRAMES))
+        t1 = time.thread_time_ns()
+        self.copies_ns[0] += t1 - t0
         if maps.light:
             lights = self.source.drain_copies(maps.light)
             self.copies_light += len(lights)
             for key, raw in lights:
                 self._light(key, raw, modes)
+            self.copies_ns[1] += time.thread_time_ns() - t1
 
     def _keep(self, key: int, mode: str, frames: tuple[Frame, ...], lost: bool) -> None:
         if len(self._interned) >= INTERNED_KEPT:
@@ -500,15 +527,19 @@ class StackResolver:
             tid, process if isinstance(process, ProcessModules) else None)
         if walks is None:  # counted lost where a key names it (user_hash)
             return
-        jit = self.jit(capture.pid, capture.time)
+        from planrunner.stacks.symbolize import TRUST_S
+
+        jit, now = self.jit(capture.pid, capture.time), time.monotonic()
         no_perf_map = self._perf_maps is None or self._perf_maps.for_pid(capture.pid) is None
         trusted = self.symbolizer.trusted
         for mode in modes:
             walk = walks[mode]
             named = self._named_walks.get((tid, mode))
             if named is not None and named[0] is process and (no_perf_map or named[3]) \
-                    and all(trusted(m) == v for m, v in named[2]):
+                    and (now < named[4] or all(trusted(m) == v for m, v in named[2])):
                 frames = named[1]
+                if now >= named[4]:  # the verdicts were asked again: good for TRUST_S
+                    self._named_walks[(tid, mode)] = (*named[:4], now + TRUST_S)
             else:
                 frames = self.symbolizer.symbolize(walk.addrs, process, jit=jit)
                 # kept while the maps are these and their files' trust verdicts the
@@ -520,7 +551,8 @@ class StackResolver:
                         self._named_walks.clear()
                     used = {f.mapping for f in frames if f.mapping is not None}
                     self._named_walks[(tid, mode)] = (
-                        process, frames, tuple((m, trusted(m)) for m in used), whole)
+                        process, frames, tuple((m, trusted(m)) for m in used), whole,
+                        now + TRUST_S)
             self._keep(key, mode, *self._finish(capture, walk, frames, MAX_FRAMES))
 
     def copy_counts(self) -> dict[str, int]:
@@ -528,7 +560,8 @@ class StackResolver:
         (runtime/stack_templates.py): what the templates saved."""
         t = self._templates
         return {"full": self.copies_full, "light": self.copies_light,
-                "templates": t.written if t else 0, "stale": t.stale if t else 0}
+                "templates": t.written if t else 0, "stale": t.stale if t else 0,
+                "full_us": self.copies_ns[0] // 1000, "light_us": self.copies_ns[1] // 1000}
 
     def user_hash(self, key: int, limit: int, mode: str) -> Stack:
         frames = self._unwound.get((key & ((1 << 64) - 1), mode))

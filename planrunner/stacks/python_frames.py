@@ -65,9 +65,26 @@ def code_names(value: bytes) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class PythonSection:
+    """A copy's Python frames: `raw` holds their records as BPF wrote them (equal bytes,
+    equal frames), unpacked one by one on demand (`frame(i)`, `frames`): a profile's
+    reader names most of a copy's frames by their bytes alone (runtime/stacks.py)."""
+
     flags: int
-    frames: tuple[RawPyFrame, ...]
-    raw: bytes = b""  # the frames' records as BPF wrote them: equal bytes, equal frames
+    raw: bytes = b""
+
+    @property
+    def count(self) -> int:
+        return len(self.raw) // PYFRAME.size
+
+    def record(self, i: int) -> bytes:
+        return self.raw[i * PYFRAME.size:(i + 1) * PYFRAME.size]
+
+    def frame(self, i: int) -> RawPyFrame:
+        return raw_frame(self.record(i))
+
+    @property
+    def frames(self) -> tuple[RawPyFrame, ...]:
+        return tuple(self.frame(i) for i in range(self.count))
 
 
 def section_size(capacity: int) -> int:
@@ -87,22 +104,20 @@ PARSED_KEPT = 1 << 16
 
 def parse_section(raw: bytes | memoryview, at: int, capacity: int) -> PythonSection:
     n, flags = SECTION_HEAD.unpack_from(raw, at)
-    frames = []
-    known, size, first_at = _PARSED, PYFRAME.size, at + SECTION_HEAD.size
-    data = raw if isinstance(raw, bytes) else bytes(raw)
-    for i in range(min(n, capacity)):
-        rec = data[first_at + i * size:first_at + (i + 1) * size]
-        frame = known.get(rec)
-        if frame is None:
-            code, qualname, filename, table, lasti, first, fl, _pad = PYFRAME.unpack(rec)
-            frame = RawPyFrame(code, qualname, filename, table, lasti, first,
-                               bool(fl & ENTRY))
-            if len(known) >= PARSED_KEPT:
-                known.clear()
-            known[rec] = frame
-        frames.append(frame)
-    return PythonSection(flags, tuple(frames),
-                         data[first_at:first_at + min(n, capacity) * size])
+    first_at = at + SECTION_HEAD.size
+    return PythonSection(flags, bytes(raw[first_at:first_at + min(n, capacity) * PYFRAME.size]))
+
+
+def raw_frame(rec: bytes) -> RawPyFrame:
+    """One struct pr_pyframe's fields (remembered by its bytes: see _PARSED)."""
+    frame = _PARSED.get(rec)
+    if frame is None:
+        code, qualname, filename, table, lasti, first, fl, _pad = PYFRAME.unpack(rec)
+        frame = RawPyFrame(code, qualname, filename, table, lasti, first, bool(fl & ENTRY))
+        if len(_PARSED) >= PARSED_KEPT:
+            _PARSED.clear()
+        _PARSED[rec] = frame
+    return frame
 
 
 def _varint(table: bytes, i: int) -> tuple[int, int]:

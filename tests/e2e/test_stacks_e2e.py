@@ -289,7 +289,7 @@ outputs:
 
 
 COPIES_NOTE = re.compile(r"planrunner-note copies full=(\d+) light=(\d+) templates=(\d+) "
-                         r"stale=(\d+)")
+                         r"stale=(\d+) ")
 
 
 def test_profile_samples_of_a_known_walk_cross_light_and_stay_whole(
