@@ -13,7 +13,7 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -77,3 +77,16 @@ def load_dump(prefix: Path) -> Dump:
     maps_text = Path(f"{prefix}.maps").read_text()
     return Dump(capture, modules_from_maps(maps_text, pid, start), int(regs["asked"]),
                 maps_text)
+
+
+def dumps_of(factory: pytest.TempPathFactory, prefix: str) -> dict[str, Dump]:
+    """One dump per variant of the session's build, its files named `prefix`."""
+    return {v: load_dump(run_dump(d / "fx_stack", d / prefix))
+            for v, d in session_build(factory).items()}
+
+
+def with_word(capture: UserStackCapture, at: int, value: int) -> UserStackCapture:
+    """`capture` with the word `at` bytes into its copy set to `value`."""
+    data = bytearray(capture.window.data)
+    data[at:at + 8] = value.to_bytes(8, "little")
+    return replace(capture, window=StackWindow(capture.window.base, bytes(data)))

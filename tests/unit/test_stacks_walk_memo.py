@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from stacks_fixture import VARIANTS, Dump, load_dump, missing_toolchain, run_dump, session_build
+from stacks_fixture import VARIANTS, Dump, dumps_of, missing_toolchain, with_word
 
-from planrunner.stacks.capture import StackWindow, UserStackCapture
+from planrunner.stacks.capture import StackWindow
 from planrunner.stacks.unwind import unwind
 from planrunner.stacks.walk_memo import WalkMemo
 
@@ -21,14 +21,7 @@ pytestmark = pytest.mark.skipif(missing_toolchain() is not None,
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dump]:
-    builds = session_build(tmp_path_factory)
-    return {v: load_dump(run_dump(d / "fx_stack", d / "memo")) for v, d in builds.items()}
-
-
-def with_word(capture: UserStackCapture, at: int, value: int) -> UserStackCapture:
-    data = bytearray(capture.window.data)
-    data[at:at + 8] = value.to_bytes(8, "little")
-    return replace(capture, window=StackWindow(capture.window.base, bytes(data)))
+    return dumps_of(tmp_path_factory, "memo")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
