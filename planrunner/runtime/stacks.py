@@ -503,11 +503,14 @@ class StackResolver:
     def _templated(self, key: int, capture: UserStackCapture, process: ProcessModules,
                    modes: Sequence[str]) -> None:
         """A full copy's walks, each watched, offered as a template."""
+        from planrunner.stacks.walk_memo import WalkMemo
         from planrunner.stacks.walk_template import template_walk
 
         assert self._templates is not None
+        if self._walks is None:
+            self._walks = WalkMemo()
         jit = self.jit(capture.pid, capture.time)
-        walks = {mode: template_walk(capture, process, mode, MAX_FRAMES, jit)
+        walks = {mode: template_walk(capture, process, mode, MAX_FRAMES, jit, self._walks)
                  for mode in modes}
         for mode, (result, _) in walks.items():
             self._keep(key, mode, *self._frames(capture, process, result, jit, MAX_FRAMES))

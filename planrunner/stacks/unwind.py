@@ -65,9 +65,9 @@ def unwind(capture: UserStackCapture, modules: MappingLookup, mode: str = "dwarf
         return Unwound(tuple(addrs), step.reason)
     addrs.append(step.pc)
     if memo is not None and isinstance(modules, ProcessModules):
-        rest, stop = memo.rest(step, modules, window, arch, mode, max_frames - 1,
-                               lambda s, w: walk(s, modules, mode, w, arch, max_frames - 1,
-                                                 jit))
+        rest, stop, _ = memo.rest(step, modules, window, arch, mode, max_frames - 1,
+                                  lambda s, w: walk(s, modules, mode, w, arch,
+                                                    max_frames - 1, jit))
         return Unwound((r.pc, *rest), stop)
     rest, stop, _ = walk(step, modules, mode, window, arch, max_frames - 1, jit)
     return Unwound((r.pc, *rest), stop)

@@ -72,19 +72,21 @@ class WalkMemo:
 
     def rest(self, state: UnwindState, modules: ProcessModules, window: StackWindow,
              arch: ArchSpec, mode: str, frames_left: int,
-             walk: Walk) -> tuple[tuple[int, ...], str]:
-        """The addresses from `state` on and the stop reason, as `walk` would give."""
+             walk: Walk) -> tuple[tuple[int, ...], str, bool]:
+        """The addresses from `state` on, the stop reason and whether the JIT lookup was
+        asked, as `walk` would give. (A hit compares each value the walk used with the
+        state's and the window's: where those are watched themselves, as in
+        walk_template.py, the comparison notes them as used.)"""
         sp = state.regs.get(arch.sp)
         if sp is None:
-            addrs, stop, _ = walk(state, window)
-            return addrs, stop
+            return walk(state, window)
         key = (id(modules), mode, frames_left, state.pc, sp)
         entries = self._walks.get(key)
         if entries is not None:
             for entry in entries:
                 if entry.modules is modules and entry.holds(state.regs, window):
                     self.hits += 1
-                    return entry.addrs, entry.stop
+                    return entry.addrs, entry.stop, False
         self.misses += 1
         seen = _Reads()
         watched_regs = {reg: (value if reg == arch.sp else _Watched(value, seen, reg, None))
@@ -97,7 +99,7 @@ class WalkMemo:
             self._keep(key, _Entry(modules, tuple(seen.regs.items()),
                                    tuple(seen.words.items()), tuple(seen.outside),
                                    seen.low, seen.high, addrs, stop))
-        return addrs, stop
+        return addrs, stop, asked_jit
 
     def _keep(self, key: _Key, entry: _Entry) -> None:
         if self._size >= MAX_ENTRIES:

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import cast
 
 from planrunner.stacks.capture import StackWindow, UserStackCapture
+from planrunner.stacks.modules import ProcessModules
 from planrunner.stacks.state import Stop, UnwindState, Unwound
 from planrunner.stacks.unwind import JitLookup, MappingLookup, _step, walk
-from planrunner.stacks.walk_memo import _Reads, _Watched, _WatchedWindow
+from planrunner.stacks.walk_memo import WalkMemo, _Reads, _Watched, _WatchedWindow
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +43,15 @@ class WalkTemplate:
 
 
 def template_walk(capture: UserStackCapture, modules: MappingLookup, mode: str,
-                  max_frames: int, jit: JitLookup | None
+                  max_frames: int, jit: JitLookup | None, memo: WalkMemo | None = None
                   ) -> tuple[Unwound, WalkTemplate | None]:
-    """The walk unwind.unwind (without a memo) gives, and its template (see the module
-    docstring)."""
+    """The walk unwind.unwind gives, and its template (see the module docstring).
+
+    With `memo`, the walk from the probe's caller on is the memo's (walk_memo.py): on a
+    hit, its comparisons note what that walk used (each value it compares is watched
+    here, registers carrying where the first step got them), so the template holds
+    the first step's words and those; on a miss, the memo's own watching of the
+    caller's state notes all of it (a template stricter than needed, never looser)."""
     arch, r = capture.arch, capture.regs
     seen = _Reads()
     regs: dict[int, int] = {arch.sp: r.sp, arch.fp: _Watched(r.fp, seen, arch.fp, None)}
@@ -59,7 +65,12 @@ def template_walk(capture: UserStackCapture, modules: MappingLookup, mode: str,
     if isinstance(step, Stop):
         result = Unwound((r.pc,), step.reason)
     else:
-        rest, stop, asked = walk(step, modules, mode, window, arch, max_frames - 1, jit)
+        if memo is not None and isinstance(modules, ProcessModules):
+            rest, stop, asked = memo.rest(
+                step, modules, window, arch, mode, max_frames - 1,
+                lambda s, w: walk(s, modules, mode, w, arch, max_frames - 1, jit))
+        else:
+            rest, stop, asked = walk(step, modules, mode, window, arch, max_frames - 1, jit)
         asked_jit = asked_jit or asked
         result = Unwound(tuple(int(a) for a in (r.pc, *rest)), stop)
     if asked_jit or set(seen.regs) - {arch.fp}:

@@ -14,6 +14,7 @@ from stacks_fixture import VARIANTS, Dump, dumps_of, missing_toolchain, with_wor
 from planrunner.render.contracts import TEMPLATE_WORDS
 from planrunner.stacks.capture import StackWindow
 from planrunner.stacks.unwind import unwind
+from planrunner.stacks.walk_memo import WalkMemo
 from planrunner.stacks.walk_template import holds, template_walk
 
 pytestmark = pytest.mark.skipif(missing_toolchain() is not None,
@@ -25,12 +26,28 @@ def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Dump]:
     return dumps_of(tmp_path_factory, "tmpl")
 
 
+def memo_for(dump: Dump, mode: str, memo: str) -> WalkMemo | None:
+    """No memo, a memo that has not seen this stack, or one that has (then the walk
+    from the caller on is a hit, and only the memo's comparisons say what it used)."""
+    if memo == "none":
+        return None
+    walks = WalkMemo()
+    if memo == "warm":
+        unwind(dump.capture, dump.modules, mode, 127, memo=walks)
+        assert walks.misses == 1
+    return walks
+
+
+@pytest.mark.parametrize("memo", ["none", "cold", "warm"])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("mode", ["dwarf", "auto", "fp"])
 def test_a_capture_the_match_takes_walks_as_the_template(
-        dumps: dict[str, Dump], variant: str, mode: str) -> None:
+        dumps: dict[str, Dump], variant: str, mode: str, memo: str) -> None:
     dump = dumps[variant]
-    walked, template = template_walk(dump.capture, dump.modules, mode, 127, None)
+    walks = memo_for(dump, mode, memo)
+    walked, template = template_walk(dump.capture, dump.modules, mode, 127, None, walks)
+    if memo == "warm" and walks is not None and len(walked.addrs) > 2:
+        assert walks.hits == 1
     assert walked == unwind(dump.capture, dump.modules, mode, 127)
     if not (mode == "fp" and variant.startswith("nofp")):  # (no chain to follow there)
         assert len(walked.addrs) >= 5  # the fixture's chain, at least
@@ -52,12 +69,14 @@ def test_a_capture_the_match_takes_walks_as_the_template(
     assert taken > refused  # most words are locals and padding
 
 
+@pytest.mark.parametrize("memo", ["none", "warm"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_frame_pointer_is_compared_where_the_walk_used_it(
-        dumps: dict[str, Dump], variant: str) -> None:
+        dumps: dict[str, Dump], variant: str, memo: str) -> None:
     dump = dumps[variant]
     for mode in ("dwarf", "auto", "fp"):
-        walked, template = template_walk(dump.capture, dump.modules, mode, 127, None)
+        walked, template = template_walk(dump.capture, dump.modules, mode, 127, None,
+                                         memo_for(dump, mode, memo))
         assert template is not None
         for fp in (0, dump.capture.regs.fp + 8):
             other = replace(dump.capture, regs=replace(dump.capture.regs, fp=fp))
