@@ -519,6 +519,7 @@ class StackResolver:
     def _light(self, key: int, raw: bytes, modes: Sequence[str]) -> None:
         """A light copy: its template's walks, with its own Python frames."""
         from planrunner.stacks.modules import ProcessModules
+        from planrunner.stacks.symbolize import TRUST_S
 
         assert self._templates is not None
         tid = int.from_bytes(raw[:8], "little")
@@ -530,8 +531,6 @@ class StackResolver:
             tid, process if isinstance(process, ProcessModules) else None)
         if walks is None:  # counted lost where a key names it (user_hash)
             return
-        from planrunner.stacks.symbolize import TRUST_S
-
         jit, now = self.jit(capture.pid, capture.time), time.monotonic()
         no_perf_map = self._perf_maps is None or self._perf_maps.for_pid(capture.pid) is None
         trusted = self.symbolizer.trusted
