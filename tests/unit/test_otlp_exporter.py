@@ -229,8 +229,10 @@ def test_two_exporters_send_each_span_once_and_keep_each_tree_whole() -> None:
         for outer, inner in zip(tree, tree[1:], strict=False):
             assert by_id[inner.parent_span_id] is outer
     assert counts.orphaned == 0
-    text = err.getvalue()
-    assert text.count("retrying") == 1 and text.count("answers again") == 1, text
+    # each outage is said once, whichever exporters saw it (the two refusals may reach
+    # both exporters at once, one outage, or one after the other's recovery, two)
+    said = ["down" if "retrying" in line else "up" for line in err.getvalue().splitlines()]
+    assert said in (["down", "up"], ["down", "up"] * 2), err.getvalue()
 
 
 def test_rows_are_handled_only_once_their_request_was_taken() -> None:

@@ -65,7 +65,10 @@ def test_a_capture_the_match_takes_walks_as_the_template(
         else:
             refused += 1
             assert any(off == 8 * i for off, _ in template.words)
-    assert refused == len(template.words)
+    # every used word changed (those within the words changed here: in `fp` mode over a
+    # build without frame pointers, rbp holds a local and may point anywhere)
+    assert refused == sum(1 for off, word in template.words
+                          if off < 8 * words and word != 0x4141414141414141)
     assert taken > refused  # most words are locals and padding
 
 
