@@ -60,18 +60,16 @@ class Templates:
     def offer(self, modules: ProcessModules,
               walks: dict[str, tuple[Unwound, WalkTemplate | None]]) -> None:
         """The walks of one copy, in each mode the keys use (see the module docstring)."""
-        made = [t for _, t in walks.values()]
-        if not made or any(t is None for t in made):
+        made = [t for _, t in walks.values() if t is not None]
+        if not made or len(made) < len(walks):  # a mode gave none
             return
         first = made[0]
-        assert first is not None
         key = (first.pid, first.length, first.pc, first.sp)
         if self._writes.get(key, 0) >= REWRITES:
             return
         words: dict[int, int] = {}
         fp: int | None = None
         for t in made:
-            assert t is not None
             words.update(t.words)
             fp = t.fp if t.fp is not None else fp
         if len(words) > TEMPLATE_WORDS:

@@ -55,7 +55,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from planrunner.elf.procmaps import start_time as read_start_time
 from planrunner.records import Stack, UserSymbol
@@ -90,6 +90,19 @@ PYFRAMES_KEPT = 1 << 16
 PY_TAIL_SKIPS = (0, 1, 2, 4, 8, 16)  # innermost frames left out of a remembered tail
 PY_TAILS_KEPT = 1 << 13  # (each key holds up to a section's bytes: ~12 MiB at most)
 INTERNED_KEPT = 1 << 16  # distinct stacks kept as one tuple each (see _interned)
+
+
+class _NamedWalk(NamedTuple):
+    """A template's walk named: kept while the process's maps are `process`, the files
+    of the frames' mappings have the same trust verdicts (asked again at `recheck_at`,
+    symbolize.py's TRUST_S), and, with frames that have no symbol (`whole` False), the
+    process has no perf map (one may name them later)."""
+
+    process: MappingLookup
+    frames: list[Frame]
+    verdicts: tuple[tuple[Mapping, bool], ...]
+    whole: bool
+    recheck_at: float
 
 
 class MapsFeed(Protocol):
@@ -134,12 +147,8 @@ class StackResolver:
         self._interned: dict[tuple[int, ...], tuple[Frame, ...]] = {}
         self._walks: WalkMemo | None = None  # a profile's copies: mostly one walk again
         self._templates: Templates | None = None  # what BPF matches copies against
-        # (template id, mode) -> the maps it was named over, its frames, the verdicts
-        # on their files, whether every frame has a symbol, when to ask the verdicts
-        # again (symbolize.py's TRUST_S)
-        self._named_walks: dict[tuple[int, str], tuple[MappingLookup, list[Frame],
-                                                       tuple[tuple[Mapping, bool], ...],
-                                                       bool, float]] = {}
+        # (template id, mode) -> its walk's frames, named (light copies: _light)
+        self._named_walks: dict[tuple[int, str], _NamedWalk] = {}
         self._lines: LineTables | None = None  # CPython line tables read so far
         self.python = 0  # Python frames each copy of the copies map holds
         self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
@@ -400,7 +409,7 @@ class StackResolver:
                 break
             tail = self._pytails.get((pid, raw[skip * size:]))
             if tail is not None:
-                head, named = self._python_frames(pid, section, skip)
+                head, _ = self._python_frames(pid, section, skip)
                 return merge(native, head + tail)
         python, named = self._python_frames(pid, section, n)
         if named and raw:
@@ -537,22 +546,22 @@ class StackResolver:
         for mode in modes:
             walk = walks[mode]
             named = self._named_walks.get((tid, mode))
-            if named is not None and named[0] is process and (no_perf_map or named[3]) \
-                    and (now < named[4] or all(trusted(m) == v for m, v in named[2])):
-                frames = named[1]
-                if now >= named[4]:  # the verdicts were asked again: good for TRUST_S
-                    self._named_walks[(tid, mode)] = (*named[:4], now + TRUST_S)
+            if named is not None and named.process is process \
+                    and (no_perf_map or named.whole) \
+                    and (now < named.recheck_at
+                         or all(trusted(m) == v for m, v in named.verdicts)):
+                frames = named.frames
+                if now >= named.recheck_at:  # the verdicts were asked again
+                    self._named_walks[(tid, mode)] = named._replace(
+                        recheck_at=now + TRUST_S)
             else:
                 frames = self.symbolizer.symbolize(walk.addrs, process, jit=jit)
-                # kept while the maps are these and their files' trust verdicts the
-                # same (symbolize.py); frames without a symbol only while the process
-                # has no perf map (one may name them later)
                 whole = all(f.symbol is not None for f in frames)
                 if no_perf_map or whole:
                     if len(self._named_walks) >= INTERNED_KEPT:
                         self._named_walks.clear()
                     used = {f.mapping for f in frames if f.mapping is not None}
-                    self._named_walks[(tid, mode)] = (
+                    self._named_walks[(tid, mode)] = _NamedWalk(
                         process, frames, tuple((m, trusted(m)) for m in used), whole,
                         now + TRUST_S)
             self._keep(key, mode, *self._finish(capture, walk, frames, MAX_FRAMES))

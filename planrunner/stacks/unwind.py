@@ -52,25 +52,32 @@ def unwind(capture: UserStackCapture, modules: MappingLookup, mode: str = "dwarf
     equal in everything it read to an earlier one is not taken again."""
     if mode not in MODES:
         raise ValueError(f"unknown unwind mode {mode!r}: one of {', '.join(MODES)}")
-    arch, window, r = capture.arch, capture.window, capture.regs
+    arch, r = capture.arch, capture.regs
     regs = {arch.sp: r.sp, arch.fp: r.fp}
     if arch.lr is not None and r.lr is not None:
         regs[arch.lr] = r.lr
     state = UnwindState(pc=r.pc, regs=regs, first=True)
-    addrs = [r.pc]
-    if len(addrs) >= max_frames:
-        return Unwound(tuple(addrs), "depth")
-    step, _ = _step(state, modules, mode, window, arch, jit)
+    return unwind_from(state, modules, mode, capture.window, arch, max_frames, jit, memo)[0]
+
+
+def unwind_from(state: UnwindState, modules: MappingLookup, mode: str, window: StackWindow,
+                arch: ArchSpec, max_frames: int, jit: JitLookup | None,
+                memo: WalkMemo | None = None) -> tuple[Unwound, bool]:
+    """The walk from the probe's own state (`unwind`'s; walk_template.py hands it
+    watched registers and window), and whether it asked the JIT lookup anything. The
+    probe's frame is always stepped; from its caller on, `memo` may give the walk."""
+    if max_frames <= 1:
+        return Unwound((state.pc,), "depth"), False
+    step, asked_jit = _step(state, modules, mode, window, arch, jit)
     if isinstance(step, Stop):
-        return Unwound(tuple(addrs), step.reason)
-    addrs.append(step.pc)
+        return Unwound((state.pc,), step.reason), asked_jit
     if memo is not None and isinstance(modules, ProcessModules):
-        rest, stop, _ = memo.rest(step, modules, window, arch, mode, max_frames - 1,
-                                  lambda s, w: walk(s, modules, mode, w, arch,
-                                                    max_frames - 1, jit))
-        return Unwound((r.pc, *rest), stop)
-    rest, stop, _ = walk(step, modules, mode, window, arch, max_frames - 1, jit)
-    return Unwound((r.pc, *rest), stop)
+        rest, stop, asked = memo.rest(step, modules, window, arch, mode, max_frames - 1,
+                                      lambda s, w: walk(s, modules, mode, w, arch,
+                                                        max_frames - 1, jit))
+    else:
+        rest, stop, asked = walk(step, modules, mode, window, arch, max_frames - 1, jit)
+    return Unwound((state.pc, *rest), stop), asked_jit or asked
 
 
 def walk(state: UnwindState, modules: MappingLookup, mode: str, window: StackWindow,

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from planrunner.stacks.capture import StackWindow, UserStackCapture
-from planrunner.stacks.modules import ProcessModules
-from planrunner.stacks.state import Stop, UnwindState, Unwound
-from planrunner.stacks.unwind import JitLookup, MappingLookup, _step, walk
+from planrunner.stacks.state import UnwindState, Unwound
+from planrunner.stacks.unwind import JitLookup, MappingLookup, unwind_from
 from planrunner.stacks.walk_memo import WalkMemo, _Reads, _Watched, _WatchedWindow
 
 
@@ -58,21 +57,10 @@ def template_walk(capture: UserStackCapture, modules: MappingLookup, mode: str,
     if arch.lr is not None and r.lr is not None:
         regs[arch.lr] = _Watched(r.lr, seen, arch.lr, None)
     window = cast(StackWindow, _WatchedWindow(capture.window, seen))
-    state = UnwindState(pc=r.pc, regs=regs, first=True)
-    if max_frames <= 1:
-        return Unwound((r.pc,), "depth"), None
-    step, asked_jit = _step(state, modules, mode, window, arch, jit)
-    if isinstance(step, Stop):
-        result = Unwound((r.pc,), step.reason)
-    else:
-        if memo is not None and isinstance(modules, ProcessModules):
-            rest, stop, asked = memo.rest(
-                step, modules, window, arch, mode, max_frames - 1,
-                lambda s, w: walk(s, modules, mode, w, arch, max_frames - 1, jit))
-        else:
-            rest, stop, asked = walk(step, modules, mode, window, arch, max_frames - 1, jit)
-        asked_jit = asked_jit or asked
-        result = Unwound(tuple(int(a) for a in (r.pc, *rest)), stop)
+    walked, asked_jit = unwind_from(UnwindState(pc=r.pc, regs=regs, first=True), modules,
+                                    mode, window, arch, max_frames, jit, memo)
+    # (int() notes each address read from the stack as used: it is the walk's output)
+    result = Unwound(tuple(int(a) for a in walked.addrs), walked.stop)
     if asked_jit or set(seen.regs) - {arch.fp}:
         return result, None
     words = []
