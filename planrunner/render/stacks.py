@@ -50,6 +50,8 @@ UTMPL_MAP = "pr_utmpl"
 UTMPL_ENTRIES = 4096
 # struct pr_ustack's head: pid, len, time, regs[4] (then a Python section, if any)
 USTACK_HEAD = 48
+# the same head in the copies map's value and, after the template's id, a light copy's
+_COPY_HEAD = "    __u32 pid;\n    __u32 len;\n    __u64 time;\n    __u64 regs[4];\n"
 
 
 def copied(spec: StackSpec) -> bool:
@@ -111,8 +113,7 @@ def map_decls(maps: StackMaps) -> list[str]:
     if maps.copies:
         name, size = maps.copies
         py = "".join(f"    {m}\n" for m in pyframes.members("", maps.python))
-        out.append(f"struct {name}_val {{\n    __u32 pid;\n    __u32 len;\n"
-                   f"    __u64 time;\n    __u64 regs[4];\n{py}    char data[{size}];\n}};\n"
+        out.append(f"struct {name}_val {{\n{_COPY_HEAD}{py}    char data[{size}];\n}};\n"
                    f"BPF_HASH({name}, __u64, struct {name}_val, {UCOPY_ENTRIES});")
         out.append(_template_decls(name, size, py))
     return out
@@ -123,8 +124,7 @@ def _template_decls(copies: str, size: int, py: str) -> str:
     light copy is the template's id, then the copy's head and Python section as
     pr_ucopies lays them out (copied in one read, up to `data`)."""
     key, val = UTMPL_KEY.name, UTMPL_VAL.name
-    return (f"struct {ULIGHT_MAP}_val {{\n    __u64 tmpl;\n    __u32 pid;\n    __u32 len;\n"
-            f"    __u64 time;\n    __u64 regs[4];\n{py}}};\n"
+    return (f"struct {ULIGHT_MAP}_val {{\n    __u64 tmpl;\n{_COPY_HEAD}{py}}};\n"
             f"BPF_HASH({ULIGHT_MAP}, __u64, struct {ULIGHT_MAP}_val, {UCOPY_ENTRIES});\n"
             f"{UTMPL_KEY.c_definition}{UTMPL_KEY.c_asserts}"
             f"{UTMPL_VAL.c_definition}{UTMPL_VAL.c_asserts}"
