@@ -41,6 +41,7 @@ from planrunner.render.model import AggregateOutput
 from planrunner.render.pyframes import frames_kept
 from planrunner.render.stacks import (
     UCOPY_MAP,
+    UKNOWN_MAP,
     ULIGHT_MAP,
     UTMPL_MAP,
     light_hash_lines,
@@ -207,14 +208,17 @@ def ucopy_hash_lines(body: Body, tag: str, ptr: str, hashed: str) -> list[str]:
     light = f"{ptr}_l"
     lines += ustack_copy_lines(f"{ptr}->", size, py, frames_kept(body.stack))
     lines += [f"__u64 {hashed} = 0;",
-              f"__u64 {hashed}_t = {UTMPL_MAP}_match({ptr});",
+              f"__u64 {hashed}_c = 0;",
+              f"__u64 {hashed}_t = {UTMPL_MAP}_match({ptr}, &{hashed}_c);",
               f"if ({hashed}_t) {{  /* the native stack is a template's: send the rest */",
-              f"    struct {ULIGHT_MAP}_val *{light} = &sc->{tag}_l;",
-              f"    {light}->tmpl = {hashed}_t;",
-              f"    bpf_probe_read_kernel(&{light}->pid, "
+              *_indent(light_hash_lines(f"{ptr}->", f"{hashed}_t", f"{hashed}_c", hashed, py)),
+              f"    if (!{UKNOWN_MAP}.lookup(&{hashed})) {{  /* not named yet */",
+              f"        struct {ULIGHT_MAP}_val *{light} = &sc->{tag}_l;",
+              f"        {light}->tmpl = {hashed}_t;",
+              f"        bpf_probe_read_kernel(&{light}->pid, "
               f"__builtin_offsetof(struct {UCOPY_MAP}_val, data), &{ptr}->pid);",
-              *_indent(light_hash_lines(f"{ptr}->", f"{hashed}_t", hashed, py)),
-              *_indent(_store_lines(ULIGHT_MAP, hashed, light)),
+              *_indent(_indent(_store_lines(ULIGHT_MAP, hashed, light))),
+              "    }",
               "} else {",
               *_indent(ustack_hash_lines(f"{ptr}->", size, hashed, py, declare=False)),
               *_indent(_store_lines(UCOPY_MAP, hashed, ptr)),

@@ -19,7 +19,7 @@ cheap to import from the runtime and commands.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from typing import Any
 
@@ -38,6 +38,7 @@ class CType:
 
 U32 = CType("__u32", "I", 4)
 U64 = CType("__u64", "Q", 8)
+S32 = CType("__s32", "i", 4)
 S64 = CType("__s64", "q", 8)
 CHAR = CType("char", "s", 1)
 
@@ -83,6 +84,11 @@ class CStruct:
     name: str
     members: tuple[CMember, ...]
     why: str  # a comment on the C definition: who fills or reads it
+    # the compiled `format`: a template is packed per copy unwound (runtime/stack_templates.py)
+    _packer: struct.Struct = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_packer", struct.Struct(self.format))
 
     @property
     def offsets(self) -> dict[str, int]:
@@ -122,10 +128,10 @@ class CStruct:
 
     def pack(self, *values: Any) -> bytes:
         """The struct's bytes from the values of its `read` members, in order."""
-        return struct.pack(self.format, *values)
+        return self._packer.pack(*values)
 
     def unpack(self, data: bytes) -> tuple[Any, ...]:
-        return struct.unpack_from(self.format, data)
+        return self._packer.unpack_from(data)
 
     @property
     def c_definition(self) -> str:
@@ -264,10 +270,20 @@ UTMPL_KEY = CStruct("pr_utmpl_key", (
     CMember("pid", U32), CMember("len", U32), CMember("ip", U64), CMember("sp", U64),
 ), "a copy template's key: tgid, copy length, ip and sp at the sample")
 UTMPL_VAL = CStruct("pr_utmpl_val", (
-    CMember("id", U64), CMember("bp", U64), CMember("bp_used", U32), CMember("n", U32),
+    # id: the template's (a light copy names it); cls: its class, one id for templates
+    # whose named native frames are the same but for the eval loop frame Python frames
+    # replace (hashed in its place when the copy has Python frames)
+    CMember("id", U64), CMember("cls", U64), CMember("bp", U64), CMember("bp_used", U32),
+    CMember("n", U32),
     CMember("val", U64, TEMPLATE_WORDS),
     CMember("off", U32, TEMPLATE_WORDS),  # from sp, 8-byte aligned
 ), "a copy template: the words (and bp) its walk used, stacks/walk_template.py")
+# A Python frame's line where the reader named it (render/pyframes.py, the light copies'
+# hash): the instruction, in its code object and line table, of a process.
+PYLINE_KEY = CStruct("pr_pyline_key", (
+    CMember("tgid", U32), CMember("lasti", S32), CMember("code", U64),
+    CMember("linetable", U64),
+), "a Python instruction whose line planrunner knows (runtime/stacks.py)")
 
 
 def _c_int(value: int) -> str:

@@ -175,6 +175,8 @@ class StackMaps:
     # templates the reader writes (render/stacks.py)
     light: str = ""
     templates: str = ""
+    known: str = ""  # light copies' hashes the reader has named
+    python_lines: str = ""  # Python instructions' lines, written by the reader
 
 
 NEWPID_OUTPUT = 0xFFFFFFFF  # render/stacks.py pid_notice_lines

@@ -49,7 +49,7 @@ from planrunner.render.model import (
 from planrunner.render.names import c_ident, thunk_name
 from planrunner.render.needs import STRING_READERS, Helper
 from planrunner.render.operand_c import runtime_constants
-from planrunner.render.pyframes import PYTHON_BINS_MAP, PYTHON_CODES_MAP
+from planrunner.render.pyframes import PYTHON_BINS_MAP, PYTHON_CODES_MAP, PYTHON_LINES_MAP
 from planrunner.render.spans import (
     KEY_STRUCT,
     LEVEL_KEY_STRUCT,
@@ -64,6 +64,7 @@ from planrunner.render.stacks import (
     KSTACK_MAP,
     SEEN_MAP,
     UCOPY_MAP,
+    UKNOWN_MAP,
     ULIGHT_MAP,
     USTACK_MAP,
     UTMPL_MAP,
@@ -420,15 +421,18 @@ def _stack_maps(resolved: ResolvedPlan, ucopy_bytes: int, announces: bool) -> St
     probes = [p for p in resolved.probes if not kind(p.spec.kind).pairs]
     kernel = any("kernel" in p.stacks for p in probes)
     user_ids = any("user" in p.stacks and not copied(p.stack) for p in probes)
+    python = _python_capacity(resolved) if ucopy_bytes else 0
     return StackMaps(
         kernel=(KSTACK_MAP, limits["kernel"] or 32) if kernel else None,
         user=(USTACK_MAP, limits["user"] or 64) if user_ids else None,
         copies=(UCOPY_MAP, ucopy_bytes) if ucopy_bytes else None,
         seen=SEEN_MAP if announces or any("user" in p.stacks and copied(p.stack)
                                           for p in probes) else "",
-        python=_python_capacity(resolved) if ucopy_bytes else 0,
+        python=python,
         light=ULIGHT_MAP if ucopy_bytes else "",
-        templates=UTMPL_MAP if ucopy_bytes else "")
+        templates=UTMPL_MAP if ucopy_bytes else "",
+        known=UKNOWN_MAP if ucopy_bytes else "",
+        python_lines=PYTHON_LINES_MAP if python else "")
 
 
 def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedProgram:

@@ -18,12 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from planrunner.render.contracts import PYLINE_KEY
+
 if TYPE_CHECKING:  # a warm run imports this module but not the plan's (no yaml, no pathlib)
     from planrunner.plan.model import StackSpec
 
 PYFRAME_SIZE = 48  # sizeof(struct pr_pyframe)
 PYTHON_BINS_MAP = "pr_pybins"  # filled by runtime/python_bins.py
 PYTHON_CODES_MAP = "pr_pycode"  # code object -> its names, read by runtime/stacks.py
+PYTHON_LINES_MAP = "pr_pyline"  # an instruction -> its line, written by runtime/stacks.py
+PYTHON_LINES_ENTRIES = 16384
+LINE_TAG = 1 << 63  # a frame hashed by its line, not its instruction
 # the kernel offsets pr_py_frames reads the executable's identity through (elf/btf.py)
 KERNEL_MEMBERS = (  # (macro, struct, member path): render/program.py makes RuntimeConstants
     ("PR_TASK_MM_OFFSET", "task_struct", "mm"),
@@ -78,5 +83,34 @@ def hash_lines(src: str, capacity: int, out: str) -> list[str]:
             "        break;",
             f"    {out} = ({out} ^ {src}py[pr_j].code) * 0x100000001b3ULL;",
             f"    {out} = ({out} ^ ((__u64)(__u32){src}py[pr_j].lasti"
+            f" | ((__u64){src}py[pr_j].flags << 32))) * 0x100000001b3ULL;",
+            "}"]
+
+
+def line_map_decl(capacity: int) -> str:
+    """The lines map (a program whose copies keep Python frames), for line_hash_lines."""
+    if not capacity:
+        return ""
+    return (f"{PYLINE_KEY.c_definition}{PYLINE_KEY.c_asserts}"
+            f'BPF_TABLE("lru_hash", struct {PYLINE_KEY.name}, __u32, {PYTHON_LINES_MAP}, '
+            f"{PYTHON_LINES_ENTRIES});\n")
+
+
+def line_hash_lines(src: str, capacity: int, out: str) -> list[str]:
+    """Mix the frames into a light copy's hash as hash_lines does, but each by its line
+    where the reader wrote it into the lines map (tagged LINE_TAG), else its instruction:
+    samples on one line of a function are one stack to every output."""
+    if not capacity:
+        return []
+    return [f"{out} = ({out} ^ {src}py_n) * 0x100000001b3ULL;",
+            f"for (__u32 pr_j = 0; pr_j < {capacity}; pr_j++) {{",
+            f"    if (pr_j >= {src}py_n)",
+            "        break;",
+            f"    struct {PYLINE_KEY.name} pr_lk = {{{src}pid, {src}py[pr_j].lasti, "
+            f"{src}py[pr_j].code, {src}py[pr_j].linetable}};",
+            f"    __u32 *pr_ln = {PYTHON_LINES_MAP}.lookup(&pr_lk);",
+            f"    {out} = ({out} ^ {src}py[pr_j].code) * 0x100000001b3ULL;",
+            f"    {out} = ({out} ^ ((pr_ln ? {LINE_TAG:#x}ULL | *pr_ln"
+            f" : (__u64)(__u32){src}py[pr_j].lasti)"
             f" | ((__u64){src}py[pr_j].flags << 32))) * 0x100000001b3ULL;",
             "}"]

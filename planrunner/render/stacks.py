@@ -22,6 +22,12 @@ user stack is planrunner/stacks/__init__.py's.
   same way: the key then holds a hash of the template's id and the Python frames, and
   `pr_ulight` gets the copy's head and Python section (~1 KiB) instead of 16 KiB to
   unwind (runtime/stack_templates.py).
+- Known light copies: with Python frames, a light copy's hash takes the template's class
+  (one id for a process's templates whose named frames are the same but for the eval
+  loop frame the Python frames replace) and each frame's line where the reader wrote it
+  into `pr_pyline` (else its instruction), so samples that show the same stack have one
+  hash; the reader writes each hash it has named into `pr_uknown`, and a light copy
+  whose hash is there is not sent again: a profile's steady state sends nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ USTACK_MAP = "pr_ustacks"
 UCOPY_MAP = "pr_ucopies"
 ULIGHT_MAP = "pr_ulight"  # copies whose native stack is a template's (docstring)
 UTMPL_MAP = "pr_utmpl"
+UKNOWN_MAP = "pr_uknown"  # light copies' hashes the reader has named (docstring)
+UKNOWN_ENTRIES = 16384
 # Templates kept (an LRU map: the reader writes, the oldest go): a CPython worker's
 # samples fall on a few hundred (ip, sp) pairs.
 UTMPL_ENTRIES = 4096
@@ -115,22 +123,26 @@ def map_decls(maps: StackMaps) -> list[str]:
         py = "".join(f"    {m}\n" for m in pyframes.members("", maps.python))
         out.append(f"struct {name}_val {{\n{_COPY_HEAD}{py}    char data[{size}];\n}};\n"
                    f"BPF_HASH({name}, __u64, struct {name}_val, {UCOPY_ENTRIES});")
-        out.append(_template_decls(name, size, py))
+        out.append(_template_decls(name, size, py, maps.python))
     return out
 
 
-def _template_decls(copies: str, size: int, py: str) -> str:
+def _template_decls(copies: str, size: int, py: str, py_capacity: int) -> str:
     """The light copies map, the templates map and the match (see the docstring). A
     light copy is the template's id, then the copy's head and Python section as
     pr_ucopies lays them out (copied in one read, up to `data`)."""
     key, val = UTMPL_KEY.name, UTMPL_VAL.name
     return (f"struct {ULIGHT_MAP}_val {{\n    __u64 tmpl;\n{_COPY_HEAD}{py}}};\n"
             f"BPF_HASH({ULIGHT_MAP}, __u64, struct {ULIGHT_MAP}_val, {UCOPY_ENTRIES});\n"
+            f'BPF_TABLE("lru_hash", __u64, __u8, {UKNOWN_MAP}, {UKNOWN_ENTRIES});\n'
+            f"{pyframes.line_map_decl(py_capacity)}"
             f"{UTMPL_KEY.c_definition}{UTMPL_KEY.c_asserts}"
             f"{UTMPL_VAL.c_definition}{UTMPL_VAL.c_asserts}"
             f'BPF_TABLE("lru_hash", struct {key}, struct {val}, {UTMPL_MAP}, {UTMPL_ENTRIES});\n'
-            f"/* The id of the template copy c's native stack is (0: none holds). */\n"
-            f"static __always_inline __u64 {UTMPL_MAP}_match(struct {copies}_val *c)\n"
+            f"/* The id of the template copy c's native stack is (0: none holds), and its\n"
+            f"   class in *cls. */\n"
+            f"static __always_inline __u64 {UTMPL_MAP}_match(struct {copies}_val *c, "
+            f"__u64 *cls)\n"
             f"{{\n"
             f"    struct {key} k = {{c->pid, c->len, c->regs[0], c->regs[1]}};\n"
             f"    struct {val} *t = {UTMPL_MAP}.lookup(&k);\n"
@@ -144,6 +156,7 @@ def _template_decls(copies: str, size: int, py: str) -> str:
             f"        if (o > {size - 8} || *(__u64 *)(c->data + o) != t->val[i])\n"
             f"            return 0;\n"
             f"    }}\n"
+            f"    *cls = t->cls;\n"
             f"    return t->id;\n"
             f"}}")
 
@@ -224,10 +237,12 @@ def probe_ucopy_member(probe: str) -> str:
     return f"ucopy_{c_ident(probe)}"
 
 
-def light_hash_lines(src: str, tmpl: str, out: str, py_capacity: int) -> list[str]:
+def light_hash_lines(src: str, tmpl: str, cls: str, out: str, py_capacity: int) -> list[str]:
     """`out` = the hash of a light copy: the template's id `tmpl` (unique to a process's
-    template: the reader counts them) and the Python frames of `src`."""
-    return [f"{out} = (0x9e3779b97f4a7c15ULL ^ {tmpl}) * 0x100000001b3ULL;",
-            *pyframes.hash_lines(src, py_capacity, out),
+    template: the reader counts them), or with Python frames its class `cls`, and the
+    Python frames of `src` by line where known (see the docstring)."""
+    first = f"({src}py_n ? {cls} : {tmpl})" if py_capacity else tmpl
+    return [f"{out} = (0x9e3779b97f4a7c15ULL ^ {first}) * 0x100000001b3ULL;",
+            *pyframes.line_hash_lines(src, py_capacity, out),
             f"if (!{out})",
             f"    {out} = 1;  /* 0 means: no stack */"]

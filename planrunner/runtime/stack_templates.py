@@ -9,6 +9,11 @@ light copy the walks of its template, or None when they no longer hold: the proc
 maps changed under a pc the walks went through (its key is then deleted from the BPF
 map, so that the next sample sends a full copy again).
 
+Each template also has a class (`cls`, render/stacks.py): the id of the first template
+of its process whose named frames (`offer`'s `shown`) were the same. BPF hashes a light
+copy that has Python frames by its class, so samples of one stack under other
+templates are one key, which the reader names once.
+
 A key whose template keeps failing (two paths through one pc and sp, taking turns) is
 written at most REWRITES times; after that its samples stay full copies.
 """
@@ -28,6 +33,7 @@ REWRITES = 4
 KEPT = 1 << 14
 
 _Key = tuple[int, int, int, int]  # pid, len, ip, sp
+CLASSES_KEPT = 1 << 14
 
 
 class TemplateSink(Protocol):
@@ -54,12 +60,14 @@ class Templates:
         self._by_id: dict[int, Template] = {}
         self._live: dict[_Key, int] = {}  # key -> the id the BPF map holds under it
         self._writes: dict[_Key, int] = {}
+        self._classes: dict[tuple[int, object], int] = {}  # (pid, shown frames) -> id
         self.written = 0
         self.stale = 0
 
     def offer(self, modules: ProcessModules,
-              walks: dict[str, tuple[Unwound, WalkTemplate | None]]) -> None:
-        """The walks of one copy, in each mode the keys use (see the module docstring)."""
+              walks: dict[str, tuple[Unwound, WalkTemplate | None]], shown: object) -> None:
+        """The walks of one copy, in each mode the keys use, and what its frames show
+        when Python frames are merged in, as a hashable value (see the module docstring)."""
         made = [t for _, t in walks.values() if t is not None]
         if not made or len(made) < len(walks):  # a mode gave none
             return
@@ -78,9 +86,12 @@ class Templates:
             self._forget_all()
         tid = self._next_id
         self._next_id += 1
+        if len(self._classes) >= CLASSES_KEPT:  # ids are never reused: no key is wrong
+            self._classes.clear()
+        cls = self._classes.setdefault((first.pid, shown), tid)
         offs = sorted(words)
         pad = [0] * (TEMPLATE_WORDS - len(offs))
-        value = UTMPL_VAL.pack(tid, fp or 0, int(fp is not None), len(offs),
+        value = UTMPL_VAL.pack(tid, cls, fp or 0, int(fp is not None), len(offs),
                                *[words[o] for o in offs], *pad, *offs, *pad)
         self._sink.update_map(self._map, UTMPL_KEY.pack(*key), value)
         self._by_id[tid] = Template(tid, key, modules, {m: w for m, (w, _) in walks.items()})

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from planrunner.elf.procmaps import start_time as read_start_time
 from planrunner.records import Stack, UserSymbol
+from planrunner.render.contracts import PYLINE_KEY, U32
 from planrunner.runtime.backend import StackSource
 from planrunner.stacks.frame import Frame
 
@@ -150,6 +151,10 @@ class StackResolver:
         # (template id, mode) -> its walk's frames, named (light copies: _light)
         self._named_walks: dict[tuple[int, str], _NamedWalk] = {}
         self._lines: LineTables | None = None  # CPython line tables read so far
+        # for BPF, written at the drain's end (render/stacks.py): lines of the Python
+        # instructions named, and the light copies' hashes named
+        self._line_writes: list[tuple[bytes, int]] = []
+        self._known_writes: list[int] = []
         self.python = 0  # Python frames each copy of the copies map holds
         self.python_codes = ""  # the map of code objects' names (render/pyframes.py)
         self._names: dict[bytes, tuple[str, str]] = {}  # code key -> names
@@ -442,6 +447,11 @@ class StackResolver:
                     if len(known) >= PYFRAMES_KEPT:
                         known.clear()
                     known[rec] = named
+                    line = named[0].offset  # (a table read as it was freed: any int)
+                    if (pid, f.code, f.linetable, f.lasti) in self._lines.exact \
+                            and 0 <= line < 1 << 32:
+                        self._line_writes.append(
+                            (PYLINE_KEY.pack(pid, f.lasti, f.code, f.linetable), line))
                 else:
                     all_named = False
             python.append(named)
@@ -500,7 +510,21 @@ class StackResolver:
             self.copies_light += len(lights)
             for key, raw in lights:
                 self._light(key, raw, modes)
+            self._tell_bpf(maps)
             self.copies_ns[1] += time.thread_time_ns() - t1
+
+    def _tell_bpf(self, maps: StackMaps) -> None:
+        """Write what this drain named into the maps BPF hashes light copies by (the
+        lines) and skips them by (the hashes named)."""
+        assert self.source is not None
+        if maps.python_lines:
+            for key, line in self._line_writes:
+                self.source.update_map(maps.python_lines, key, U32.pack(line))
+        if maps.known:
+            for h in self._known_writes:
+                self.source.update_map(maps.known, h.to_bytes(8, "little"), b"\x01")
+        self._line_writes.clear()
+        self._known_writes.clear()
 
     def _keep(self, key: int, mode: str, frames: tuple[Frame, ...], lost: bool) -> None:
         if len(self._interned) >= INTERNED_KEPT:
@@ -512,6 +536,7 @@ class StackResolver:
     def _templated(self, key: int, capture: UserStackCapture, process: ProcessModules,
                    modes: Sequence[str]) -> None:
         """A full copy's walks, each watched, offered as a template."""
+        from planrunner.stacks.python_frames import merge_shape
         from planrunner.stacks.walk_memo import WalkMemo
         from planrunner.stacks.walk_template import template_walk
 
@@ -521,9 +546,12 @@ class StackResolver:
         jit = self.jit(capture.pid, capture.time)
         walks = {mode: template_walk(capture, process, mode, MAX_FRAMES, jit, self._walks)
                  for mode in modes}
+        shown = []
         for mode, (result, _) in walks.items():
-            self._keep(key, mode, *self._frames(capture, process, result, jit, MAX_FRAMES))
-        self._templates.offer(process, walks)
+            named = self.symbolizer.symbolize(result.addrs, process, jit=jit)
+            self._keep(key, mode, *self._finish(capture, result, named, MAX_FRAMES))
+            shown.append((mode, merge_shape(named)))
+        self._templates.offer(process, walks, tuple(shown))
 
     def _light(self, key: int, raw: bytes, modes: Sequence[str]) -> None:
         """A light copy: its template's walks, with its own Python frames."""
@@ -531,6 +559,9 @@ class StackResolver:
         from planrunner.stacks.symbolize import TRUST_S
 
         assert self._templates is not None
+        if all((key, mode) in self._unwound for mode in modes):  # BPF forgot it was named
+            self._known_writes.append(key)
+            return
         tid = int.from_bytes(raw[:8], "little")
         got = self._capture(raw[8:], self.python)
         if got is None:
@@ -543,6 +574,7 @@ class StackResolver:
         jit, now = self.jit(capture.pid, capture.time), time.monotonic()
         no_perf_map = self._perf_maps is None or self._perf_maps.for_pid(capture.pid) is None
         trusted = self.symbolizer.trusted
+        settled = True  # every frame named for good: BPF may stop sending this hash
         for mode in modes:
             walk = walks[mode]
             named = self._named_walks.get((tid, mode))
@@ -564,7 +596,14 @@ class StackResolver:
                     self._named_walks[(tid, mode)] = _NamedWalk(
                         process, frames, tuple((m, trusted(m)) for m in used), whole,
                         now + TRUST_S)
-            self._keep(key, mode, *self._finish(capture, walk, frames, MAX_FRAMES))
+            final, lost = self._finish(capture, walk, frames, MAX_FRAMES)
+            self._keep(key, mode, final, lost)
+            # a perf map may name a frame later, BPF's codes map a Python one ("?")
+            settled = settled and all(
+                f.symbol != UNNAMED[0] if f.kind == "python" else
+                no_perf_map or f.symbol is not None for f in final)
+        if settled:
+            self._known_writes.append(key)
 
     def copy_counts(self) -> dict[str, int]:
         """The copies drained, full and light, and the templates written and found stale

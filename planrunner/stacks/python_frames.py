@@ -179,6 +179,7 @@ class LineTables:
         # (pid, code, table, lasti) -> line: a profile meets the same few instructions
         # of the same functions over and over (decoding a table is ~30 us a frame)
         self._lines: dict[tuple[int, int, int, int], int] = {}
+        self.exact: set[tuple[int, int, int, int]] = set()  # of those: from the table
 
     def line(self, pid: int, code: int, frame: RawPyFrame) -> int:
         at = (pid, code, frame.linetable, frame.lasti)
@@ -192,7 +193,10 @@ class LineTables:
         found = line_of(table, frame.firstlineno, frame.lasti) if table else None
         if len(self._lines) >= 1 << 20:  # bounded: a long run over many programs
             self._lines.clear()
+            self.exact.clear()
         line = self._lines[at] = found if found is not None else frame.firstlineno
+        if found is not None:
+            self.exact.add(at)
         return line
 
 
@@ -215,6 +219,18 @@ def _read_bytes_object(pid: int, address: int, cap: int) -> bytes | None:
 
 def python_frame(raw: RawPyFrame, names: tuple[str, str], line: int) -> Frame:
     return Frame(raw.code, names[0], line, names[1], kind="python", line=line)
+
+
+def merge_shape(native: Sequence[Frame]) -> tuple[Frame, ...]:
+    """What of `native` shows in `merge`'s result whatever the Python frames, given at
+    least one: the first eval loop frame is replaced by the innermost frames, so its
+    place in the loop (the sampled instruction, most often) does not show."""
+    out = list(native)
+    for i, f in enumerate(out):
+        if f.symbol == EVAL_LOOP and f.kind == "native":
+            out[i] = Frame(0, EVAL_LOOP, -1, f.module)
+            break
+    return tuple(out)
 
 
 def merge(native: Sequence[Frame], python: Sequence[tuple[Frame, bool]]) -> list[Frame]:

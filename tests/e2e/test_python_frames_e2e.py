@@ -8,12 +8,16 @@ happens and planrunner puts them in place of the interpreter loop's frames.
   once: each thread's stack names exactly its chain, with the lines of the calls;
 - the same when the process is gone (os._exit) right after the calls;
 - recursion, a generator and a coroutine (asyncio) in the chain where they run;
-- the cpu-profile plan's flame graph, opened in headless chromium, names hot and cold.
+- the cpu-profile plan's flame graph, opened in headless chromium, names hot and cold;
+- a profile's samples are counted by line (BPF hashes a frame by the line the reader
+  wrote for its instruction): every frame is on a line of its function, the calls on
+  their call sites, and most samples send no copy to be named again.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -169,3 +173,48 @@ def test_the_flame_graph_of_a_python_service_names_its_functions(tmp_path: Path)
                          timeout=120)
     for name in ("hot", "cold", "spin"):
         assert f'data-name="{name} ({FILE})"' in dom.stdout, dom.stderr[-2000:]
+
+
+COPIES_NOTE = re.compile(r"planrunner-note copies full=(\d+) light=(\d+) ")
+
+
+def _body_lines(function: str) -> set[int]:
+    """The lines of the workload's `def FUNCTION` body (up to the next blank line)."""
+    lines = WORKLOAD.read_text().splitlines()
+    start = lines.index(f"def {function}(n):")
+    end = lines.index("", start)
+    return set(range(start + 2, end + 1))
+
+
+def test_profile_samples_keep_their_lines_and_mostly_send_no_copy() -> None:
+    res = run_planrunner(["run", "cpu-profile", "-f", "json", "-c",
+                          f"{PYTHON} {WORKLOAD} spin {CPU_SECONDS}"], timeout=300,
+                         env={**os.environ, "PLANRUNNER_TIMING": "1"})
+    assert res.returncode == 0, res.stderr
+    rows = [r for r in json_records("\n".join(
+        line for line in res.stdout.splitlines() if line.startswith("{")))
+        if r.get("ustack")]
+    lines: dict[str, dict[int, int]] = {"hot": {}, "cold": {}, "spin": {}}
+    samples = 0
+    for row in rows:
+        frames = [f for f in row["ustack"] if f["kind"] == "python"]
+        names = [f["symbol"] for f in frames]
+        samples += row["count"]
+        for f in frames:
+            if f["symbol"] in lines and f["module"].endswith(FILE):
+                got = lines[f["symbol"]]
+                got[f["line"]] = got.get(f["line"], 0) + row["count"]
+        if "spin" in names and names.index("spin") > 0:  # the frame spin called
+            callee = names[names.index("spin") - 1]
+            call = frames[names.index("spin")]["line"]
+            if callee in ("hot", "cold"):
+                assert call == _line_of(f"        {callee}("), (callee, call)
+    assert sum(lines["hot"].values()) >= 0.4 * CPU_SECONDS * 99, lines
+    for fn in ("hot", "cold"):
+        assert set(lines[fn]) <= _body_lines(fn), (fn, lines[fn])
+        # the loop's two lines both take samples (the for and the addition)
+        assert len(lines[fn]) >= 2, (fn, lines[fn])
+    note = COPIES_NOTE.search(res.stderr)
+    assert note, res.stderr[-2000:]
+    full, light = map(int, note.groups())
+    assert full + light <= 0.8 * samples, (note.group(0), samples)

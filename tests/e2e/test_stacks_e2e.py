@@ -295,8 +295,9 @@ COPIES_NOTE = re.compile(r"planrunner-note copies full=(\d+) light=(\d+) templat
 def test_profile_samples_of_a_known_walk_cross_light_and_stay_whole(
         builds: dict[str, Path]) -> None:
     """After the first sample at a pc and sp, a sample whose stack words the walk used are
-    the same sends its template's id instead of a 16 KiB copy (render/stacks.py): most
-    of a spinning program's samples, and their stacks are still whole."""
+    the same sends its template's id instead of a 16 KiB copy (render/stacks.py), and
+    once the reader has named that light copy's hash, nothing: most of a spinning
+    program's samples send no copy at all, and their stacks are still whole."""
     binary = builds["nofp_pie"] / "fx_spin"
     res = run_planrunner(["run", "cpu-profile", "-f", "folded", "-c", f"{binary} 2"],
                          timeout=90, env={**os.environ, "PLANRUNNER_TIMING": "1"})
@@ -304,9 +305,11 @@ def test_profile_samples_of_a_known_walk_cross_light_and_stay_whole(
     note = COPIES_NOTE.search(res.stderr)
     assert note, res.stderr
     full, light, templates, stale = map(int, note.groups())
-    assert light > full and templates >= 1 and stale == 0, note.group(0)
+    assert light >= 1 and templates >= 1 and stale == 0, note.group(0)
     counts = _folded_counts(res.stdout)
-    assert counts.get("spin_a", 0) + counts.get("spin_b", 0) >= 100, res.stdout
+    samples = counts.get("spin_a", 0) + counts.get("spin_b", 0)
+    assert samples >= 100, res.stdout
+    assert full + light <= samples // 2, (note.group(0), samples)
     assert all(";main;" in line for line in res.stdout.splitlines()
                if line.startswith("fx_spin;") and ";spin_" in line), res.stdout
 

@@ -28,6 +28,7 @@ from planrunner.stacks.python_frames import (
     code_names,
     line_of,
     merge,
+    merge_shape,
     python_frame,
 )
 from planrunner.stacks.python_versions import (
@@ -265,3 +266,75 @@ def test_a_python_stack_seen_again_is_named_from_its_bytes_at_once() -> None:
     assert len(asked) == 4  # another process: its own names
     moved = resolver._with_python(capture(42, 12), native)  # type: ignore[arg-type]
     assert [f.symbol for f in moved] == ["f1", "f2"] and len(asked) == 4  # names known
+
+
+def test_natives_of_one_shape_merge_into_the_same_stack_with_any_python_frames() -> None:
+    """merge_shape is what a light copy's class stands for (runtime/stack_templates.py):
+    two native stacks of one shape give the same merged stack whatever Python frames
+    (at least one) go in, over every small native stack and section; and stacks that
+    differ in anything else have other shapes."""
+    import itertools
+    import random
+
+    eval_at = [Frame(0x5000 + o, "_PyEval_EvalFrameDefault", o, "/usr/bin/python3.11")
+               for o in (0x10, 0x20)]
+    parts = [*eval_at, _native("PyObject_Call"), _native("helper")]
+    natives = [list(n) for k in range(1, 4) for n in itertools.product(parts, repeat=k)]
+    rng = random.Random(7)
+    sections = [[(_py(f"f{i}")[0], rng.random() < 0.4) for i in range(rng.randint(1, 4))]
+                for _ in range(12)]
+    by_shape: dict[tuple[Frame, ...], list[list[Frame]]] = {}
+    for n in natives:
+        by_shape.setdefault(merge_shape(n), []).append(n)
+    assert any(len(group) > 1 for group in by_shape.values())
+    for group in by_shape.values():
+        for py in sections:
+            assert len({tuple(merge(n, py)) for n in group}) == 1, (group, py)
+    for a, b in itertools.combinations(natives, 2):
+        if merge_shape(a) == merge_shape(b):  # then they differ only in the first loop
+            i = next(i for i, f in enumerate(a) if f.symbol == "_PyEval_EvalFrameDefault")
+            assert a[:i] + a[i + 1:] == b[:i] + b[i + 1:]
+
+
+def test_a_line_read_from_the_table_is_written_for_bpf_and_a_guess_is_not() -> None:
+    """The reader tells BPF the line of each Python instruction it named from the code's
+    line table (render/pyframes.py hashes a light copy's frames by it), here over this
+    process's own code object; a frame whose table cannot be read (its first line is a
+    guess) is not written."""
+    from planrunner.render.contracts import PYLINE_KEY
+    from planrunner.render.model import StackMaps
+    from planrunner.runtime.stacks import StackResolver
+
+    writes: dict[str, dict[bytes, bytes]] = {}
+
+    class Source:
+        def map_value(self, _map: str, key: bytes) -> bytes | None:
+            return CODE_NAMES.pack(b"spin\0", b"/app/spin.py\0")
+
+        def update_map(self, name: str, key: bytes, value: bytes) -> None:
+            writes.setdefault(name, {})[key] = value
+
+    code = _instruction_lines.__code__
+    offset, line = next((o, n) for o, n in _instruction_lines(code)[4:] if n is not None)
+    pid = os.getpid()
+
+    def capture(table: int) -> object:
+        raw = PYFRAME.pack(id(code), 0x7100, 0x7200, table, offset, code.co_firstlineno,
+                           ENTRY, 0)
+        return parse_ustack_record(struct.pack("<IIQ4Q", pid, 0, 7, 0x401000, 0x7ffc0000,
+                                               0, 0) + struct.pack("<II", 1, FOUND) + raw,
+                                   python=1)
+
+    resolver = StackResolver(Source())  # type: ignore[arg-type]
+    resolver.python_codes = "pr_pycode"
+    maps = StackMaps(python_lines="pr_pyline", known="pr_uknown")
+    native = [_native("_PyEval_EvalFrameDefault")]
+    (frame,) = resolver._with_python(capture(id(code.co_linetable)), native)  # type: ignore[arg-type]
+    resolver._tell_bpf(maps)
+    assert frame.line == line
+    key = PYLINE_KEY.pack(pid, offset, id(code), id(code.co_linetable))
+    assert writes["pr_pyline"] == {key: struct.pack("<I", line)}
+    writes.clear()
+    resolver._with_python(capture(0), native)  # type: ignore[arg-type]
+    resolver._tell_bpf(maps)
+    assert writes == {}

@@ -33,6 +33,7 @@ def mapping(start: int, path: str) -> Mapping:
 MODULES = ProcessModules((mapping(0x400000, "/bin/app"), mapping(0x7f0000000000, "/lib/x.so")),
                          pid=42)
 WALK = Unwound((0x401000, 0x402000, 0x7f0000001000), "end")
+SHOWN = ("auto", ("main", "start"))  # what the walks' frames show (a stand-in)
 
 
 def tmpl(fp: int | None = None, words: tuple[tuple[int, int], ...] = ((8, 0x402000),
@@ -44,12 +45,13 @@ def tmpl(fp: int | None = None, words: tuple[tuple[int, int], ...] = ((8, 0x4020
 def test_the_map_entry_is_the_contract_layout() -> None:
     sink = Sink()
     t = Templates(sink, MAP)
-    t.offer(MODULES, {"auto": (WALK, tmpl(fp=0x7ffd0100))})
+    t.offer(MODULES, {"auto": (WALK, tmpl(fp=0x7ffd0100))}, SHOWN)
     [(key, value)] = sink.map.items()
     assert UTMPL_KEY.unpack(key) == (42, 16384, 0x401000, 0x7ffd0000)
     got = UTMPL_VAL.unpack(value)
-    tid, bp, bp_used, n = got[:4]
-    vals, offs = got[4:4 + TEMPLATE_WORDS], got[4 + TEMPLATE_WORDS:]
+    tid, cls, bp, bp_used, n = got[:5]
+    vals, offs = got[5:5 + TEMPLATE_WORDS], got[5 + TEMPLATE_WORDS:]
+    assert cls == tid  # the first of its class
     assert (bp, bp_used, n) == (0x7ffd0100, 1, 2)
     assert list(zip(offs[:n], vals[:n], strict=True)) == [(8, 0x402000),
                                                          (40, 0x7f0000001000)]
@@ -60,28 +62,29 @@ def test_the_map_entry_is_the_contract_layout() -> None:
 def test_every_mode_must_give_a_template_and_their_words_are_joined() -> None:
     sink = Sink()
     t = Templates(sink, MAP)
-    t.offer(MODULES, {"auto": (WALK, tmpl()), "fp": (WALK, None)})
+    t.offer(MODULES, {"auto": (WALK, tmpl()), "fp": (WALK, None)}, SHOWN)
     assert not sink.map
-    t.offer(MODULES, {"auto": (WALK, tmpl()), "fp": (WALK, tmpl(fp=7, words=((16, 3),)))})
+    t.offer(MODULES, {"auto": (WALK, tmpl()), "fp": (WALK, tmpl(fp=7, words=((16, 3),)))},
+            SHOWN)
     (value,) = sink.map.values()
     got = UTMPL_VAL.unpack(value)
-    n = got[3]
-    assert (got[1], got[2], n) == (7, 1, 3)
-    assert got[4 + TEMPLATE_WORDS:4 + TEMPLATE_WORDS + n] == (8, 16, 40)
+    n = got[4]
+    assert (got[2], got[3], n) == (7, 1, 3)
+    assert got[5 + TEMPLATE_WORDS:5 + TEMPLATE_WORDS + n] == (8, 16, 40)
 
 
 def test_a_key_is_rewritten_a_few_times_at_most() -> None:
     sink = Sink()
     t = Templates(sink, MAP)
     for i in range(REWRITES + 3):
-        t.offer(MODULES, {"auto": (WALK, tmpl(words=((8, i),)))})
+        t.offer(MODULES, {"auto": (WALK, tmpl(words=((8, i),)))}, SHOWN)
     assert t.written == REWRITES and len(sink.map) == 1
 
 
 def test_other_maps_with_the_same_code_keep_the_walks_else_the_key_goes() -> None:
     sink = Sink()
     t = Templates(sink, MAP)
-    t.offer(MODULES, {"auto": (WALK, tmpl())})
+    t.offer(MODULES, {"auto": (WALK, tmpl())}, SHOWN)
     tid = UTMPL_VAL.unpack(next(iter(sink.map.values())))[0]
     # an anonymous mapping added (a heap arena): the walks still hold
     more = ProcessModules((MODULES.mappings[0], mapping(0x500000, ""), MODULES.mappings[1]),
@@ -93,3 +96,18 @@ def test_other_maps_with_the_same_code_keep_the_walks_else_the_key_goes() -> Non
     assert t.walks(tid, moved) is None
     assert not sink.map and t.stale == 1
     assert t.walks(tid, more) is None  # forgotten
+
+
+def test_templates_that_show_the_same_frames_are_one_class_in_each_process() -> None:
+    sink = Sink()
+    t = Templates(sink, MAP)
+    other = ProcessModules(MODULES.mappings, pid=43)
+    t.offer(MODULES, {"auto": (WALK, tmpl(pc=0x401000))}, SHOWN)
+    t.offer(MODULES, {"auto": (WALK, tmpl(pc=0x401010))}, SHOWN)  # the same frames shown
+    t.offer(MODULES, {"auto": (WALK, tmpl(pc=0x401020))}, ("auto", ("other",)))
+    t.offer(other, {"auto": (WALK, replace(tmpl(pc=0x401000), pid=43))}, SHOWN)
+    ids = {UTMPL_KEY.unpack(k)[::2]: UTMPL_VAL.unpack(v)[:2] for k, v in sink.map.items()}
+    first = ids[(42, 0x401000)]
+    assert ids[(42, 0x401010)] == (first[0] + 1, first[1])  # its own id, the first's class
+    assert ids[(42, 0x401020)][1] == ids[(42, 0x401020)][0]  # a class of its own
+    assert ids[(43, 0x401000)][1] == ids[(43, 0x401000)][0]  # another process: its own

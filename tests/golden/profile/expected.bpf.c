@@ -288,6 +288,20 @@ struct pr_ulight_val {
     struct pr_pyframe py[32];
 };
 BPF_HASH(pr_ulight, __u64, struct pr_ulight_val, 2048);
+BPF_TABLE("lru_hash", __u64, __u8, pr_uknown, 16384);
+/* a Python instruction whose line planrunner knows (runtime/stacks.py) */
+struct pr_pyline_key {
+    __u32 tgid;
+    __s32 lasti;
+    __u64 code;
+    __u64 linetable;
+};
+_Static_assert(sizeof(struct pr_pyline_key) == 24, "pr_pyline_key (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_pyline_key, tgid) == 0, "pr_pyline_key.tgid (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_pyline_key, lasti) == 4, "pr_pyline_key.lasti (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_pyline_key, code) == 8, "pr_pyline_key.code (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_pyline_key, linetable) == 16, "pr_pyline_key.linetable (render/contracts.py)");
+BPF_TABLE("lru_hash", struct pr_pyline_key, __u32, pr_pyline, 16384);
 /* a copy template's key: tgid, copy length, ip and sp at the sample */
 struct pr_utmpl_key {
     __u32 pid;
@@ -303,22 +317,25 @@ _Static_assert(__builtin_offsetof(struct pr_utmpl_key, sp) == 16, "pr_utmpl_key.
 /* a copy template: the words (and bp) its walk used, stacks/walk_template.py */
 struct pr_utmpl_val {
     __u64 id;
+    __u64 cls;
     __u64 bp;
     __u32 bp_used;
     __u32 n;
     __u64 val[48];
     __u32 off[48];
 };
-_Static_assert(sizeof(struct pr_utmpl_val) == 600, "pr_utmpl_val (render/contracts.py)");
+_Static_assert(sizeof(struct pr_utmpl_val) == 608, "pr_utmpl_val (render/contracts.py)");
 _Static_assert(__builtin_offsetof(struct pr_utmpl_val, id) == 0, "pr_utmpl_val.id (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp) == 8, "pr_utmpl_val.bp (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp_used) == 16, "pr_utmpl_val.bp_used (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, n) == 20, "pr_utmpl_val.n (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, val) == 24, "pr_utmpl_val.val (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, off) == 408, "pr_utmpl_val.off (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, cls) == 8, "pr_utmpl_val.cls (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp) == 16, "pr_utmpl_val.bp (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp_used) == 24, "pr_utmpl_val.bp_used (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, n) == 28, "pr_utmpl_val.n (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, val) == 32, "pr_utmpl_val.val (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, off) == 416, "pr_utmpl_val.off (render/contracts.py)");
 BPF_TABLE("lru_hash", struct pr_utmpl_key, struct pr_utmpl_val, pr_utmpl, 4096);
-/* The id of the template copy c's native stack is (0: none holds). */
-static __always_inline __u64 pr_utmpl_match(struct pr_ucopies_val *c)
+/* The id of the template copy c's native stack is (0: none holds), and its
+   class in *cls. */
+static __always_inline __u64 pr_utmpl_match(struct pr_ucopies_val *c, __u64 *cls)
 {
     struct pr_utmpl_key k = {c->pid, c->len, c->regs[0], c->regs[1]};
     struct pr_utmpl_val *t = pr_utmpl.lookup(&k);
@@ -332,6 +349,7 @@ static __always_inline __u64 pr_utmpl_match(struct pr_ucopies_val *c)
         if (o > 16376 || *(__u64 *)(c->data + o) != t->val[i])
             return 0;
     }
+    *cls = t->cls;
     return t->id;
 }
 
@@ -427,24 +445,29 @@ static __always_inline int pr_body_cpu(struct pr_args_cpu *a, __u64 pr_id)
                 pr_uc2->len = pr_got;
             }
             __u64 pr_h2 = 0;
-            __u64 pr_h2_t = pr_utmpl_match(pr_uc2);
+            __u64 pr_h2_c = 0;
+            __u64 pr_h2_t = pr_utmpl_match(pr_uc2, &pr_h2_c);
             if (pr_h2_t) {  /* the native stack is a template's: send the rest */
-                struct pr_ulight_val *pr_uc2_l = &sc->agg0_uc2_l;
-                pr_uc2_l->tmpl = pr_h2_t;
-                bpf_probe_read_kernel(&pr_uc2_l->pid, __builtin_offsetof(struct pr_ucopies_val, data), &pr_uc2->pid);
-                pr_h2 = (0x9e3779b97f4a7c15ULL ^ pr_h2_t) * 0x100000001b3ULL;
+                pr_h2 = (0x9e3779b97f4a7c15ULL ^ (pr_uc2->py_n ? pr_h2_c : pr_h2_t)) * 0x100000001b3ULL;
                 pr_h2 = (pr_h2 ^ pr_uc2->py_n) * 0x100000001b3ULL;
                 for (__u32 pr_j = 0; pr_j < 32; pr_j++) {
                     if (pr_j >= pr_uc2->py_n)
                         break;
+                    struct pr_pyline_key pr_lk = {pr_uc2->pid, pr_uc2->py[pr_j].lasti, pr_uc2->py[pr_j].code, pr_uc2->py[pr_j].linetable};
+                    __u32 *pr_ln = pr_pyline.lookup(&pr_lk);
                     pr_h2 = (pr_h2 ^ pr_uc2->py[pr_j].code) * 0x100000001b3ULL;
-                    pr_h2 = (pr_h2 ^ ((__u64)(__u32)pr_uc2->py[pr_j].lasti | ((__u64)pr_uc2->py[pr_j].flags << 32))) * 0x100000001b3ULL;
+                    pr_h2 = (pr_h2 ^ ((pr_ln ? 0x8000000000000000ULL | *pr_ln : (__u64)(__u32)pr_uc2->py[pr_j].lasti) | ((__u64)pr_uc2->py[pr_j].flags << 32))) * 0x100000001b3ULL;
                 }
                 if (!pr_h2)
                     pr_h2 = 1;  /* 0 means: no stack */
-                if (!pr_ulight.lookup(&pr_h2) && pr_ulight.update(&pr_h2, pr_uc2_l)) {
-                    pr_count(PR_STACK_LOST);
-                    pr_h2 = 0;
+                if (!pr_uknown.lookup(&pr_h2)) {  /* not named yet */
+                    struct pr_ulight_val *pr_uc2_l = &sc->agg0_uc2_l;
+                    pr_uc2_l->tmpl = pr_h2_t;
+                    bpf_probe_read_kernel(&pr_uc2_l->pid, __builtin_offsetof(struct pr_ucopies_val, data), &pr_uc2->pid);
+                    if (!pr_ulight.lookup(&pr_h2) && pr_ulight.update(&pr_h2, pr_uc2_l)) {
+                        pr_count(PR_STACK_LOST);
+                        pr_h2 = 0;
+                    }
                 }
             } else {
                 pr_h2 = 0xcbf29ce484222325ULL ^ pr_uc2->len;
