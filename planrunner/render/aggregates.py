@@ -209,9 +209,11 @@ def ucopy_hash_lines(body: Body, tag: str, ptr: str, hashed: str) -> list[str]:
     lines += ustack_copy_lines(f"{ptr}->", size, py, frames_kept(body.stack))
     lines += [f"__u64 {hashed} = 0;",
               f"__u64 {hashed}_c = 0;",
-              f"__u64 {hashed}_t = {UTMPL_MAP}_match({ptr}, &{hashed}_c);",
+              f"__u32 {hashed}_x = 0;",
+              f"__u64 {hashed}_t = {UTMPL_MAP}_match({ptr}, &{hashed}_c, &{hashed}_x);",
               f"if ({hashed}_t) {{  /* the native stack is a template's: send the rest */",
-              *_indent(light_hash_lines(f"{ptr}->", f"{hashed}_t", f"{hashed}_c", hashed, py)),
+              *_indent(light_hash_lines(f"{ptr}->", f"{hashed}_t", f"{hashed}_c",
+                                        f"{hashed}_x", hashed, py)),
               f"    if (!{UKNOWN_MAP}.lookup(&{hashed})) {{  /* not named yet */",
               f"        struct {ULIGHT_MAP}_val *{light} = &sc->{tag}_l;",
               f"        {light}->tmpl = {hashed}_t;",

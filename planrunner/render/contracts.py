@@ -268,13 +268,18 @@ STRUCTS = (TRACER_TABLE, PR_COMM, PR_CGROUP, PR_HDR)
 TEMPLATE_WORDS = 48  # words one template compares (stacks/walk_template.py makes no more)
 UTMPL_KEY = CStruct("pr_utmpl_key", (
     CMember("pid", U32), CMember("len", U32), CMember("ip", U64), CMember("sp", U64),
-), "a copy template's key: tgid, copy length, ip and sp at the sample")
+), "a copy template's key: tgid, copy length, ip (or its page, SPAN_PAGE) and sp")
+# A template that holds for a span of pcs (stacks/walk_template.py first_span) is also
+# under the key of each page the span touches, its ip field SPAN_PAGE | (ip >> 12)
+SPAN_PAGE = 1 << 63
+SPAN_PAGE_SHIFT = 12
 UTMPL_VAL = CStruct("pr_utmpl_val", (
     # id: the template's (a light copy names it); cls: its class, one id for templates
     # whose named native frames are the same but for the eval loop frame Python frames
-    # replace (hashed in its place when the copy has Python frames)
-    CMember("id", U64), CMember("cls", U64), CMember("bp", U64), CMember("bp_used", U32),
-    CMember("n", U32),
+    # replace (hashed in its place when the copy has Python frames); [lo, hi): the pcs
+    # it holds for; hidden: with Python frames the pc does not show (the eval loop)
+    CMember("id", U64), CMember("cls", U64), CMember("bp", U64), CMember("lo", U64),
+    CMember("hi", U64), CMember("bp_used", U32), CMember("n", U32), CMember("hidden", U32),
     CMember("val", U64, TEMPLATE_WORDS),
     CMember("off", U32, TEMPLATE_WORDS),  # from sp, 8-byte aligned
 ), "a copy template: the words (and bp) its walk used, stacks/walk_template.py")

@@ -35,7 +35,13 @@ from __future__ import annotations
 from planrunner.expr.types import StackKind, StackType
 from planrunner.plan.model import StackSpec
 from planrunner.render import pyframes
-from planrunner.render.contracts import TEMPLATE_WORDS, UTMPL_KEY, UTMPL_VAL
+from planrunner.render.contracts import (
+    SPAN_PAGE,
+    SPAN_PAGE_SHIFT,
+    TEMPLATE_WORDS,
+    UTMPL_KEY,
+    UTMPL_VAL,
+)
 from planrunner.render.model import NEWPID_OUTPUT, UCOPY_ENTRIES, StackMaps
 from planrunner.render.names import c_ident
 
@@ -139,14 +145,21 @@ def _template_decls(copies: str, size: int, py: str, py_capacity: int) -> str:
             f"{UTMPL_KEY.c_definition}{UTMPL_KEY.c_asserts}"
             f"{UTMPL_VAL.c_definition}{UTMPL_VAL.c_asserts}"
             f'BPF_TABLE("lru_hash", struct {key}, struct {val}, {UTMPL_MAP}, {UTMPL_ENTRIES});\n'
-            f"/* The id of the template copy c's native stack is (0: none holds), and its\n"
-            f"   class in *cls. */\n"
+            f"/* The id of the template copy c's native stack is (0: none holds), its\n"
+            f"   class in *cls, and whether its pc is hidden by Python frames in *hidden:\n"
+            f"   the template of c's pc, or of a span of pcs under c's pc's page. */\n"
             f"static __always_inline __u64 {UTMPL_MAP}_match(struct {copies}_val *c, "
-            f"__u64 *cls)\n"
+            f"__u64 *cls, __u32 *hidden)\n"
             f"{{\n"
             f"    struct {key} k = {{c->pid, c->len, c->regs[0], c->regs[1]}};\n"
             f"    struct {val} *t = {UTMPL_MAP}.lookup(&k);\n"
-            f"    if (!t || (t->bp_used && t->bp != c->regs[2]))\n"
+            f"    if (!t) {{\n"
+            f"        k.ip = {SPAN_PAGE:#x}ULL | (c->regs[0] >> {SPAN_PAGE_SHIFT});\n"
+            f"        t = {UTMPL_MAP}.lookup(&k);\n"
+            f"        if (!t || c->regs[0] < t->lo || c->regs[0] >= t->hi)\n"
+            f"            return 0;\n"
+            f"    }}\n"
+            f"    if (t->bp_used && t->bp != c->regs[2])\n"
             f"        return 0;\n"
             f"    __u32 n = t->n;\n"
             f"    for (__u32 i = 0; i < {TEMPLATE_WORDS}; i++) {{\n"
@@ -157,6 +170,7 @@ def _template_decls(copies: str, size: int, py: str, py_capacity: int) -> str:
             f"            return 0;\n"
             f"    }}\n"
             f"    *cls = t->cls;\n"
+            f"    *hidden = t->hidden;\n"
             f"    return t->id;\n"
             f"}}")
 
@@ -237,12 +251,20 @@ def probe_ucopy_member(probe: str) -> str:
     return f"ucopy_{c_ident(probe)}"
 
 
-def light_hash_lines(src: str, tmpl: str, cls: str, out: str, py_capacity: int) -> list[str]:
+def light_hash_lines(src: str, tmpl: str, cls: str, hidden: str, out: str,
+                     py_capacity: int) -> list[str]:
     """`out` = the hash of a light copy: the template's id `tmpl` (unique to a process's
-    template: the reader counts them), or with Python frames its class `cls`, and the
-    Python frames of `src` by line where known (see the docstring)."""
-    first = f"({src}py_n ? {cls} : {tmpl})" if py_capacity else tmpl
+    template: the reader counts them), or with Python frames its class `cls`, then the
+    pc unless Python frames hide it (`hidden`: a template of a span holds for other
+    pcs), and the Python frames of `src` by line where known (see the docstring)."""
+    if py_capacity:
+        first = f"({src}py_n ? {cls} : {tmpl})"
+        shows_pc = f"!({src}py_n && {hidden})"
+    else:
+        first, shows_pc = tmpl, "1"
     return [f"{out} = (0x9e3779b97f4a7c15ULL ^ {first}) * 0x100000001b3ULL;",
+            f"if ({shows_pc})",
+            f"    {out} = ({out} ^ {src}regs[0]) * 0x100000001b3ULL;",
             *pyframes.line_hash_lines(src, py_capacity, out),
             f"if (!{out})",
             f"    {out} = 1;  /* 0 means: no stack */"]

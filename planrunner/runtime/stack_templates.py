@@ -9,6 +9,11 @@ light copy the walks of its template, or None when they no longer hold: the proc
 maps changed under a pc the walks went through (its key is then deleted from the BPF
 map, so that the next sample sends a full copy again).
 
+A template whose walk's first step holds for a span of pcs (stacks/walk_template.py
+first_span) is also written under the key of each page of the span that no other
+template holds yet (SPAN_PAGE), with the span's bounds: a sample elsewhere in the span
+matches it as well, and sends its own pc with its Python frames.
+
 Each template also has a class (`cls`, render/stacks.py): the id of the first template
 of its process whose named frames (`offer`'s `shown`) were the same. BPF hashes a light
 copy that has Python frames by its class, so samples of one stack under other
@@ -23,7 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from planrunner.render.contracts import TEMPLATE_WORDS, UTMPL_KEY, UTMPL_VAL
+from planrunner.render.contracts import (
+    SPAN_PAGE,
+    SPAN_PAGE_SHIFT,
+    TEMPLATE_WORDS,
+    UTMPL_KEY,
+    UTMPL_VAL,
+)
 from planrunner.stacks.modules import ProcessModules
 from planrunner.stacks.state import Unwound
 from planrunner.stacks.walk_template import WalkTemplate
@@ -34,6 +45,7 @@ KEPT = 1 << 14
 
 _Key = tuple[int, int, int, int]  # pid, len, ip, sp
 CLASSES_KEPT = 1 << 14
+SPAN_PAGES = 8  # pages a span is written under at most, either side of its pc's
 
 
 class TemplateSink(Protocol):
@@ -50,6 +62,7 @@ class Template:
     key: _Key
     modules: ProcessModules
     walks: dict[str, Unwound]
+    pages: tuple[_Key, ...] = ()  # the keys of its span's pages it was written under
 
 
 class Templates:
@@ -65,9 +78,11 @@ class Templates:
         self.stale = 0
 
     def offer(self, modules: ProcessModules,
-              walks: dict[str, tuple[Unwound, WalkTemplate | None]], shown: object) -> None:
-        """The walks of one copy, in each mode the keys use, and what its frames show
-        when Python frames are merged in, as a hashable value (see the module docstring)."""
+              walks: dict[str, tuple[Unwound, WalkTemplate | None]], shown: object,
+              span: tuple[int, int] | None = None, hidden: bool = False) -> None:
+        """The walks of one copy, in each mode the keys use; what its frames show when
+        Python frames are merged in, as a hashable value; the pcs its walks hold for and
+        whether Python frames hide its pc (see the module docstring)."""
         made = [t for _, t in walks.values() if t is not None]
         if not made or len(made) < len(walks):  # a mode gave none
             return
@@ -91,11 +106,29 @@ class Templates:
         cls = self._classes.setdefault((first.pid, shown), tid)
         offs = sorted(words)
         pad = [0] * (TEMPLATE_WORDS - len(offs))
-        value = UTMPL_VAL.pack(tid, cls, fp or 0, int(fp is not None), len(offs),
-                               *[words[o] for o in offs], *pad, *offs, *pad)
-        self._sink.update_map(self._map, UTMPL_KEY.pack(*key), value)
-        self._by_id[tid] = Template(tid, key, modules, {m: w for m, (w, _) in walks.items()})
+        lo, hi = span if span is not None and span[0] <= first.pc < span[1] \
+            else (first.pc, first.pc + 1)
+        near = (first.pc >> SPAN_PAGE_SHIFT) - SPAN_PAGES
+        lo = max(lo, near << SPAN_PAGE_SHIFT)
+        hi = min(hi, (near + 2 * SPAN_PAGES + 1) << SPAN_PAGE_SHIFT)
+
+        def value(lo: int, hi: int) -> bytes:
+            return UTMPL_VAL.pack(tid, cls, fp or 0, lo, hi, int(fp is not None), len(offs),
+                                  int(hidden), *[words[o] for o in offs], *pad, *offs, *pad)
+
+        self._sink.update_map(self._map, UTMPL_KEY.pack(*key), value(first.pc, first.pc + 1))
         self._live[key] = tid
+        pages = []
+        for page in range(lo >> SPAN_PAGE_SHIFT, ((hi - 1) >> SPAN_PAGE_SHIFT) + 1):
+            if hi - lo <= 1:
+                break
+            pkey = (first.pid, first.length, SPAN_PAGE | page, first.sp)
+            if pkey not in self._live:
+                self._sink.update_map(self._map, UTMPL_KEY.pack(*pkey), value(lo, hi))
+                self._live[pkey] = tid
+                pages.append(pkey)
+        self._by_id[tid] = Template(tid, key, modules, {m: w for m, (w, _) in walks.items()},
+                                    tuple(pages))
         self._writes[key] = self._writes.get(key, 0) + 1
         self.written += 1
 
@@ -115,9 +148,10 @@ class Templates:
     def _drop(self, t: Template) -> None:
         self.stale += 1
         del self._by_id[t.tid]
-        if self._live.get(t.key) == t.tid:
-            del self._live[t.key]
-            self._sink.delete_key(self._map, UTMPL_KEY.pack(*t.key))
+        for key in (t.key, *t.pages):
+            if self._live.get(key) == t.tid:
+                del self._live[key]
+                self._sink.delete_key(self._map, UTMPL_KEY.pack(*key))
 
     def _forget_all(self) -> None:
         for key in self._live:

@@ -547,16 +547,40 @@ class StackResolver:
         walks = {mode: template_walk(capture, process, mode, MAX_FRAMES, jit, self._walks)
                  for mode in modes}
         shown = []
+        named: list[Frame] = []
         for mode, (result, _) in walks.items():
             named = self.symbolizer.symbolize(result.addrs, process, jit=jit)
             self._keep(key, mode, *self._finish(capture, result, named, MAX_FRAMES))
             shown.append((mode, merge_shape(named)))
-        self._templates.offer(process, walks, tuple(shown))
+        # (the first frame, at the sample's pc, is the same in every mode)
+        hidden = bool(named) and named[0] is not merge_shape(named)[0]
+        self._templates.offer(process, walks, tuple(shown),
+                              *self._span(capture, process, hidden))
+
+    def _span(self, capture: UserStackCapture, process: ProcessModules,
+              hidden: bool) -> tuple[tuple[int, int] | None, bool]:
+        """The pcs a template of `capture` holds for (walk_template.first_span), and
+        whether Python frames hide its pc: its first frame is the eval loop's, which
+        merge_shape leaves out, and the span is cut to the pcs named as that function."""
+        from planrunner.stacks.walk_template import first_span
+
+        pc = capture.regs.pc
+        span = first_span(pc, process, capture.arch)
+        if span is None or not hidden:
+            return span, False
+        mapping = process.find(pc)
+        vaddr = mapping.to_vaddr(pc) if mapping is not None else None
+        named = self.symbolizer.table(mapping).span(vaddr) \
+            if mapping is not None and vaddr is not None else None
+        if named is None:
+            return span, False
+        return (max(span[0], pc - (vaddr - named[0])), min(span[1], pc + (named[1] - vaddr))), True
 
     def _light(self, key: int, raw: bytes, modes: Sequence[str]) -> None:
         """A light copy: its template's walks, with its own Python frames."""
         from planrunner.stacks.modules import ProcessModules
         from planrunner.stacks.symbolize import TRUST_S
+        from planrunner.stacks.walk_template import at_pc
 
         assert self._templates is not None
         if all((key, mode) in self._unwound for mode in modes):  # BPF forgot it was named
@@ -575,8 +599,9 @@ class StackResolver:
         no_perf_map = self._perf_maps is None or self._perf_maps.for_pid(capture.pid) is None
         trusted = self.symbolizer.trusted
         settled = True  # every frame named for good: BPF may stop sending this hash
+        pc = capture.regs.pc
         for mode in modes:
-            walk = walks[mode]
+            walk = at_pc(walks[mode], pc)  # a template of a span: the sample's own pc
             named = self._named_walks.get((tid, mode))
             if named is not None and named.process is process \
                     and (no_perf_map or named.whole) \
@@ -596,6 +621,8 @@ class StackResolver:
                     self._named_walks[(tid, mode)] = _NamedWalk(
                         process, frames, tuple((m, trusted(m)) for m in used), whole,
                         now + TRUST_S)
+            if frames and frames[0].address != pc:
+                frames = [*self.symbolizer.symbolize((pc,), process, jit=jit), *frames[1:]]
             final, lost = self._finish(capture, walk, frames, MAX_FRAMES)
             self._keep(key, mode, final, lost)
             # a perf map may name a frame later, BPF's codes map a Python one ("?")

@@ -90,6 +90,17 @@ class ModuleCfi:
         fde = self._fde_at(vaddr)
         return fde.rows if fde is not None else ()
 
+    def row_span(self, vaddr: int) -> tuple[int, int, CfaRow] | None:
+        """The row covering `vaddr` and the addresses it covers, [lo, hi)."""
+        fde = self._fde_at(vaddr)
+        if fde is None:
+            return None
+        i = bisect.bisect_right(fde.pcs, vaddr) - 1
+        if i < 0:
+            return None
+        hi = fde.pcs[i + 1] if i + 1 < len(fde.pcs) else fde.end
+        return fde.pcs[i], hi, fde.rows[i]
+
     def row_at(self, vaddr: int) -> CfaRow | None:
         if vaddr in self._rows:
             return self._rows[vaddr]

@@ -50,6 +50,20 @@ class ModuleSymbols:
                 return self.names[j], self.starts[j]
         return None
 
+    def span(self, vaddr: int) -> tuple[int, int] | None:
+        """The addresses around `vaddr` that `lookup` names as it names `vaddr` (None: no
+        symbol covers it): inside the nearest start's bucket, past the ends of the
+        entries it skipped, short of the end of the one it found."""
+        i = bisect.bisect_right(self.starts, vaddr) - 1
+        lo = self.starts[i] if i >= 0 else 0
+        for j in range(i, max(i - _NESTED, -1), -1):
+            if vaddr < self.ends[j]:
+                hi = min(self.ends[j], self.starts[i + 1] if i + 1 < len(self.starts)
+                         else self.ends[j])
+                return lo, hi
+            lo = max(lo, self.ends[j])
+        return None
+
     @classmethod
     def load(cls, path: str | None, build_id: str | None = None,
              debug_root: str = DEBUG_ROOT) -> ModuleSymbols:

@@ -15,6 +15,13 @@ in user space, where they are known.
 No template is made (None) for a walk that asked the JIT lookup (a perf map grows), one
 that used a register BPF does not capture, or a word not 8-byte aligned from sp. (How
 many words the BPF side compares is runtime/stack_templates.py's to check.)
+
+The pc takes part in the first step only through the CFI row it falls in (copies are
+walked in dwarf and auto modes, and both take the probe's frame by its CFI): `first_span`
+gives the pcs of that row, in its mapping, where the step is the same for the same
+words, so the template holds for a sample at any of them, its walk's first address
+being that sample's pc (`at_pc`). A row whose CFA is not sp plus a positive offset (the
+step's loop check compares the pc) gives none.
 """
 
 from __future__ import annotations
@@ -22,7 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from planrunner.stacks.capture import StackWindow, UserStackCapture
+from planrunner.errors import ResolveError
+from planrunner.stacks.capture import ArchSpec, StackWindow, UserStackCapture
+from planrunner.stacks.cfi import module_cfi
+from planrunner.stacks.modules import ProcessModules
 from planrunner.stacks.state import UnwindState, Unwound
 from planrunner.stacks.unwind import JitLookup, MappingLookup, unwind_from
 from planrunner.stacks.walk_memo import WalkMemo, _Reads, _Watched, _WatchedWindow
@@ -85,3 +95,27 @@ def holds(template: WalkTemplate, capture: UserStackCapture) -> bool:
         return False
     return all(int.from_bytes(data[off:off + 8], "little") == word
                for off, word in template.words)
+
+
+def first_span(pc: int, modules: ProcessModules, arch: ArchSpec) -> tuple[int, int] | None:
+    """The pcs [lo, hi) around `pc` whose first step is the same as `pc`'s for the same
+    registers and words (see the module docstring), or None."""
+    mapping = modules.find(pc)
+    vaddr = mapping.to_vaddr(pc) if mapping is not None else None
+    if mapping is None or vaddr is None:
+        return None
+    try:
+        span = module_cfi(mapping.source, mapping.build_id).row_span(vaddr)
+    except ResolveError:
+        return None
+    if span is None:
+        return None
+    lo, hi, row = span
+    if row.cfa_reg != arch.sp or row.cfa_offset <= 0:
+        return None
+    return max(pc - (vaddr - lo), mapping.start), min(pc + (hi - vaddr), mapping.end)
+
+
+def at_pc(walk: Unwound, pc: int) -> Unwound:
+    """A template's walk for a sample at `pc` of its span."""
+    return walk if walk.addrs[0] == pc else Unwound((pc, *walk.addrs[1:]), walk.stop)

@@ -49,8 +49,9 @@ def test_the_map_entry_is_the_contract_layout() -> None:
     [(key, value)] = sink.map.items()
     assert UTMPL_KEY.unpack(key) == (42, 16384, 0x401000, 0x7ffd0000)
     got = UTMPL_VAL.unpack(value)
-    tid, cls, bp, bp_used, n = got[:5]
-    vals, offs = got[5:5 + TEMPLATE_WORDS], got[5 + TEMPLATE_WORDS:]
+    tid, cls, bp, lo, hi, bp_used, n, hidden = got[:8]
+    vals, offs = got[8:8 + TEMPLATE_WORDS], got[8 + TEMPLATE_WORDS:]
+    assert (lo, hi, hidden) == (0x401000, 0x401001, 0)  # its own pc only
     assert cls == tid  # the first of its class
     assert (bp, bp_used, n) == (0x7ffd0100, 1, 2)
     assert list(zip(offs[:n], vals[:n], strict=True)) == [(8, 0x402000),
@@ -68,9 +69,9 @@ def test_every_mode_must_give_a_template_and_their_words_are_joined() -> None:
             SHOWN)
     (value,) = sink.map.values()
     got = UTMPL_VAL.unpack(value)
-    n = got[4]
-    assert (got[2], got[3], n) == (7, 1, 3)
-    assert got[5 + TEMPLATE_WORDS:5 + TEMPLATE_WORDS + n] == (8, 16, 40)
+    n = got[6]
+    assert (got[2], got[5], n) == (7, 1, 3)
+    assert got[8 + TEMPLATE_WORDS:8 + TEMPLATE_WORDS + n] == (8, 16, 40)
 
 
 def test_a_key_is_rewritten_a_few_times_at_most() -> None:
@@ -111,3 +112,33 @@ def test_templates_that_show_the_same_frames_are_one_class_in_each_process() -> 
     assert ids[(42, 0x401010)] == (first[0] + 1, first[1])  # its own id, the first's class
     assert ids[(42, 0x401020)][1] == ids[(42, 0x401020)][0]  # a class of its own
     assert ids[(43, 0x401000)][1] == ids[(43, 0x401000)][0]  # another process: its own
+
+
+def test_a_span_is_written_under_each_of_its_pages_that_no_other_template_holds() -> None:
+    """A template whose walk holds for a span of pcs goes under its own key and the key
+    of each page the span touches (SPAN_PAGE), with the span's bounds; a later span
+    over a page already held leaves it; a template dropped takes its pages along."""
+    from planrunner.render.contracts import SPAN_PAGE
+
+    sink = Sink()
+    t = Templates(sink, MAP)
+    t.offer(MODULES, {"auto": (WALK, tmpl(pc=0x401800))}, SHOWN, (0x401200, 0x403100), True)
+    entries = {UTMPL_KEY.unpack(k): UTMPL_VAL.unpack(v) for k, v in sink.map.items()}
+    pages = {k[2] & ~SPAN_PAGE: v for k, v in entries.items() if k[2] & SPAN_PAGE}
+    assert set(pages) == {0x401, 0x402, 0x403}
+    tid = entries[(42, 16384, 0x401800, 0x7ffd0000)][0]
+    for v in pages.values():
+        assert v[0] == tid and (v[3], v[4]) == (0x401200, 0x403100) and v[7] == 1
+    exact = entries[(42, 16384, 0x401800, 0x7ffd0000)]
+    assert (exact[3], exact[4]) == (0x401800, 0x401801)
+    # another template whose span also covers page 0x403 and 0x404
+    t.offer(MODULES, {"auto": (WALK, tmpl(pc=0x403800))}, SHOWN, (0x403000, 0x404010))
+    entries = {UTMPL_KEY.unpack(k): UTMPL_VAL.unpack(v) for k, v in sink.map.items()}
+    owners = {k[2] & ~SPAN_PAGE: v[0] for k, v in entries.items() if k[2] & SPAN_PAGE}
+    assert owners[0x403] == tid and owners[0x404] == tid + 1
+    # the first template's library goes: its key and its pages go with it
+    moved = replace(MODULES, mappings=(mapping(0x400000, "/bin/other"),
+                                       MODULES.mappings[1]))
+    assert t.walks(tid, moved) is None
+    left = {UTMPL_KEY.unpack(k)[2] for k in sink.map}
+    assert left == {0x403800, SPAN_PAGE | 0x404}

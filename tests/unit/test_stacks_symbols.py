@@ -334,3 +334,22 @@ def test_the_code_symbol_reader_gives_the_table_of_every_symbol(path: str) -> No
     every = ModuleSymbols.from_symbols([(1, list(find_symbols(path)))], ("symtab",))
     table = ModuleSymbols.load(path, debug_root="/nonexistent")
     assert len(table.starts) > 100 and table == every
+
+
+def test_a_symbol_span_is_named_alike_throughout() -> None:
+    """ModuleSymbols.span (a template's span of pcs where Python frames hide the pc,
+    runtime/stacks.py): every address in it is named as the address asked, over a table
+    with nested entry points, symbols without a size and gaps; no span where none names."""
+    table = ModuleSymbols.from_entries([(1, [
+        ("big", 0x1000, 0x400, False), ("entry", 0x1100, 0x20, False),
+        ("inner", 0x1200, 0x10, False), ("nosize", 0x1600, 0, False),
+        ("after", 0x1700, 0x40, False)])])
+    for vaddr in range(0xF00, 0x1800, 3):
+        span = table.span(vaddr)
+        if table.lookup(vaddr) is None:
+            assert span is None, hex(vaddr)
+            continue
+        assert span is not None and span[0] <= vaddr < span[1], hex(vaddr)
+        assert {table.lookup(a) for a in range(span[0], span[1])} == \
+            {table.lookup(vaddr)}, hex(vaddr)
+    assert table.span(0x1150) == (0x1120, 0x1200)  # in big, past entry's end

@@ -15,7 +15,7 @@ from planrunner.render.contracts import TEMPLATE_WORDS
 from planrunner.stacks.capture import StackWindow
 from planrunner.stacks.unwind import unwind
 from planrunner.stacks.walk_memo import WalkMemo
-from planrunner.stacks.walk_template import holds, template_walk
+from planrunner.stacks.walk_template import at_pc, first_span, holds, template_walk
 
 pytestmark = pytest.mark.skipif(missing_toolchain() is not None,
                                 reason=missing_toolchain() or "")
@@ -103,3 +103,52 @@ def test_another_key_is_not_taken(dumps: dict[str, Dump]) -> None:
                       window=StackWindow(w.base + 8, w.data))
     assert not holds(template, shifted)
     assert not holds(template, replace(dump.capture, window=StackWindow(w.base, w.data[:-8])))
+
+
+@pytest.mark.parametrize("memo", ["none", "warm"])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", ["dwarf", "auto"])
+def test_a_capture_at_another_pc_of_the_span_walks_as_the_template_from_its_pc(
+        dumps: dict[str, Dump], variant: str, mode: str, memo: str) -> None:
+    """first_span: the BPF side takes a template of a span for a sample at any pc of it
+    (render/stacks.py); over the real dumps, a capture moved to every pc of the span
+    walks as the template did but for its first address, and its words changed where
+    the template did not use them walk so too. (A build with frame pointers takes its
+    CFA from rbp in a function's body: no span there.)"""
+    dump = dumps[variant]
+    walked, template = template_walk(dump.capture, dump.modules, mode, 127, None,
+                                     memo_for(dump, mode, memo))
+    assert template is not None
+    span = first_span(dump.capture.regs.pc, dump.modules, dump.capture.arch)
+    if variant.startswith("fp"):
+        assert span is None or span[1] - span[0] >= 1
+        if span is None:
+            return
+    assert span is not None and span[0] <= dump.capture.regs.pc < span[1]
+    mapping = dump.modules.find(dump.capture.regs.pc)
+    assert mapping is not None and mapping.start <= span[0] and span[1] <= mapping.end
+    used = {off for off, _ in template.words}
+    local = next(off for off in range(0, len(dump.capture.window.data), 8)
+                 if off not in used)
+    moved_pcs = range(span[0], span[1])
+    assert len(moved_pcs) > 1
+    for pc in moved_pcs:
+        moved = replace(dump.capture, regs=replace(dump.capture.regs, pc=pc))
+        assert unwind(moved, dump.modules, mode, 127) == at_pc(walked, pc), hex(pc)
+        changed = with_word(moved, local, 0x4141414141414141)
+        assert unwind(changed, dump.modules, mode, 127) == at_pc(walked, pc), hex(pc)
+
+
+def test_a_span_stops_where_its_row_does(dumps: dict[str, Dump]) -> None:
+    """Just past the span the CFI row differs: the same capture there walks otherwise
+    (its first step reads the return address elsewhere), which is why the BPF side
+    checks the span's bounds."""
+    dump = dumps["nofp_pie"]
+    walked = unwind(dump.capture, dump.modules, "dwarf", 127)
+    span = first_span(dump.capture.regs.pc, dump.modules, dump.capture.arch)
+    assert span is not None
+    differ = 0
+    for pc in (span[0] - 1, span[1]):
+        moved = replace(dump.capture, regs=replace(dump.capture.regs, pc=pc))
+        differ += unwind(moved, dump.modules, "dwarf", 127) != at_pc(walked, pc)
+    assert differ >= 1

@@ -299,7 +299,7 @@ _Static_assert(__builtin_offsetof(struct pr_pyline_key, lasti) == 4, "pr_pyline_
 _Static_assert(__builtin_offsetof(struct pr_pyline_key, code) == 8, "pr_pyline_key.code (render/contracts.py)");
 _Static_assert(__builtin_offsetof(struct pr_pyline_key, linetable) == 16, "pr_pyline_key.linetable (render/contracts.py)");
 BPF_TABLE("lru_hash", struct pr_pyline_key, __u32, pr_pyline, 16384);
-/* a copy template's key: tgid, copy length, ip and sp at the sample */
+/* a copy template's key: tgid, copy length, ip (or its page, SPAN_PAGE) and sp */
 struct pr_utmpl_key {
     __u32 pid;
     __u32 len;
@@ -316,27 +316,40 @@ struct pr_utmpl_val {
     __u64 id;
     __u64 cls;
     __u64 bp;
+    __u64 lo;
+    __u64 hi;
     __u32 bp_used;
     __u32 n;
+    __u32 hidden;
     __u64 val[48];
     __u32 off[48];
 };
-_Static_assert(sizeof(struct pr_utmpl_val) == 608, "pr_utmpl_val (render/contracts.py)");
+_Static_assert(sizeof(struct pr_utmpl_val) == 632, "pr_utmpl_val (render/contracts.py)");
 _Static_assert(__builtin_offsetof(struct pr_utmpl_val, id) == 0, "pr_utmpl_val.id (render/contracts.py)");
 _Static_assert(__builtin_offsetof(struct pr_utmpl_val, cls) == 8, "pr_utmpl_val.cls (render/contracts.py)");
 _Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp) == 16, "pr_utmpl_val.bp (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp_used) == 24, "pr_utmpl_val.bp_used (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, n) == 28, "pr_utmpl_val.n (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, val) == 32, "pr_utmpl_val.val (render/contracts.py)");
-_Static_assert(__builtin_offsetof(struct pr_utmpl_val, off) == 416, "pr_utmpl_val.off (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, lo) == 24, "pr_utmpl_val.lo (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, hi) == 32, "pr_utmpl_val.hi (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, bp_used) == 40, "pr_utmpl_val.bp_used (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, n) == 44, "pr_utmpl_val.n (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, hidden) == 48, "pr_utmpl_val.hidden (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, val) == 56, "pr_utmpl_val.val (render/contracts.py)");
+_Static_assert(__builtin_offsetof(struct pr_utmpl_val, off) == 440, "pr_utmpl_val.off (render/contracts.py)");
 BPF_TABLE("lru_hash", struct pr_utmpl_key, struct pr_utmpl_val, pr_utmpl, 4096);
-/* The id of the template copy c's native stack is (0: none holds), and its
-   class in *cls. */
-static __always_inline __u64 pr_utmpl_match(struct pr_ucopies_val *c, __u64 *cls)
+/* The id of the template copy c's native stack is (0: none holds), its
+   class in *cls, and whether its pc is hidden by Python frames in *hidden:
+   the template of c's pc, or of a span of pcs under c's pc's page. */
+static __always_inline __u64 pr_utmpl_match(struct pr_ucopies_val *c, __u64 *cls, __u32 *hidden)
 {
     struct pr_utmpl_key k = {c->pid, c->len, c->regs[0], c->regs[1]};
     struct pr_utmpl_val *t = pr_utmpl.lookup(&k);
-    if (!t || (t->bp_used && t->bp != c->regs[2]))
+    if (!t) {
+        k.ip = 0x8000000000000000ULL | (c->regs[0] >> 12);
+        t = pr_utmpl.lookup(&k);
+        if (!t || c->regs[0] < t->lo || c->regs[0] >= t->hi)
+            return 0;
+    }
+    if (t->bp_used && t->bp != c->regs[2])
         return 0;
     __u32 n = t->n;
     for (__u32 i = 0; i < 48; i++) {
@@ -347,6 +360,7 @@ static __always_inline __u64 pr_utmpl_match(struct pr_ucopies_val *c, __u64 *cls
             return 0;
     }
     *cls = t->cls;
+    *hidden = t->hidden;
     return t->id;
 }
 
@@ -448,9 +462,12 @@ static __always_inline int pr_body_value(struct pr_args_value *a, __u64 pr_id)
             }
             __u64 pr_h0 = 0;
             __u64 pr_h0_c = 0;
-            __u64 pr_h0_t = pr_utmpl_match(pr_uc0, &pr_h0_c);
+            __u32 pr_h0_x = 0;
+            __u64 pr_h0_t = pr_utmpl_match(pr_uc0, &pr_h0_c, &pr_h0_x);
             if (pr_h0_t) {  /* the native stack is a template's: send the rest */
                 pr_h0 = (0x9e3779b97f4a7c15ULL ^ (pr_uc0->py_n ? pr_h0_c : pr_h0_t)) * 0x100000001b3ULL;
+                if (!(pr_uc0->py_n && pr_h0_x))
+                    pr_h0 = (pr_h0 ^ pr_uc0->regs[0]) * 0x100000001b3ULL;
                 pr_h0 = (pr_h0 ^ pr_uc0->py_n) * 0x100000001b3ULL;
                 for (__u32 pr_j = 0; pr_j < 32; pr_j++) {
                     if (pr_j >= pr_uc0->py_n)
