@@ -21,7 +21,10 @@ user stack is planrunner/stacks/__init__.py's.
   (stacks/walk_template.py). A later copy under that key with the same values walks the
   same way: the key then holds a hash of the template's id and the Python frames, and
   `pr_ulight` gets the copy's head and Python section (~1 KiB) instead of 16 KiB to
-  unwind (runtime/stack_templates.py).
+  unwind (runtime/stack_templates.py). A template also holds for the other pcs of its
+  first step's CFI row (walk_template.first_span): it is also under the key of each
+  page of that span (ip field SPAN_PAGE | page), with the span's bounds, which the
+  match checks when the pc's own key is absent; such a sample's hash takes its pc.
 - Known light copies: with Python frames, a light copy's hash takes the template's class
   (one id for a process's templates whose named frames are the same but for the eval
   loop frame the Python frames replace) and each frame's line where the reader wrote it
