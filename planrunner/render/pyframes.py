@@ -72,23 +72,8 @@ def capture_lines(dst: str, capacity: int, keep: int) -> list[str]:
     return [f"pr_py_frames(&{dst}py_n, &{dst}py_flags, {dst}py, {min(keep, capacity)});"]
 
 
-def hash_lines(src: str, capacity: int, out: str) -> list[str]:
-    """Mix the frames (code object and instruction) into the copy's hash: two samples
-    of one native stack in other Python functions are other stacks."""
-    if not capacity:
-        return []
-    return [f"{out} = ({out} ^ {src}py_n) * 0x100000001b3ULL;",
-            f"for (__u32 pr_j = 0; pr_j < {capacity}; pr_j++) {{",
-            f"    if (pr_j >= {src}py_n)",
-            "        break;",
-            f"    {out} = ({out} ^ {src}py[pr_j].code) * 0x100000001b3ULL;",
-            f"    {out} = ({out} ^ ((__u64)(__u32){src}py[pr_j].lasti"
-            f" | ((__u64){src}py[pr_j].flags << 32))) * 0x100000001b3ULL;",
-            "}"]
-
-
 def line_map_decl(capacity: int) -> str:
-    """The lines map (a program whose copies keep Python frames), for line_hash_lines."""
+    """The lines map (a program whose copies keep Python frames), for hash_lines."""
     if not capacity:
         return ""
     return (f"{PYLINE_KEY.c_definition}{PYLINE_KEY.c_asserts}"
@@ -96,21 +81,27 @@ def line_map_decl(capacity: int) -> str:
             f"{PYTHON_LINES_ENTRIES});\n")
 
 
-def line_hash_lines(src: str, capacity: int, out: str) -> list[str]:
-    """Mix the frames into a light copy's hash as hash_lines does, but each by its line
-    where the reader wrote it into the lines map (tagged LINE_TAG), else its instruction:
-    samples on one line of a function are one stack to every output."""
+def hash_lines(src: str, capacity: int, out: str, by_line: bool = False) -> list[str]:
+    """Mix the frames (code object and instruction) into the copy's hash: two samples
+    of one native stack in other Python functions are other stacks. `by_line` (a light
+    copy's hash): each frame by its line where the reader wrote it into the lines map
+    (tagged LINE_TAG), else its instruction: samples on one line of a function are one
+    stack to every output."""
     if not capacity:
         return []
+    at = f"(__u64)(__u32){src}py[pr_j].lasti"
+    lookup = []
+    if by_line:
+        lookup = [f"    struct {PYLINE_KEY.name} pr_lk = {{{src}pid, {src}py[pr_j].lasti, "
+                  f"{src}py[pr_j].code, {src}py[pr_j].linetable}};",
+                  f"    __u32 *pr_ln = {PYTHON_LINES_MAP}.lookup(&pr_lk);"]
+        at = f"(pr_ln ? {LINE_TAG:#x}ULL | *pr_ln : {at})"
     return [f"{out} = ({out} ^ {src}py_n) * 0x100000001b3ULL;",
             f"for (__u32 pr_j = 0; pr_j < {capacity}; pr_j++) {{",
             f"    if (pr_j >= {src}py_n)",
             "        break;",
-            f"    struct {PYLINE_KEY.name} pr_lk = {{{src}pid, {src}py[pr_j].lasti, "
-            f"{src}py[pr_j].code, {src}py[pr_j].linetable}};",
-            f"    __u32 *pr_ln = {PYTHON_LINES_MAP}.lookup(&pr_lk);",
+            *lookup,
             f"    {out} = ({out} ^ {src}py[pr_j].code) * 0x100000001b3ULL;",
-            f"    {out} = ({out} ^ ((pr_ln ? {LINE_TAG:#x}ULL | *pr_ln"
-            f" : (__u64)(__u32){src}py[pr_j].lasti)"
-            f" | ((__u64){src}py[pr_j].flags << 32))) * 0x100000001b3ULL;",
+            f"    {out} = ({out} ^ ({at} | ((__u64){src}py[pr_j].flags << 32)))"
+            " * 0x100000001b3ULL;",
             "}"]

@@ -268,6 +268,6 @@ def light_hash_lines(src: str, tmpl: str, cls: str, hidden: str, out: str,
     return [f"{out} = (0x9e3779b97f4a7c15ULL ^ {first}) * 0x100000001b3ULL;",
             f"if ({shows_pc})",
             f"    {out} = ({out} ^ {src}regs[0]) * 0x100000001b3ULL;",
-            *pyframes.line_hash_lines(src, py_capacity, out),
+            *pyframes.hash_lines(src, py_capacity, out, by_line=True),
             f"if (!{out})",
             f"    {out} = 1;  /* 0 means: no stack */"]
