@@ -570,11 +570,13 @@ class StackResolver:
             return span, False
         mapping = process.find(pc)
         vaddr = mapping.to_vaddr(pc) if mapping is not None else None
-        named = self.symbolizer.table(mapping).span(vaddr) \
-            if mapping is not None and vaddr is not None else None
+        if mapping is None or vaddr is None:
+            return span, False
+        named = self.symbolizer.table(mapping).span(vaddr)
         if named is None:
             return span, False
-        return (max(span[0], pc - (vaddr - named[0])), min(span[1], pc + (named[1] - vaddr))), True
+        return (max(span[0], pc - (vaddr - named[0])),
+                min(span[1], pc + (named[1] - vaddr))), True
 
     def _light(self, key: int, raw: bytes, modes: Sequence[str]) -> None:
         """A light copy: its template's walks, with its own Python frames."""
