@@ -304,9 +304,25 @@ class AggregateReader:
             return
         if maps.copies:
             stacks.drain(maps, self._copy_modes)
+            if stacks.over_budget():
+                stacks.compact(maps, self._copied_stack_hashes)
         if maps.seen and self.monotonic() >= self._expire_due:
             self._expire_due = self.monotonic() + 1.0
             stacks.expire(maps.seen)
+
+    def _copied_stack_hashes(self) -> set[int]:
+        """The copied user stacks' hashes the aggregation maps' keys hold now."""
+        out: set[int] = set()
+        for agg in self.program.aggregates:
+            at = [i for i, f in enumerate(agg.key.fields)
+                  if f.stack and f.kind not in ("kstack", "ustack")]
+            if not at:
+                continue
+            unpack = agg.key.unpacker()
+            for key, _ in self.maps.read_map(agg.map_name, delete=False):
+                values = unpack(bytes(key))[0]
+                out.update(int(cast(int, values[i][0])) & _MASK64 for i in at)
+        return out
 
     def snapshot(self, agg: AggregateOutput) -> AggSnapshot:
         """Read (and for `every:` outputs reset) one map now."""

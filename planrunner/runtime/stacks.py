@@ -91,6 +91,9 @@ PYFRAMES_KEPT = 1 << 16
 PY_TAIL_SKIPS = (0, 1, 2, 4, 8, 16)  # innermost frames left out of a remembered tail
 PY_TAILS_KEPT = 1 << 13  # (each key holds up to a section's bytes: ~12 MiB at most)
 INTERNED_KEPT = 1 << 16  # distinct stacks kept as one tuple each (see _interned)
+# Hashes named (per mode) past which those no aggregation key holds are forgotten
+# (compact): a long profile meets new stacks for as long as it runs.
+UNWOUND_KEPT = 1 << 17
 
 
 class _NamedWalk(NamedTuple):
@@ -142,6 +145,7 @@ class StackResolver:
         # one stack differ in their bytes, not their frames)
         self._unwound: dict[tuple[int, str], tuple[Frame, ...]] = {}
         self._unwound_lost: set[tuple[int, str]] = set()  # of those: lost (docstring)
+        self._unwound_cap = UNWOUND_KEPT
         # keyed by the frames' ids (the value holds them alive): hashing a tuple of ~60
         # Frames field by field cost ~50 us a copy; the frames come from the caches
         # below, so a stack met again is mostly the same objects again
@@ -633,6 +637,22 @@ class StackResolver:
                 no_perf_map or f.symbol is not None for f in final)
         if settled:
             self._known_writes.append(key)
+
+    def over_budget(self) -> bool:
+        """Whether the hashes named are many enough to `compact`."""
+        return len(self._unwound) > self._unwound_cap
+
+    def compact(self, maps: StackMaps, referenced: Callable[[], set[int]]) -> None:
+        """Forget the hashes no aggregation key holds (`referenced()` reads the keys).
+        BPF's known hashes are forgotten first, so that a sample of a hash forgotten
+        here sends its copy again and a key made after the read is named again."""
+        if self.source is not None and maps.known:
+            self.source.drain_copies(maps.known)  # (read and deleted: emptied)
+        keep = referenced()
+        self._unwound = {k: v for k, v in self._unwound.items() if k[0] in keep}
+        self._unwound_lost &= self._unwound.keys()
+        # the keys held may be many themselves: not again at every turn
+        self._unwound_cap = max(UNWOUND_KEPT, 2 * len(self._unwound))
 
     def copy_counts(self) -> dict[str, int]:
         """The copies drained, full and light, and the templates written and found stale

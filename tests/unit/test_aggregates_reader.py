@@ -389,3 +389,47 @@ def test_open_outputs_print_every_interval_without_reset() -> None:
     reader.tick(view)
     assert [[r.count for r in s.rows] for s in view.snaps] == [[3], [3]]
     assert "delete_batch" not in counts.calls
+
+
+class UcopyKey(ct.Structure):
+    _fields_ = [("k0", ct.c_int64), ("k0_pid", ct.c_uint64)]
+
+
+def test_copied_stacks_no_key_holds_are_forgotten_past_the_budget() -> None:
+    """A long profile names a hash per new stack: past the budget the reader keeps only
+    those the aggregation keys hold, after emptying BPF's known hashes (a sample of a
+    forgotten hash sends its copy again); the keys held still name their stacks, a
+    hash (signed in the key, -5) included, and the budget is not met again at once."""
+    from planrunner.render.model import StackMaps
+    from planrunner.runtime import stacks as stacks_mod
+
+    calls: list[str] = []
+
+    class Source:
+        def drain_copies(self, name: str) -> list[tuple[int, bytes]]:
+            calls.append(name)
+            return []
+
+    maps = StackMaps(copies=("pr_ucopies", 16384), light="pr_ulight", known="pr_uknown")
+    layout = KeyLayout((KeyField("ustack", "ucopy", limit=64, unwind="auto"),))
+    out = agg("count", key=layout)
+    held = [7, 9, -5]
+    table = Table([(UcopyKey(h, 42), per_cpu(ct.c_uint64, 1, 0)) for h in held])
+    stacks = StackResolver(Source())  # type: ignore[arg-type]
+    frames = (Frame(0x401000, "main", 0, "/bin/fx"),)
+    budget = 40
+    for h in range(1, budget + 2):
+        stacks._keep(h, "auto", frames, False)
+    stacks._keep(-5 & (1 << 64) - 1, "auto", frames, False)
+    stacks._unwound_cap = budget
+    program = RenderedProgram("", (), (), (out,), "plan", stack_maps=maps)
+    reader = AggregateReader(program, Prog({"pr_agg_0": table}), stacks=stacks)
+    reader.drain_stacks()
+    assert calls[-1] == "pr_uknown"  # emptied, after the copies were drained
+    assert {k for k, _ in stacks._unwound} == {7, 9, -5 & (1 << 64) - 1}
+    assert stacks.user_hash(-5, 64, "auto") == Stack("user", frames)
+    assert stacks.user_hash(3, 64, "auto").lost  # held by no key: forgotten
+    assert stacks._unwound_cap == stacks_mod.UNWOUND_KEPT
+    calls.clear()
+    reader.drain_stacks()
+    assert "pr_uknown" not in calls
