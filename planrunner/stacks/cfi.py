@@ -104,11 +104,8 @@ class ModuleCfi:
     def row_at(self, vaddr: int) -> CfaRow | None:
         if vaddr in self._rows:
             return self._rows[vaddr]
-        fde = self._fde_at(vaddr)
-        row = None
-        if fde is not None:
-            i = bisect.bisect_right(fde.pcs, vaddr) - 1
-            row = fde.rows[i] if i >= 0 else None
+        span = self.row_span(vaddr)
+        row = span[2] if span is not None else None
         if len(self._rows) < ROWS_KEPT:
             self._rows[vaddr] = row
         return row

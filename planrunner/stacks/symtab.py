@@ -44,24 +44,28 @@ class ModuleSymbols:
         """The symbol covering `vaddr`: the nearest one below it, or one of the few before
         that when the nearest is a short entry point inside a larger function (libc's
         string functions have several)."""
-        i = bisect.bisect_right(self.starts, vaddr) - 1
-        for j in range(i, max(i - _NESTED, -1), -1):
-            if vaddr < self.ends[j]:
-                return self.names[j], self.starts[j]
-        return None
+        hit = self._covering(vaddr)
+        return None if hit is None else (self.names[hit[1]], self.starts[hit[1]])
 
     def span(self, vaddr: int) -> tuple[int, int] | None:
         """The addresses around `vaddr` that `lookup` names as it names `vaddr` (None: no
         symbol covers it): inside the nearest start's bucket, past the ends of the
         entries it skipped, short of the end of the one it found."""
+        hit = self._covering(vaddr)
+        if hit is None:
+            return None
+        i, j = hit
+        lo = max((self.starts[i], *self.ends[j + 1:i + 1]))
+        hi = min(self.ends[j], self.starts[i + 1]) if i + 1 < len(self.starts) \
+            else self.ends[j]
+        return lo, hi
+
+    def _covering(self, vaddr: int) -> tuple[int, int] | None:
+        """(the nearest start's index, the covering symbol's index) for `lookup`."""
         i = bisect.bisect_right(self.starts, vaddr) - 1
-        lo = self.starts[i] if i >= 0 else 0
         for j in range(i, max(i - _NESTED, -1), -1):
             if vaddr < self.ends[j]:
-                hi = min(self.ends[j], self.starts[i + 1] if i + 1 < len(self.starts)
-                         else self.ends[j])
-                return lo, hi
-            lo = max(lo, self.ends[j])
+                return i, j
         return None
 
     @classmethod
