@@ -314,8 +314,7 @@ class AggregateReader:
         """The copied user stacks' hashes the aggregation maps' keys hold now."""
         out: set[int] = set()
         for agg in self.program.aggregates:
-            at = [i for i, f in enumerate(agg.key.fields)
-                  if f.stack and f.kind not in ("kstack", "ustack")]
+            at = [i for i, f in enumerate(agg.key.fields) if f.kind == "ucopy"]
             if not at:
                 continue
             unpack = agg.key.unpacker()

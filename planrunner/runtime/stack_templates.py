@@ -106,11 +106,6 @@ class Templates:
         cls = self._classes.setdefault((first.pid, shown), tid)
         offs = sorted(words)
         pad = [0] * (TEMPLATE_WORDS - len(offs))
-        lo, hi = span if span is not None and span[0] <= first.pc < span[1] \
-            else (first.pc, first.pc + 1)
-        near = (first.pc >> SPAN_PAGE_SHIFT) - SPAN_PAGES
-        lo = max(lo, near << SPAN_PAGE_SHIFT)
-        hi = min(hi, (near + 2 * SPAN_PAGES + 1) << SPAN_PAGE_SHIFT)
 
         def value(lo: int, hi: int) -> bytes:
             return UTMPL_VAL.pack(tid, cls, fp or 0, lo, hi, int(fp is not None), len(offs),
@@ -118,10 +113,11 @@ class Templates:
 
         self._sink.update_map(self._map, UTMPL_KEY.pack(*key), value(first.pc, first.pc + 1))
         self._live[key] = tid
+        near = _near(span, first.pc)
         pages = []
-        for page in range(lo >> SPAN_PAGE_SHIFT, ((hi - 1) >> SPAN_PAGE_SHIFT) + 1):
-            if hi - lo <= 1:
-                break
+        lo, hi = near or (0, 0)
+        for page in range(lo >> SPAN_PAGE_SHIFT, ((hi - 1) >> SPAN_PAGE_SHIFT) + 1) \
+                if near else ():
             pkey = (first.pid, first.length, SPAN_PAGE | page, first.sp)
             if pkey not in self._live:
                 self._sink.update_map(self._map, UTMPL_KEY.pack(*pkey), value(lo, hi))
@@ -158,6 +154,16 @@ class Templates:
             self._sink.delete_key(self._map, UTMPL_KEY.pack(*key))
         self._live.clear()
         self._by_id.clear()
+
+
+def _near(span: tuple[int, int] | None, pc: int) -> tuple[int, int] | None:
+    """The part of `span` (holding `pc`) written under its pages: SPAN_PAGES either side
+    of pc's; None when there is no span, or it is pc alone."""
+    if span is None or not span[0] <= pc < span[1] or span[1] - span[0] <= 1:
+        return None
+    near = (pc >> SPAN_PAGE_SHIFT) - SPAN_PAGES
+    return (max(span[0], near << SPAN_PAGE_SHIFT),
+            min(span[1], (near + 2 * SPAN_PAGES + 1) << SPAN_PAGE_SHIFT))
 
 
 def _same_code(t: Template, modules: ProcessModules) -> bool:

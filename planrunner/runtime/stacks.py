@@ -557,7 +557,7 @@ class StackResolver:
             self._keep(key, mode, *self._finish(capture, result, named, MAX_FRAMES))
             shown.append((mode, merge_shape(named)))
         # (the first frame, at the sample's pc, is the same in every mode)
-        hidden = bool(named) and named[0] is not merge_shape(named)[0]
+        hidden = bool(named) and named[0] is not shown[-1][1][0]
         self._templates.offer(process, walks, tuple(shown),
                               *self._span(capture, process, hidden))
 

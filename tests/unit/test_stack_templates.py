@@ -108,6 +108,7 @@ def test_templates_that_show_the_same_frames_are_one_class_in_each_process() -> 
     t.offer(MODULES, {"auto": (WALK, tmpl(pc=0x401020))}, ("auto", ("other",)))
     t.offer(other, {"auto": (WALK, replace(tmpl(pc=0x401000), pid=43))}, SHOWN)
     ids = {UTMPL_KEY.unpack(k)[::2]: UTMPL_VAL.unpack(v)[:2] for k, v in sink.map.items()}
+    assert len(ids) == 4  # each under its own key alone: no span, no page
     first = ids[(42, 0x401000)]
     assert ids[(42, 0x401010)] == (first[0] + 1, first[1])  # its own id, the first's class
     assert ids[(42, 0x401020)][1] == ids[(42, 0x401020)][0]  # a class of its own
