@@ -179,11 +179,16 @@ COPIES_NOTE = re.compile(r"planrunner-note copies full=(\d+) light=(\d+) ")
 
 
 def _body_lines(function: str) -> set[int]:
-    """The lines of the workload's `def FUNCTION` body (up to the next blank line)."""
+    """The lines of the workload's `def FUNCTION` (up to the next blank line).
+
+    The def line is among them: a sample taken as the frame starts, before its
+    first instruction or at its RESUME, is on the def line, as Python's own
+    f_lineno says (CPython 3.11 maps an instruction index < 0 to co_firstlineno).
+    """
     lines = WORKLOAD.read_text().splitlines()
     start = lines.index(f"def {function}(n):")
     end = lines.index("", start)
-    return set(range(start + 2, end + 1))
+    return set(range(start + 1, end + 1))
 
 
 def test_profile_samples_keep_their_lines_and_mostly_send_no_copy() -> None:
