@@ -301,6 +301,7 @@ def _scratch_only_when_long(resolved: ResolvedPlan, probe: ResolvedProbe,
     if not trial.direct:
         return False
     string_reads(probe, trial)
+    _ = _nested_prologues(resolved, probe, trial)
     _ = condition(probe.where, trial)
     _ = _output_blocks(resolved, probe.spec.name, trial, _Outputs())
     return trial.scratch_only_for_direct_strings()
@@ -324,6 +325,20 @@ def ring_check_size(resolved: ResolvedPlan, probe: ResolvedProbe) -> int:
     if any(names_symbols(e) for _k, e in fields):
         return 0  # a `usym` field sends a notice first (bodies.symbol_notice)
     return layout_for(outs[0].spec.index, fields, probe.stack).sizes[0]
+
+
+def _nested_prologues(resolved: ResolvedPlan, probe: ResolvedProbe, body: Body) -> list[str]:
+    """The keys and depths of the nested spans the probe begins or ends: first in its
+    body, since its `where` may use them."""
+    lines: list[str] = []
+    max_depth = resolved.plan.settings.span_depth
+    for span in resolved.spans:
+        if span.spec.nested:
+            if span.spec.begin == probe.spec.name:
+                lines += nested_prologue(span, True, body, max_depth)
+            if span.spec.end == probe.spec.name:
+                lines += nested_prologue(span, False, body, max_depth)
+    return lines
 
 
 def one_program(probe: ResolvedProbe) -> bool:
@@ -352,13 +367,7 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
 
     body = new_body(_scratch_only_when_long(resolved, probe, new_body(False)))
     lines = string_reads(probe, body)
-    max_depth = resolved.plan.settings.span_depth
-    for span in resolved.spans:  # nested spans: key and depth first (`where` may use it)
-        if span.spec.nested:
-            if span.spec.begin == probe.spec.name:
-                lines += nested_prologue(span, True, body, max_depth)
-            if span.spec.end == probe.spec.name:
-                lines += nested_prologue(span, False, body, max_depth)
+    lines += _nested_prologues(resolved, probe, body)
     lines += condition(probe.where, body)
     if "user" in probe.stacks and copied(probe.stack):
         lines += pid_notice_lines()

@@ -126,6 +126,10 @@ struct pr_args_exit {
     __u64 pr_unused;
     __s64 v2;
 };
+struct pr_scratch_exit {
+    __u64 lz_call;
+};
+BPF_PERCPU_ARRAY(pr_scratch_exit, struct pr_scratch_exit, 1);
 
 /* pr_id: bpf_get_current_pid_tgid(), read once by the thunk */
 static __always_inline int pr_body_exit(struct pr_args_exit *a, __u64 pr_id)
@@ -135,6 +139,10 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a, __u64 pr_id)
     __u64 pr_ts = bpf_ktime_get_ns();
     char pr_comm[16] __attribute__((aligned(8)));
     pr_current_comm(pr_comm);
+    __u32 pr_zero = 0;
+    struct pr_scratch_exit *sc = pr_scratch_exit.lookup(&pr_zero);
+    if (!sc)
+        return 0;
     do {
         struct pr_span_lkey pr_lkey_call_e = {};
         pr_lkey_call_e.k = pr_id;
@@ -159,6 +167,8 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a, __u64 pr_id)
                 }
             }
         pr_lkey_call_e.level = 0;  /* the key of the open-begin count again */
+        sc->lz_call = pr_at_call;
+        pr_at_call = *(volatile __u64 *)&sc->lz_call;  /* the verifier: one walk of what follows */
         __u32 pr_depth_call = pr_at_call;
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
