@@ -52,8 +52,11 @@ from planrunner.pipeline import compile_plan
 from planrunner.runtime.bcc_backend import btf_cflags, compile_flags, own_btf_cflags
 from planrunner.runtime.registry_pin import tracers_pin
 program = compile_plan(sys.argv[1], {})[2]
-cflags = (compile_flags(program, tracers_pin(), False) + own_btf_cflags()
-          + btf_cflags(program.btf_constants))
+try:  # uprobes attached through the dispatcher, as on this kernel (older trees: no such flag)
+    flags = compile_flags(program, tracers_pin(), False, True)
+except TypeError:
+    flags = compile_flags(program, tracers_pin(), False)
+cflags = flags + own_btf_cflags() + btf_cflags(program.btf_constants)
 json.dump({"c": program.c_source, "cflags": cflags}, sys.stdout)
 """
 

@@ -192,6 +192,12 @@ class RuntimeConstant(NamedTuple):
     member: KernelMember
 
 
+# The macros the loader defines for what it does with the program (compile_flags):
+# RenderedProgram.sleepable_switch and .dispatched_switch say what each means.
+SLEEPABLE_SWITCH = "PR_SLEEPABLE"
+DISPATCHED_SWITCH = "PR_DISPATCHED"
+
+
 @dataclass(frozen=True, slots=True)
 class RenderedProgram:
     """The rendered C and what the runtime needs to load, attach and decode it."""
@@ -240,7 +246,7 @@ class RenderedProgram:
     # Defined by the loader (`-DPR_SLEEPABLE`) when the kernel has sleepable uprobes: the
     # programs of `sleepable` sites then fault pages in and are loaded BPF_F_SLEEPABLE.
     # Left undefined, the same source is today's non-sleepable program.
-    sleepable_switch: str = "PR_SLEEPABLE"
+    sleepable_switch: str = SLEEPABLE_SWITCH
     # (probe, why it may not fire: resolve/preflight.py), said again at exit when the
     # probe recorded nothing (runtime/silence.py)
     gated: tuple[tuple[str, str], ...] = ()
@@ -260,6 +266,11 @@ class RenderedProgram:
     # names. "" when the program has no uprobe site.
     uprobe_sites_map: str = ""
     uprobe_dispatcher: str = ""
+    # Defined by the loader (`-DPR_DISPATCHED`) when it attaches uprobes that way: the
+    # dispatcher then makes the scope check (pr_skip) of the thunks it tail-calls, in one
+    # copy of its code, not one inlined in each (~320 instructions a thunk, which clang
+    # and the verifier went through for every site: runtime-stat has 25).
+    dispatched_switch: str = DISPATCHED_SWITCH
     # params read as data (render/params.py): their names, in the order of the map's
     # value, and that value for this run (replaced by a warm run with other values)
     data_params: tuple[str, ...] = ()

@@ -33,6 +33,8 @@ from planrunner.render.bodies import (
 from planrunner.render.contracts import c_block
 from planrunner.render.environment import render_template
 from planrunner.render.model import (
+    DISPATCHED_SWITCH,
+    SLEEPABLE_SWITCH,
     AggregateOutput,
     AggTable,
     AttachSet,
@@ -394,6 +396,9 @@ def _probe_view(resolved: ResolvedPlan, probe: ResolvedProbe, acc: _Outputs,
         reads += stack_thunk_lines(probe.stacks, probe.stack, not sk.in_binary)
         view.thunks.append({"fn": thunk_name(site.probe, site.kind, site.index),
                             "reads": reads, "shape": THUNK_SHAPES[sk],
+                            # in the dispatcher's prog array (_with_slots): where the
+                            # loader attaches it that way, the dispatcher checks the scope
+                            "dispatched": sk.in_binary and not one_program(probe),
                             # a perf event fires in whatever runs: profile is scoped in
                             # the C as a tracepoint is; interval is never filtered, nor
                             # is a tracepoint with all_processes
@@ -506,6 +511,8 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
         uprobe_slots=uprobe_slots,
         uprobe_sites_map=UPROBE_SITES_MAP,
         uprobe_dispatcher=UPROBE_DISPATCHER,
+        dispatched_switch=DISPATCHED_SWITCH,
+        sleepable_switch=SLEEPABLE_SWITCH,
         params=params.declarations(data_params),
     )
     # in plan order (they were made probe by probe), so their snapshots print in it too

@@ -87,10 +87,15 @@ BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function", *SINGLE_OPTIMIZAT
 NO_DEBUG_INFO = "-g0"
 
 
-def compile_flags(program: RenderedProgram, pin: str, sleepable: bool) -> list[str]:
+def compile_flags(program: RenderedProgram, pin: str, sleepable: bool,
+                  dispatched: bool = False) -> list[str]:
     """The cflags `program` is compiled with: `sleepable` when the kernel has sleepable
-    uprobes (then its sleepable sites fault pages in, with task-storage scratch maps)."""
+    uprobes (then its sleepable sites fault pages in, with task-storage scratch maps);
+    `dispatched` when uprobe sites are attached through the dispatcher (uprobe_multi
+    links: runtime/attach.py UprobeLinks), which then checks the scope for them."""
     cflags = list(BASE_CFLAGS) + pin_cflags(pin, program.tracers_pin)
+    if program.uprobe_dispatcher and dispatched:
+        cflags.append(f"-D{program.dispatched_switch}")
     if program.runtime_constants:  # values of the running kernel (elf/btf.py)
         from planrunner.elf.btf import BtfError, runtime_cflags
         try:
@@ -333,7 +338,9 @@ class BccBackend:
         check_machine()
         pin = tracers_pin(default=program.tracers_pin)  # bcc pins pr_tracers there
         self.program = program
-        cflags = compile_flags(program, pin, self.features.sleepable)
+        # uprobe sites attached through the dispatcher, which then checks their scope
+        dispatched = isinstance(self._strategy_named(UPROBE_SITE.strategy), UprobeLinks)
+        cflags = compile_flags(program, pin, self.features.sleepable, dispatched)
         key, cached = self._cached(program, cflags)
         if cached is not None:
             refused = self._load_image(program, cached)
@@ -531,7 +538,9 @@ class BccBackend:
 
     def _strategy(self, site: AttachSite) -> AttachStrategy:
         """The strategy of `site`'s kind, made on first use (attach.py STRATEGIES)."""
-        name = site_kind(site.kind).strategy
+        return self._strategy_named(site_kind(site.kind).strategy)
+
+    def _strategy_named(self, name: str) -> AttachStrategy:
         if name not in self._strategies:
             self._strategies[name] = STRATEGIES[name](self.features)
         return self._strategies[name]

@@ -85,15 +85,34 @@ def start_fixture(binary: Path, n: int, rounds: int) -> subprocess.Popen[str]:
     return proc
 
 
+def verified_insns(pid: int) -> list[int]:
+    """What the verifier walked of each BPF program process `pid` holds."""
+    walked = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-prog":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as fh:
+                info = fh.read()
+        except OSError:  # closed since the listing
+            continue
+        walked += [int(line.split()[1]) for line in info.splitlines()
+                   if line.startswith("verified_insns:")]
+    return walked
+
+
 def traced_run(tmp_path: Path, binary: Path, entry: list[str] | None = None,
-               env: dict[str, str] | None = None) -> tuple[int, dict[str, int], str]:
+               env: dict[str, str] | None = None
+               ) -> tuple[int, dict[str, int], str, list[int]]:
     """One system-wide run of many_plan while the fixture calls: the run's bpf_link fds
-    once attached, each output's count, and the run's stderr."""
+    once attached, each output's count, the run's stderr, and what the verifier walked
+    of each of its programs."""
     fixture = start_fixture(binary, UPROBES, ROUNDS)
     try:
         tracer, said = start(many_plan(tmp_path, binary), entry or PLANRUNNER, env or {})
         try:
             links = bpf_links(tracer.pid)
+            walked = verified_insns(tracer.pid)
             assert semaphore_value(fixture.pid, binary, GATED) == 1  # raised, attached
             fixture.send_signal(signal.SIGUSR1)  # the calls
             assert fixture.stdout is not None
@@ -112,7 +131,7 @@ def traced_run(tmp_path: Path, binary: Path, entry: list[str] | None = None,
             fixture.kill()
             fixture.wait()
     counts = {r["output"]: r["count"] for r in json_records(out) if "output" in r}
-    return links, counts, said + err
+    return links, counts, said + err, walked
 
 
 def start(plan: str, entry: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
@@ -143,7 +162,7 @@ def test_one_link_per_binary_and_kind_every_site_counted_cold_then_warm(
     cache.mkdir(mode=0o700)
     env = {"PLANRUNNER_CACHE_DIR": str(cache), "PLANRUNNER_CACHE_LOG": "1"}
     for run in ("cold", "warm"):
-        links, counts, err = traced_run(tmp_path, binary, env=env)
+        links, counts, err, _ = traced_run(tmp_path, binary, env=env)
         assert ("planrunner: cache: hit" in err) == (run == "warm"), err
         # one link for the uprobes (and the USDT site: a uprobe of the same file), one
         # for the uretprobes; before, one per site: 74
@@ -153,7 +172,7 @@ def test_one_link_per_binary_and_kind_every_site_counted_cold_then_warm(
 
 def test_one_link_per_binary_and_kind_with_bcc_loading_in_process(
         tmp_path: Path, fixtures_built: Path) -> None:
-    links, counts, err = traced_run(tmp_path, fixtures_built / BINARY, entry=IN_PROCESS)
+    links, counts, err, _ = traced_run(tmp_path, fixtures_built / BINARY, entry=IN_PROCESS)
     assert links == 2, err
     assert counts == expected_counts()
 
@@ -269,7 +288,21 @@ def test_without_links_every_site_is_a_perf_event_as_before(tmp_path: Path,
                                                             fixtures_built: Path) -> None:
     """PLANRUNNER_UPROBE_ATTACH=perf (a kernel without uprobe_multi): the dispatcher is
     never loaded, each site is a perf-event uprobe of its own thunk, counts still exact."""
-    links, counts, err = traced_run(tmp_path, fixtures_built / BINARY,
-                                    env={"PLANRUNNER_UPROBE_ATTACH": "perf"})
+    links, counts, err, _ = traced_run(tmp_path, fixtures_built / BINARY,
+                                       env={"PLANRUNNER_UPROBE_ATTACH": "perf"})
     assert links == 0, err
     assert counts == expected_counts()
+
+
+def test_the_dispatcher_checks_the_scope_once_for_all_its_thunks(
+        tmp_path: Path, fixtures_built: Path) -> None:
+    """Through the dispatcher, the thunks leave the scope check (pr_skip, a few hundred
+    instructions) to it (PR_DISPATCHED): the verifier walks it once, not in each of the
+    74 thunks as where every thunk is attached on its own; the counts are exact both
+    ways (the tests above), and test_scope_e2e.py checks the scope itself both ways."""
+    linked = traced_run(tmp_path, fixtures_built / BINARY)
+    alone = traced_run(tmp_path, fixtures_built / BINARY,
+                       env={"PLANRUNNER_UPROBE_ATTACH": "perf"})
+    assert linked[1] == alone[1] == expected_counts()
+    assert len(linked[3]) == len(alone[3]) + 1, (linked[3], alone[3])  # the dispatcher
+    assert 2 * sum(linked[3]) < sum(alone[3]), (linked[3], alone[3])

@@ -36,15 +36,18 @@ def _kernel_cflags(golden: Path, monkeypatch: pytest.MonkeyPatch,
 def test_golden_compiles_and_verifies(golden: Path, btf: bool,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways: with the kernel's BTF (the comm from the task, the run's own BTF-only
-    programs) and without (the comm by the helper, those programs compiled out). Every
-    function compiled verifies; the run's own programs are compiled one variant each."""
+    programs) and uprobes attached through the dispatcher (PR_DISPATCHED: the thunks it
+    calls leave the scope check to it), as this kernel's loader does; and without (the
+    comm by the helper, those programs compiled out, every thunk checking the scope
+    itself, as on a kernel before uprobe_multi links). Every function compiled
+    verifies; the run's own programs are compiled one variant each."""
     from bcc import BPF, lib
 
     text = from_golden(golden.read_text())
     thunks = re.findall(r"^int (pr_\w+)\((?:struct pt_regs \*ctx|void \*ctx|"
                         r"struct bpf_perf_event_data \*ctx)\)$", text, re.M)
     assert thunks, "a program without thunks"
-    cflags = _kernel_cflags(golden, monkeypatch, btf)
+    cflags = _kernel_cflags(golden, monkeypatch, btf) + (["-DPR_DISPATCHED"] if btf else [])
     bpf = BPF(text=text.encode(), cflags=[*BASE_CFLAGS, *cflags])  # the loader's
     try:
         compiled = [t for t in thunks if lib.bpf_function_start(bpf.module, t.encode())]

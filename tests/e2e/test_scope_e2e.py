@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from planrunner.runtime.features import ATTACH_ENV
 from tests.e2e.conftest import PLANRUNNER, ROOT, json_records, run_planrunner, write_plan
 from tests.e2e.executor_helpers import libc_path, start_tracer, stop_tracer
 
@@ -81,17 +82,28 @@ def _paced(paced: Path) -> list[str]:
     return [str(paced), "1000000", "0", "20"]  # 20 ticks a second until killed
 
 
-def test_several_pids_trace_exactly_those(fixtures_built, tmp_path, pool):
+# How the uprobes are attached: through the dispatcher of uprobe_multi links, which then
+# checks the scope for every thunk it calls (PR_DISPATCHED), or each thunk by a perf
+# event of its own, which checks it itself.
+ATTACH = pytest.mark.parametrize("attach", ["links", "perf"])
+
+
+def _attach_env(attach: str) -> dict[str, str]:
+    return {**os.environ, ATTACH_ENV: "perf" if attach == "perf" else ""}
+
+
+@ATTACH
+def test_several_pids_trace_exactly_those(fixtures_built, tmp_path, pool, attach):
     paced = fixtures_built / "paced"
     a, b, c = (pool.start(_paced(paced)) for _ in range(3))
     proc = run_planrunner(["run", _plan(tmp_path, paced), "-f", "json", "-d", "2",
-                           "--pid", str(a), "--pid", str(b)])
+                           "--pid", str(a), "--pid", str(b)], env=_attach_env(attach))
     assert proc.returncode == 0, proc.stderr
     assert f"Tracing 2 probe sites in processes {a}, {b}." in proc.stderr
     assert _pids_by_probe(proc.stdout) == {"tick": {a, b}, "nap": {a, b}}, c
     # the comma list is the same
     proc = run_planrunner(["run", _plan(tmp_path, paced), "-f", "json", "-d", "2",
-                           "--pid", f"{b},{c}"])
+                           "--pid", f"{b},{c}"], env=_attach_env(attach))
     assert proc.returncode == 0, proc.stderr
     assert _pids_by_probe(proc.stdout) == {"tick": {b, c}, "nap": {b, c}}, a
 
@@ -140,14 +152,15 @@ def _cgroup_of(pid: int) -> str:
         return next(line.split("::", 1)[1].strip() for line in fh if line.startswith("0::"))
 
 
-def test_comm_traces_the_processes_of_that_name(fixtures_built, tmp_path, pool):
+@ATTACH
+def test_comm_traces_the_processes_of_that_name(fixtures_built, tmp_path, pool, attach):
     paced = fixtures_built / "paced"
     other = tmp_path / "pacer_b"  # same binary (same inode), another command name
     other.symlink_to(paced)
     a = pool.start(_paced(paced))
     b, c = (pool.start(_paced(other)) for _ in range(2))
     proc = run_planrunner(["run", _plan(tmp_path, paced), "-f", "json", "-d", "2",
-                           "--comm", "pacer_b"])
+                           "--comm", "pacer_b"], env=_attach_env(attach))
     assert proc.returncode == 0, proc.stderr
     assert "in processes named pacer_b." in proc.stderr
     assert _pids_by_probe(proc.stdout) == {"tick": {b, c}, "nap": {b, c}}, a

@@ -77,8 +77,10 @@ static __always_inline int pr_body_value(struct pr_args_value *a, __u64 pr_id)
 int pr_value_s0(struct pt_regs *ctx)
 {
     __u64 pr_id = bpf_get_current_pid_tgid();
+#if !defined(PR_DISPATCHED)
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+#endif
     struct pr_args_value pr_a = {};
     pr_a.v1 = (__s64)ctx->di;
     return pr_body_value(&pr_a, pr_id);
@@ -87,11 +89,14 @@ int pr_value_s0(struct pt_regs *ctx)
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link
    per binary runs pr_uprobe_dispatch at all its sites, each with its slot as the
    attach cookie. A sleepable thunk is never here: a sleepable program cannot use a prog
-   array, so it keeps a link of its own. */
+   array, so it keeps a link of its own. With PR_DISPATCHED (the loader attaches
+   uprobes so) the scope check is made here, for every thunk this calls. */
 BPF_PROG_ARRAY(pr_uprobe_sites, 1);
 
 int pr_uprobe_dispatch(struct pt_regs *ctx)
 {
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, bpf_get_current_pid_tgid()))
+        return 0;
     pr_uprobe_sites.call(ctx, (__u32)bpf_get_attach_cookie(ctx));
     return 0;  /* an empty slot: a site attached on its own, never through here */
 }

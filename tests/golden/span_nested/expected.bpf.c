@@ -113,8 +113,10 @@ static __always_inline int pr_body_enter(struct pr_args_enter *a, __u64 pr_id)
 int pr_enter_s0(struct pt_regs *ctx)
 {
     __u64 pr_id = bpf_get_current_pid_tgid();
+#if !defined(PR_DISPATCHED)
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+#endif
     struct pr_args_enter pr_a = {};
     pr_a.v2 = (__s64)ctx->bp;
     return pr_body_enter(&pr_a, pr_id);
@@ -172,8 +174,10 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a, __u64 pr_id)
 int pr_exit_s0(struct pt_regs *ctx)
 {
     __u64 pr_id = bpf_get_current_pid_tgid();
+#if !defined(PR_DISPATCHED)
     if (pr_skip(PR_CFG_SCOPE_UPROBE, pr_id))
         return 0;
+#endif
     struct pr_args_exit pr_a = {};
     return pr_body_exit(&pr_a, pr_id);
 }
@@ -181,11 +185,14 @@ int pr_exit_s0(struct pt_regs *ctx)
 /* Every uprobe site's thunk, by its slot (the runtime fills it): one uprobe_multi link
    per binary runs pr_uprobe_dispatch at all its sites, each with its slot as the
    attach cookie. A sleepable thunk is never here: a sleepable program cannot use a prog
-   array, so it keeps a link of its own. */
+   array, so it keeps a link of its own. With PR_DISPATCHED (the loader attaches
+   uprobes so) the scope check is made here, for every thunk this calls. */
 BPF_PROG_ARRAY(pr_uprobe_sites, 2);
 
 int pr_uprobe_dispatch(struct pt_regs *ctx)
 {
+    if (pr_skip(PR_CFG_SCOPE_UPROBE, bpf_get_current_pid_tgid()))
+        return 0;
     pr_uprobe_sites.call(ctx, (__u32)bpf_get_attach_cookie(ctx));
     return 0;  /* an empty slot: a site attached on its own, never through here */
 }
