@@ -268,7 +268,7 @@ class RenderedProgram:
     uprobe_dispatcher: str = ""
     # Defined by the loader (`-DPR_DISPATCHED`) when it attaches uprobes that way: the
     # dispatcher then makes the scope check (pr_skip) of the thunks it tail-calls, in one
-    # copy of its code, not one inlined in each (~320 instructions a thunk, which clang
+    # copy of its code, not one inlined in each (~220 instructions a thunk, which clang
     # and the verifier went through for every site: runtime-stat has 25).
     dispatched_switch: str = DISPATCHED_SWITCH
     # params read as data (render/params.py): their names, in the order of the map's
