@@ -47,21 +47,24 @@ def _links_kernel() -> None:
         pytest.skip("this kernel has no uprobe_multi links: uprobes are perf events")
 
 
+def fdinfos(pid: int, inode: str) -> Iterator[str]:
+    """The fdinfo of each fd of process `pid` that is an `anon_inode:INODE`."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != f"anon_inode:{inode}":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as fh:
+                yield fh.read()
+        except OSError:  # closed since the listing
+            pass
+
+
 def bpf_links(pid: int) -> int:
     """The uprobe links process `pid` holds (the run's own exit and exec programs are
     raw_tracepoint links: not counted)."""
-    count = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf_link":
-                continue
-            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as fh:
-                info = fh.read()
-            count += "\nlink_type:\tuprobe_multi\n" in info or \
-                "\nlink_type:\turetprobe_multi\n" in info
-        except OSError:  # closed since the listing
-            pass
-    return count
+    return sum("\nlink_type:\tuprobe_multi\n" in info
+               or "\nlink_type:\turetprobe_multi\n" in info
+               for info in fdinfos(pid, "bpf_link"))
 
 
 def many_plan(tmp_path: Path, binary: Path) -> str:
@@ -87,18 +90,8 @@ def start_fixture(binary: Path, n: int, rounds: int) -> subprocess.Popen[str]:
 
 def verified_insns(pid: int) -> list[int]:
     """What the verifier walked of each BPF program process `pid` holds."""
-    walked = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-prog":
-                continue
-            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as fh:
-                info = fh.read()
-        except OSError:  # closed since the listing
-            continue
-        walked += [int(line.split()[1]) for line in info.splitlines()
-                   if line.startswith("verified_insns:")]
-    return walked
+    return [int(line.split()[1]) for info in fdinfos(pid, "bpf-prog")
+            for line in info.splitlines() if line.startswith("verified_insns:")]
 
 
 def traced_run(tmp_path: Path, binary: Path, entry: list[str] | None = None,
