@@ -209,7 +209,7 @@ def _match_search(span: ResolvedProbe, body: Body, max_depth: int) -> list[str]:
     # at, each with its own bounds on the level (ruby-flow's end thunk: 127k instructions
     # processed, 0.15-0.2 s of a first run's load): read back from the scratch, a map
     # value, the level is one unknown number to it, and the rest is walked once.
-    member = f"lz_{name}"
+    member = f"at_{name}"  # the level, as the local `at` holds it
     body.member(f"__u64 {member};")
     return lines + [
         f"__u64 {at} = {open_};",

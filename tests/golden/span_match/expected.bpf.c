@@ -129,7 +129,7 @@ struct pr_args_exit {
     __s64 v2;
 };
 struct pr_scratch_exit {
-    __u64 lz_call;
+    __u64 at_call;
 };
 BPF_PERCPU_ARRAY(pr_scratch_exit, struct pr_scratch_exit, 1);
 
@@ -169,8 +169,8 @@ static __always_inline int pr_body_exit(struct pr_args_exit *a, __u64 pr_id)
                 }
             }
         pr_lkey_call_e.level = 0;  /* the key of the open-begin count again */
-        sc->lz_call = pr_at_call;
-        pr_at_call = *(volatile __u64 *)&sc->lz_call;  /* the verifier: one walk of what follows */
+        sc->at_call = pr_at_call;
+        pr_at_call = *(volatile __u64 *)&sc->at_call;  /* the verifier: one walk of what follows */
         __u32 pr_depth_call = pr_at_call;
         do {
             struct pr_rec_0 *ev = pr_events.ringbuf_reserve(sizeof(struct pr_rec_0));
