@@ -113,16 +113,16 @@ class Templates:
 
         self._sink.update_map(self._map, UTMPL_KEY.pack(*key), value(first.pc, first.pc + 1))
         self._live[key] = tid
-        near = _near(span, first.pc)
         pages = []
-        lo, hi = near or (0, 0)
-        for page in range(lo >> SPAN_PAGE_SHIFT, ((hi - 1) >> SPAN_PAGE_SHIFT) + 1) \
-                if near else ():
-            pkey = (first.pid, first.length, SPAN_PAGE | page, first.sp)
-            if pkey not in self._live:
-                self._sink.update_map(self._map, UTMPL_KEY.pack(*pkey), value(lo, hi))
-                self._live[pkey] = tid
-                pages.append(pkey)
+        near = _near(span, first.pc)
+        if near is not None:
+            lo, hi = near
+            for page in range(lo >> SPAN_PAGE_SHIFT, ((hi - 1) >> SPAN_PAGE_SHIFT) + 1):
+                pkey = (first.pid, first.length, SPAN_PAGE | page, first.sp)
+                if pkey not in self._live:
+                    self._sink.update_map(self._map, UTMPL_KEY.pack(*pkey), value(lo, hi))
+                    self._live[pkey] = tid
+                    pages.append(pkey)
         self._by_id[tid] = Template(tid, key, modules, {m: w for m, (w, _) in walks.items()},
                                     tuple(pages))
         self._writes[key] = self._writes.get(key, 0) + 1
