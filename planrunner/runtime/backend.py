@@ -18,7 +18,7 @@ Imports render/model.py and runtime/features.py only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from planrunner.render.model import (
@@ -90,8 +90,12 @@ class Backend(MapSource, StackSource, Protocol):
         """What the kernel offers (detected once; the attach strategy follows from it)."""
         ...
 
-    def load(self, program: RenderedProgram) -> None:
-        """Compile and load `program`; raises BackendError/BackendUnavailable."""
+    def load(self, program: RenderedProgram,
+             meanwhile: Callable[[], None] | None = None) -> None:
+        """Compile and load `program`; raises BackendError/BackendUnavailable.
+        `meanwhile`, if given, is called once while the C compiles elsewhere (work of
+        the run that needs no program, off its path to `Tracing`); not at all when
+        nothing is compiled or the compile is in this process."""
         ...
 
     def has_function(self, name: str) -> bool:

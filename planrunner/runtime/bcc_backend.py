@@ -23,10 +23,10 @@ Imports render/model.py, errors.py and runtime/ modules; nothing of plan/ or res
 from __future__ import annotations
 
 import ctypes as ct
+import functools
 import os
 import struct
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -65,6 +65,7 @@ from planrunner.runtime.registry_pin import pin_cflags, tracers_pin
 from planrunner.runtime.ring_libbpf import LibbpfRing, wants_libbpf
 from planrunner.runtime.ringbuf import RingReader, ordered_host
 from planrunner.runtime.scope import cgroup_key
+from planrunner.runtime.side_by_side import side_by_side
 
 if TYPE_CHECKING:
     from planrunner.runtime.tracers import TracerRegistry
@@ -284,7 +285,8 @@ class Compiler(Protocol):
     why: str  # why the last compile gave nothing back (for the cache log)
 
     def compile(self, c_source: str, cflags: list[str], pins: dict[str, str],
-                btf: Sequence[tuple[str, tuple[str, str]]] = ()
+                btf: Sequence[tuple[str, tuple[str, str]]] = (),
+                meanwhile: Callable[[], None] | None = None
                 ) -> cc.CompiledProgram | None: ...
 
     def close(self) -> None: ...
@@ -317,8 +319,9 @@ class BccBackend:
             self._features = detect()
         return self._features
 
-    def load(self, program: RenderedProgram) -> None:
-        self._load(program)
+    def load(self, program: RenderedProgram,
+             meanwhile: Callable[[], None] | None = None) -> None:
+        self._load(program, meanwhile)
         if program.func_names:
             self._fill_func_names(program)
         if program.data_params:  # before any probe can fire
@@ -331,7 +334,8 @@ class BccBackend:
             self.update_map(program.func_map, struct.pack("i", i),
                             name.encode()[:size - 1].ljust(size, b"\0"))
 
-    def _load(self, program: RenderedProgram) -> None:
+    def _load(self, program: RenderedProgram,
+              meanwhile: Callable[[], None] | None = None) -> None:
         """The program's image from the cache, else compiled (by the worker, else
         here), loaded by our own calls. An image from the cache that the kernel refuses
         is dropped and compiled again; a fresh one that it refuses is an error."""
@@ -350,7 +354,7 @@ class BccBackend:
                 return
             if self._cache is not None and key is not None:
                 self._cache.discard(key, f"was refused ({refused.diagnostics[0].message})")
-        compiled = self._compile(program, cflags, {program.tracers_map: pin})
+        compiled = self._compile(program, cflags, {program.tracers_map: pin}, meanwhile)
         refused = self._load_image(program, compiled)
         if refused is not None:
             raise refused
@@ -373,7 +377,8 @@ class BccBackend:
         return key, self._cache.get(key)
 
     def _compile(self, program: RenderedProgram, cflags: list[str],
-                 pins: dict[str, str]) -> cc.CompiledProgram:
+                 pins: dict[str, str],
+                 meanwhile: Callable[[], None] | None = None) -> cc.CompiledProgram:
         """`program`'s C as an image: by the compile worker where there is one, else (or
         when it could not give one back) by bcc in this process. The optional BTF
         constants are worked out where it compiles: the worker parses the kernel's BTF
@@ -382,8 +387,8 @@ class BccBackend:
         worker = self._worker
         if worker is not None:
             worker_pid = worker.pid
-            compiled = worker.compile(c_source, cflags, pins,
-                                      program.btf_constants)  # it has ended
+            compiled = worker.compile(c_source, cflags, pins, program.btf_constants,
+                                      meanwhile)  # it has ended
             self._forget(worker_pid)
             if self._closed:  # the session stopped waiting for this load
                 raise BackendError("the backend was closed while compiling")
@@ -408,12 +413,12 @@ class BccBackend:
         one (then nothing is kept)."""
         try:
             self.loaded = cc.LoadedProgram(compiled)
-            for site in program.sites:
-                self._load_func(site, self._strategy(site))
-            for probes in program.sets:
-                self._load_func(probes, self._set_strategy(probes))
+            jobs: list[tuple[AttachSite | AttachSet, AttachStrategy | UprobeSets]] = [
+                (site, self._strategy(site)) for site in program.sites]
+            jobs += [(probes, self._set_strategy(probes)) for probes in program.sets]
             if program.uprobe_dispatcher and isinstance(self._uprobes, UprobeLinks):
-                self._load_func(self._dispatcher_site(), self._uprobes)
+                jobs.append((self._dispatcher_site(), self._uprobes))
+            self._load_funcs(jobs)
         except (BackendError, cc.CacheLoadError, KeyError) as exc:
             if self.loaded is not None:
                 self.loaded.close()
@@ -550,6 +555,19 @@ class BccBackend:
         """The uprobe sites' strategy, once made (links, where the dispatcher is)."""
         return self._strategies.get(UPROBE_SITE.strategy)
 
+    def _load_funcs(self, jobs: Sequence[tuple[AttachSite | AttachSet,
+                                                AttachStrategy | UprobeSets]]) -> None:
+        """Each job's function loaded, side by side on the CPUs this process may use:
+        the verifier of one program runs on one CPU (it takes no lock for a privileged
+        load), and a plan of several long thunks waited for each in turn. A refusal is
+        raised once every load has ended, the first in `jobs`' order."""
+        first: dict[str, tuple[AttachSite | AttachSet, AttachStrategy | UprobeSets]] = {}
+        for site, strategy in jobs:  # a function shared by sites is loaded once
+            first.setdefault(site.fn_name, (site, strategy))
+        side_by_side([functools.partial(self._load_func, site, strategy)
+                      for site, strategy in first.values()],
+                     threads=len(os.sched_getaffinity(0)), name="planrunner-load")
+
     def _load_func(self, site: AttachSite | AttachSet,
                    strategy: AttachStrategy | UprobeSets) -> int:
         """`site`'s function loaded for `strategy` (once: later calls give its fd)."""
@@ -580,25 +598,15 @@ class BccBackend:
     def _detach_each(self, probes_only: bool) -> None:
         strategies: list[AttachStrategy | UprobeSets] = [
             *self._strategies.values(), *((self._sets,) if self._sets else ())]
-        failed: list[BaseException] = []
 
         def detach_one(strategy: AttachStrategy | UprobeSets) -> None:
-            try:
-                if probes_only and isinstance(strategy, Tracepoints | RawTracepoints):
-                    strategy.detach_probes()
-                else:
-                    strategy.detach_all()
-            except BaseException as exc:  # noqa: BLE001 - raised below, in this thread
-                failed.append(exc)
+            if probes_only and isinstance(strategy, Tracepoints | RawTracepoints):
+                strategy.detach_probes()
+            else:
+                strategy.detach_all()
 
-        threads = [threading.Thread(target=detach_one, args=(s,), daemon=True)
-                   for s in strategies]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if failed:
-            raise failed[0]
+        side_by_side([functools.partial(detach_one, s) for s in strategies],
+                     name="planrunner-detach")
 
     def _close_worker(self) -> None:
         if self._worker is not None:

@@ -41,7 +41,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TextIO
 
 from planrunner.render.model import RuntimeConstant
@@ -110,12 +110,14 @@ class CompileWorker:
                 self.why = f"the compile worker did not start: {exc.strerror}"
 
     def compile(self, c_source: str, cflags: list[str], pins: dict[str, str],
-                btf: Sequence[tuple[str, tuple[str, str]]] = ()) -> cc.CompiledProgram | None:
+                btf: Sequence[tuple[str, tuple[str, str]]] = (),
+                meanwhile: Callable[[], None] | None = None) -> cc.CompiledProgram | None:
         """The program bcc compiles from `c_source`, or None when the worker could not
         give it in the cache's form (the caller compiles in-process instead). Raises
         BackendError when bcc could not compile it (clang has said why on stderr).
         `btf`: the optional BTF constants (macro, kernel member), which the worker
-        defines where the kernel's BTF has them (elf/btf.py optional_cflags)."""
+        defines where the kernel's BTF has them (elf/btf.py optional_cflags).
+        `meanwhile` is called once the C is sent, while the worker compiles it."""
         self.start()
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdout is None:
@@ -129,6 +131,8 @@ class CompileWorker:
                                   "btf": list(btf)}).encode()
             proc.stdin.write(f"{len(request)}\n".encode() + request)
             proc.stdin.flush()
+            if meanwhile is not None:
+                meanwhile()
             status, _, text = proc.stdout.readline().decode().rstrip("\n").partition(" ")
             if status == "ok":
                 blob = proc.stdout.read(int(text))

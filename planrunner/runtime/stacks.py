@@ -119,6 +119,16 @@ class MapsFeed(Protocol):
     def fds(self) -> list[int]: ...
 
 
+
+def import_readers() -> None:
+    """The modules that read and name stacks, imported (a run does it while its
+    program compiles: session.py `_warm_up`)."""
+    from planrunner.stacks.capture import parse_ustack_record  # noqa: F401
+    from planrunner.stacks.demangle import demangle  # noqa: F401
+    from planrunner.stacks.modules import ProcessRegistry  # noqa: F401
+    from planrunner.stacks.symbolize import Symbolizer  # noqa: F401
+    from planrunner.stacks.unwind import unwind  # noqa: F401
+
 class StackResolver:
     """Turns what BPF captured into `Stack` values (see the module docstring)."""
 
@@ -182,10 +192,7 @@ class StackResolver:
         """Import and build the unwinders and symbolizers now, before attaching: done
         at the first record, it took long enough under load for a short-lived process
         to exit before its maps were read."""
-        from planrunner.stacks.capture import parse_ustack_record  # noqa: F401
-        from planrunner.stacks.demangle import demangle  # noqa: F401
-        from planrunner.stacks.unwind import unwind  # noqa: F401
-
+        import_readers()
         _ = self.registry, self.symbolizer
 
     def prefetch_kernel(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 
 from planrunner.cli import run_and_exit
 from planrunner.render.model import RUN_OWN_SITES, AttachSite, RenderedProgram
@@ -22,11 +23,12 @@ class SlowBackend(bcc_backend.BccBackend):
     compile_s = 0.0
     attached = 0
 
-    def load(self, program: RenderedProgram) -> None:
+    def load(self, program: RenderedProgram,
+             meanwhile: Callable[[], None] | None = None) -> None:
         sys.stderr.write("test-hook: compiling\n")
         sys.stderr.flush()
         time.sleep(self.compile_s)
-        super().load(program)
+        super().load(program, meanwhile)
 
     def attach(self, site: AttachSite, pid: int | None, ref_ctr: bool) -> None:
         super().attach(site, pid, ref_ctr)

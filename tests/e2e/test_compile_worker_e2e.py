@@ -189,3 +189,37 @@ def test_the_worker_leaves_the_tracer_registry_when_it_ends(tmp_path, fixtures_b
         if pid is not None:
             registry.unregister(pid)
         registry.close()
+
+
+def test_meanwhile_runs_once_while_the_worker_compiles_and_not_for_a_cached_program(
+        tmp_path, fixtures_built, monkeypatch) -> None:
+    """Backend.load's `meanwhile` (a run reads its stack modules and Python interpreters
+    then): called once, after the C went to the worker and before its answer; a program
+    from the cache compiles nothing, so it is not called."""
+    import io
+    import select
+
+    from planrunner.pipeline import compile_plan
+    from planrunner.runtime.bcc_backend import BccBackend
+    from planrunner.runtime.compile_cache import open_cache
+
+    monkeypatch.setenv("PLANRUNNER_CACHE_DIR", str(tmp_path / "cache"))
+    _p, _r, program = compile_plan(_agg_plan(tmp_path, fixtures_built), {})
+    worker = CompileWorker()
+    worker.start()
+    seen: list[tuple[bool, bool]] = []
+
+    def meanwhile() -> None:
+        proc = worker._proc
+        assert proc is not None and proc.stdout is not None
+        answered = bool(select.select([proc.stdout], [], [], 0)[0])
+        seen.append((proc.poll() is None, answered))
+
+    with BccBackend(cache=open_cache(io.StringIO()), worker=worker) as cold:
+        cold.load(program, meanwhile)
+        assert not cold.from_cache
+    assert seen == [(True, False)]  # the worker ran and had not answered yet
+    with BccBackend(cache=open_cache(io.StringIO())) as warm:
+        warm.load(program, meanwhile)
+        assert warm.from_cache
+    assert len(seen) == 1

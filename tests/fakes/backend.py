@@ -136,7 +136,8 @@ class FakeBackend:
     def features(self) -> KernelFeatures:
         return self.feature_set
 
-    def load(self, program: RenderedProgram) -> None:
+    def load(self, program: RenderedProgram,
+             meanwhile: Callable[[], None] | None = None) -> None:
         self.calls.append("load")
         self.program = program
 

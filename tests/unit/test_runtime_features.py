@@ -179,3 +179,46 @@ def test_a_refused_cached_image_is_compiled_again_and_a_refused_fresh_one_says_w
     assert said.hints == ("the verifier said: R1 invalid mem access 'scalar'",)
     assert compiles[1:] == ["compile"]  # once, and nothing stored
     assert backend.loaded is None
+
+
+class _SlowRefusals(_FakeImage):
+    """pr_b's refusal comes late, pr_c's at once; pr_a loads."""
+
+    def load_func(self, name: str, prog_type: int, attach_type: int | None = None,
+                  prog_flags: int = 0) -> int:
+        import time
+
+        from planrunner.runtime import compile_cache as cc
+
+        _FakeImage.loads.append((name, prog_type, attach_type, prog_flags))
+        if name == "pr_b":
+            time.sleep(0.2)
+        if name in ("pr_b", "pr_c"):
+            raise cc.CacheLoadError("refused", 13, f"refused {name}", ())
+        return 42
+
+
+def test_functions_load_side_by_side_once_each_and_the_first_refusal_in_order_is_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every function is loaded once (two sites of one function: once), all of them
+    even after a refusal, and the error is the first site's in the program's order,
+    not the first refusal in time."""
+    from planrunner.render.model import AttachSite, TargetFile
+    from planrunner.runtime import bcc_backend
+    from planrunner.runtime import compile_cache as cc
+
+    monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
+    monkeypatch.setattr(bcc_backend, "compile_program", lambda c, flags, pins, btf=(): "x")
+    monkeypatch.setattr(cc, "LoadedProgram", _SlowRefusals)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    _FakeImage.loads = []
+    binary = TargetFile("/bin/true", "true", None)
+    sites = tuple(AttachSite("uprobe", fn, probe, 0, binary)
+                  for fn, probe in (("pr_a", "a"), ("pr_b", "b"), ("pr_c", "c"),
+                                    ("pr_a", "a2")))
+    backend = BccBackend(KernelFeatures(True, True, True, sleepable=False))
+    with pytest.raises(BackendError) as refused:
+        backend.load(RenderedProgram("", sites, (), (), "plan"))
+    assert refused.value.diagnostics[0].message == "could not load probe 'b': refused pr_b"
+    assert sorted(name for name, *_ in _FakeImage.loads) == ["pr_a", "pr_b", "pr_c"]
+    assert backend.loaded is None  # nothing kept

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -574,7 +574,8 @@ def test_a_stop_during_compile_ends_start_up_at_once() -> None:
     import time
 
     class SlowCompile(FakeBackend):
-        def load(self, program: RenderedProgram) -> None:
+        def load(self, program: RenderedProgram,
+                 meanwhile: Callable[[], None] | None = None) -> None:
             super().load(program)
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(3)  # a large plan compiles for seconds
