@@ -42,12 +42,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import IO, TextIO
+from typing import IO, TYPE_CHECKING, TextIO
 
-from planrunner.render.model import RuntimeConstant
-from planrunner.runtime import bcc_backend
 from planrunner.runtime import compile_cache as cc
 from planrunner.timing import mark
+
+if TYPE_CHECKING:
+    from planrunner.render.model import RuntimeConstant
 
 WIRE_KEY = "compile-worker"  # the key compile_cache.encode() needs; the pipe has one entry
 CLONE_NEWNS = 0x00020000
@@ -63,9 +64,12 @@ STALL_S = 5.0
 WATCH_S = 0.1
 # Ctrl-C reaches the worker too (the terminal's process group): it is ignored from the
 # first line on (no KeyboardInterrupt traceback on the user's terminal); `run` decides
-# and kills the worker when it stops
+# and kills the worker when it stops. The dataclass cache, as `run`'s entry installs it:
+# the worker's imports (bcc_backend, render/model.py) are on a first run's path.
 _BOOT = ("import signal, sys\n"
          "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+         "from planrunner import dataclass_cache\n"
+         "dataclass_cache.install()\n"
          "from planrunner.runtime.compile_worker import serve\n"
          "sys.exit(serve(sys.stdin.buffer, sys.stdout.buffer))\n")
 
@@ -153,7 +157,9 @@ class CompileWorker:
             watchdog.stop()
             self.close()
         if status == "error":
-            raise bcc_backend.CompileFailed(json.loads(text))
+            from planrunner.runtime.bcc_backend import CompileFailed
+
+            raise CompileFailed(json.loads(text))
         self.why = f"the compile worker said: {status} {text}".rstrip()
         return None  # "uncacheable" or "fail"
 
@@ -274,6 +280,8 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     ct.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive `run`
     mark("worker-main")
     hide_kallsyms()
+    from planrunner.runtime import bcc_backend  # not in `run` before it spawns this
+
     try:
         bcc_backend.import_bcc()  # while the parent is still rendering
         mark("worker-bcc")
@@ -308,8 +316,9 @@ def _parse_btf_ahead() -> None:
     task_struct.comm: ~75 ms on an AMD EPYC) while the parent renders, off its path to
     `Tracing`. Kept for this process (elf/btf.py); a kernel without them has none."""
     from planrunner.elf import btf
+    from planrunner.runtime.bcc_backend import own_btf_cflags
 
-    bcc_backend.own_btf_cflags()
+    own_btf_cflags()
     try:
         btf.kernel_offset(btf.TASK_COMM)
     except btf.BtfError:
@@ -321,6 +330,7 @@ def _btf_constants(constants: Iterable[tuple[str, Sequence[str]]]
                    ) -> list[RuntimeConstant]:
     """The request's optional BTF constants, [macro, [struct, path]] in JSON."""
     from planrunner.elf.btf import KernelMember
+    from planrunner.render.model import RuntimeConstant
 
     return [RuntimeConstant(str(macro), KernelMember(str(member[0]), str(member[1])))
             for macro, member in constants]
