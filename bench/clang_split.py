@@ -57,6 +57,11 @@ try:  # uprobes attached through the dispatcher, as on this kernel (older trees:
 except TypeError:
     flags = compile_flags(program, tracers_pin(), False)
 cflags = flags + own_btf_cflags() + btf_cflags(program.btf_constants)
+try:  # the kernel offsets the C needs (in the flags themselves in older trees)
+    from planrunner.runtime.bcc_backend import needed_btf_cflags
+    cflags += needed_btf_cflags(program.runtime_constants)
+except ImportError:
+    pass
 json.dump({"c": program.c_source, "cflags": cflags}, sys.stdout)
 """
 

@@ -97,12 +97,6 @@ def compile_flags(program: RenderedProgram, pin: str, sleepable: bool,
     cflags = list(BASE_CFLAGS) + pin_cflags(pin, program.tracers_pin)
     if program.uprobe_dispatcher and dispatched:
         cflags.append(f"-D{program.dispatched_switch}")
-    if program.runtime_constants:  # values of the running kernel (elf/btf.py)
-        from planrunner.elf.btf import BtfError, runtime_cflags
-        try:
-            cflags += runtime_cflags(program.runtime_constants)
-        except BtfError as exc:
-            raise BackendError(str(exc)) from None
     if program.has_sleepable and sleepable:  # string reads fault pages in
         cflags.append(f"-D{program.sleepable_switch}")
     else:
@@ -122,6 +116,21 @@ def own_btf_cflags() -> list[str]:
                               for macro, struct_name, path in OWN_BTF_MEMBERS)
     except BtfError:
         return []
+
+
+def needed_btf_cflags(constants: Sequence[RuntimeConstant]) -> list[str]:
+    """`-DMACRO=N` for the kernel offsets the program's C cannot do without
+    (RenderedProgram.runtime_constants: its `#error` guards), from the kernel's BTF
+    where it compiles (`compile_program`), as the optional ones are: the BTF's parse
+    (~20 ms) is then off the run's path, done by the worker while it waits for the C.
+    BackendError where the BTF lacks one."""
+    if not constants:
+        return []
+    from planrunner.elf.btf import BtfError, runtime_cflags
+    try:
+        return runtime_cflags(constants)
+    except BtfError as exc:
+        raise BackendError(str(exc)) from None
 
 
 def btf_cflags(constants: Sequence[RuntimeConstant]) -> list[str]:
@@ -165,14 +174,18 @@ def compile_bcc(c_source: str, cflags: Sequence[str]) -> Any:
 
 
 def compile_program(c_source: str, cflags: Sequence[str], pins: dict[str, str],
-                    btf: Sequence[RuntimeConstant] = ()) -> cc.CompiledProgram:
+                    btf: Sequence[RuntimeConstant] = (),
+                    needed: Sequence[RuntimeConstant] = ()) -> cc.CompiledProgram:
     """`c_source` compiled by bcc, as a program image (in the compile worker, or here
     where there is none); bcc's module and its maps are dropped at once: the image is
     loaded as every program is. Raises CompileFailed, or cc.Uncacheable when an image
-    cannot hold it. The BTF constants are defined here, where it compiles: the run's
-    own programs' offsets (`own_btf_cflags`) and the program's optional ones (`btf`,
-    `btf_cflags`), neither in the cache key (`_cached`)."""
-    bpf = compile_bcc(c_source, [*cflags, *own_btf_cflags(), *btf_cflags(btf)])
+    cannot hold it, or BackendError when the kernel's BTF lacks a `needed` offset. The
+    BTF constants are defined here, where it compiles: the program's own (`needed`,
+    `needed_btf_cflags`), the run's own programs' offsets (`own_btf_cflags`) and the
+    program's optional ones (`btf`, `btf_cflags`); their values are not in the cache
+    key, the BTF file they come from is (`_cached`)."""
+    bpf = compile_bcc(c_source, [*cflags, *needed_btf_cflags(needed), *own_btf_cflags(),
+                                 *btf_cflags(btf)])
     try:
         return _capture(bpf, pins)
     finally:
@@ -286,6 +299,7 @@ class Compiler(Protocol):
 
     def compile(self, c_source: str, cflags: list[str], pins: dict[str, str],
                 btf: Sequence[tuple[str, tuple[str, str]]] = (),
+                needed: Sequence[tuple[str, tuple[str, str]]] = (),
                 meanwhile: Callable[[], None] | None = None
                 ) -> cc.CompiledProgram | None: ...
 
@@ -369,10 +383,13 @@ class BccBackend:
         sleepable = [site.fn_name for site in program.sites
                      if site.sleepable and self.features.sleepable] + [
             s.fn_name for s in program.sets if s.sleepable and self.features.sleepable]
-        # what the BTF constants (own_btf_cflags, btf_cflags) are a function of, with one
-        # stat: their values take a parse of the kernel's BTF (~0.1 s) a warm run skips
+        # what the BTF constants (needed_btf_cflags, own_btf_cflags, btf_cflags) are a
+        # function of, with one stat: their values take a parse of the kernel's BTF
+        # (~20-75 ms) a warm run skips; and which members the program's own are
         from planrunner.elf.btf import identity
-        key = cc.cache_key(program.c_source, [*cflags, f"btf:{identity()}"],
+        needed = [f"needed:{c.macro}={c.member.struct}.{c.member.path}"
+                  for c in program.runtime_constants]
+        key = cc.cache_key(program.c_source, [*cflags, f"btf:{identity()}", *needed],
                            sleepable=sleepable)
         return key, self._cache.get(key)
 
@@ -380,15 +397,15 @@ class BccBackend:
                  pins: dict[str, str],
                  meanwhile: Callable[[], None] | None = None) -> cc.CompiledProgram:
         """`program`'s C as an image: by the compile worker where there is one, else (or
-        when it could not give one back) by bcc in this process. The optional BTF
-        constants are worked out where it compiles: the worker parses the kernel's BTF
-        while it waits for the C, off the run's path to `Tracing`."""
+        when it could not give one back) by bcc in this process. The BTF constants are
+        worked out where it compiles: the worker parses the kernel's BTF while it waits
+        for the C, off the run's path to `Tracing`."""
         c_source = program.c_source
         worker = self._worker
         if worker is not None:
             worker_pid = worker.pid
             compiled = worker.compile(c_source, cflags, pins, program.btf_constants,
-                                      meanwhile)  # it has ended
+                                      program.runtime_constants, meanwhile)  # it ended
             self._forget(worker_pid)
             if self._closed:  # the session stopped waiting for this load
                 raise BackendError("the backend was closed while compiling")
@@ -399,7 +416,8 @@ class BccBackend:
             if self._cache is not None:  # compiled again here, as without the worker
                 self._cache.note(worker.why or "the compile worker gave no program back")
         try:
-            return compile_program(c_source, cflags, pins, program.btf_constants)
+            return compile_program(c_source, cflags, pins, program.btf_constants,
+                                   program.runtime_constants)
         except cc.Uncacheable as exc:
             raise BackendError(f"bcc compiled a program planrunner cannot load: {exc}",
                                hints=("this is a planrunner bug: `planrunner render` "

@@ -21,8 +21,9 @@ again by the parent: the worker's die with it. clang's diagnostics go to the wor
 stderr, which is the parent's.
 
 Protocol (one request, one reply, over pipes): the parent writes a line with a length,
-then the C source, the cflags, the pinned maps and the optional BTF constants (macros
-the worker defines from the kernel's BTF, which it parses while the parent renders) as
+then the C source, the cflags, the pinned maps and the BTF constants, optional and
+needed (macros the worker defines from the kernel's BTF, which it parses while the
+parent renders) as
 JSON of that length (not up to an end of file: a `-c` command forked but not yet exec'd
 holds a copy of the pipe); the
 worker answers one line: `ok N` followed by N bytes of compile_cache.encode();
@@ -115,12 +116,15 @@ class CompileWorker:
 
     def compile(self, c_source: str, cflags: list[str], pins: dict[str, str],
                 btf: Sequence[tuple[str, tuple[str, str]]] = (),
+                needed: Sequence[tuple[str, tuple[str, str]]] = (),
                 meanwhile: Callable[[], None] | None = None) -> cc.CompiledProgram | None:
         """The program bcc compiles from `c_source`, or None when the worker could not
         give it in the cache's form (the caller compiles in-process instead). Raises
         BackendError when bcc could not compile it (clang has said why on stderr).
         `btf`: the optional BTF constants (macro, kernel member), which the worker
-        defines where the kernel's BTF has them (elf/btf.py optional_cflags).
+        defines where the kernel's BTF has them (elf/btf.py optional_cflags); `needed`:
+        those the C cannot do without (a kernel's BTF without one: the worker fails, and
+        the compile in-process says which).
         `meanwhile` is called once the C is sent, while the worker compiles it."""
         self.start()
         proc = self._proc
@@ -132,7 +136,7 @@ class CompileWorker:
         watchdog.start()
         try:
             request = json.dumps({"c": c_source, "cflags": cflags, "pins": pins,
-                                  "btf": list(btf)}).encode()
+                                  "btf": list(btf), "needed": list(needed)}).encode()
             proc.stdin.write(f"{len(request)}\n".encode() + request)
             proc.stdin.flush()
             if meanwhile is not None:
@@ -293,7 +297,8 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
         mark("worker-request")
         compiled = bcc_backend.compile_program(request["c"], list(request["cflags"]),
                                                dict(request["pins"]),
-                                               _btf_constants(request.get("btf", ())))
+                                               _btf_constants(request.get("btf", ())),
+                                               _btf_constants(request.get("needed", ())))
         mark("worker-compiled")
         reply = _reply(compiled)
     except cc.Uncacheable as exc:

@@ -223,3 +223,22 @@ def test_meanwhile_runs_once_while_the_worker_compiles_and_not_for_a_cached_prog
         warm.load(program, meanwhile)
         assert warm.from_cache
     assert len(seen) == 1
+
+
+def test_the_worker_defines_the_kernel_offsets_the_program_needs(monkeypatch) -> None:
+    """The offsets a program cannot do without (RenderedProgram.runtime_constants: a
+    profile's user stacks read the task's mm and executable) are defined where it
+    compiles, as the optional ones: the worker's image is the one compiled here with
+    them, and without them the C does not compile (its `#error` guards)."""
+    from planrunner.pipeline import compile_plan
+
+    monkeypatch.chdir(ROOT)
+    program = compile_plan("plans/cpu-profile.yaml", {})[2]
+    assert program.runtime_constants
+    needed = bcc_backend.needed_btf_cflags(program.runtime_constants)
+    remote = CompileWorker().compile(program.c_source, CFLAGS, {},
+                                     needed=program.runtime_constants)
+    assert remote is not None
+    assert remote == bcc_backend.compile_program(program.c_source, CFLAGS + needed, {})
+    with pytest.raises(bcc_backend.CompileFailed):
+        bcc_backend.compile_program(program.c_source, CFLAGS, {})
