@@ -10,6 +10,11 @@ and venv, chosen by PYTHONPATH alone, from `/`; each has its own cache directory
 by a first run that is not counted. Modules are byte-compiled first.
 
     sudo .venv/bin/python bench/warm_start_ab.py --baseline /tmp/base [-n 21] [--now DIR]
+                                                 [--plan NAME]
+
+--plan NAME: a bundled plan (plans/NAME.yaml, its defaults) instead, run system-wide
+(no workload, no --pid): e.g. cpu-profile, whose warm start reads the kernel offsets
+its stack copies need.
 """
 
 from __future__ import annotations
@@ -48,9 +53,11 @@ run_and_exit(sys.argv[1:])
 """
 
 
-def one(tree: str, cache: Path, plan: str, pid: int) -> tuple[float, float, int] | None:
+def one(tree: str, cache: Path, plan: str, pid: int | None
+        ) -> tuple[float, float, int] | None:
     env = {**os.environ, "PYTHONPATH": tree, "PLANRUNNER_CACHE_DIR": str(cache)}
-    r = subprocess.run([PY, "-c", WRAPPER, "run", plan, "--pid", str(pid)], cwd="/",
+    scope = ["--pid", str(pid)] if pid is not None else []
+    r = subprocess.run([PY, "-c", WRAPPER, "run", plan, *scope], cwd="/",
                        env=env, capture_output=True, text=True, timeout=120)
     for line in r.stderr.splitlines():
         if line.startswith("AT-TRACING "):
@@ -60,32 +67,41 @@ def one(tree: str, cache: Path, plan: str, pid: int) -> tuple[float, float, int]
     return None
 
 
+def _in(tree: str, plan: str, bundled: str | None) -> str:
+    """The plan a tree runs: its own copy of a bundled plan (the run is from `/`)."""
+    return str(Path(tree) / plan) if bundled else plan
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", required=True, help="the baseline tree (holds planrunner/)")
     ap.add_argument("--now", default=str(ROOT), help="the tree measured (default: this one)")
     ap.add_argument("-n", type=int, default=21, help="rounds (default 21)")
+    ap.add_argument("--plan", help="a bundled plan, run system-wide, instead of the print plan")
     args = ap.parse_args()
     trees = {"baseline": args.baseline, "now": args.now}
     work = Path(tempfile.mkdtemp(prefix="pr-warm-ab-"))
     bins = build(ROOT / "bench" / "build" / "run")
     plan = write_plans(work, bins)["plain"]["plan"]
+    if args.plan:  # each tree's own copy of the plan
+        plan = f"plans/{args.plan}.yaml"
     for tree in trees.values():
-        compile_bytecode(tree, PY, plan)
+        compile_bytecode(tree, PY, str(Path(tree) / plan) if args.plan else plan)
     caches = {name: work / f"cache-{name}" for name in trees}
     for d in caches.values():
         d.mkdir(mode=0o700)
     wl = Child([bins["plain"], "rate", "1000", "3600"], stdout=subprocess.DEVNULL,
                stderr=subprocess.DEVNULL)
     time.sleep(0.2)
+    pid = None if args.plan else wl.pid
     got: dict[str, list[tuple[float, float, int]]] = {name: [] for name in trees}
     try:
         for name, tree in trees.items():  # fill both caches
-            one(tree, caches[name], plan, wl.pid)
+            one(tree, caches[name], _in(tree, plan, args.plan), pid)
         for rnd in range(args.n):
             order = list(trees) if rnd % 2 == 0 else list(trees)[::-1]
             for name in order:
-                t = one(trees[name], caches[name], plan, wl.pid)
+                t = one(trees[name], caches[name], _in(trees[name], plan, args.plan), pid)
                 if t is not None:
                     got[name].append(t)
     finally:
@@ -93,8 +109,9 @@ def main() -> int:
         cleanup()
         shutil.rmtree(work, ignore_errors=True)
     print(f"Machine: {machine()}\n")
-    print(f"Command: `sudo .venv/bin/python bench/warm_start_ab.py --baseline BASE -n {args.n}`"
-          f" (medians, min..max, of {args.n} interleaved rounds)\n")
+    named = f" --plan {args.plan}" if args.plan else ""
+    print(f"Command: `sudo .venv/bin/python bench/warm_start_ab.py --baseline BASE -n {args.n}"
+          f"{named}` (medians, min..max, of {args.n} interleaved rounds)\n")
     print("| tree | CPU s to Tracing | wall s to Tracing (in-process) | modules imported |")
     print("|---|---|---|---|")
     for name, rows in got.items():
