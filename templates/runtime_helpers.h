@@ -45,6 +45,16 @@ static __always_inline long pr_user_str_f(void *dst, __u32 cap, const void *src)
     return n;
 }
 #define pr_user_bytes_f bpf_copy_from_user
+/* A sleepable probe's scratch is task storage: another task may run the probe on this
+   CPU while it waits for a page, so the scratch is the task's own. bcc creates a task
+   storage map only with the program's BTF, made from debug info that costs a compile
+   12-14% more; so bcc is given a hash of the same key and value, which it creates
+   without, and planrunner's loader creates the map as task storage
+   (RenderedProgram.task_storage_maps, runtime/bcc_backend.py _capture). Its
+   .task_storage_get() is bpf_task_storage_get on the map, which the verifier checks
+   is task storage. */
+#define PR_TASK_STORAGE(_name, _leaf_type) \
+    BPF_F_TABLE("hash", int, _leaf_type, _name, 1, BPF_F_NO_PREALLOC)
 #else
 #define pr_user_str_f bpf_probe_read_user_str
 #define pr_user_bytes_f bpf_probe_read_user

@@ -247,6 +247,11 @@ class RenderedProgram:
     # programs of `sleepable` sites then fault pages in and are loaded BPF_F_SLEEPABLE.
     # Left undefined, the same source is today's non-sleepable program.
     sleepable_switch: str = SLEEPABLE_SWITCH
+    # The sleepable probes' scratch maps: task storage under the sleepable switch,
+    # declared to bcc as hashes of the same key and value (runtime_helpers.h
+    # PR_TASK_STORAGE: bcc would need debug info to create task storage), which the
+    # loader creates as task storage.
+    task_storage_maps: tuple[str, ...] = ()
     # (probe, why it may not fire: resolve/preflight.py), said again at exit when the
     # probe recorded nothing (runtime/silence.py)
     gated: tuple[tuple[str, str], ...] = ()

@@ -533,6 +533,8 @@ def render_program(resolved: ResolvedPlan, plan_only: bool = False) -> RenderedP
                                             if p.spec.begin is not None
                                             and p.spec.end is not None),
                            sets=sets, func_names=func_names, func_size=FUNC_SIZE,
+                           task_storage_maps=tuple(v.scratch_name for v in views
+                                                   if v.sleepable and v.scratch_members),
                            uprobe_sites_map=UPROBE_SITES_MAP if uprobe_slots else "",
                            uprobe_dispatcher=UPROBE_DISPATCHER if uprobe_slots else "",
                            data_params=data_params,

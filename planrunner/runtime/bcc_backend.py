@@ -58,7 +58,13 @@ from planrunner.runtime.attach_sets import UprobeSets, no_multi_links
 from planrunner.runtime.backend import MapItems
 from planrunner.runtime.features import KernelFeatures, detect
 from planrunner.runtime.headers import find_headers
-from planrunner.runtime.kernel.bpf import BPF_F_SLEEPABLE, map_update_elem
+from planrunner.runtime.kernel.bpf import (
+    BPF_F_NO_PREALLOC,
+    BPF_F_SLEEPABLE,
+    BPF_MAP_TYPE_HASH,
+    BPF_MAP_TYPE_TASK_STORAGE,
+    map_update_elem,
+)
 from planrunner.runtime.map_batch import MapRef
 from planrunner.runtime.map_types import UnknownType
 from planrunner.runtime.registry_pin import pin_cflags, tracers_pin
@@ -83,8 +89,10 @@ BASE_CFLAGS = ("-Wno-macro-redefined", "-Wno-unused-function", *SINGLE_OPTIMIZAT
 # bcc compiles with -g (its BTF is made from the debug info) and puts our cflags after
 # its own, so this one wins. LLVM's debug-info pass costs the square of the functions
 # (one per probe site): 1000 sites took 189 s of CPU with it, 36 s without
-# (BENCHMARKS.md "Probe sites"). Only task-storage maps need the program's BTF (the
-# kernel creates them only with it), and those exist only under the sleepable switch.
+# (BENCHMARKS.md "Probe sites"). Nothing needs the program's BTF: planrunner's loader
+# loads no function info, and the one map the kernel creates only with BTF, the task
+# storage of sleepable probes, is declared to bcc as a hash and created by the loader
+# (runtime_helpers.h PR_TASK_STORAGE, `_capture`).
 NO_DEBUG_INFO = "-g0"
 
 
@@ -99,8 +107,7 @@ def compile_flags(program: RenderedProgram, pin: str, sleepable: bool,
         cflags.append(f"-D{program.dispatched_switch}")
     if program.has_sleepable and sleepable:  # string reads fault pages in
         cflags.append(f"-D{program.sleepable_switch}")
-    else:
-        cflags.append(NO_DEBUG_INFO)
+    cflags.append(NO_DEBUG_INFO)
     return cflags
 
 
@@ -175,7 +182,8 @@ def compile_bcc(c_source: str, cflags: Sequence[str]) -> Any:
 
 def compile_program(c_source: str, cflags: Sequence[str], pins: dict[str, str],
                     btf: Sequence[RuntimeConstant] = (),
-                    needed: Sequence[RuntimeConstant] = ()) -> cc.CompiledProgram:
+                    needed: Sequence[RuntimeConstant] = (),
+                    task_storage: Sequence[str] = ()) -> cc.CompiledProgram:
     """`c_source` compiled by bcc, as a program image (in the compile worker, or here
     where there is none); bcc's module and its maps are dropped at once: the image is
     loaded as every program is. Raises CompileFailed, or cc.Uncacheable when an image
@@ -183,11 +191,11 @@ def compile_program(c_source: str, cflags: Sequence[str], pins: dict[str, str],
     BTF constants are defined here, where it compiles: the program's own (`needed`,
     `needed_btf_cflags`), the run's own programs' offsets (`own_btf_cflags`) and the
     program's optional ones (`btf`, `btf_cflags`); their values are not in the cache
-    key, the BTF file they come from is (`_cached`)."""
+    key, the BTF file they come from is (`_cached`). `task_storage`: `_capture`'s."""
     bpf = compile_bcc(c_source, [*cflags, *needed_btf_cflags(needed), *own_btf_cflags(),
                                  *btf_cflags(btf)])
     try:
-        return _capture(bpf, pins)
+        return _capture(bpf, pins, task_storage)
     finally:
         bpf.cleanup()
 
@@ -244,11 +252,14 @@ def _module_lib() -> _ModuleLib:
     return _ModuleLib()
 
 
-def _capture(bpf: Any, pins: dict[str, str]) -> cc.CompiledProgram:
+def _capture(bpf: Any, pins: dict[str, str],
+             task_storage: Sequence[str] = ()) -> cc.CompiledProgram:
     """What the cache keeps of a module bcc just compiled (maps created, fds patched
     into the instructions, nothing loaded yet). `pins`: map name -> where the C pins it
     (RenderedProgram.tracers_pin); such a map is stored as that pin, to be opened
-    again, never created. Raises cc.Uncacheable."""
+    again, never created. `task_storage`: maps the C declares to bcc as hashes that are
+    task storage (RenderedProgram.task_storage_maps, compiled with the sleepable
+    switch), stored as task storage. Raises cc.Uncacheable."""
     lib: Any = _module_lib()
     mod = bpf.module
     maps, index_of_fd = [], {}
@@ -262,6 +273,8 @@ def _capture(bpf: Any, pins: dict[str, str]) -> cc.CompiledProgram:
         # a type our loader cannot create or runtime/map_batch.py cannot read
         if mtype not in _LOADABLE_MAP_TYPES:
             raise cc.Uncacheable(f"map {name} has type {mtype}")
+        if name in task_storage:
+            mtype, entries = _as_task_storage(name, mtype, ksize, entries, flags)
         maps.append(cc.MapDef(name, mtype, ksize, vsize, entries, flags,
                               (lib.bpf_table_key_desc_id(mod, i) or b"").decode(),
                               (lib.bpf_table_leaf_desc_id(mod, i) or b"").decode(),
@@ -279,6 +292,16 @@ def _capture(bpf: Any, pins: dict[str, str]) -> cc.CompiledProgram:
         funcs.append(cc.FuncDef(name.decode(), insns, relocs))
     return cc.CompiledProgram((lib.bpf_module_license(mod) or b"GPL").decode(),
                               int(lib.bpf_module_kern_version(mod)), tuple(maps), tuple(funcs))
+
+
+def _as_task_storage(name: str, mtype: int, ksize: int, entries: int,
+                     flags: int) -> tuple[int, int]:
+    """(type, max_entries) of task storage for map `name`, which bcc created as the
+    hash runtime_helpers.h PR_TASK_STORAGE declares (the value and flags stay)."""
+    if (mtype, ksize, entries) != (BPF_MAP_TYPE_HASH, 4, 1) or not flags & BPF_F_NO_PREALLOC:
+        raise cc.Uncacheable(f"map {name} is not the hash a sleepable scratch is declared as "
+                             f"(type {mtype}, key {ksize} bytes, {entries} entries)")
+    return BPF_MAP_TYPE_TASK_STORAGE, 0
 
 
 # The map types an image may hold: hash, array, prog array, perf event array, per-CPU
@@ -300,6 +323,7 @@ class Compiler(Protocol):
     def compile(self, c_source: str, cflags: list[str], pins: dict[str, str],
                 btf: Sequence[tuple[str, tuple[str, str]]] = (),
                 needed: Sequence[tuple[str, tuple[str, str]]] = (),
+                task_storage: Sequence[str] = (),
                 meanwhile: Callable[[], None] | None = None
                 ) -> cc.CompiledProgram | None: ...
 
@@ -401,11 +425,15 @@ class BccBackend:
         worked out where it compiles: the worker parses the kernel's BTF while it waits
         for the C, off the run's path to `Tracing`."""
         c_source = program.c_source
+        # the sleepable scratch maps are task storage where the C was compiled so
+        storage = program.task_storage_maps \
+            if f"-D{program.sleepable_switch}" in cflags else ()
         worker = self._worker
         if worker is not None:
             worker_pid = worker.pid
             compiled = worker.compile(c_source, cflags, pins, program.btf_constants,
-                                      program.runtime_constants, meanwhile)  # it ended
+                                      program.runtime_constants, storage,
+                                      meanwhile)  # it has ended
             self._forget(worker_pid)
             if self._closed:  # the session stopped waiting for this load
                 raise BackendError("the backend was closed while compiling")
@@ -417,7 +445,7 @@ class BccBackend:
                 self._cache.note(worker.why or "the compile worker gave no program back")
         try:
             return compile_program(c_source, cflags, pins, program.btf_constants,
-                                   program.runtime_constants)
+                                   program.runtime_constants, storage)
         except cc.Uncacheable as exc:
             raise BackendError(f"bcc compiled a program planrunner cannot load: {exc}",
                                hints=("this is a planrunner bug: `planrunner render` "

@@ -117,6 +117,7 @@ class CompileWorker:
     def compile(self, c_source: str, cflags: list[str], pins: dict[str, str],
                 btf: Sequence[tuple[str, tuple[str, str]]] = (),
                 needed: Sequence[tuple[str, tuple[str, str]]] = (),
+                task_storage: Sequence[str] = (),
                 meanwhile: Callable[[], None] | None = None) -> cc.CompiledProgram | None:
         """The program bcc compiles from `c_source`, or None when the worker could not
         give it in the cache's form (the caller compiles in-process instead). Raises
@@ -124,7 +125,7 @@ class CompileWorker:
         `btf`: the optional BTF constants (macro, kernel member), which the worker
         defines where the kernel's BTF has them (elf/btf.py optional_cflags); `needed`:
         those the C cannot do without (a kernel's BTF without one: the worker fails, and
-        the compile in-process says which).
+        the compile in-process says which). `task_storage`: bcc_backend._capture's.
         `meanwhile` is called once the C is sent, while the worker compiles it."""
         self.start()
         proc = self._proc
@@ -136,7 +137,8 @@ class CompileWorker:
         watchdog.start()
         try:
             request = json.dumps({"c": c_source, "cflags": cflags, "pins": pins,
-                                  "btf": list(btf), "needed": list(needed)}).encode()
+                                  "btf": list(btf), "needed": list(needed),
+                                  "task_storage": list(task_storage)}).encode()
             proc.stdin.write(f"{len(request)}\n".encode() + request)
             proc.stdin.flush()
             if meanwhile is not None:
@@ -298,7 +300,9 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
         compiled = bcc_backend.compile_program(request["c"], list(request["cflags"]),
                                                dict(request["pins"]),
                                                _btf_constants(request.get("btf", ())),
-                                               _btf_constants(request.get("needed", ())))
+                                               _btf_constants(request.get("needed", ())),
+                                               [str(n) for n in request.get("task_storage",
+                                                                            ())])
         mark("worker-compiled")
         reply = _reply(compiled)
     except cc.Uncacheable as exc:

@@ -1,7 +1,8 @@
 """The cflags a plan's program is compiled with (bcc_backend.compile_flags): one
 optimization pipeline (bcc's -O3, not clang's -O2 before it), and no debug info, whose
-LLVM pass costs the square of the probe sites, except where the program needs its BTF
-(task-storage scratch maps of sleepable sites).
+LLVM pass costs the square of the probe sites: not even for sleepable sites, whose
+task-storage scratch maps bcc would create only with the program's BTF (bcc is given
+hashes, and the image holds task storage: runtime_helpers.h PR_TASK_STORAGE).
 
 bcc loads the BTF it makes from the debug info into the kernel when it compiles, as
 an fd of its own (anon_inode:btf): counting those fds tells whether it made one."""
@@ -78,14 +79,46 @@ def test_a_program_without_sleepable_sites_is_compiled_without_debug_info(
 
 @pytest.mark.skipif(os.geteuid() == 0 and not detect().sleepable,
                     reason="this kernel has no sleepable uprobes")
-def test_sleepable_sites_keep_the_btf_their_task_storage_needs(tmp_path,
-                                                              fixtures_built) -> None:
+def test_sleepable_sites_compile_without_debug_info_and_load_with_task_storage(
+        tmp_path, fixtures_built) -> None:
+    """Compiled for sleepable loads: no BTF made, the scratch map in the image is task
+    storage (bcc created a hash), and the loader creates it and loads the sleepable
+    thunk on it (the verifier refuses bpf_task_storage_get on any other map)."""
+    from planrunner.runtime import compile_cache as cc
+    from planrunner.runtime.kernel.bpf import (
+        BPF_F_SLEEPABLE,
+        BPF_MAP_TYPE_TASK_STORAGE,
+        BPF_PROG_TYPE_KPROBE,
+        BPF_TRACE_UPROBE_MULTI,
+    )
+
     program = _program(tmp_path, fixtures_built)
     cflags = bcc_backend.compile_flags(program, TRACERS_PIN, sleepable=True)
-    assert "-g0" not in cflags and f"-D{program.sleepable_switch}" in cflags
-    # bcc creates the task-storage map, which the kernel creates only with BTF (the
-    # sleepable thunks load BPF_F_SLEEPABLE, by planrunner's loader: test_sleepable_strings)
-    assert _compiled_btf(cflags, program, load=False) == 1
+    assert cflags[-1] == "-g0" and f"-D{program.sleepable_switch}" in cflags
+    assert _compiled_btf(cflags, program, load=False) == 0
+    assert program.task_storage_maps
+    image = bcc_backend.compile_program(program.c_source, cflags, {},
+                                        task_storage=program.task_storage_maps)
+    kinds = {m.name: (m.map_type, m.max_entries) for m in image.maps}
+    assert {kinds[n] for n in program.task_storage_maps} == {(BPF_MAP_TYPE_TASK_STORAGE, 0)}
+    sleepable = [s for s in program.sites if s.sleepable]
+    assert sleepable
+    loaded = cc.LoadedProgram(image)
+    try:
+        for site in sleepable:
+            assert loaded.load_func(site.fn_name, BPF_PROG_TYPE_KPROBE,
+                                    BPF_TRACE_UPROBE_MULTI, BPF_F_SLEEPABLE) >= 0
+    finally:
+        loaded.close()
+    # the same C compiled as a hash-scratch program is refused where it needs task storage
+    plain = bcc_backend.compile_program(program.c_source, cflags, {})
+    refused = cc.LoadedProgram(plain)
+    try:
+        with pytest.raises(cc.CacheLoadError):
+            refused.load_func(sleepable[0].fn_name, BPF_PROG_TYPE_KPROBE,
+                              BPF_TRACE_UPROBE_MULTI, BPF_F_SLEEPABLE)
+    finally:
+        refused.close()
 
 
 def _instructions(cflags: list[str], program: RenderedProgram) -> dict[str, int]:

@@ -73,40 +73,37 @@ SLEEPABLE = [g for g in GOLDENS if "#ifdef PR_SLEEPABLE" in g.read_text()]
 def test_sleepable_golden_compiles_and_verifies(golden: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The same goldens as the loader compiles them on a kernel with sleepable uprobes:
-    with PR_SLEEPABLE, every uprobe thunk loaded BPF_F_SLEEPABLE (runtime/kernel/bpf.py),
-    but the uprobe dispatcher, which the runtime never loads sleepable (the verifier
-    refuses a prog array to a sleepable program)."""
-    import os
-
-    from bcc import BPF, lib
-
+    with PR_SLEEPABLE, the sleepable scratch maps task storage in the image (bcc
+    is given hashes: RenderedProgram.task_storage_maps, which name the maps the C
+    declares so), every uprobe thunk loaded BPF_F_SLEEPABLE by the loader
+    (compile_cache.LoadedProgram), but the uprobe dispatcher, which the runtime never
+    loads sleepable (the verifier refuses a prog array to a sleepable program)."""
+    from planrunner.pipeline import compile_plan
     from planrunner.render.program import UPROBE_DISPATCHER
+    from planrunner.runtime import compile_cache as cc
+    from planrunner.runtime.bcc_backend import compile_program
     from planrunner.runtime.features import detect
     from planrunner.runtime.kernel.bpf import (
         BPF_F_SLEEPABLE,
+        BPF_PROG_TYPE_KPROBE,
         BPF_TRACE_UPROBE_MULTI,
-        ProgLoadError,
-        prog_load,
     )
 
     if not detect().sleepable:
         pytest.skip("this kernel has no sleepable uprobes")
     text = from_golden(golden.read_text())
     thunks = re.findall(r"^int (pr_\w+)\(struct pt_regs \*ctx\)$", text, re.M)
-    bpf = BPF(text=text.encode(), cflags=[*BASE_CFLAGS, "-DPR_SLEEPABLE",
-                                          *_kernel_cflags(golden, monkeypatch)])
+    cflags = [*BASE_CFLAGS, "-DPR_SLEEPABLE", *_kernel_cflags(golden, monkeypatch)]
+    storage = compile_plan(str((golden.parent / "plan.yaml").relative_to(ROOT)),
+                           {})[2].task_storage_maps
+    assert sorted(storage) == sorted(re.findall(r"^PR_TASK_STORAGE\((\w+),", text, re.M))
+    loaded = cc.LoadedProgram(compile_program(text, cflags, {}, task_storage=storage))
     try:
         for fn in thunks:
-            name = fn.encode()
             try:
-                fd = prog_load(
-                    lib.bpf_function_start(bpf.module, name),
-                    lib.bpf_function_size(bpf.module, name),
-                    lib.bpf_module_license(bpf.module),
-                    BPF.KPROBE, 0 if fn == UPROBE_DISPATCHER else BPF_F_SLEEPABLE,
-                    BPF_TRACE_UPROBE_MULTI, fn)
-            except ProgLoadError as exc:
-                raise AssertionError((fn, exc.strerror, exc.log)) from None
-            os.close(fd)
+                loaded.load_func(fn, BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI,
+                                 0 if fn == UPROBE_DISPATCHER else BPF_F_SLEEPABLE)
+            except cc.CacheLoadError as exc:
+                raise AssertionError((fn, exc.reason, exc.log_tail)) from None
     finally:
-        bpf.cleanup()
+        loaded.close()

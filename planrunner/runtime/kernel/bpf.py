@@ -35,6 +35,7 @@ BPF_RAW_TRACEPOINT_OPEN = 17
 BPF_LINK_CREATE = 28
 
 # map types
+BPF_MAP_TYPE_HASH = 1
 BPF_MAP_TYPE_ARRAY = 2
 BPF_MAP_TYPE_PERCPU_ARRAY = 6
 BPF_MAP_TYPE_RINGBUF = 27
@@ -50,6 +51,7 @@ BPF_PROG_TYPE_RAW_TRACEPOINT = 17
 BPF_TRACE_UPROBE_MULTI = 48
 BPF_F_UPROBE_MULTI_RETURN = 1
 BPF_F_SLEEPABLE = 1 << 4
+BPF_F_NO_PREALLOC = 1  # a map flag: elements allocated as they are added
 
 ENOTSUPP = 524  # the kernel's own "not supported" (not in errno), which bpf() leaks
 LOG_SIZE = 1 << 22  # the verifier's log on a failed load, for the error message

@@ -52,8 +52,8 @@ struct pr_scratch_start {
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
-   so its scratch is the task's own, not the CPU's */
-BPF_TASK_STORAGE(pr_scratch_start, struct pr_scratch_start);
+   so its scratch is the task's own, not the CPU's (task storage) */
+PR_TASK_STORAGE(pr_scratch_start, struct pr_scratch_start);
 #else
 BPF_PERCPU_ARRAY(pr_scratch_start, struct pr_scratch_start, 1);
 #endif

@@ -57,8 +57,8 @@ struct pr_scratch_s {
 };
 #ifdef PR_SLEEPABLE
 /* sleepable: another task may run this probe on this CPU while it waits for a page,
-   so its scratch is the task's own, not the CPU's */
-BPF_TASK_STORAGE(pr_scratch_s, struct pr_scratch_s);
+   so its scratch is the task's own, not the CPU's (task storage) */
+PR_TASK_STORAGE(pr_scratch_s, struct pr_scratch_s);
 #else
 BPF_PERCPU_ARRAY(pr_scratch_s, struct pr_scratch_s, 1);
 #endif
