@@ -431,9 +431,10 @@ class BccBackend:
         worker = self._worker
         if worker is not None:
             worker_pid = worker.pid
-            compiled = worker.compile(c_source, cflags, pins, program.btf_constants,
-                                      program.runtime_constants, storage,
-                                      meanwhile)  # it has ended
+            compiled = worker.compile(c_source, cflags, pins, btf=program.btf_constants,
+                                      needed=program.runtime_constants,
+                                      task_storage=storage,
+                                      meanwhile=meanwhile)  # it has ended
             self._forget(worker_pid)
             if self._closed:  # the session stopped waiting for this load
                 raise BackendError("the backend was closed while compiling")
@@ -444,8 +445,8 @@ class BccBackend:
             if self._cache is not None:  # compiled again here, as without the worker
                 self._cache.note(worker.why or "the compile worker gave no program back")
         try:
-            return compile_program(c_source, cflags, pins, program.btf_constants,
-                                   program.runtime_constants, storage)
+            return compile_program(c_source, cflags, pins, btf=program.btf_constants,
+                                   needed=program.runtime_constants, task_storage=storage)
         except cc.Uncacheable as exc:
             raise BackendError(f"bcc compiled a program planrunner cannot load: {exc}",
                                hints=("this is a planrunner bug: `planrunner render` "

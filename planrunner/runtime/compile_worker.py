@@ -21,9 +21,9 @@ again by the parent: the worker's die with it. clang's diagnostics go to the wor
 stderr, which is the parent's.
 
 Protocol (one request, one reply, over pipes): the parent writes a line with a length,
-then the C source, the cflags, the pinned maps and the BTF constants, optional and
+then the C source, the cflags, the pinned maps, the BTF constants, optional and
 needed (macros the worker defines from the kernel's BTF, which it parses while the
-parent renders) as
+parent renders), and the maps to store as task storage (bcc_backend._capture) as
 JSON of that length (not up to an end of file: a `-c` command forked but not yet exec'd
 holds a copy of the pipe); the
 worker answers one line: `ok N` followed by N bytes of compile_cache.encode();

@@ -115,7 +115,7 @@ def test_sleepable_programs_compile_and_load_only_where_both_allow(
     cflags: list[list[str]] = []
     monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
     monkeypatch.setattr(bcc_backend, "compile_program",
-                        lambda c, flags, pins, *constants: cflags.append(list(flags)) or "image")
+                        lambda c, flags, pins, **constants: cflags.append(list(flags)) or "image")
     monkeypatch.setattr(cc, "LoadedProgram", _FakeImage)
     _FakeImage.loads = []
     backend = BccBackend(KernelFeatures(True, True, True, sleepable=kernel))
@@ -161,7 +161,7 @@ def test_a_refused_cached_image_is_compiled_again_and_a_refused_fresh_one_says_w
     monkeypatch.setattr(cache, "put", lambda key, image: compiles.append(f"put {image}"))
     monkeypatch.setattr(cache, "discard", lambda key, why: compiles.append(f"drop {why}"))
     monkeypatch.setattr(bcc_backend, "compile_program",
-                        lambda c, flags, pins, *constants: compiles.append("compile") or fresh)
+                        lambda c, flags, pins, **constants: compiles.append("compile") or fresh)
     monkeypatch.setattr(cc, "LoadedProgram", _RefusingImage)
     _FakeImage.loads = []
     backend = BccBackend(KernelFeatures(True, True, True, sleepable=False), cache=cache)
@@ -208,7 +208,7 @@ def test_functions_load_side_by_side_once_each_and_the_first_refusal_in_order_is
     from planrunner.runtime import compile_cache as cc
 
     monkeypatch.setattr(bcc_backend, "check_machine", lambda: None)
-    monkeypatch.setattr(bcc_backend, "compile_program", lambda c, flags, pins, *constants: "x")
+    monkeypatch.setattr(bcc_backend, "compile_program", lambda c, flags, pins, **constants: "x")
     monkeypatch.setattr(cc, "LoadedProgram", _SlowRefusals)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     _FakeImage.loads = []
