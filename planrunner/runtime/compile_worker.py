@@ -337,7 +337,8 @@ def _parse_btf_ahead() -> None:
 
 def _btf_constants(constants: Iterable[tuple[str, Sequence[str]]]
                    ) -> list[RuntimeConstant]:
-    """The request's optional BTF constants, [macro, [struct, path]] in JSON."""
+    """The request's BTF constants (optional or needed), [macro, [struct, path]] in
+    JSON."""
     from planrunner.elf.btf import KernelMember
     from planrunner.render.model import RuntimeConstant
 

@@ -119,7 +119,6 @@ class MapsFeed(Protocol):
     def fds(self) -> list[int]: ...
 
 
-
 def import_readers() -> None:
     """The modules that read and name stacks, imported (a run does it while its
     program compiles: session.py `_warm_up`)."""
@@ -128,6 +127,7 @@ def import_readers() -> None:
     from planrunner.stacks.modules import ProcessRegistry  # noqa: F401
     from planrunner.stacks.symbolize import Symbolizer  # noqa: F401
     from planrunner.stacks.unwind import unwind  # noqa: F401
+
 
 class StackResolver:
     """Turns what BPF captured into `Stack` values (see the module docstring)."""
