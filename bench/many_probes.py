@@ -37,10 +37,13 @@ def functions(binary: str, n: int) -> list[str]:
     return names[:n]
 
 
-def write_plan(directory: str, n: int) -> str:
+def write_plan(directory: str, n: int, strings: bool = False) -> str:
+    """N uprobes on N exported functions of PostgreSQL, each counted; with `strings`,
+    each printing its first argument read as a string instead (a sleepable site)."""
     names = functions(POSTGRES, n)
     probes = "".join(f"  p{i}: {{uprobe: pg:{name}}}\n" for i, name in enumerate(names))
-    outputs = "".join(f"  - {{count: p{i}}}\n" for i in range(n))
+    outputs = "".join(f"  - {{print: p{i}, fields: [{{s: \"str(arg1)\"}}]}}\n" if strings
+                      else f"  - {{count: p{i}}}\n" for i in range(n))
     path = os.path.join(directory, f"many-{n}.yaml")
     Path(path).write_text(f"planrunner: 1\nname: many-{n}\ntargets:\n  pg: {{binary: {POSTGRES}}}\n"
                           f"probes:\n{probes}outputs:\n{outputs}")

@@ -11,6 +11,10 @@ of both (user + system), by getrusage RUSAGE_CHILDREN of a fresh wrapper process
 time is what a run would take alone (the compile is one thread).
 
     sudo .venv/bin/python bench/site_limit.py [--counts 300,1000,2000,3000] [--timeout 1800]
+                                              [--strings]
+
+--strings: each probe prints its first argument read as a string (a sleepable site,
+which compiled with debug info until issue 28's fifteenth session) instead of a count.
 
 The machine is shared (other jobs on its CPUs): the load average is printed with each
 row, and a figure is one run, not a median.
@@ -62,6 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--counts", default="300,1000,2000,3000")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--strings", action="store_true", help="sites that read strings")
     a = ap.parse_args()
     cpu = next((line.split(":", 1)[1].strip() for line in
                 Path("/proc/cpuinfo").read_text().splitlines()
@@ -71,7 +76,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in a.counts.split(",")):
-            plan = write_plan(tmp, n)
+            plan = write_plan(tmp, n, a.strings)
             with open(plan, "a") as fh:
                 fh.write(f"settings:\n  max_sites: {n}\n")
             load = os.getloadavg()[0]

@@ -6,12 +6,12 @@ the compile grows with the square of the sites: perf (call graphs by DWARF) of a
 2000-site compile put ~80% of its samples in std::_Rb_tree_increment, most of them under
 LLVM's DebugHandlerBase::beginFunction (bcc's BPFModule::finalize emits the object): a tree
 that grows with every function, walked once per function. Memory grows less than that.
-Since then a program compiles without debug info (runtime/bcc_backend.py compile_flags)
-unless one of its probes reads a string from user memory (a sleepable site: its
-task-storage map needs BTF), and grows about linearly: 1000 sites in ~50 s of CPU
-(BENCHMARKS.md, "Probe sites without debug info"). MEASURED keeps the figures with debug
-info, the worst case a plan can reach, so the estimate is an upper bound and MAX_SITES
-stays where the worst case is bearable.
+Since then a program compiles without debug info (runtime/bcc_backend.py compile_flags;
+since issue 28's fifteenth session a plan that reads strings too: its task-storage
+scratch no longer needs the program's BTF), and grows about linearly: 1000 sites in ~50 s
+of CPU (BENCHMARKS.md, "Probe sites without debug info"). MEASURED keeps the figures with
+debug info, which no plan reaches now, so the estimate is an upper bound and MAX_SITES
+stays where even that case is bearable.
 
 MEASURED holds (sites, CPU seconds of `run` and its compile worker from launch to
 attached, their peak RSS in MB), by bench/site_limit.py (command, machine and every
@@ -28,8 +28,8 @@ MEASURED: tuple[tuple[int, float, float], ...] = (
 )
 
 # The most sites settings.max_sites allows (the schema's maximum, which
-# tests/unit/test_site_cost.py checks): with debug info (a plan that reads strings),
-# 1000 sites start in ~3 min of CPU and 0.6 GB; 2000 took 27 min of CPU and 1 GB.
+# tests/unit/test_site_cost.py checks): with debug info (the upper bound above), 1000
+# sites start in ~3 min of CPU and 0.6 GB; 2000 took 27 min of CPU and 1 GB.
 # Also the default: max_sites only lowers it.
 MAX_SITES = 1000
 
